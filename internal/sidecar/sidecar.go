@@ -1,0 +1,3 @@
+// Package sidecar assembles the engine packages (relay connections, sync,
+// health, purgatory, publisher) into one running process.
+package sidecar
