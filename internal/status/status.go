@@ -1,0 +1,71 @@
+// Package status defines the JSON snapshot a running sidecar serves on
+// /status and that `grasp-sync status` prints.
+package status
+
+import "time"
+
+// Snapshot is the whole status document.
+type Snapshot struct {
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	Ready     bool      `json:"ready"`
+	OwnRelay  OwnRelay  `json:"own_relay"`
+	Relays    []Relay   `json:"relays"`
+	// Repositories is the number of repositories in the RepoSyncIndex.
+	Repositories int `json:"repositories"`
+	// RootEvents is the number of root events (patches, PRs, issues) tracked.
+	RootEvents     int       `json:"root_events"`
+	PendingBatches int       `json:"pending_batches"`
+	Publisher      Publisher `json:"publisher"`
+	Purgatory      Purgatory `json:"purgatory"`
+	Rejected       Rejected  `json:"rejected"`
+}
+
+// OwnRelay describes the connection to the operator's relay.
+type OwnRelay struct {
+	URL       string `json:"url"`
+	Connected bool   `json:"connected"`
+	// SelfSubscriptionEOSE is true once the self-subscription's first EOSE arrived.
+	SelfSubscriptionEOSE bool `json:"self_subscription_eose"`
+}
+
+// Relay describes one remote relay the sidecar tracks.
+type Relay struct {
+	URL            string     `json:"url"`
+	State          string     `json:"state"`
+	Health         string     `json:"health"`
+	Bootstrap      bool       `json:"bootstrap,omitempty"`
+	Negentropy     string     `json:"negentropy,omitempty"` // "unknown", "supported", "unsupported"
+	ReposConfirmed int        `json:"repos_confirmed"`
+	ReposPending   int        `json:"repos_pending"`
+	RootsConfirmed int        `json:"roots_confirmed"`
+	RootsPending   int        `json:"roots_pending"`
+	FiltersOpen    int        `json:"filters_open"`
+	PendingBatches int        `json:"pending_batches"`
+	EventsReceived uint64     `json:"events_received"`
+	Failures       int        `json:"failures"`
+	LastConnected  *time.Time `json:"last_connected,omitempty"`
+	LastError      string     `json:"last_error,omitempty"`
+}
+
+// Publisher summarises the publisher to the own relay.
+type Publisher struct {
+	Queued     int    `json:"queued"`
+	InFlight   int    `json:"in_flight"`
+	Accepted   uint64 `json:"accepted"`
+	Duplicates uint64 `json:"duplicates"`
+	Rejected   uint64 `json:"rejected"`
+}
+
+// Purgatory summarises events held until their git data exists.
+type Purgatory struct {
+	Enabled   bool `json:"enabled"`
+	Events    int  `json:"events"`
+	QueueSize int  `json:"queue_size"`
+}
+
+// Rejected summarises the RejectedIndex.
+type Rejected struct {
+	Hot  int `json:"hot"`
+	Cold int `json:"cold"`
+}
