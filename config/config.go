@@ -1,0 +1,272 @@
+// Package config holds grasp-sync's configuration: its defaults, the YAML
+// file format, the environment and command-line overlays, and validation.
+//
+// Settings are applied in this order, each layer overriding the previous one
+// only for the values it actually sets: Default → YAML file (unknown keys are
+// refused) → environment (GRASP_SYNC_*) → command-line flags → Validate.
+// A zero value given explicitly is a value, never "unset".
+//
+// Every setting is described once, by the Config struct and its tags; the
+// flag table, the environment names, CONFIGURATION.md and the reference
+// grasp-sync.example.yml are all derived from it (see Settings).
+//
+// The package imports no engine package, so every engine package may import it.
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole configuration of a grasp-sync process.
+//
+// Struct tags: `yaml` names the key, `help` documents it, `flag` overrides the
+// derived flag name (default: the dotted YAML path with '_' replaced by '-'),
+// `env` overrides the derived environment name (default: GRASP_SYNC_ plus
+// the flag name upper-cased with '.' and '-' replaced by '_').
+type Config struct {
+	OwnRelay        string        `yaml:"own_relay" help:"WebSocket URL (ws:// or wss://) of the operator's own relay. Required."`
+	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected and asked about every tracked repository (repeatable; ws:// or wss://)."`
+	TrustedRelays   []string      `yaml:"trusted_relays" flag:"trusted-relay" help:"Archive relays reconciled periodically with NIP-77 over the trusted lookback window (repeatable; ws:// or wss://)."`
+	GitDir          string        `yaml:"git_dir" help:"Shared git directory of the GRASP service (<git_dir>/<npub>/<identifier>.git). Empty disables purgatory: state and PR events are published as they come."`
+	ServiceDomain   string        `yaml:"service_domain" help:"HOST[:PORT] this GRASP service is reached at; clone and relay URLs on this host are ours and are never fetched from."`
+	Listen          string        `yaml:"listen" help:"Address of the HTTP surface (/metrics, /healthz, /readyz, /status)."`
+	ShutdownGrace   time.Duration `yaml:"shutdown_grace" help:"On SIGTERM/SIGINT, time allowed to flush the publisher and wait for git commands before giving up."`
+
+	Log        Log        `yaml:"log" help:"Logging."`
+	Auth       Auth       `yaml:"auth" help:"NIP-42 authentication to the own relay."`
+	Dial       Dial       `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
+	Relay      Relay      `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
+	Sync       Sync       `yaml:"sync" help:"GRASP-02 proactive sync."`
+	Health     Health     `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
+	Publisher  Publisher  `yaml:"publisher" help:"Publishing events into the own relay."`
+	Purgatory  Purgatory  `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
+	Negentropy Negentropy `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
+	Trusted    Trusted    `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
+	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
+	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level" help:"Log level: debug, info, warn or error."`
+	Format string `yaml:"format" help:"Log format: json (for machines) or console (for humans)."`
+}
+
+// Auth configures NIP-42 authentication.
+type Auth struct {
+	KeyFile string `yaml:"key_file" help:"File holding the secret key used for NIP-42 AUTH (nsec1… or 64 hex characters). The key may instead be given in the environment variable GRASP_SYNC_AUTH_KEY. It is never logged."`
+	// Key is the loaded secret key, filled by Load/ResolveKey from KeyFile or
+	// GRASP_SYNC_AUTH_KEY. It is never serialised.
+	Key SecretKey `yaml:"-"`
+}
+
+// Dial configures which destinations announcements may make us connect to.
+type Dial struct {
+	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs may reach even though they are loopback, private, link-local or metadata addresses (repeatable)."`
+}
+
+// Relay configures every WebSocket connection.
+type Relay struct {
+	MaxMessageBytes int           `yaml:"max_message_bytes" help:"Largest inbound WebSocket message in bytes (at least 1 MiB: strfry sends ~1 MB NEG-MSG frames)."`
+	WriteTimeout    time.Duration `yaml:"write_timeout" help:"Deadline for writing one message."`
+	PingInterval    time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
+	PongTimeout     time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
+	ConnectTimeout  time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
+}
+
+// Sync configures GRASP-02 proactive sync.
+type Sync struct {
+	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
+	BatchWindow            time.Duration `yaml:"batch_window" help:"Self-subscriber batch window; the timer starts at the first event and is not reset."`
+	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync."`
+	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
+	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
+	ConsolidationThreshold int           `yaml:"consolidation_threshold" help:"Open filters per relay above which they are consolidated."`
+	ConsolidationWait      time.Duration `yaml:"consolidation_wait" help:"How long consolidation waits for pending batches to finish."`
+	FullResyncMin          time.Duration `yaml:"full_resync_min" help:"Lower bound of the random interval between full resyncs of a relay."`
+	FullResyncMax          time.Duration `yaml:"full_resync_max" help:"Upper bound of the random interval between full resyncs of a relay."`
+	EmptyRelayCheck        time.Duration `yaml:"empty_relay_check" help:"Interval of the check that disconnects non-bootstrap relays with nothing to sync."`
+	PageSize               int           `yaml:"page_size" help:"Limit of one REQ page in historic sync without negentropy (strfry caps at 500)."`
+	EOSETimeout            time.Duration `yaml:"eose_timeout" help:"How long to wait for EOSE of a historic REQ before treating it as failed."`
+	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures. 0 means automatic (GOMAXPROCS); this is the only setting where 0 means automatic."`
+}
+
+// Health configures per-relay health tracking.
+type Health struct {
+	BackoffBase               time.Duration `yaml:"backoff_base" help:"First reconnect delay; doubles per failure (base·2^(n−1)). Also the connect timeout of an attempt."`
+	BackoffMax                time.Duration `yaml:"backoff_max" help:"Largest reconnect delay."`
+	DeadAfter                 time.Duration `yaml:"dead_after" help:"A relay failing for this long is dead."`
+	DeadRetry                 time.Duration `yaml:"dead_retry" help:"A dead relay is tried once per this interval."`
+	RateLimitCooldown         time.Duration `yaml:"rate_limit_cooldown" help:"Pause after a rate-limited NOTICE, CLOSED or OK."`
+	StabilityPeriod           time.Duration `yaml:"stability_period" help:"A connection up this long resets the failure count."`
+	Tick                      time.Duration `yaml:"tick" help:"Health and metrics tick."`
+	NaughtyPeriod             time.Duration `yaml:"naughty_period" help:"How long a misbehaving relay stays penalised."`
+	Jitter                    float64       `yaml:"jitter" help:"Random fraction added to or removed from each backoff delay, in [0, 1)."`
+	DefaultSubscriptionBudget int           `yaml:"default_subscription_budget" help:"Concurrent subscriptions per relay when its NIP-11 states no max_subscriptions."`
+}
+
+// Publisher configures publishing into the own relay.
+type Publisher struct {
+	Window    int           `yaml:"window" help:"Outstanding EVENTs awaiting OK."`
+	OKTimeout time.Duration `yaml:"ok_timeout" help:"How long to wait for an OK before retrying the EVENT."`
+	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
+	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
+	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
+}
+
+// Purgatory configures the git-data purgatory.
+type Purgatory struct {
+	Enabled                 bool            `yaml:"enabled" help:"Hold state (30618) and PR (1618/1619) events until their git objects exist. Effective only with git_dir."`
+	Loop                    time.Duration   `yaml:"loop" help:"Interval of the purgatory worker loop."`
+	SyncedDelay             time.Duration   `yaml:"synced_delay" help:"Delay before the first git attempt for events obtained by sync."`
+	OwnRelayDelay           time.Duration   `yaml:"own_relay_delay" help:"Delay before the first git attempt for events first seen on the own relay (gives the pusher time)."`
+	Backoff                 []time.Duration `yaml:"backoff" help:"Delays between git attempts; the last one repeats."`
+	Expiry                  time.Duration   `yaml:"expiry" help:"Events without git data after this long are dropped (GRASP-01)."`
+	DomainConcurrency       int             `yaml:"domain_concurrency" help:"Concurrent git fetches per clone domain."`
+	DomainRequestsPerWindow int             `yaml:"domain_requests_per_window" help:"Git requests per clone domain per domain_window."`
+	DomainWindow            time.Duration   `yaml:"domain_window" help:"Window of the per-domain request limit."`
+	GitTimeout              time.Duration   `yaml:"git_timeout" help:"Timeout of one git command."`
+	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
+	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
+}
+
+// Negentropy configures NIP-77 reconciliation.
+type Negentropy struct {
+	Enabled         bool          `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
+	FrameLimit      int           `yaml:"frame_limit" help:"Largest NEG-MSG we send, in binary bytes before hex (strfry refuses frames over 131072 bytes of hex)."`
+	InitialTimeout  time.Duration `yaml:"initial_timeout" help:"Wait for the first answer to NEG-OPEN; no answer means unsupported."`
+	IdleTimeout     time.Duration `yaml:"idle_timeout" help:"Wait for each further NEG-MSG."`
+	FetchBatch      int           `yaml:"fetch_batch" help:"Event ids per REQ when fetching what reconciliation found missing."`
+	SupportCacheTTL time.Duration `yaml:"support_cache_ttl" help:"How long a relay's NIP-77 support (or lack of it) is remembered."`
+}
+
+// Trusted configures reconciliation against trusted archive relays.
+type Trusted struct {
+	Interval          time.Duration `yaml:"interval" help:"Interval between reconciliations with each trusted relay."`
+	Lookback          time.Duration `yaml:"lookback" help:"Window reconciled: events created within this long before now."`
+	MaxEventsPerCycle int           `yaml:"max_events_per_cycle" help:"Events fetched from one trusted relay per cycle at most."`
+}
+
+// Rejected configures the RejectedIndex.
+type Rejected struct {
+	HotTTL  time.Duration `yaml:"hot_ttl" help:"How long whole rejected events are kept for retry when a dependency is accepted."`
+	HotMax  int           `yaml:"hot_max" help:"Rejected events kept whole at most."`
+	ColdTTL time.Duration `yaml:"cold_ttl" help:"How long rejected event ids are remembered (excluded from sync)."`
+	ColdMax int           `yaml:"cold_max" help:"Rejected event ids remembered at most."`
+}
+
+// Limits bounds inputs.
+type Limits struct {
+	MaxEventBytes            int `yaml:"max_event_bytes" help:"Events larger than this (serialised JSON) are dropped."`
+	MaxEventTags             int `yaml:"max_event_tags" help:"Events with more tags are dropped."`
+	MaxRelaysPerAnnouncement int `yaml:"max_relays_per_announcement" help:"Relay URLs taken from one announcement at most."`
+	MaxTrackedRelays         int `yaml:"max_tracked_relays" help:"Remote relays tracked at most."`
+	MaxRepositories          int `yaml:"max_repositories" help:"Repositories tracked at most."`
+	RelayEventRate           int `yaml:"relay_event_rate" help:"Events per second accepted from one relay."`
+	RelayQueue               int `yaml:"relay_queue" help:"Events buffered per relay before it is throttled."`
+}
+
+// MiB is 1 << 20 bytes.
+const MiB = 1 << 20
+
+// Default returns the configuration with every default filled in. OwnRelay
+// is empty and must be set before Validate succeeds.
+func Default() *Config {
+	return &Config{
+		BootstrapRelays: []string{},
+		TrustedRelays:   []string{},
+		Listen:          ":9090",
+		ShutdownGrace:   10 * time.Second,
+		Log:             Log{Level: "info", Format: "json"},
+		Dial:            Dial{Allow: []string{}},
+		Relay: Relay{
+			MaxMessageBytes: 4 * MiB,
+			WriteTimeout:    10 * time.Second,
+			PingInterval:    30 * time.Second,
+			PongTimeout:     60 * time.Second,
+			ConnectTimeout:  5 * time.Second,
+		},
+		Sync: Sync{
+			SelfKinds:              []int{30617, 30618, 1617, 1618, 1619, 1621},
+			BatchWindow:            5 * time.Second,
+			QuickReconnectWindow:   15 * time.Minute,
+			SinceBuffer:            15 * time.Minute,
+			ValuesPerFilter:        100,
+			ConsolidationThreshold: 70,
+			ConsolidationWait:      30 * time.Second,
+			FullResyncMin:          23 * time.Hour,
+			FullResyncMax:          25 * time.Hour,
+			EmptyRelayCheck:        60 * time.Second,
+			PageSize:               500,
+			EOSETimeout:            60 * time.Second,
+			VerifyWorkers:          0,
+		},
+		Health: Health{
+			BackoffBase:               5 * time.Second,
+			BackoffMax:                time.Hour,
+			DeadAfter:                 24 * time.Hour,
+			DeadRetry:                 24 * time.Hour,
+			RateLimitCooldown:         65 * time.Second,
+			StabilityPeriod:           5 * time.Minute,
+			Tick:                      2 * time.Second,
+			NaughtyPeriod:             12 * time.Hour,
+			Jitter:                    0.2,
+			DefaultSubscriptionBudget: 20,
+		},
+		Publisher: Publisher{
+			Window:    200,
+			OKTimeout: 15 * time.Second,
+			RetryBase: time.Second,
+			RetryMax:  60 * time.Second,
+			QueueSize: 100000,
+		},
+		Purgatory: Purgatory{
+			Enabled:                 true,
+			Loop:                    time.Second,
+			SyncedDelay:             500 * time.Millisecond,
+			OwnRelayDelay:           3 * time.Minute,
+			Backoff:                 []time.Duration{20 * time.Second, 40 * time.Second, 80 * time.Second, 120 * time.Second},
+			Expiry:                  30 * time.Minute,
+			DomainConcurrency:       5,
+			DomainRequestsPerWindow: 30,
+			DomainWindow:            time.Minute,
+			GitTimeout:              2 * time.Minute,
+			CreateMissingRepos:      false,
+			MaxEntries:              10000,
+		},
+		Negentropy: Negentropy{
+			Enabled:         true,
+			FrameLimit:      60000,
+			InitialTimeout:  10 * time.Second,
+			IdleTimeout:     30 * time.Second,
+			FetchBatch:      500,
+			SupportCacheTTL: 24 * time.Hour,
+		},
+		Trusted: Trusted{
+			Interval:          10 * time.Minute,
+			Lookback:          168 * time.Hour,
+			MaxEventsPerCycle: 50000,
+		},
+		Rejected: Rejected{
+			HotTTL:  2 * time.Minute,
+			HotMax:  10000,
+			ColdTTL: 168 * time.Hour,
+			ColdMax: 1000000,
+		},
+		Limits: Limits{
+			MaxEventBytes:            262144,
+			MaxEventTags:             2000,
+			MaxRelaysPerAnnouncement: 20,
+			MaxTrackedRelays:         500,
+			MaxRepositories:          50000,
+			RelayEventRate:           2000,
+			RelayQueue:               10000,
+		},
+	}
+}
+
+// PurgatoryActive reports whether purgatory runs: it must be enabled and a
+// git directory configured.
+func (c *Config) PurgatoryActive() bool {
+	return c.Purgatory.Enabled && c.GitDir != ""
+}

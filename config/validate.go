@@ -1,0 +1,264 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is matched (errors.Is) by every ValidationError.
+var ErrInvalid = errors.New("invalid configuration")
+
+// ValidationError names a field (its YAML path), what is wrong with it and
+// the offending value.
+type ValidationError struct {
+	Field   string
+	Problem string
+	Value   string
+}
+
+// Error renders `field: problem, got "value"`.
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("%s: %s, got %q", e.Field, e.Problem, e.Value)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+type validator struct{ errs []error }
+
+func (v *validator) fail(field, problem string, value any) {
+	v.errs = append(v.errs, &ValidationError{Field: field, Problem: problem, Value: formatValue(value)})
+}
+
+func (v *validator) positive(field string, d time.Duration) {
+	if d <= 0 {
+		v.fail(field, "must be > 0", d)
+	}
+}
+
+func (v *validator) nonNegative(field string, d time.Duration) {
+	if d < 0 {
+		v.fail(field, "must be >= 0", d)
+	}
+}
+
+func (v *validator) positiveInt(field string, n int) {
+	if n <= 0 {
+		v.fail(field, "must be > 0", n)
+	}
+}
+
+var hostnameRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
+
+// ValidRelayURL reports whether s is an absolute ws:// or wss:// URL with a
+// host and nothing but an optional path.
+func ValidRelayURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("must be a ws:// or wss:// URL")
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return errors.New("must be a ws:// or wss:// URL")
+	}
+	if u.Hostname() == "" {
+		return errors.New("must have a host")
+	}
+	if u.User != nil || u.Fragment != "" {
+		return errors.New("must not carry credentials or a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return errors.New("must have a valid port")
+		}
+	}
+	return nil
+}
+
+func validHostPort(s string) bool {
+	host, port := s, ""
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		host, port = h, p
+	} else if strings.Contains(s, ":") && net.ParseIP(s) == nil {
+		return false
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return false
+		}
+	}
+	return net.ParseIP(host) != nil || hostnameRE.MatchString(host)
+}
+
+// Validate checks every field and returns all problems joined; each is a
+// *ValidationError (errors.Is(err, ErrInvalid) holds).
+func (c *Config) Validate() error {
+	v := &validator{}
+
+	if c.OwnRelay == "" {
+		v.fail("own_relay", "is required", c.OwnRelay)
+	} else if err := ValidRelayURL(c.OwnRelay); err != nil {
+		v.fail("own_relay", err.Error(), c.OwnRelay)
+	}
+	for i, u := range c.BootstrapRelays {
+		if err := ValidRelayURL(u); err != nil {
+			v.fail(fmt.Sprintf("bootstrap_relays[%d]", i), err.Error(), u)
+		}
+	}
+	for i, u := range c.TrustedRelays {
+		if err := ValidRelayURL(u); err != nil {
+			v.fail(fmt.Sprintf("trusted_relays[%d]", i), err.Error(), u)
+		}
+	}
+	if c.ServiceDomain != "" && !validHostPort(c.ServiceDomain) {
+		v.fail("service_domain", "must be HOST or HOST:PORT (no scheme, no path)", c.ServiceDomain)
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
+		v.fail("listen", "must be HOST:PORT or :PORT", c.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.fail("listen", "must have a numeric port", c.Listen)
+	}
+	v.positive("shutdown_grace", c.ShutdownGrace)
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.fail("log.level", "must be one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "console":
+	default:
+		v.fail("log.format", "must be json or console", c.Log.Format)
+	}
+	for i, a := range c.Dial.Allow {
+		if _, _, err := net.ParseCIDR(a); err == nil {
+			continue
+		}
+		if net.ParseIP(a) != nil || hostnameRE.MatchString(a) {
+			continue
+		}
+		v.fail(fmt.Sprintf("dial.allow[%d]", i), "must be a CIDR, an IP address or a host name", a)
+	}
+
+	r := c.Relay
+	if r.MaxMessageBytes < MiB {
+		v.fail("relay.max_message_bytes", "must be >= 1048576", r.MaxMessageBytes)
+	}
+	v.positive("relay.write_timeout", r.WriteTimeout)
+	v.positive("relay.ping_interval", r.PingInterval)
+	v.positive("relay.pong_timeout", r.PongTimeout)
+	if r.PongTimeout > 0 && r.PingInterval > 0 && r.PongTimeout <= r.PingInterval {
+		v.fail("relay.pong_timeout", "must be > relay.ping_interval ("+FormatDuration(r.PingInterval)+")", r.PongTimeout)
+	}
+	v.positive("relay.connect_timeout", r.ConnectTimeout)
+
+	s := c.Sync
+	if len(s.SelfKinds) == 0 {
+		v.fail("sync.self_kinds", "must not be empty", s.SelfKinds)
+	}
+	for i, k := range s.SelfKinds {
+		if k < 0 || k > 65535 {
+			v.fail(fmt.Sprintf("sync.self_kinds[%d]", i), "must be in 0..65535", k)
+		}
+	}
+	v.positive("sync.batch_window", s.BatchWindow)
+	v.positive("sync.quick_reconnect_window", s.QuickReconnectWindow)
+	v.nonNegative("sync.since_buffer", s.SinceBuffer)
+	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
+	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
+	v.positive("sync.consolidation_wait", s.ConsolidationWait)
+	v.positive("sync.full_resync_min", s.FullResyncMin)
+	v.positive("sync.full_resync_max", s.FullResyncMax)
+	if s.FullResyncMax < s.FullResyncMin {
+		v.fail("sync.full_resync_max", "must be >= sync.full_resync_min ("+FormatDuration(s.FullResyncMin)+")", s.FullResyncMax)
+	}
+	v.positive("sync.empty_relay_check", s.EmptyRelayCheck)
+	v.positiveInt("sync.page_size", s.PageSize)
+	v.positive("sync.eose_timeout", s.EOSETimeout)
+	if s.VerifyWorkers < 0 {
+		v.fail("sync.verify_workers", "must be >= 0 (0 means GOMAXPROCS)", s.VerifyWorkers)
+	}
+
+	h := c.Health
+	v.positive("health.backoff_base", h.BackoffBase)
+	v.positive("health.backoff_max", h.BackoffMax)
+	if h.BackoffMax < h.BackoffBase {
+		v.fail("health.backoff_max", "must be >= health.backoff_base ("+FormatDuration(h.BackoffBase)+")", h.BackoffMax)
+	}
+	v.positive("health.dead_after", h.DeadAfter)
+	v.positive("health.dead_retry", h.DeadRetry)
+	v.positive("health.rate_limit_cooldown", h.RateLimitCooldown)
+	v.positive("health.stability_period", h.StabilityPeriod)
+	v.positive("health.tick", h.Tick)
+	v.positive("health.naughty_period", h.NaughtyPeriod)
+	if h.Jitter < 0 || h.Jitter >= 1 {
+		v.fail("health.jitter", "must be in [0, 1)", h.Jitter)
+	}
+	v.positiveInt("health.default_subscription_budget", h.DefaultSubscriptionBudget)
+
+	p := c.Publisher
+	v.positiveInt("publisher.window", p.Window)
+	v.positive("publisher.ok_timeout", p.OKTimeout)
+	v.positive("publisher.retry_base", p.RetryBase)
+	v.positive("publisher.retry_max", p.RetryMax)
+	if p.RetryMax < p.RetryBase {
+		v.fail("publisher.retry_max", "must be >= publisher.retry_base ("+FormatDuration(p.RetryBase)+")", p.RetryMax)
+	}
+	v.positiveInt("publisher.queue_size", p.QueueSize)
+
+	g := c.Purgatory
+	v.positive("purgatory.loop", g.Loop)
+	v.nonNegative("purgatory.synced_delay", g.SyncedDelay)
+	v.nonNegative("purgatory.own_relay_delay", g.OwnRelayDelay)
+	if len(g.Backoff) == 0 {
+		v.fail("purgatory.backoff", "must not be empty", g.Backoff)
+	}
+	for i, d := range g.Backoff {
+		v.positive(fmt.Sprintf("purgatory.backoff[%d]", i), d)
+	}
+	v.positive("purgatory.expiry", g.Expiry)
+	v.positiveInt("purgatory.domain_concurrency", g.DomainConcurrency)
+	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
+	v.positive("purgatory.domain_window", g.DomainWindow)
+	v.positive("purgatory.git_timeout", g.GitTimeout)
+	v.positiveInt("purgatory.max_entries", g.MaxEntries)
+
+	n := c.Negentropy
+	if n.FrameLimit < 4096 {
+		v.fail("negentropy.frame_limit", "must be >= 4096", n.FrameLimit)
+	}
+	v.positive("negentropy.initial_timeout", n.InitialTimeout)
+	v.positive("negentropy.idle_timeout", n.IdleTimeout)
+	v.positiveInt("negentropy.fetch_batch", n.FetchBatch)
+	v.positive("negentropy.support_cache_ttl", n.SupportCacheTTL)
+
+	t := c.Trusted
+	v.positive("trusted.interval", t.Interval)
+	v.positive("trusted.lookback", t.Lookback)
+	v.positiveInt("trusted.max_events_per_cycle", t.MaxEventsPerCycle)
+
+	j := c.Rejected
+	v.positive("rejected.hot_ttl", j.HotTTL)
+	v.positiveInt("rejected.hot_max", j.HotMax)
+	v.positive("rejected.cold_ttl", j.ColdTTL)
+	v.positiveInt("rejected.cold_max", j.ColdMax)
+
+	l := c.Limits
+	v.positiveInt("limits.max_event_bytes", l.MaxEventBytes)
+	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= MiB {
+		v.fail("limits.max_event_bytes", "must be <= relay.max_message_bytes ("+strconv.Itoa(r.MaxMessageBytes)+")", l.MaxEventBytes)
+	}
+	v.positiveInt("limits.max_event_tags", l.MaxEventTags)
+	v.positiveInt("limits.max_relays_per_announcement", l.MaxRelaysPerAnnouncement)
+	v.positiveInt("limits.max_tracked_relays", l.MaxTrackedRelays)
+	v.positiveInt("limits.max_repositories", l.MaxRepositories)
+	v.positiveInt("limits.relay_event_rate", l.RelayEventRate)
+	v.positiveInt("limits.relay_queue", l.RelayQueue)
+
+	return errors.Join(v.errs...)
+}
