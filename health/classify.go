@@ -1,0 +1,210 @@
+package health
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// ClassifyMessage says what a NOTICE text or a CLOSED, OK or NEG-ERR reason
+// signals; the rules are the same for every message type. Matching message text is deliberate here: the machine-readable
+// prefixes ("rate-limited:", "blocked:", …) are the protocol (NIP-01), and
+// relays without them word rate limits in a handful of common ways.
+//
+// Order of the rules:
+//  1. the "rate-limited:" prefix is a rate limit whatever follows;
+//  2. complaints about too many subscriptions/REQs are a subscription
+//     budget signal, never a rate limit, although they say "too many";
+//  3. complaints about too many filters ask for smaller REQs;
+//  4. any other NIP-01 prefix ("blocked:", "invalid:", "restricted:", …) is
+//     not a rate limit: "blocked: too many query results" is negentropy
+//     refusing a large set;
+//  5. otherwise "rate limit", "too many", "slow down" and "throttl…"
+//     are rate limits.
+func ClassifyMessage(text string) Signal {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if strings.HasPrefix(t, "rate-limited:") {
+		return SignalRateLimited
+	}
+	if containsAny(t, subscriptionPhrases) {
+		return SignalTooManySubscriptions
+	}
+	if containsAny(t, filterPhrases) {
+		return SignalTooManyFilters
+	}
+	if p, _, ok := strings.Cut(t, ":"); ok && nip01Prefixes[p] {
+		return SignalNone
+	}
+	if containsAny(t, rateLimitPhrases) {
+		return SignalRateLimited
+	}
+	return SignalNone
+}
+
+var (
+	subscriptionPhrases = []string{
+		"too many concurrent req", // strfry: "ERROR: too many concurrent REQs"
+		"too many subscriptions",
+		"too many concurrent subscriptions",
+		"too many open subscriptions",
+		"too many active subscriptions",
+		"too many reqs",
+		"max subscriptions",
+		"maximum subscriptions",
+		"subscription limit",
+		"max_subscriptions",
+	}
+	filterPhrases = []string{
+		"too many filters",
+		"max filters",
+		"maximum filters",
+		"max_filters",
+	}
+	rateLimitPhrases = []string{
+		"rate limit", "rate-limit", "ratelimit",
+		"too many",
+		"slow down",
+		"throttl",
+	}
+	// nip01Prefixes are the machine-readable reason prefixes of NIP-01
+	// other than "rate-limited". "error" is left out: relays such as strfry
+	// prefix every NOTICE with "ERROR:", rate limits included.
+	nip01Prefixes = map[string]bool{
+		"duplicate":     true,
+		"pow":           true,
+		"blocked":       true,
+		"invalid":       true,
+		"restricted":    true,
+		"mute":          true,
+		"auth-required": true,
+	}
+)
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// Failure kinds returned by ClassifyError.
+type FailureKind int
+
+const (
+	// FailureTransient is an ordinary failure: back off and retry.
+	FailureTransient FailureKind = iota
+	// FailureHard is a failure that retrying soon will not fix; the relay
+	// goes on the naughty list for NaughtyPeriod.
+	FailureHard
+	// FailureRateLimited is a refusal because we were too fast (HTTP 429
+	// on the websocket handshake); the relay cools down.
+	FailureRateLimited
+)
+
+// String names the failure kind.
+func (k FailureKind) String() string {
+	switch k {
+	case FailureTransient:
+		return "transient"
+	case FailureHard:
+		return "hard"
+	case FailureRateLimited:
+		return "rate_limited"
+	}
+	return fmt.Sprintf("failure(%d)", int(k))
+}
+
+// ErrHardFailure matches (errors.Is) every error wrapped by HardFailure.
+var ErrHardFailure = errors.New("hard failure")
+
+// HardFailure marks err as a hard failure (e.g. protocol garbage from the
+// relay, an unsupported URL scheme) so that Failed puts the relay on the
+// naughty list. It returns nil for a nil err.
+func HardFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &hardError{err: err}
+}
+
+type hardError struct{ err error }
+
+func (e *hardError) Error() string        { return e.err.Error() }
+func (e *hardError) Unwrap() error        { return e.err }
+func (e *hardError) Is(target error) bool { return target == ErrHardFailure }
+
+// HandshakeError reports a websocket handshake answered with an HTTP status
+// other than 101 Switching Protocols. Any error in a chain that has a
+// HandshakeStatus() int method is classified the same way, so connection
+// code need not import this package.
+type HandshakeError struct {
+	URL        string
+	StatusCode int
+}
+
+// Error describes the refused handshake.
+func (e *HandshakeError) Error() string {
+	return fmt.Sprintf("websocket handshake with %s: HTTP %d", e.URL, e.StatusCode)
+}
+
+// HandshakeStatus returns the HTTP status code of the handshake response.
+func (e *HandshakeError) HandshakeStatus() int { return e.StatusCode }
+
+type handshakeStatuser interface{ HandshakeStatus() int }
+
+// ClassifyError decides how Failed treats a connection error:
+//   - rate limited: a handshake answered 429 Too Many Requests;
+//   - transient: a handshake answered 5xx or 408 (a proxy or relay
+//     restarting), DNS timeouts and temporary resolver errors, refused or
+//     reset connections, timeouts, and anything not listed below;
+//   - hard: errors marked with HardFailure, DNS names that do not exist,
+//     TLS certificate and record errors (the peer is not speaking TLS or
+//     presents a certificate we do not trust), and any other handshake
+//     status (the URL is not a websocket endpoint).
+func ClassifyError(err error) FailureKind {
+	if err == nil {
+		return FailureTransient
+	}
+	if errors.Is(err, ErrHardFailure) {
+		return FailureHard
+	}
+	var hs handshakeStatuser
+	if errors.As(err, &hs) {
+		switch code := hs.HandshakeStatus(); {
+		case code == http.StatusSwitchingProtocols:
+			return FailureTransient
+		case code == http.StatusTooManyRequests:
+			return FailureRateLimited
+		case code == http.StatusRequestTimeout || code >= 500:
+			return FailureTransient
+		default:
+			return FailureHard
+		}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsNotFound || !(dnsErr.IsTimeout || dnsErr.IsTemporary) {
+			return FailureHard
+		}
+		return FailureTransient
+	}
+	var (
+		certVerify  *tls.CertificateVerificationError
+		recordHdr   tls.RecordHeaderError
+		unknownAuth x509.UnknownAuthorityError
+		hostname    x509.HostnameError
+		certInvalid x509.CertificateInvalidError
+	)
+	if errors.As(err, &certVerify) || errors.As(err, &recordHdr) ||
+		errors.As(err, &unknownAuth) || errors.As(err, &hostname) ||
+		errors.As(err, &certInvalid) {
+		return FailureHard
+	}
+	return FailureTransient
+}

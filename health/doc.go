@@ -1,0 +1,37 @@
+// Package health tracks the health of remote relays for the sync engine:
+// connection states, capped exponential backoff with jitter, rate-limit
+// cooldowns, a naughty list for hard failures, relay-announced limits
+// (NIP-11 and learned from NOTICEs) and the per-relay Prometheus gauges.
+//
+// The package does no I/O. The sync engine reports what happened on each
+// connection (AttemptStarted, Connected, Failed, Disconnected, Observe,
+// SetLimits) and asks what it may do next (CanAttempt, Due,
+// CooldownRemaining, SubscriptionBudget, Limits). Time comes from an
+// injected Clock so tests can walk a 24 hour rule in microseconds.
+//
+// # States
+//
+//	Healthy       connected and stable (no failures, or the stability period
+//	              after a recovery has elapsed)
+//	Disconnected  not connected, no failures outstanding
+//	Degraded      failing to connect, or recovered but not yet stable
+//	Dead          failing continuously for DeadAfter; one attempt per
+//	              DeadRetryInterval
+//	RateLimited   the relay told us to slow down; for RateLimitCooldown no
+//	              connection attempt, REQ or NEG-OPEN goes to it, then the
+//	              relay is back in whatever state the other rules give it
+//
+// The seed (grasp-02-proactive-sync.md, "Health Tracking") lists the
+// transition "Degraded -> Disconnected: recovery (enters 5 min stability
+// period)" but also defines Degraded as "recently recovered but not yet
+// stable". A relay with a live connection reported as Disconnected would
+// mislead operators, so here a recovered relay is Degraded until the
+// stability period elapses, then Healthy. A first connection with no
+// failures behind it is Healthy at once (the seed's "Healthy <->
+// Disconnected: normal connection/disconnection").
+//
+// The failure counter that drives backoff is only cleared once a recovered
+// connection has been stable for StabilityPeriod, so a relay that accepts
+// connections and drops them again keeps backing off further. The Dead
+// clock (continuous failures) restarts on every established connection.
+package health

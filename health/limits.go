@@ -1,0 +1,70 @@
+package health
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Limits are the limits a relay announces in the `limitation` object of its
+// NIP-11 information document. Zero means "not announced".
+type Limits struct {
+	// MaxSubscriptions is the number of concurrent subscriptions allowed
+	// per connection.
+	MaxSubscriptions int `json:"max_subscriptions,omitempty"`
+	// MaxFilters is the number of filters allowed in one REQ.
+	MaxFilters int `json:"max_filters,omitempty"`
+	// MaxLimit is the largest `limit` the relay honours in a filter.
+	MaxLimit int `json:"max_limit,omitempty"`
+	// MaxMessageLength is the largest websocket message the relay accepts,
+	// in bytes.
+	MaxMessageLength int `json:"max_message_length,omitempty"`
+}
+
+// ParseNIP11Limits extracts Limits from a NIP-11 relay information document
+// (the JSON body served for Accept: application/nostr+json). A document
+// without a limitation object gives zero Limits; values that are not
+// positive integers are treated as not announced.
+func ParseNIP11Limits(doc []byte) (Limits, error) {
+	var d struct {
+		Limitation map[string]json.RawMessage `json:"limitation"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return Limits{}, fmt.Errorf("parse NIP-11 document: %w", err)
+	}
+	return Limits{
+		MaxSubscriptions: positiveInt(d.Limitation["max_subscriptions"]),
+		MaxFilters:       positiveInt(d.Limitation["max_filters"]),
+		MaxLimit:         positiveInt(d.Limitation["max_limit"]),
+		MaxMessageLength: positiveInt(d.Limitation["max_message_length"]),
+	}, nil
+}
+
+// positiveInt decodes a JSON number into a positive int, 0 otherwise.
+// Relays publish odd values ("500", 1e6, -1); a limit we cannot read is a
+// limit we do not know, not a reason to reject the document.
+func positiveInt(raw json.RawMessage) int {
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0
+		}
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(s), 64); err != nil {
+			return 0
+		}
+	}
+	switch {
+	case f != f: // NaN from a string such as "NaN"
+		return 0
+	case f >= maxInt32:
+		return maxInt32
+	case f < 1:
+		return 0
+	}
+	return int(f)
+}
+
+const maxInt32 = 1<<31 - 1

@@ -1,0 +1,645 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// ErrAttemptExpired is the failure recorded when an attempt announced with
+// AttemptStarted got no Connected or Failed within Config.AttemptExpiry.
+var ErrAttemptExpired = errors.New("connection attempt reported no outcome")
+
+// Option adjusts a Tracker built by New.
+type Option func(*Tracker)
+
+// WithRand replaces the source of jitter. rnd must return values in [0, 1)
+// and be safe for concurrent use; tests pass a constant to make backoff
+// deterministic. The default is math/rand/v2's Float64.
+func WithRand(rnd func() float64) Option {
+	return func(t *Tracker) { t.rand = rnd }
+}
+
+// Tracker keeps the health of every tracked relay, keyed by relay URL. It is
+// safe for concurrent use. Events about relays that are not tracked (never
+// passed to Track, or already passed to Forget) are ignored, so a late
+// report from a closing connection cannot resurrect a forgotten relay or
+// its metric series.
+type Tracker struct {
+	cfg     Config
+	clock   Clock
+	log     *zap.Logger
+	rand    func() float64
+	metrics *metrics
+
+	mu     sync.Mutex
+	relays map[string]*relayHealth
+}
+
+// relayHealth is one relay's record. All fields are guarded by Tracker.mu.
+type relayHealth struct {
+	url string
+	log *zap.Logger
+
+	failures      int       // consecutive failures; cleared once stable
+	failingSince  time.Time // start of continuous failure (Dead clock); zero when none
+	nextAttempt   time.Time // backoff, dead retry or naughty: no attempt before
+	naughtyUntil  time.Time
+	cooldownUntil time.Time
+	lastErr       string
+
+	connected     bool
+	connectedAt   time.Time
+	lastConnected time.Time
+	connecting    bool
+	attemptAt     time.Time
+
+	announced       Limits
+	learnedSubs     int // 0: nothing learned
+	lastBudgetLower time.Time
+
+	reported State // last state logged, for transition logs
+}
+
+// RelayHealth is a point-in-time view of one relay for /status.
+type RelayHealth struct {
+	URL   string
+	State State
+	// Failures is the consecutive failure count driving backoff.
+	Failures int
+	// Connected is true between Connected and Failed/Disconnected.
+	Connected bool
+	// Connecting is true while an attempt is in flight.
+	Connecting bool
+	// NextAttempt is the earliest time a connection attempt is allowed;
+	// zero when one is allowed now (or the relay is connected).
+	NextAttempt time.Time
+	// CooldownUntil is the end of a rate-limit cooldown; zero if none.
+	CooldownUntil time.Time
+	// NaughtyUntil is the end of the naughty-list period; zero if none.
+	NaughtyUntil time.Time
+	// LastConnected is when the last connection was established.
+	LastConnected time.Time
+	// LastError is the text of the last failure.
+	LastError string
+	// SubscriptionBudget is the number of concurrent subscriptions allowed.
+	SubscriptionBudget int
+	// Limits are the effective limits (see Tracker.Limits).
+	Limits Limits
+}
+
+// New returns a Tracker. It validates cfg, registers the health metrics on
+// reg (nil: metrics are kept but not registered) and logs through
+// log.Named("health") (nil: no logging).
+func New(cfg Config, clock Clock, reg prometheus.Registerer, log *zap.Logger, opts ...Option) (*Tracker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if clock == nil {
+		clock = RealClock{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tracker{
+		cfg:     cfg,
+		clock:   clock,
+		log:     log.Named("health"),
+		rand:    rand.Float64,
+		metrics: m,
+		relays:  make(map[string]*relayHealth),
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	return t, nil
+}
+
+// Config returns the configuration the Tracker runs with.
+func (t *Tracker) Config() Config { return t.cfg }
+
+// Track starts tracking url as Disconnected with no failures. Tracking an
+// already tracked relay changes nothing.
+func (t *Tracker) Track(url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.relays[url]; ok {
+		return
+	}
+	r := &relayHealth{url: url, log: t.log.With(zap.String("relay", url)), reported: Disconnected}
+	t.relays[url] = r
+	t.metrics.set(url, Disconnected, 0)
+}
+
+// Forget stops tracking url and removes its metric series.
+func (t *Tracker) Forget(url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.relays[url]; !ok {
+		return
+	}
+	delete(t.relays, url)
+	t.metrics.forget(url)
+}
+
+// Tracked reports whether url is tracked.
+func (t *Tracker) Tracked(url string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.relays[url]
+	return ok
+}
+
+// CanAttempt reports whether a connection attempt to url is allowed now.
+// When it is not, wait is how long until it may be (backoff, Dead retry
+// interval, naughty period or rate-limit cooldown, whichever ends last),
+// or 0 when no wait applies because the relay is connected. While an
+// attempt is in flight, wait runs to that attempt's expiry. An untracked
+// relay may always be attempted.
+func (t *Tracker) CanAttempt(url string) (ok bool, wait time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, found := t.relays[url]
+	if !found {
+		return true, 0
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	return t.canAttempt(r, now)
+}
+
+func (t *Tracker) canAttempt(r *relayHealth, now time.Time) (bool, time.Duration) {
+	if r.connected {
+		return false, 0
+	}
+	if r.connecting {
+		return false, r.attemptAt.Add(t.cfg.AttemptExpiry).Sub(now)
+	}
+	if at := r.earliestAttempt(); now.Before(at) {
+		return false, at.Sub(now)
+	}
+	return true, 0
+}
+
+func (r *relayHealth) earliestAttempt() time.Time {
+	at := r.nextAttempt
+	if r.naughtyUntil.After(at) {
+		at = r.naughtyUntil
+	}
+	if r.cooldownUntil.After(at) {
+		at = r.cooldownUntil
+	}
+	return at
+}
+
+// Due returns, sorted, the tracked relays that are neither connected nor
+// connecting and whose wait has elapsed: the ones the engine's retry tick
+// should connect now.
+func (t *Tracker) Due() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	var due []string
+	for url, r := range t.relays {
+		t.settle(r, now)
+		if ok, _ := t.canAttempt(r, now); ok {
+			due = append(due, url)
+		}
+	}
+	slices.Sort(due)
+	return due
+}
+
+// ConnectTimeout returns how long one connection attempt to url may take
+// (Config.ConnectTimeout, equal to the base backoff by default).
+func (t *Tracker) ConnectTimeout(url string) time.Duration {
+	_ = url // one timeout for every relay; the URL keeps call sites stable
+	return t.cfg.ConnectTimeout
+}
+
+// AttemptStarted records that a connection attempt to url began. Until
+// Connected or Failed (or Config.AttemptExpiry), CanAttempt refuses further
+// attempts, so one attempt per Dead retry interval is exactly one.
+func (t *Tracker) AttemptStarted(url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	r.connecting = true
+	r.attemptAt = now
+	t.note(r, now)
+}
+
+// Connected records that a connection to url is established. After
+// failures the relay is Degraded for Config.StabilityPeriod, then Healthy;
+// without failures it is Healthy at once. The naughty period and the Dead
+// clock end here.
+func (t *Tracker) Connected(url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	r.connected = true
+	r.connecting = false
+	r.connectedAt = now
+	r.lastConnected = now
+	r.failingSince = time.Time{}
+	r.naughtyUntil = time.Time{}
+	r.nextAttempt = time.Time{}
+	if r.failures > 0 {
+		r.log.Info("relay recovered, stability period started",
+			zap.Int("failures", r.failures), zap.Duration("stability_period", t.cfg.StabilityPeriod))
+	}
+	t.note(r, now)
+}
+
+// Failed records that a connection attempt to url failed or an established
+// connection dropped with err. The error decides the consequence (see
+// ClassifyError): a transient failure backs off BackoffBase·2^(n−1) capped
+// at BackoffMax with jitter, or DeadRetryInterval once the relay is Dead; a
+// hard failure also puts the relay on the naughty list for NaughtyPeriod; a
+// rate-limited handshake starts a cooldown without counting a failure.
+func (t *Tracker) Failed(url string, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	t.fail(r, now, err)
+	t.note(r, now)
+}
+
+// fail applies one failure to r at now.
+func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
+	if err == nil {
+		err = errors.New("unspecified failure")
+	}
+	r.connected = false
+	r.connecting = false
+	r.lastErr = err.Error()
+
+	kind := ClassifyError(err)
+	if kind == FailureRateLimited {
+		t.startCooldown(r, now, "handshake refused: "+err.Error())
+		return
+	}
+
+	r.failures++
+	if r.failingSince.IsZero() {
+		r.failingSince = now
+	}
+	wait := t.jitter(t.cfg.Backoff(r.failures))
+	dead := now.Sub(r.failingSince) >= t.cfg.DeadAfter
+	if dead {
+		wait = t.cfg.DeadRetryInterval
+	}
+	r.nextAttempt = now.Add(wait)
+	if kind == FailureHard {
+		r.naughtyUntil = now.Add(t.cfg.NaughtyPeriod)
+		if r.naughtyUntil.After(r.nextAttempt) {
+			r.nextAttempt = r.naughtyUntil
+		}
+	}
+
+	fields := []zap.Field{
+		zap.Error(err),
+		zap.Int("failures", r.failures),
+		zap.Stringer("kind", kind),
+		zap.Duration("retry_in", r.nextAttempt.Sub(now)),
+	}
+	switch {
+	case kind == FailureHard:
+		r.log.Warn("relay failed hard, skipping it for the naughty period", fields...)
+	case dead:
+		r.log.Warn("dead relay attempt failed", fields...)
+	case bits.OnesCount(uint(r.failures)) == 1:
+		// Failures 1, 2, 4, 8, …: a relay down for a day logs ~11 lines.
+		r.log.Warn("relay connection failed", fields...)
+	default:
+		r.log.Debug("relay connection failed", fields...)
+	}
+}
+
+// jitter spreads d over [1−f, 1+f]·d.
+func (t *Tracker) jitter(d time.Duration) time.Duration {
+	f := t.cfg.JitterFraction
+	if f == 0 || d <= 0 {
+		return d
+	}
+	factor := 1 + f*(2*t.rand()-1)
+	return time.Duration(float64(d) * factor)
+}
+
+// Disconnected records that the connection to url closed without a failure
+// (a clean close, or the engine dropped it). No backoff is added; a
+// recovered relay that had not yet proven stable keeps its failure count.
+func (t *Tracker) Disconnected(url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	r.connected = false
+	r.connecting = false
+	t.note(r, now)
+}
+
+// Observe classifies a NOTICE text or a CLOSED, OK or NEG-ERR reason from
+// url (see ClassifyMessage), applies its effect and returns it so the caller
+// can react, e.g. re-queue a refused REQ:
+//   - SignalRateLimited starts (or extends) a RateLimitCooldown;
+//   - SignalTooManySubscriptions halves the relay's subscription budget,
+//     never below MinSubscriptionBudget and at most once per BudgetHoldoff;
+//   - SignalTooManyFilters and SignalNone change nothing.
+//
+// For an untracked relay the signal is returned without effect.
+func (t *Tracker) Observe(url string, source MessageSource, text string) Signal {
+	sig := ClassifyMessage(text)
+	if sig == SignalNone {
+		return sig
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return sig
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	switch sig {
+	case SignalRateLimited:
+		t.startCooldown(r, now, source.String()+": "+text)
+	case SignalTooManySubscriptions:
+		if !r.lastBudgetLower.IsZero() && now.Sub(r.lastBudgetLower) < t.cfg.BudgetHoldoff {
+			break
+		}
+		before := t.budget(r)
+		r.learnedSubs = max(t.cfg.MinSubscriptionBudget, before/2)
+		r.lastBudgetLower = now
+		r.log.Info("relay refused a subscription, lowering its budget",
+			zap.Stringer("source", source), zap.String("message", text),
+			zap.Int("budget_before", before), zap.Int("budget", t.budget(r)))
+	case SignalTooManyFilters:
+		r.log.Debug("relay refused a REQ for its filter count",
+			zap.Stringer("source", source), zap.String("message", text))
+	}
+	t.note(r, now)
+	return sig
+}
+
+func (t *Tracker) startCooldown(r *relayHealth, now time.Time, why string) {
+	if !now.Before(r.cooldownUntil) {
+		r.log.Warn("relay is rate limiting us, cooling down",
+			zap.String("reason", why), zap.Duration("cooldown", t.cfg.RateLimitCooldown))
+	}
+	r.cooldownUntil = now.Add(t.cfg.RateLimitCooldown)
+}
+
+// CooldownRemaining returns how long url's rate-limit cooldown still runs,
+// 0 if none. While it runs the engine must send no REQ or NEG-OPEN to url.
+func (t *Tracker) CooldownRemaining(url string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return 0
+	}
+	if d := r.cooldownUntil.Sub(t.clock.Now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// SetLimits records the limits url announced in its NIP-11 document.
+// Negative values count as not announced. A budget learned from notices
+// stays in force if it is lower.
+func (t *Tracker) SetLimits(url string, l Limits) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return
+	}
+	r.announced = Limits{
+		MaxSubscriptions: max(l.MaxSubscriptions, 0),
+		MaxFilters:       max(l.MaxFilters, 0),
+		MaxLimit:         max(l.MaxLimit, 0),
+		MaxMessageLength: max(l.MaxMessageLength, 0),
+	}
+}
+
+// Limits returns the limits the engine must respect on url: the announced
+// NIP-11 limits (0 = unknown) with MaxSubscriptions replaced by
+// SubscriptionBudget. An untracked relay gets the default budget only.
+func (t *Tracker) Limits(url string) Limits {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return Limits{MaxSubscriptions: t.cfg.DefaultSubscriptionBudget}
+	}
+	return t.limits(r)
+}
+
+func (t *Tracker) limits(r *relayHealth) Limits {
+	l := r.announced
+	l.MaxSubscriptions = t.budget(r)
+	return l
+}
+
+// SubscriptionBudget returns how many concurrent subscriptions the engine
+// may hold on url: the announced max_subscriptions, or
+// DefaultSubscriptionBudget when none was announced, lowered to what
+// "too many subscriptions" notices taught.
+func (t *Tracker) SubscriptionBudget(url string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return t.cfg.DefaultSubscriptionBudget
+	}
+	return t.budget(r)
+}
+
+func (t *Tracker) budget(r *relayHealth) int {
+	b := t.cfg.DefaultSubscriptionBudget
+	if r.announced.MaxSubscriptions > 0 {
+		b = r.announced.MaxSubscriptions
+	}
+	if r.learnedSubs > 0 && r.learnedSubs < b {
+		b = r.learnedSubs
+	}
+	return b
+}
+
+// State returns url's current state; Disconnected for an untracked relay.
+func (t *Tracker) State(url string) State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return Disconnected
+	}
+	now := t.clock.Now()
+	t.settle(r, now)
+	t.note(r, now)
+	return t.state(r, now)
+}
+
+// Snapshot returns every tracked relay's health, sorted by URL.
+func (t *Tracker) Snapshot() []RelayHealth {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	out := make([]RelayHealth, 0, len(t.relays))
+	for _, r := range t.relays {
+		t.settle(r, now)
+		t.note(r, now)
+		h := RelayHealth{
+			URL:                r.url,
+			State:              t.state(r, now),
+			Failures:           r.failures,
+			Connected:          r.connected,
+			Connecting:         r.connecting,
+			LastConnected:      r.lastConnected,
+			LastError:          r.lastErr,
+			SubscriptionBudget: t.budget(r),
+			Limits:             t.limits(r),
+		}
+		if !r.connected {
+			if at := r.earliestAttempt(); now.Before(at) {
+				h.NextAttempt = at
+			}
+		}
+		if now.Before(r.cooldownUntil) {
+			h.CooldownUntil = r.cooldownUntil
+		}
+		if now.Before(r.naughtyUntil) {
+			h.NaughtyUntil = r.naughtyUntil
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b RelayHealth) int {
+		switch {
+		case a.URL < b.URL:
+			return -1
+		case a.URL > b.URL:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Tick applies time-based transitions (stability period over, cooldown
+// over, Dead after DeadAfter, attempts expired), logs state changes and
+// updates the metrics. Run calls it every Config.Tick.
+func (t *Tracker) Tick() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	var dead, limited int
+	for url, r := range t.relays {
+		t.settle(r, now)
+		t.note(r, now)
+		s := t.state(r, now)
+		switch s {
+		case Dead:
+			dead++
+		case RateLimited:
+			limited++
+		}
+		t.metrics.set(url, s, r.failures)
+	}
+	t.metrics.deadTotal.Set(float64(dead))
+	t.metrics.rateLimitedTotal.Set(float64(limited))
+}
+
+// Run calls Tick every Config.Tick until ctx is done, then returns nil.
+func (t *Tracker) Run(ctx context.Context) error {
+	ticker := time.NewTicker(t.cfg.Tick)
+	defer ticker.Stop()
+	t.Tick()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			t.Tick()
+		}
+	}
+}
+
+// settle applies the transitions that follow from time alone: an attempt
+// without outcome expires as a failure, and a recovered connection that
+// lasted StabilityPeriod clears the failure count.
+func (t *Tracker) settle(r *relayHealth, now time.Time) {
+	if r.connecting && !now.Before(r.attemptAt.Add(t.cfg.AttemptExpiry)) {
+		t.fail(r, now, fmt.Errorf("%w after %s", ErrAttemptExpired, t.cfg.AttemptExpiry))
+	}
+	if r.connected && r.failures > 0 && !now.Before(r.connectedAt.Add(t.cfg.StabilityPeriod)) {
+		r.failures = 0
+		r.failingSince = time.Time{}
+	}
+}
+
+// state derives r's state at now. settle must have run first.
+func (t *Tracker) state(r *relayHealth, now time.Time) State {
+	switch {
+	case now.Before(r.cooldownUntil):
+		return RateLimited
+	case r.connected && r.failures > 0:
+		return Degraded // recovered, stability period running
+	case r.connected:
+		return Healthy
+	case r.failures == 0:
+		return Disconnected
+	case !r.failingSince.IsZero() && now.Sub(r.failingSince) >= t.cfg.DeadAfter:
+		return Dead
+	default:
+		return Degraded
+	}
+}
+
+// note logs a change of r's state since the last note.
+func (t *Tracker) note(r *relayHealth, now time.Time) {
+	s := t.state(r, now)
+	if s == r.reported {
+		return
+	}
+	from := r.reported
+	r.reported = s
+	fields := []zap.Field{zap.Stringer("from", from), zap.Stringer("to", s), zap.Int("failures", r.failures)}
+	if s == Dead {
+		r.log.Warn("relay is dead, retrying once per interval",
+			append(fields, zap.Duration("retry_interval", t.cfg.DeadRetryInterval))...)
+		return
+	}
+	r.log.Info("relay health changed", fields...)
+}
