@@ -24,13 +24,27 @@ func Parse(r io.Reader) (*Config, error) {
 	return cfg, nil
 }
 
+// decodeInto decodes one YAML document over cfg. A second document in the
+// same file is refused.
 func decodeInto(cfg *Config, r io.Reader) error {
 	dec := yaml.NewDecoder(r)
 	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %s", ErrConfigFile, strings.TrimPrefix(err.Error(), "yaml: "))
+	err := dec.Decode(cfg)
+	if errors.Is(err, io.EOF) {
+		return nil
 	}
-	return nil
+	if err == nil {
+		var extra yaml.Node
+		if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: more than one YAML document", ErrConfigFile)
+		}
+		return nil
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%w: %s", ErrConfigFile, strings.Join(te.Errors, "; "))
+	}
+	return fmt.Errorf("%w: %s", ErrConfigFile, strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
 // LoadFile returns the defaults overlaid with the YAML file at path (no
