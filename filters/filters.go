@@ -1,0 +1,119 @@
+// Package filters builds the three layers of REQ filters the sidecar sends
+// to remote relays: repository announcements and states (Layer 1), events
+// tagging our repositories (Layer 2) and events tagging our root events
+// (Layer 3).
+package filters
+
+import (
+	"slices"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Event kinds of NIP-34.
+const (
+	KindRepoAnnouncement = 30617
+	KindRepoState        = 30618
+	KindPatch            = 1617
+	KindPullRequest      = 1618
+	KindPRUpdate         = 1619
+	KindIssue            = 1621
+	KindStatusOpen       = 1630
+	KindStatusApplied    = 1631
+	KindStatusClosed     = 1632
+	KindStatusDraft      = 1633
+	KindComment          = 1111
+)
+
+// DefaultValuesPerFilter is how many tag values one filter carries.
+const DefaultValuesPerFilter = 100
+
+// Layer1 is the announcement filter: kinds 30617 and 30618, with since when
+// given.
+func Layer1(since *nostr.Timestamp) nostr.Filter {
+	return nostr.Filter{Kinds: []int{KindRepoAnnouncement, KindRepoState}, Since: copyTS(since)}
+}
+
+// Layer2 returns filters for events tagging one of repos (addresses
+// "30617:<pubkey>:<d>") through `a`, `A` or `q`, perFilter values each.
+func Layer2(repos []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	return tagged(repos, perFilter, since, "a", "A", "q")
+}
+
+// Layer3 returns filters for events tagging one of roots (hex event ids)
+// through `e`, `E` or `q`, perFilter values each.
+func Layer3(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	return tagged(roots, perFilter, since, "e", "E", "q")
+}
+
+// Layers23 is Layer2 followed by Layer3.
+func Layers23(repos, roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	return append(Layer2(repos, perFilter, since), Layer3(roots, perFilter, since)...)
+}
+
+// Count23 is len(Layers23(...)) without building the filters.
+func Count23(repos, roots, perFilter int) int {
+	if perFilter <= 0 {
+		perFilter = DefaultValuesPerFilter
+	}
+	return 3*ceilDiv(repos, perFilter) + 3*ceilDiv(roots, perFilter)
+}
+
+func ceilDiv(n, d int) int { return (n + d - 1) / d }
+
+// tagged builds one filter per tag name per chunk of values. Values are
+// sorted so the same set always yields the same filters.
+func tagged(values []string, perFilter int, since *nostr.Timestamp, tags ...string) []nostr.Filter {
+	if len(values) == 0 {
+		return nil
+	}
+	if perFilter <= 0 {
+		perFilter = DefaultValuesPerFilter
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	out := make([]nostr.Filter, 0, len(tags)*ceilDiv(len(sorted), perFilter))
+	for start := 0; start < len(sorted); start += perFilter {
+		chunk := sorted[start:min(start+perFilter, len(sorted))]
+		for _, tag := range tags {
+			out = append(out, nostr.Filter{
+				Tags:  nostr.TagMap{tag: slices.Clone(chunk)},
+				Since: copyTS(since),
+			})
+		}
+	}
+	return out
+}
+
+// WithSince returns copies of fs with since set (nil clears it).
+func WithSince(fs []nostr.Filter, since *nostr.Timestamp) []nostr.Filter {
+	out := make([]nostr.Filter, len(fs))
+	for i, f := range fs {
+		f.Since = copyTS(since)
+		out[i] = f
+	}
+	return out
+}
+
+// Live returns copies of fs for a live subscription: limit 0 (no stored
+// events, NIP-01) and no since.
+func Live(fs []nostr.Filter) []nostr.Filter {
+	out := make([]nostr.Filter, len(fs))
+	for i, f := range fs {
+		f.Since = nil
+		f.Until = nil
+		f.Limit = 0
+		f.LimitZero = true
+		out[i] = f
+	}
+	return out
+}
+
+func copyTS(ts *nostr.Timestamp) *nostr.Timestamp {
+	if ts == nil {
+		return nil
+	}
+	v := *ts
+	return &v
+}
