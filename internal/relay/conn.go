@@ -301,6 +301,23 @@ func (c *Conn) Subscribe(ctx context.Context, id string, filters nostr.Filters) 
 	return sub, nil
 }
 
+// Unsubscribe closes the subscription with the given id, if it is open.
+func (c *Conn) Unsubscribe(id string) {
+	c.mu.Lock()
+	sub := c.subs[id]
+	c.mu.Unlock()
+	if sub != nil {
+		sub.Close()
+	}
+}
+
+// OpenSubscriptions is the number of subscriptions currently registered.
+func (c *Conn) OpenSubscriptions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.subs)
+}
+
 // unsubscribe removes sub; sendClose tells whether to send CLOSE.
 func (c *Conn) unsubscribe(sub *Subscription, sendClose bool) {
 	sub.once.Do(func() {
