@@ -1,0 +1,345 @@
+package neg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Errors a session returns. Callers branch on them with errors.Is to cache
+// NIP-77 support per relay: ErrUnsupported means the relay does not speak
+// NIP-77; ErrBlocked, ErrRelay and a NEG-MSG all mean it does.
+var (
+	// ErrUnsupported: the relay answered NEG-OPEN with a NOTICE, or did not
+	// answer within Options.InitialTimeout (then the error also matches
+	// ErrTimeout).
+	ErrUnsupported = errors.New("neg: relay does not support NIP-77")
+	// ErrBlocked: NEG-ERR with a "blocked:" reason, such as strfry's
+	// "blocked: too many query results". ReconcileSplit retries with
+	// smaller time windows.
+	ErrBlocked = errors.New("neg: relay refused the filter (blocked)")
+	// ErrTimeout: no message from the relay within the initial or idle timeout.
+	ErrTimeout = errors.New("neg: timeout waiting for relay")
+	// ErrRelay: any other NEG-ERR; the error text carries the reason.
+	ErrRelay = errors.New("neg: relay error")
+	// ErrInvalidMessage: the relay sent a NEG-MSG that is malformed or that
+	// made the protocol engine fail.
+	ErrInvalidMessage = errors.New("neg: invalid message from relay")
+	// ErrSessionClosed: the reply channel closed before the reconciliation
+	// finished (the connection ended or the relay dropped the session).
+	ErrSessionClosed = errors.New("neg: session closed by relay or connection")
+	// ErrLimit: the session went past Options.MaxRounds or Options.MaxIDs.
+	ErrLimit = errors.New("neg: session limit exceeded")
+	// ErrInvalidItem: an id given to ItemFromHex is not 64 hex characters.
+	ErrInvalidItem = errors.New("neg: invalid item")
+	// ErrInvalidOptions: Options.Validate failed.
+	ErrInvalidOptions = errors.New("neg: invalid options")
+)
+
+// Conn is what a session needs from a relay connection; *relay.Conn
+// implements it.
+type Conn interface {
+	// NegOpen registers subID, sends ["NEG-OPEN", subID, filter, msgHex]
+	// and returns a channel that receives every NEG-MSG/NEG-ERR for subID,
+	// plus any NOTICE the relay sends while the session is open, until
+	// NegClose is called or the connection ends (then the channel is
+	// closed).
+	NegOpen(ctx context.Context, subID string, filter nostr.Filter, msgHex string) (<-chan relay.NegReply, error)
+	// NegMsg sends ["NEG-MSG", subID, msgHex].
+	NegMsg(ctx context.Context, subID string, msgHex string) error
+	// NegClose sends ["NEG-CLOSE", subID] best effort and unregisters subID.
+	NegClose(subID string)
+}
+
+// Options bound a session. Start from DefaultOptions.
+type Options struct {
+	// FrameLimit is the largest message we send, in binary bytes; 0 means
+	// unlimited, otherwise at least 4096. Default 60,000 (strfry refuses
+	// inbound frames over 131,072 bytes of JSON).
+	FrameLimit int
+	// MaxInboundHex is the largest NEG-MSG we accept, in hex characters.
+	// Default 2 MiB (1 MiB binary; strfry replies reach ~1 MB of hex).
+	MaxInboundHex int
+	// InitialTimeout is how long to wait for the first answer to NEG-OPEN
+	// before deciding the relay does not support NIP-77. Default 15 s.
+	InitialTimeout time.Duration
+	// IdleTimeout is how long to wait for each later message. Default 30 s.
+	IdleTimeout time.Duration
+	// MaxRounds caps the NEG-MSG round trips of one session. Default 1,000.
+	MaxRounds int
+	// MaxIDs caps the need plus have ids one session collects. Default 2,000,000.
+	MaxIDs int
+	// MinWindow is the smallest time window ReconcileSplit splits down to
+	// (whole seconds). Default 1 minute.
+	MinWindow time.Duration
+	// Now gives the current time; ReconcileSplit uses it as the upper end
+	// of a filter without until. Nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{
+		FrameLimit:     60_000,
+		MaxInboundHex:  2 << 20,
+		InitialTimeout: 15 * time.Second,
+		IdleTimeout:    30 * time.Second,
+		MaxRounds:      1_000,
+		MaxIDs:         2_000_000,
+		MinWindow:      time.Minute,
+	}
+}
+
+// Validate reports the first invalid field.
+func (o Options) Validate() error {
+	switch {
+	case o.FrameLimit != 0 && o.FrameLimit < 4096:
+		return fmt.Errorf("%w: FrameLimit %d: must be 0 (unlimited) or at least 4096", ErrInvalidOptions, o.FrameLimit)
+	case o.MaxInboundHex <= 0:
+		return fmt.Errorf("%w: MaxInboundHex %d: must be positive", ErrInvalidOptions, o.MaxInboundHex)
+	case o.InitialTimeout <= 0:
+		return fmt.Errorf("%w: InitialTimeout %s: must be positive", ErrInvalidOptions, o.InitialTimeout)
+	case o.IdleTimeout <= 0:
+		return fmt.Errorf("%w: IdleTimeout %s: must be positive", ErrInvalidOptions, o.IdleTimeout)
+	case o.MaxRounds <= 0:
+		return fmt.Errorf("%w: MaxRounds %d: must be positive", ErrInvalidOptions, o.MaxRounds)
+	case o.MaxIDs <= 0:
+		return fmt.Errorf("%w: MaxIDs %d: must be positive", ErrInvalidOptions, o.MaxIDs)
+	case o.MinWindow < time.Second:
+		return fmt.Errorf("%w: MinWindow %s: must be at least 1s", ErrInvalidOptions, o.MinWindow)
+	}
+	return nil
+}
+
+// Stats describe one or more sessions.
+type Stats struct {
+	// Sessions is the number of NEG-OPENs sent.
+	Sessions int
+	// Rounds is the number of NEG-MSGs received from the relay.
+	Rounds int
+	// BytesSent and BytesReceived count message payloads in binary bytes
+	// (half their hex length).
+	BytesSent, BytesReceived int
+	// Duration is the wall time spent.
+	Duration time.Duration
+}
+
+func (s *Stats) add(o Stats) {
+	s.Sessions += o.Sessions
+	s.Rounds += o.Rounds
+	s.BytesSent += o.BytesSent
+	s.BytesReceived += o.BytesReceived
+	s.Duration += o.Duration
+}
+
+// Result is what reconciliation learned.
+type Result struct {
+	// Need are hex ids the relay has and we do not: fetch them. Sorted,
+	// without duplicates.
+	Need []string
+	// Have are hex ids we have and the relay lacks. Sorted, without duplicates.
+	Have []string
+	Stats
+}
+
+// Reconcile runs one negentropy session for filter against the relay behind
+// c, as the client, to the end, and returns the ids to fetch and the ids
+// the relay lacks. It sends NEG-CLOSE on every exit path. Messages from the
+// relay are validated before decoding and a panic in the protocol engine is
+// contained, so a hostile relay costs one session. On error the partial
+// Result is returned for its Stats only.
+func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local negentropy.Storage, opt Options) (Result, error) {
+	var res Result
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	if err := opt.Validate(); err != nil {
+		return res, err
+	}
+	if subID == "" || len(subID) > 64 {
+		return res, fmt.Errorf("%w: subscription id %q must have 1 to 64 characters", ErrInvalidOptions, subID)
+	}
+
+	var eng *negentropy.Negentropy
+	var first string
+	if err := protect(func() error {
+		eng = negentropy.New(local, opt.FrameLimit)
+		first = eng.Start()
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("neg: start: %w", err)
+	}
+	col := startCollector(eng, opt.MaxIDs)
+	defer col.abort()
+
+	ch, err := c.NegOpen(ctx, subID, filter, first)
+	if err != nil {
+		return res, fmt.Errorf("neg: open %s: %w", subID, err)
+	}
+	defer c.NegClose(subID)
+	res.Sessions = 1
+	res.BytesSent += len(first) / 2
+
+	timer := time.NewTimer(opt.InitialTimeout)
+	defer timer.Stop()
+	answered := false
+	for {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-timer.C:
+			if !answered {
+				return res, fmt.Errorf("%w: %w: no answer to NEG-OPEN within %s", ErrUnsupported, ErrTimeout, opt.InitialTimeout)
+			}
+			return res, fmt.Errorf("%w: no NEG-MSG within %s after round %d", ErrTimeout, opt.IdleTimeout, res.Rounds)
+		case r, ok := <-ch:
+			if !ok {
+				return res, fmt.Errorf("%w: after %d rounds", ErrSessionClosed, res.Rounds)
+			}
+			switch {
+			case r.Err != "":
+				if strings.HasPrefix(r.Err, "blocked:") {
+					return res, fmt.Errorf("%w: %s", ErrBlocked, r.Err)
+				}
+				return res, fmt.Errorf("%w: %s", ErrRelay, r.Err)
+			case r.Notice != "":
+				if !answered {
+					return res, fmt.Errorf("%w: NOTICE %q", ErrUnsupported, r.Notice)
+				}
+				continue // unrelated notice mid-session; keep the idle deadline
+			}
+			answered = true
+			res.Rounds++
+			res.BytesReceived += len(r.Msg) / 2
+			msg, err := ValidateMessage(r.Msg, opt.MaxInboundHex)
+			if err != nil {
+				return res, err
+			}
+			var out string
+			if err := protect(func() (err error) {
+				out, err = eng.Reconcile(msg)
+				return err
+			}); err != nil {
+				return res, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+			}
+			if out == "" { // reconciliation complete; the engine closed its channels
+				need, have := col.finish()
+				if col.overflow() {
+					return res, fmt.Errorf("%w: more than %d ids", ErrLimit, opt.MaxIDs)
+				}
+				res.Need, res.Have = need, have
+				return res, nil
+			}
+			if col.overflow() {
+				return res, fmt.Errorf("%w: more than %d ids", ErrLimit, opt.MaxIDs)
+			}
+			if res.Rounds >= opt.MaxRounds {
+				return res, fmt.Errorf("%w: more than %d rounds", ErrLimit, opt.MaxRounds)
+			}
+			if err := c.NegMsg(ctx, subID, out); err != nil {
+				return res, fmt.Errorf("neg: send NEG-MSG: %w", err)
+			}
+			res.BytesSent += len(out) / 2
+			timer.Reset(opt.IdleTimeout)
+		}
+	}
+}
+
+// protect runs f and turns a panic into an error.
+func protect(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("protocol engine panic: %v", p)
+		}
+	}()
+	return f()
+}
+
+// collector drains the engine's Haves/HaveNots channels, which the engine
+// writes synchronously during Reconcile.
+type collector struct {
+	eng        *negentropy.Negentropy
+	max        int
+	done       chan struct{}
+	need, have []string
+	over       chan struct{} // closed when more than max ids arrived
+	finished   bool
+}
+
+func startCollector(eng *negentropy.Negentropy, max int) *collector {
+	c := &collector{eng: eng, max: max, done: make(chan struct{}), over: make(chan struct{})}
+	go c.run(eng.Haves, eng.HaveNots)
+	return c
+}
+
+func (c *collector) run(haves, haveNots <-chan string) {
+	defer close(c.done)
+	overflowed := false
+	keep := func(dst *[]string, id string) {
+		if overflowed {
+			return
+		}
+		if len(c.need)+len(c.have) >= c.max {
+			overflowed = true
+			close(c.over)
+			return
+		}
+		*dst = append(*dst, id)
+	}
+	for haves != nil || haveNots != nil {
+		select {
+		case id, ok := <-haves:
+			if !ok {
+				haves = nil
+				continue
+			}
+			keep(&c.have, id)
+		case id, ok := <-haveNots:
+			if !ok {
+				haveNots = nil
+				continue
+			}
+			keep(&c.need, id)
+		}
+	}
+}
+
+func (c *collector) overflow() bool {
+	select {
+	case <-c.over:
+		return true
+	default:
+		return false
+	}
+}
+
+// finish waits for the drained ids after the engine closed its channels and
+// returns them sorted, without duplicates (the engine can report an id twice
+// when a frame limit splits a range).
+func (c *collector) finish() (need, have []string) {
+	c.finished = true
+	<-c.done
+	slices.Sort(c.need)
+	slices.Sort(c.have)
+	return slices.Compact(c.need), slices.Compact(c.have)
+}
+
+// abort stops the collector when the session ends early. The engine is not
+// running any more (Reconcile is called synchronously), so closing its
+// channels here cannot race with a send.
+func (c *collector) abort() {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	close(c.eng.Haves)
+	close(c.eng.HaveNots)
+	<-c.done
+}
