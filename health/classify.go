@@ -166,7 +166,9 @@ type handshakeStatuser interface{ HandshakeStatus() int }
 //   - hard: errors marked with HardFailure, DNS names that do not exist,
 //     TLS certificate and record errors (the peer is not speaking TLS or
 //     presents a certificate we do not trust), and any other handshake
-//     status (the URL is not a websocket endpoint).
+//     status (the URL is not a websocket endpoint). net/http reports a
+//     plain-HTTP answer to a TLS dial as an untyped error; that one stays
+//     transient, since Go error strings are not matched.
 func ClassifyError(err error) FailureKind {
 	if err == nil {
 		return FailureTransient
