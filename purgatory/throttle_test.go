@@ -1,0 +1,144 @@
+package purgatory
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestDomainRoundRobin(t *testing.T) {
+	d := &domainState{queued: map[string]*queuedIdentifier{}}
+	add := func(id string) {
+		d.queued[id] = &queuedIdentifier{tried: map[string]bool{}}
+		d.order = append(d.order, id)
+	}
+	add("id1")
+	add("id2")
+	add("id3")
+	for _, want := range []string{"id1", "id2", "id3", "id1"} {
+		got := d.nextReady()
+		if got != want {
+			t.Fatalf("nextReady = %q, want %q", got, want)
+		}
+		d.queued[got].inProgress = false
+	}
+	// Skips in-progress identifiers; none left gives "".
+	d.queued["id2"].inProgress = true
+	d.queued["id3"].inProgress = true
+	if got := d.nextReady(); got != "id1" {
+		t.Fatalf("nextReady = %q, want id1", got)
+	}
+	if got := d.nextReady(); got != "" {
+		t.Fatalf("all in progress: nextReady = %q", got)
+	}
+	// Removing an entry before the cursor keeps the position.
+	for _, id := range d.order {
+		d.queued[id].inProgress = false
+	}
+	d.rr = 1 // next is id2
+	d.removeIdentifier("id1")
+	if got := d.nextReady(); got != "id2" {
+		t.Fatalf("after remove: nextReady = %q, want id2", got)
+	}
+	d.removeIdentifier("id2")
+	d.removeIdentifier("id3")
+	if len(d.order) != 0 || d.rr != 0 || d.hasReady() {
+		t.Fatalf("queue not empty: %+v", d)
+	}
+}
+
+func TestThrottleLimits(t *testing.T) {
+	clk := newManualClock()
+	th := newThrottle(clk, 2, 3, time.Minute, nil)
+	th.spawn = func(fn func()) bool { go fn(); return true }
+	a := th.tryAcquire("x")
+	b := th.tryAcquire("x")
+	if a == nil || b == nil {
+		t.Fatal("could not take 2 slots")
+	}
+	if th.tryAcquire("x") != nil {
+		t.Fatal("third concurrent request allowed")
+	}
+	if th.tryAcquire("y") == nil {
+		t.Fatal("other domain throttled")
+	}
+	if !a.Extra() {
+		t.Fatal("extra request refused below the window limit")
+	}
+	// 2 leases holding 3 units: the window is full.
+	if b.Extra() {
+		t.Fatal("extra request beyond the window limit")
+	}
+	a.release(true)
+	if th.tryAcquire("x") != nil {
+		t.Fatal("window limit ignored")
+	}
+	b.release(false) // unused: does not count
+	c := th.tryAcquire("x")
+	if c == nil {
+		t.Fatal("unused release did not free the window")
+	}
+	c.release(true)
+	if th.tryAcquire("x") != nil {
+		t.Fatal("3 requests in the window, a 4th allowed")
+	}
+	clk.Advance(time.Minute - time.Millisecond)
+	if th.tryAcquire("x") != nil {
+		t.Fatal("window freed early")
+	}
+	clk.Advance(time.Millisecond)
+	if th.tryAcquire("x") == nil {
+		t.Fatal("window not freed after it passed")
+	}
+}
+
+// TestThrottleQueueTrigger checks queued identifiers start when capacity
+// frees, round-robin, with no polling: a window timer starts the rest.
+func TestThrottleQueueTrigger(t *testing.T) {
+	clk := newManualClock()
+	th := newThrottle(clk, 1, 2, time.Minute, nil)
+	var wg sync.WaitGroup
+	th.spawn = func(fn func()) bool {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn() }()
+		return true
+	}
+	var mu sync.Mutex
+	var order []string
+	th.work = func(domain, id string, tried map[string]bool, l *lease) (string, bool) {
+		if tried["u-"+id] {
+			return "", false
+		}
+		mu.Lock()
+		order = append(order, id)
+		mu.Unlock()
+		l.release(true)
+		return "u-" + id, true
+	}
+	hold := th.tryAcquire("x") // domain busy: enqueued work must wait
+	th.enqueue("x", "a", nil)
+	th.enqueue("x", "b", nil)
+	th.enqueue("x", "c", map[string]bool{"u-c": true}) // already tried there
+	wg.Wait()
+	if len(order) != 0 {
+		t.Fatalf("work started while the domain was busy: %v", order)
+	}
+	hold.release(true) // 1 of 2 window units used
+	wg.Wait()
+	waitFor(t, "first queued identifier", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 1 })
+	wg.Wait()
+	mu.Lock()
+	got := append([]string(nil), order...)
+	mu.Unlock()
+	if len(got) != 1 || got[0] != "a" {
+		t.Fatalf("order = %v, want [a] before the window frees", got)
+	}
+	clk.Advance(time.Minute)
+	waitFor(t, "queue drained", func() bool { return th.queuedCount("x") == 0 })
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[1] != "b" {
+		t.Fatalf("order = %v, want [a b]", order)
+	}
+}
