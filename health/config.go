@@ -13,23 +13,23 @@ var ErrInvalidConfig = errors.New("invalid health config")
 // "unset": start from DefaultConfig and change what you need.
 type Config struct {
 	// BackoffBase is the wait after the first consecutive failure; the n-th
-	// failure waits BackoffBase·2^(n−1), capped at BackoffMax. Default 5s.
+	// failure waits BackoffBase·2^(n−1), capped at BackoffMax. It is also
+	// the connection timeout (Tracker.ConnectTimeout), as in the seed, so a
+	// hanging dial never outlives the first backoff. Default 5s.
 	BackoffBase time.Duration `yaml:"backoff_base"`
-	// BackoffMax caps the exponential backoff. Default 1h.
+	// BackoffMax caps the exponential backoff (before jitter, so a wait may
+	// reach BackoffMax·(1+JitterFraction)). Default 1h.
 	BackoffMax time.Duration `yaml:"backoff_max"`
 	// JitterFraction spreads each backoff uniformly over
 	// [1−JitterFraction, 1+JitterFraction] times its nominal value so that
 	// many sidecars do not reconnect in lockstep. 0 disables jitter; must be
 	// in [0, 1). Default 0.2.
 	JitterFraction float64 `yaml:"jitter_fraction"`
-	// ConnectTimeout bounds one connection attempt. The seed sets it equal to
-	// BackoffBase so that a hanging dial never outlives the first backoff.
-	// Default 5s.
-	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// AttemptExpiry is how long an attempt reported by AttemptStarted may go
 	// without an outcome (Connected or Failed) before the Tracker counts it
-	// as a failure, so a lost report cannot park a relay forever. Must be at
-	// least ConnectTimeout. Default 1m.
+	// as a failure, so a lost report cannot park a relay forever. An attempt
+	// never expires before the connection timeout (BackoffBase) has passed.
+	// Default 1m.
 	AttemptExpiry time.Duration `yaml:"attempt_expiry"`
 	// DeadAfter is how long failures must continue, without any established
 	// connection, before a relay is Dead. Default 24h.
@@ -79,7 +79,6 @@ func DefaultConfig() Config {
 		BackoffBase:               5 * time.Second,
 		BackoffMax:                time.Hour,
 		JitterFraction:            0.2,
-		ConnectTimeout:            5 * time.Second,
 		AttemptExpiry:             time.Minute,
 		DeadAfter:                 24 * time.Hour,
 		DeadRetryInterval:         24 * time.Hour,
@@ -102,7 +101,6 @@ func (c Config) Validate() error {
 	}{
 		{"backoff_base", c.BackoffBase},
 		{"backoff_max", c.BackoffMax},
-		{"connect_timeout", c.ConnectTimeout},
 		{"attempt_expiry", c.AttemptExpiry},
 		{"dead_after", c.DeadAfter},
 		{"dead_retry_interval", c.DeadRetryInterval},
@@ -119,8 +117,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("%w: backoff_max (%s) must be at least backoff_base (%s)", ErrInvalidConfig, c.BackoffMax, c.BackoffBase)
-	case c.AttemptExpiry < c.ConnectTimeout:
-		return fmt.Errorf("%w: attempt_expiry (%s) must be at least connect_timeout (%s)", ErrInvalidConfig, c.AttemptExpiry, c.ConnectTimeout)
 	case !(c.JitterFraction >= 0 && c.JitterFraction < 1): // also rejects NaN
 		return fmt.Errorf("%w: jitter_fraction must be in [0, 1), got %v", ErrInvalidConfig, c.JitterFraction)
 	case c.MinSubscriptionBudget < 1:

@@ -14,8 +14,8 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	want := Config{
 		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, JitterFraction: 0.2,
-		ConnectTimeout: 5 * time.Second, AttemptExpiry: time.Minute,
-		DeadAfter: 24 * time.Hour, DeadRetryInterval: 24 * time.Hour,
+		AttemptExpiry: time.Minute,
+		DeadAfter:     24 * time.Hour, DeadRetryInterval: 24 * time.Hour,
 		RateLimitCooldown: 65 * time.Second, StabilityPeriod: 5 * time.Minute,
 		Tick: 2 * time.Second, NaughtyPeriod: 12 * time.Hour,
 		DefaultSubscriptionBudget: 20, MinSubscriptionBudget: 1, BudgetHoldoff: 10 * time.Second,
@@ -32,7 +32,6 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{func(c *Config) { c.BackoffBase = 0 }, "invalid health config: backoff_base must be positive, got 0s"},
 		{func(c *Config) { c.BackoffMax = -time.Second }, "invalid health config: backoff_max must be positive, got -1s"},
-		{func(c *Config) { c.ConnectTimeout = 0 }, "invalid health config: connect_timeout must be positive, got 0s"},
 		{func(c *Config) { c.AttemptExpiry = 0 }, "invalid health config: attempt_expiry must be positive, got 0s"},
 		{func(c *Config) { c.DeadAfter = 0 }, "invalid health config: dead_after must be positive, got 0s"},
 		{func(c *Config) { c.DeadRetryInterval = 0 }, "invalid health config: dead_retry_interval must be positive, got 0s"},
@@ -41,7 +40,6 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Tick = 0 }, "invalid health config: tick must be positive, got 0s"},
 		{func(c *Config) { c.NaughtyPeriod = 0 }, "invalid health config: naughty_period must be positive, got 0s"},
 		{func(c *Config) { c.BackoffMax = time.Second }, "invalid health config: backoff_max (1s) must be at least backoff_base (5s)"},
-		{func(c *Config) { c.AttemptExpiry = time.Second }, "invalid health config: attempt_expiry (1s) must be at least connect_timeout (5s)"},
 		{func(c *Config) { c.JitterFraction = 1 }, "invalid health config: jitter_fraction must be in [0, 1), got 1"},
 		{func(c *Config) { c.JitterFraction = -0.1 }, "invalid health config: jitter_fraction must be in [0, 1), got -0.1"},
 		{func(c *Config) { c.JitterFraction = math.NaN() }, "invalid health config: jitter_fraction must be in [0, 1), got NaN"},

@@ -185,7 +185,7 @@ func (t *Tracker) canAttempt(r *relayHealth, now time.Time) (bool, time.Duration
 		return false, 0
 	}
 	if r.connecting {
-		return false, r.attemptAt.Add(t.cfg.AttemptExpiry).Sub(now)
+		return false, r.attemptAt.Add(t.attemptExpiry()).Sub(now)
 	}
 	if at := r.earliestAttempt(); now.Before(at) {
 		return false, at.Sub(now)
@@ -222,11 +222,11 @@ func (t *Tracker) Due() []string {
 	return due
 }
 
-// ConnectTimeout returns how long one connection attempt to url may take
-// (Config.ConnectTimeout, equal to the base backoff by default).
+// ConnectTimeout returns how long one connection attempt to url may take:
+// Config.BackoffBase for every relay, so that an attempt always ends before
+// the shortest backoff would allow the next one.
 func (t *Tracker) ConnectTimeout(url string) time.Duration {
-	_ = url // one timeout for every relay; the URL keeps call sites stable
-	return t.cfg.ConnectTimeout
+	return t.cfg.BackoffBase
 }
 
 // AttemptStarted records that a connection attempt to url began. Until
@@ -304,6 +304,11 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	kind := ClassifyError(err)
 	if kind == FailureRateLimited {
 		t.startCooldown(r, now, "handshake refused: "+err.Error())
+		// A Dead relay keeps its one attempt per interval even when that
+		// attempt is refused as too fast.
+		if r.failures > 0 && now.Sub(r.failingSince) >= t.cfg.DeadAfter {
+			r.nextAttempt = now.Add(t.cfg.DeadRetryInterval)
+		}
 		return
 	}
 
@@ -600,13 +605,19 @@ func (t *Tracker) Run(ctx context.Context) error {
 // without outcome expires as a failure, and a recovered connection that
 // lasted StabilityPeriod clears the failure count.
 func (t *Tracker) settle(r *relayHealth, now time.Time) {
-	if r.connecting && !now.Before(r.attemptAt.Add(t.cfg.AttemptExpiry)) {
-		t.fail(r, now, fmt.Errorf("%w after %s", ErrAttemptExpired, t.cfg.AttemptExpiry))
+	if exp := t.attemptExpiry(); r.connecting && !now.Before(r.attemptAt.Add(exp)) {
+		t.fail(r, now, fmt.Errorf("%w after %s", ErrAttemptExpired, exp))
 	}
 	if r.connected && r.failures > 0 && !now.Before(r.connectedAt.Add(t.cfg.StabilityPeriod)) {
 		r.failures = 0
 		r.failingSince = time.Time{}
 	}
+}
+
+// attemptExpiry is Config.AttemptExpiry, never shorter than the connection
+// timeout.
+func (t *Tracker) attemptExpiry() time.Duration {
+	return max(t.cfg.AttemptExpiry, t.cfg.BackoffBase)
 }
 
 // state derives r's state at now. settle must have run first.

@@ -438,3 +438,39 @@ func TestTrackerSnapshot(t *testing.T) {
 		t.Fatalf("Snapshot =\n%+v\nwant\n%+v", snap, want)
 	}
 }
+
+func TestTrackerDeadRelayRefusedWith429KeepsDailyRetry(t *testing.T) {
+	tr, clock, _ := newTestTracker(t, nil)
+	tr.Track(relayA)
+	tr.Failed(relayA, errors.New("refused"))
+	failUntil(t, tr, clock, epoch.Add(25*time.Hour))
+	wantState(t, tr, relayA, Dead)
+	_, wait := tr.CanAttempt(relayA)
+	clock.Advance(wait)
+	tr.AttemptStarted(relayA)
+	tr.Failed(relayA, &HandshakeError{URL: relayA, StatusCode: 429})
+	wantState(t, tr, relayA, RateLimited)
+	wantAttempt(t, tr, relayA, false, 24*time.Hour)
+	clock.Advance(65 * time.Second)
+	wantState(t, tr, relayA, Dead)
+	wantAttempt(t, tr, relayA, false, 24*time.Hour-65*time.Second)
+}
+
+func TestTrackerConnectTimeoutAndAttemptExpiryFloor(t *testing.T) {
+	tr, clock, _ := newTestTracker(t, func(c *Config) {
+		c.BackoffBase = 30 * time.Second
+		c.AttemptExpiry = 10 * time.Second
+	})
+	if got := tr.ConnectTimeout(relayA); got != 30*time.Second {
+		t.Fatalf("ConnectTimeout = %s, want the base backoff 30s", got)
+	}
+	tr.Track(relayA)
+	tr.AttemptStarted(relayA)
+	// The attempt may use its whole connect timeout before it expires.
+	wantAttempt(t, tr, relayA, false, 30*time.Second)
+	clock.Advance(30 * time.Second)
+	wantAttempt(t, tr, relayA, false, 30*time.Second) // expired: first backoff
+	if got := tr.Snapshot()[0].Failures; got != 1 {
+		t.Fatalf("failures = %d, want 1", got)
+	}
+}
