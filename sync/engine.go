@@ -1,0 +1,978 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	stdsync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/filters"
+	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// Config holds the engine's settings; every duration is configurable so
+// tests can shrink them.
+type Config struct {
+	OwnRelay      string
+	ServiceDomain string
+	Bootstrap     []string
+
+	SelfKinds              []int
+	BatchWindow            time.Duration
+	QuickReconnectWindow   time.Duration
+	SinceBuffer            time.Duration
+	ValuesPerFilter        int
+	ConsolidationThreshold int
+	ConsolidationWait      time.Duration
+	FullResyncMin          time.Duration
+	FullResyncMax          time.Duration
+	EmptyRelayCheck        time.Duration
+	PageSize               int
+	EOSETimeout            time.Duration
+	// Tick drives reconnects, deferred work and timers.
+	Tick time.Duration
+	// ConnectTimeout bounds one dial (the health tracker may ask for less).
+	ConnectTimeout time.Duration
+	// OwnReconnectMax caps the own relay's reconnect backoff.
+	OwnReconnectMax time.Duration
+
+	MaxRelaysPerAnnouncement int
+	MaxTrackedRelays         int
+	MaxRepositories          int
+
+	Handler  HandlerConfig
+	Rejected RejectedConfig
+}
+
+// DefaultConfig returns the design's defaults (DESIGN.md §4).
+func DefaultConfig() Config {
+	return Config{
+		SelfKinds:                []int{30617, 30618, 1617, 1618, 1619, 1621},
+		BatchWindow:              5 * time.Second,
+		QuickReconnectWindow:     15 * time.Minute,
+		SinceBuffer:              15 * time.Minute,
+		ValuesPerFilter:          100,
+		ConsolidationThreshold:   70,
+		ConsolidationWait:        30 * time.Second,
+		FullResyncMin:            23 * time.Hour,
+		FullResyncMax:            25 * time.Hour,
+		EmptyRelayCheck:          60 * time.Second,
+		PageSize:                 500,
+		EOSETimeout:              60 * time.Second,
+		Tick:                     2 * time.Second,
+		ConnectTimeout:           5 * time.Second,
+		OwnReconnectMax:          30 * time.Second,
+		MaxRelaysPerAnnouncement: 20,
+		MaxTrackedRelays:         500,
+		MaxRepositories:          50000,
+		Handler:                  HandlerConfig{QueueLen: 10000, MaxEventBytes: 262144, MaxEventTags: 2000},
+		Rejected:                 RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000},
+	}
+}
+
+// DialFunc opens a connection to a relay.
+type DialFunc func(ctx context.Context, url string, opts relay.Options) (*relay.Conn, error)
+
+// LimitsFunc fetches a relay's NIP-11 limits (best effort).
+type LimitsFunc func(ctx context.Context, url string) (health.Limits, error)
+
+// Deps are the engine's collaborators.
+type Deps struct {
+	Log      *zap.Logger
+	Registry prometheus.Registerer
+	Clock    health.Clock
+	Health   *health.Tracker
+	// Dial connects to remote relays (with the outbound address policy);
+	// DialOwn connects to the own relay.
+	Dial    DialFunc
+	DialOwn DialFunc
+	// RelayOptions are the base options of every connection.
+	RelayOptions relay.Options
+	Publish      PublishFunc
+	Purgatory    Purgatory
+	// Historic, when nil, is REQ paging.
+	Historic HistoricSyncer
+	// Limits, when set, is asked for each relay's NIP-11 limits on connect.
+	Limits LimitsFunc
+	// OnPresent is told of every event known to be on the own relay.
+	OnPresent func(ev *nostr.Event)
+}
+
+// Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
+// indexes and receives every input as a message, so decisions never race.
+type Engine struct {
+	cfg   Config
+	d     Deps
+	log   *zap.Logger
+	m     *metrics
+	clock health.Clock
+	h     *Handler
+	rej   *RejectedIndex
+
+	inbox chan func()
+	ctx   context.Context
+	wg    stdsync.WaitGroup
+
+	// Owned by the Run goroutine.
+	repos     RepoSyncIndex
+	relays    map[string]*remote
+	pending   map[string][]*PendingBatch
+	nextBatch uint64
+	nextGen   uint64
+	lastEmpty time.Time
+
+	running     atomic.Bool
+	ready       atomic.Bool
+	ownUp       atomic.Bool
+	snapMu      stdsync.Mutex
+	snap        status.Snapshot
+	startedAt   time.Time
+	bootstrapOK map[string]bool
+}
+
+// remote is the engine's record of one remote relay.
+type remote struct {
+	RelayState
+	gen     uint64
+	conn    *relay.Conn
+	cancel  context.CancelFunc
+	cmds    chan func(*relay.Conn)
+	live    map[string]int // live subscription id → filter count
+	liveSeq int
+	// Historic jobs waiting for a subscription slot, and running.
+	jobs    []*job
+	running int
+	// Consolidation waiting for pending batches to finish.
+	consolidateBy time.Time
+	// rebuildLive: live subscriptions were closed by the relay and must be
+	// rebuilt once the relay allows it.
+	rebuildLive  bool
+	deferred     bool // compute_actions must run again for this relay
+	fullResyncAt time.Time
+	lastError    string
+	received     atomic.Uint64
+	failures     int
+}
+
+type job struct {
+	batch   *PendingBatch
+	filters []nostr.Filter
+}
+
+// New builds an engine.
+func New(cfg Config, d Deps) (*Engine, error) {
+	if d.Log == nil {
+		d.Log = zap.NewNop()
+	}
+	if d.Clock == nil {
+		d.Clock = health.RealClock{}
+	}
+	if d.Health == nil || d.Dial == nil || d.DialOwn == nil || d.Publish == nil || d.Registry == nil {
+		return nil, errors.New("sync: Health, Dial, DialOwn, Publish and Registry are required")
+	}
+	m, err := newMetrics(d.Registry)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock,
+		inbox:       make(chan func(), 1024),
+		repos:       RepoSyncIndex{},
+		relays:      map[string]*remote{},
+		pending:     map[string][]*PendingBatch{},
+		bootstrapOK: map[string]bool{},
+		startedAt:   d.Clock.Now(),
+	}
+	e.rej = NewRejectedIndex(cfg.Rejected, d.Clock.Now)
+	e.h = NewHandler(cfg.Handler, d.Publish, d.Purgatory, e.rej, m, e.log.Named("handler"))
+	e.h.onPresent = d.OnPresent
+	if e.d.Historic == nil {
+		e.d.Historic = &Pager{PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout}
+	}
+	for _, b := range cfg.Bootstrap {
+		norm, err := NormalizeRelayURL(b)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap relay %q: %w", b, err)
+		}
+		e.bootstrapOK[norm] = true
+	}
+	return e, nil
+}
+
+// Handler is the shared event handler (purgatory reports outcomes to it).
+func (e *Engine) Handler() *Handler { return e.h }
+
+// Rejected is the RejectedIndex.
+func (e *Engine) Rejected() *RejectedIndex { return e.rej }
+
+// Ready tells whether the own relay is connected and the
+// self-subscription's first EOSE was processed.
+func (e *Engine) Ready() bool { return e.ready.Load() && e.ownUp.Load() }
+
+// post hands fn to the Run goroutine. It gives up when the engine stops.
+func (e *Engine) post(fn func()) {
+	select {
+	case e.inbox <- fn:
+	case <-e.ctx.Done():
+	}
+}
+
+// Run drives the engine until ctx is done.
+func (e *Engine) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.ctx = ctx
+	e.running.Store(true)
+	defer e.running.Store(false)
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); _ = e.h.Run(ctx) }()
+	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
+	for url := range e.bootstrapOK {
+		e.track(url, true)
+	}
+	e.lastEmpty = e.clock.Now()
+	tick := time.NewTicker(e.cfg.Tick)
+	defer tick.Stop()
+	e.connectDue()
+	e.refreshSnapshot()
+	for {
+		select {
+		case <-ctx.Done():
+			for url := range e.relays {
+				e.dropConnection(url)
+			}
+			e.wg.Wait()
+			return nil
+		case fn := <-e.inbox:
+			fn()
+		case <-tick.C:
+			e.onTick()
+		}
+	}
+}
+
+// --- discovery ---------------------------------------------------------
+
+// applySelfBatch updates the RepoSyncIndex from events seen on the own
+// relay and starts whatever sync they call for.
+func (e *Engine) applySelfBatch(evs []*nostr.Event) {
+	isOwn := e.isOwn
+	// Announcements first, so roots in the same batch find their repos.
+	slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
+	for _, ev := range evs {
+		switch ev.Kind {
+		case filters.KindRepoAnnouncement:
+			a, err := ParseAnnouncement(ev, isOwn, e.cfg.MaxRelaysPerAnnouncement)
+			if err != nil {
+				continue
+			}
+			if a.Dropped > 0 && len(a.Relays) >= e.cfg.MaxRelaysPerAnnouncement {
+				e.m.limitHits.WithLabelValues("relays_per_announcement").Inc()
+			}
+			needs := e.repos[a.Ref]
+			if needs == nil {
+				if e.cfg.MaxRepositories > 0 && len(e.repos) >= e.cfg.MaxRepositories {
+					e.m.limitHits.WithLabelValues("repositories").Inc()
+					continue
+				}
+				needs = &RepoNeeds{Relays: set{}, Roots: set{}}
+				e.repos[a.Ref] = needs
+			}
+			if a.CreatedAt >= needs.AnnouncedAt {
+				needs.AnnouncedAt = a.CreatedAt
+				needs.Relays = setOf(a.Relays...)
+			}
+		default:
+			refs, ok := RootRefs(ev)
+			if !ok {
+				continue
+			}
+			for _, ref := range refs {
+				if needs := e.repos[ref]; needs != nil {
+					needs.Roots.add(ev.ID)
+				}
+			}
+		}
+	}
+	e.reconcileTargets()
+}
+
+// isOwn tells whether a normalized relay URL is the own relay or on the
+// service domain.
+func (e *Engine) isOwn(norm string) bool {
+	if own, err := NormalizeRelayURL(e.cfg.OwnRelay); err == nil && own == norm {
+		return true
+	}
+	if e.cfg.ServiceDomain != "" {
+		host := relayHost(norm)
+		if host == e.cfg.ServiceDomain || hostOnly(host) == e.cfg.ServiceDomain {
+			return true
+		}
+	}
+	return false
+}
+
+func hostOnly(hostport string) string {
+	for i := len(hostport) - 1; i >= 0; i-- {
+		if hostport[i] == ':' {
+			return hostport[:i]
+		}
+		if hostport[i] == ']' {
+			break
+		}
+	}
+	return hostport
+}
+
+// reconcileTargets makes sure every target relay is tracked, then runs
+// compute_actions and connects what is due.
+func (e *Engine) reconcileTargets() {
+	targets := deriveRelayTargets(e.repos, e.bootstrapList())
+	urls := make([]string, 0, len(targets))
+	for url := range targets {
+		urls = append(urls, url)
+	}
+	slices.Sort(urls)
+	for _, url := range urls {
+		if e.relays[url] == nil {
+			if e.cfg.MaxTrackedRelays > 0 && len(e.relays) >= e.cfg.MaxTrackedRelays {
+				e.m.limitHits.WithLabelValues("tracked_relays").Inc()
+				continue
+			}
+			e.track(url, false)
+		}
+	}
+	e.runActions(targets)
+	e.connectDue()
+	e.updateIndexMetrics()
+}
+
+func (e *Engine) bootstrapList() []string {
+	out := make([]string, 0, len(e.bootstrapOK))
+	for url := range e.bootstrapOK {
+		out = append(out, url)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *Engine) track(url string, bootstrap bool) {
+	if e.relays[url] != nil {
+		return
+	}
+	e.relays[url] = &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	e.d.Health.Track(url)
+	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+}
+
+// runActions is the decision point: compute_actions over all relays and
+// AddFilters for each result.
+func (e *Engine) runActions(targets map[string]Target) {
+	rs := make(map[string]*RelayState, len(e.relays))
+	for url, r := range e.relays {
+		rs[url] = &r.RelayState
+	}
+	for _, a := range computeActions(targets, e.pending, rs) {
+		e.addFilters(a)
+	}
+}
+
+// recomputeRelay runs compute_actions for one relay.
+func (e *Engine) recomputeRelay(url string) {
+	targets := deriveRelayTargets(e.repos, e.bootstrapList())
+	t, ok := targets[url]
+	if !ok {
+		return
+	}
+	e.runActions(map[string]Target{url: t})
+}
+
+// --- connection lifecycle -------------------------------------------------
+
+// connectDue starts a dial for every tracked, disconnected relay whose
+// backoff has elapsed.
+func (e *Engine) connectDue() {
+	for _, url := range e.d.Health.Due() {
+		r := e.relays[url]
+		if r == nil || r.Status != Disconnected {
+			continue
+		}
+		e.dial(r)
+	}
+}
+
+func (e *Engine) dial(r *remote) {
+	e.nextGen++
+	gen := e.nextGen
+	r.gen = gen
+	r.Status = Connecting
+	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(Connecting))
+	e.d.Health.AttemptStarted(r.URL)
+	timeout := min(e.d.Health.ConnectTimeout(r.URL), e.cfg.ConnectTimeout)
+	if timeout <= 0 {
+		timeout = e.cfg.ConnectTimeout
+	}
+	url := r.URL
+	opts := e.d.RelayOptions
+	opts.OnNotice = func(text string) { e.onNotice(url, text) }
+	opts.Logger = e.log
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(e.ctx, timeout)
+		conn, err := e.d.Dial(ctx, url, opts)
+		cancel()
+		if err == nil && e.d.Limits != nil {
+			lctx, lcancel := context.WithTimeout(e.ctx, timeout)
+			if l, lerr := e.d.Limits(lctx, url); lerr == nil {
+				e.d.Health.SetLimits(url, l)
+			}
+			lcancel()
+		}
+		e.post(func() { e.onDialed(url, gen, conn, err) })
+		if err == nil && e.ctx.Err() != nil {
+			conn.Close()
+		}
+	}()
+}
+
+func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || r.Status != Connecting {
+		if conn != nil {
+			conn.Close()
+		}
+		return
+	}
+	if err != nil {
+		r.Status = Disconnected
+		r.failures++
+		r.lastError = err.Error()
+		if r.DisconnectedAt.IsZero() {
+			r.DisconnectedAt = e.clock.Now()
+		}
+		e.d.Health.Failed(url, err)
+		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
+		e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+		if r.failures == 1 || r.failures%10 == 0 {
+			e.log.Info("relay connection failed", zap.String("relay", url), zap.Int("failures", r.failures), zap.Error(err))
+		}
+		return
+	}
+	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
+	e.d.Health.Connected(url)
+	ctx, cancel := context.WithCancel(e.ctx)
+	r.conn, r.cancel = conn, cancel
+	r.cmds = make(chan func(*relay.Conn), 1024)
+	r.live = map[string]int{}
+	r.jobs, r.running = nil, 0
+	e.wg.Add(2)
+	go func() { // writer: runs subscribe/close commands in order
+		defer e.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case fn := <-r.cmds:
+				fn(conn)
+			}
+		}
+	}()
+	go func() { // watcher
+		defer e.wg.Done()
+		select {
+		case <-conn.Done():
+			err := conn.Err()
+			e.post(func() { e.onDisconnected(url, gen, err) })
+		case <-ctx.Done():
+		}
+	}()
+	e.connectOrReconnect(r)
+}
+
+// connectOrReconnect is the unified handler of the seed: fresh sync for a
+// first connection or after a long absence, catch-up with since for a quick
+// reconnect; then compute_actions for new items.
+func (e *Engine) connectOrReconnect(r *remote) {
+	now := e.clock.Now()
+	fresh := r.LastConnected.IsZero() || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	lastConnected := r.LastConnected
+	if fresh {
+		r.ClearConfirmed()
+	}
+	r.Status = Syncing
+	r.HistoricFailed = false
+	r.LastConnected = now
+	r.DisconnectedAt = time.Time{}
+	r.lastError = ""
+	r.failures = 0
+	if r.fullResyncAt.IsZero() || fresh {
+		r.fullResyncAt = now.Add(e.fullResyncInterval())
+	}
+	if fresh {
+		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
+		e.subscribeLayer1(r)
+		e.startBatch(r, newItems(), []nostr.Filter{filters.Layer1(nil)}, true)
+	} else {
+		since := nostr.Timestamp(lastConnected.Add(-e.cfg.SinceBuffer).Unix())
+		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
+		e.subscribeLayer1(r)
+		repos, roots := r.Confirmed.Repos.sorted(), r.Confirmed.Roots.sorted()
+		e.subscribeLive(r, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
+		catchup := append([]nostr.Filter{filters.Layer1(&since)}, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
+		e.startBatch(r, newItems(), catchup, true)
+	}
+	e.recomputeRelay(r.URL)
+	e.updateRelayState(r)
+}
+
+func (e *Engine) fullResyncInterval() time.Duration {
+	span := e.cfg.FullResyncMax - e.cfg.FullResyncMin
+	if span <= 0 {
+		return e.cfg.FullResyncMin
+	}
+	return e.cfg.FullResyncMin + time.Duration(rand.Int64N(int64(span)))
+}
+
+// onDisconnected: pending batches are cleared, disconnected_at set, the
+// health tracker told.
+func (e *Engine) onDisconnected(url string, gen uint64, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	e.teardown(r)
+	r.Status = Disconnected
+	r.DisconnectedAt = e.clock.Now()
+	if err != nil {
+		r.lastError = err.Error()
+	}
+	e.d.Health.Failed(url, err)
+	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+	e.log.Info("relay disconnected", zap.String("relay", url), zap.Error(err))
+}
+
+// teardown stops a relay's connection goroutines and clears its pending
+// batches and live subscriptions.
+func (e *Engine) teardown(r *remote) {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.conn != nil {
+		conn := r.conn
+		go conn.Close()
+	}
+	r.conn, r.cancel, r.cmds = nil, nil, nil
+	r.live, r.jobs, r.running = nil, nil, 0
+	r.consolidateBy = time.Time{}
+	r.rebuildLive, r.deferred = false, false
+	delete(e.pending, r.URL)
+	e.m.pendingBatches.WithLabelValues(r.URL).Set(0)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(0)
+}
+
+// dropConnection closes a relay's connection on purpose.
+func (e *Engine) dropConnection(url string) {
+	r := e.relays[url]
+	if r == nil {
+		return
+	}
+	e.teardown(r)
+	r.Status = Disconnected
+}
+
+// forget disconnects a relay and stops tracking it.
+func (e *Engine) forget(url string) {
+	e.dropConnection(url)
+	delete(e.relays, url)
+	e.d.Health.Forget(url)
+	e.m.forgetRelay(url)
+	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
+}
+
+// --- subscriptions --------------------------------------------------------
+
+// exec queues a command for the relay's writer goroutine. A relay whose
+// command queue is full is not reading: it is disconnected.
+func (e *Engine) exec(r *remote, fn func(*relay.Conn)) {
+	if r.cmds == nil {
+		return
+	}
+	select {
+	case r.cmds <- fn:
+	default:
+		e.log.Warn("relay command queue full; disconnecting", zap.String("relay", r.URL))
+		e.onDisconnected(r.URL, r.gen, errors.New("command queue full"))
+	}
+}
+
+func (e *Engine) subscribeLayer1(r *remote) {
+	e.openLive(r, "l1", filters.Live([]nostr.Filter{filters.Layer1(nil)}))
+}
+
+// subscribeLive opens live subscriptions (limit 0) for fs, split into REQs
+// of at most the relay's max_filters.
+func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
+	if len(fs) == 0 {
+		return
+	}
+	per := e.d.Health.Limits(r.URL).MaxFilters
+	if per <= 0 || per > 100 {
+		per = 100
+	}
+	live := filters.Live(fs)
+	for start := 0; start < len(live); start += per {
+		r.liveSeq++
+		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), live[start:min(start+per, len(live))])
+	}
+}
+
+func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
+	if _, open := r.live[id]; open {
+		e.closeLive(r, id)
+	}
+	r.live[id] = len(fs)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
+	url, gen, ctx, count := r.URL, r.gen, e.ctx, &r.received
+	e.exec(r, func(c *relay.Conn) {
+		sub, err := c.Subscribe(ctx, id, nostr.Filters(fs))
+		if err != nil {
+			return // the watcher reports the broken connection
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.readLive(ctx, url, gen, sub, count)
+		}()
+	})
+}
+
+func (e *Engine) closeLive(r *remote, id string) {
+	delete(r.live, id)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
+	e.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
+}
+
+// readLive forwards a live subscription's events to the handler.
+func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, count *atomic.Uint64) {
+	recv := e.m.eventsReceived.WithLabelValues(url)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Done():
+			// Closed by us, or the connection ended; drain what is left
+			// of a CLOSED below.
+			select {
+			case m, ok := <-sub.Messages():
+				if ok && m.Type == relay.MsgClosed {
+					reason := m.Reason
+					e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+				}
+			default:
+			}
+			return
+		case m, ok := <-sub.Messages():
+			if !ok {
+				return
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				recv.Inc()
+				count.Add(1)
+				if err := e.h.Handle(ctx, Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
+					return
+				}
+			case relay.MsgClosed:
+				reason := m.Reason
+				e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+				return
+			}
+		}
+	}
+}
+
+// onLiveClosed: the relay closed a live subscription. It is rebuilt once
+// the relay allows new REQs.
+func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	if _, ok := r.live[id]; !ok {
+		return
+	}
+	delete(r.live, id)
+	e.d.Health.Observe(url, health.SourceClosed, reason)
+	r.lastError = "CLOSED: " + reason
+	r.rebuildLive = true
+	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+}
+
+func (e *Engine) onNotice(url, text string) {
+	sig := e.d.Health.Observe(url, health.SourceNotice, text)
+	if sig == health.SignalTooManySubscriptions {
+		e.post(func() {
+			if r := e.relays[url]; r != nil && r.Status.IsUp() {
+				r.rebuildLive = true
+			}
+		})
+	}
+}
+
+func (e *Engine) filtersOpen(r *remote) int {
+	n := 0
+	for _, c := range r.live {
+		n += c
+	}
+	return n
+}
+
+// allowed tells whether new REQs may go to the relay now.
+func (e *Engine) allowed(r *remote) bool {
+	return r.Status.IsUp() && e.d.Health.CooldownRemaining(r.URL) <= 0
+}
+
+// addFilters starts syncing new items from a relay: live subscriptions and
+// a historic batch, consolidating first when the relay would carry too
+// many filters or subscriptions.
+func (e *Engine) addFilters(a AddFilters) {
+	r := e.relays[a.Relay]
+	if r == nil || !r.Status.IsUp() {
+		return
+	}
+	if !e.allowed(r) || !r.consolidateBy.IsZero() {
+		r.deferred = true
+		return
+	}
+	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
+	newFilters := filters.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
+	budget := e.d.Health.SubscriptionBudget(r.URL)
+	if e.filtersOpen(r)+newFilters > e.cfg.ConsolidationThreshold || len(r.live)+1 >= budget {
+		if len(e.pending[r.URL]) > 0 {
+			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
+			r.deferred = true
+			return
+		}
+		e.consolidate(r)
+	}
+	e.subscribeLive(r, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
+	e.startBatch(r, a.Items, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
+	e.updateRelayState(r)
+}
+
+// consolidate closes every live subscription of the relay and re-opens
+// Layer 1 and Layers 2/3 for everything confirmed or pending in as few
+// filters as possible, with a catch-up batch since now − since_buffer.
+func (e *Engine) consolidate(r *remote) {
+	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)))
+	for id := range r.live {
+		e.closeLive(r, id)
+	}
+	r.consolidateBy = time.Time{}
+	r.rebuildLive = false
+	items := newItems()
+	items.Repos.addAll(r.Confirmed.Repos)
+	items.Roots.addAll(r.Confirmed.Roots)
+	for _, b := range e.pending[r.URL] {
+		items.Repos.addAll(b.Items.Repos)
+		items.Roots.addAll(b.Items.Roots)
+	}
+	since := nostr.Timestamp(e.clock.Now().Add(-e.cfg.SinceBuffer).Unix())
+	repos, roots := items.Repos.sorted(), items.Roots.sorted()
+	e.subscribeLayer1(r)
+	e.subscribeLive(r, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
+	catchup := append([]nostr.Filter{filters.Layer1(&since)}, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
+	e.startBatch(r, newItems(), catchup, true)
+}
+
+// --- historic batches -----------------------------------------------------
+
+func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
+	e.nextBatch++
+	b := &PendingBatch{ID: e.nextBatch, Items: items, Catchup: catchup}
+	e.pending[r.URL] = append(e.pending[r.URL], b)
+	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
+	r.jobs = append(r.jobs, &job{batch: b, filters: fs})
+	e.startJobs(r)
+}
+
+// jobSlots is how many historic subscriptions may run beside the live ones.
+func (e *Engine) jobSlots(r *remote) int {
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
+}
+
+func (e *Engine) startJobs(r *remote) {
+	if !e.allowed(r) {
+		return
+	}
+	for len(r.jobs) > 0 && r.running < e.jobSlots(r) {
+		j := r.jobs[0]
+		r.jobs = r.jobs[1:]
+		r.running++
+		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in Incoming) error {
+				e.m.eventsReceived.WithLabelValues(url).Inc()
+				count.Add(1)
+				return e.h.Handle(ctx, in)
+			})
+			e.post(func() { e.onBatchDone(url, gen, j.batch, err) })
+		}()
+	}
+}
+
+// onBatchDone confirms a batch's items; when no batch is pending the
+// relay's historic sync is complete.
+func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	r.running--
+	batches := e.pending[url]
+	for i, x := range batches {
+		if x == b {
+			e.pending[url] = append(batches[:i:i], batches[i+1:]...)
+			break
+		}
+	}
+	e.m.pendingBatches.WithLabelValues(url).Set(float64(len(e.pending[url])))
+	if err != nil {
+		r.HistoricFailed = true
+		r.lastError = "historic sync: " + err.Error()
+		e.m.historicBatches.WithLabelValues("failed").Inc()
+		e.log.Warn("historic sync batch failed", zap.String("relay", url), zap.Uint64("batch", b.ID), zap.Error(err))
+	} else {
+		e.m.historicBatches.WithLabelValues("ok").Inc()
+	}
+	// Items are confirmed even when the batch failed: their live
+	// subscriptions are open, and the full resync retries the history.
+	r.Confirmed.Repos.addAll(b.Items.Repos)
+	r.Confirmed.Roots.addAll(b.Items.Roots)
+	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
+		e.consolidate(r)
+	}
+	e.startJobs(r)
+	if r.deferred {
+		r.deferred = false
+		e.recomputeRelay(url)
+	}
+	e.updateRelayState(r)
+}
+
+// updateRelayState derives Syncing / Connected / ConnectedHistoricSyncFailures.
+func (e *Engine) updateRelayState(r *remote) {
+	if !r.Status.IsUp() {
+		return
+	}
+	prev := r.Status
+	switch {
+	case len(e.pending[r.URL]) > 0:
+		r.Status = Syncing
+	case r.HistoricFailed:
+		r.Status = ConnectedHistoricSyncFailures
+	default:
+		r.Status = Connected
+	}
+	if prev == Syncing && r.Status != Syncing {
+		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
+			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
+	}
+	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
+}
+
+// --- timers ---------------------------------------------------------------
+
+func (e *Engine) onTick() {
+	now := e.clock.Now()
+	for _, r := range e.relays {
+		if !r.Status.IsUp() {
+			continue
+		}
+		if !r.consolidateBy.IsZero() && !now.Before(r.consolidateBy) {
+			e.consolidate(r)
+			r.deferred = true
+		}
+		if r.rebuildLive && e.allowed(r) && len(e.pending[r.URL]) == 0 {
+			e.consolidate(r)
+		}
+		if !r.fullResyncAt.IsZero() && !now.Before(r.fullResyncAt) {
+			e.fullResync(r)
+		}
+		e.startJobs(r)
+		if r.deferred && e.allowed(r) && r.consolidateBy.IsZero() {
+			r.deferred = false
+			e.recomputeRelay(r.URL)
+		}
+		e.updateRelayState(r)
+	}
+	if now.Sub(e.lastEmpty) >= e.cfg.EmptyRelayCheck {
+		e.lastEmpty = now
+		e.dropEmptyRelays()
+	}
+	e.rej.Expire()
+	e.connectDue()
+	e.updateIndexMetrics()
+	e.refreshSnapshot()
+}
+
+// fullResync clears a relay's confirmed state and syncs its whole history
+// again (the 23–25 h timer).
+func (e *Engine) fullResync(r *remote) {
+	e.log.Info("full resync", zap.String("relay", r.URL))
+	for id := range r.live {
+		e.closeLive(r, id)
+	}
+	r.jobs = nil
+	delete(e.pending, r.URL)
+	r.ClearConfirmed()
+	r.HistoricFailed = false
+	r.consolidateBy = time.Time{}
+	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
+	e.subscribeLayer1(r)
+	e.startBatch(r, newItems(), []nostr.Filter{filters.Layer1(nil)}, true)
+	e.recomputeRelay(r.URL)
+}
+
+// dropEmptyRelays disconnects relays nothing points at any more.
+func (e *Engine) dropEmptyRelays() {
+	targets := deriveRelayTargets(e.repos, e.bootstrapList())
+	for url, r := range e.relays {
+		if r.Bootstrap || len(e.pending[url]) > 0 {
+			continue
+		}
+		if _, wanted := targets[url]; !wanted {
+			e.forget(url)
+		}
+	}
+}
+
+func (e *Engine) updateIndexMetrics() {
+	roots := 0
+	for _, n := range e.repos {
+		roots += len(n.Roots)
+	}
+	connected := 0
+	for _, r := range e.relays {
+		if r.Status.IsUp() {
+			connected++
+		}
+	}
+	e.m.repositories.Set(float64(len(e.repos)))
+	e.m.rootEvents.Set(float64(roots))
+	e.m.relaysTracked.Set(float64(len(e.relays)))
+	e.m.relaysConnected.Set(float64(connected))
+}

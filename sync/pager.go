@@ -1,0 +1,238 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Sentinel errors of historic sync.
+var (
+	// ErrEOSETimeout: a historic REQ got no EOSE in time.
+	ErrEOSETimeout = errors.New("no EOSE before timeout")
+	// ErrSubscriptionClosed: the relay closed a historic REQ (CLOSED).
+	ErrSubscriptionClosed = errors.New("relay closed the subscription")
+	// ErrSaturatedSecond: more events share one created_at than the relay
+	// returns per REQ, even split by kind; REQ paging cannot get past them.
+	ErrSaturatedSecond = errors.New("too many events share one created_at for REQ paging")
+)
+
+// Emit hands one received event to the shared handler.
+type Emit func(ctx context.Context, in Incoming) error
+
+// HistoricSyncer fetches every stored event matching filters from one
+// relay and emits it. slots is how many subscriptions it may hold open at
+// once on the connection.
+type HistoricSyncer interface {
+	Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error
+}
+
+// Pager is the REQ+EOSE historic syncer: it pages backwards with `until`
+// until the relay has nothing older, which is correct against relays that
+// silently cap results (strfry: 500) and when many events share one
+// created_at (it splits that second by kind).
+type Pager struct {
+	PageSize    int
+	EOSETimeout time.Duration
+	// WaitAllowed, when set, is called before every REQ; it blocks while the
+	// relay is cooling down after a rate limit.
+	WaitAllowed func(ctx context.Context) error
+	// OnClosed, when set, is told the reason of every CLOSED.
+	OnClosed func(reason string)
+
+	seq atomic.Uint64
+}
+
+// splitKinds are the kinds a saturated second is split into when the
+// filter names none: NIP-34 and the kinds that discuss it.
+var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 1633, 30617, 30618, 5, 9735, 10317}
+
+// Sync runs every filter to the end, one after another (slots is not used:
+// paging is sequential per filter, and filters of one batch are few).
+func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
+	var errs []error
+	for _, f := range fs {
+		if err := p.pageFilter(ctx, c, f, emit); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pageFilter pages one filter backwards.
+func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) error {
+	f.LimitZero = false
+	var until *nostr.Timestamp
+	if f.Until != nil {
+		u := *f.Until
+		until = &u
+	}
+	boundary := map[string]struct{}{} // ids seen at created_at == *until
+	maxPage := 0                      // largest page the relay returned
+	for {
+		pf := f
+		pf.Until = until
+		pf.Limit = p.PageSize
+		page, err := p.fetch(ctx, c, pf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		maxPage = max(maxPage, len(page))
+		minTS := page[0].CreatedAt
+		newCount := 0
+		for _, ev := range page {
+			minTS = min(minTS, ev.CreatedAt)
+			if _, ok := boundary[ev.ID]; !ok {
+				newCount++
+			}
+		}
+		if newCount == 0 {
+			// Only already-seen events at the boundary second came back.
+			if until == nil || f.Since != nil && *until <= *f.Since {
+				return nil
+			}
+			if len(page) >= min(maxPage, p.PageSize) && len(page) > 1 {
+				// The relay may hold more at this second than it returns.
+				if err := p.splitSecond(ctx, c, f, *until, len(page), emit); err != nil {
+					return err
+				}
+			}
+			if *until == 0 {
+				return nil
+			}
+			next := *until - 1
+			until = &next
+			clear(boundary)
+			continue
+		}
+		if until == nil || minTS != *until {
+			clear(boundary)
+		}
+		for _, ev := range page {
+			if ev.CreatedAt == minTS {
+				boundary[ev.ID] = struct{}{}
+			}
+		}
+		t := minTS
+		until = &t
+		if f.Since != nil && minTS < *f.Since {
+			return nil
+		}
+	}
+}
+
+// splitSecond fetches events of one second kind by kind.
+func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, ts nostr.Timestamp, saturated int, emit Emit) error {
+	kinds := f.Kinds
+	if len(kinds) <= 1 {
+		if len(kinds) == 1 {
+			return fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, saturated, ts, kinds[0])
+		}
+		kinds = splitKinds
+	}
+	var errs []error
+	for _, k := range kinds {
+		kf := f
+		kf.Kinds = []int{k}
+		kf.Since, kf.Until = &ts, &ts
+		kf.Limit = p.PageSize
+		page, err := p.fetch(ctx, c, kf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) >= saturated {
+			errs = append(errs, fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, len(page), ts, k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fetch runs one REQ to EOSE, emitting its events in dependency order
+// (announcements, then roots, then the rest, oldest first).
+func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, error) {
+	if p.WaitAllowed != nil {
+		if err := p.WaitAllowed(ctx); err != nil {
+			return nil, err
+		}
+	}
+	id := fmt.Sprintf("h%d", p.seq.Add(1))
+	sub, err := c.Subscribe(ctx, id, nostr.Filters{f})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	timer := time.NewTimer(p.EOSETimeout)
+	defer timer.Stop()
+	var page []*nostr.Event
+	var sizes = map[*nostr.Event]int{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
+		case m, ok := <-sub.Messages():
+			if !ok {
+				if err := c.Err(); err != nil {
+					return nil, err
+				}
+				return nil, ErrSubscriptionClosed
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				page = append(page, m.Event)
+				sizes[m.Event] = m.Size
+			case relay.MsgClosed:
+				if p.OnClosed != nil {
+					p.OnClosed(m.Reason)
+				}
+				return nil, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
+			case relay.MsgEOSE:
+				sortForPublish(page)
+				for _, ev := range page {
+					if err := emit(ctx, Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
+						return nil, err
+					}
+				}
+				return page, nil
+			}
+		}
+	}
+}
+
+// publishRank orders kinds so dependencies go first.
+func publishRank(kind int) int {
+	switch kind {
+	case 30617:
+		return 0
+	case 1617, 1618, 1621:
+		return 1
+	case 1619, 30618:
+		return 2
+	}
+	return 3
+}
+
+// sortForPublish orders a page so an announcement precedes what tags it
+// and a root precedes its replies (older first within a rank).
+func sortForPublish(evs []*nostr.Event) {
+	slices.SortStableFunc(evs, func(a, b *nostr.Event) int {
+		if ra, rb := publishRank(a.Kind), publishRank(b.Kind); ra != rb {
+			return ra - rb
+		}
+		return int(a.CreatedAt) - int(b.CreatedAt)
+	})
+}

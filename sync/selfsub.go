@@ -1,0 +1,227 @@
+package sync
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/filters"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// runSelfSubscriber keeps a subscription on the own relay for the kinds
+// that define what we sync, reconnecting with capped backoff. The first
+// connection asks for everything; later ones for since = last seen −
+// since_buffer.
+func (e *Engine) runSelfSubscriber(ctx context.Context) {
+	log := e.log.Named("self")
+	var lastSeen time.Time
+	backoff := 250 * time.Millisecond
+	failures := 0
+	for ctx.Err() == nil {
+		opts := e.d.RelayOptions
+		opts.Logger = log
+		dctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
+		conn, err := e.d.DialOwn(dctx, e.cfg.OwnRelay, opts)
+		cancel()
+		if err != nil {
+			failures++
+			if failures == 1 || failures%10 == 0 {
+				log.Warn("cannot connect to own relay", zap.String("relay", e.cfg.OwnRelay), zap.Int("failures", failures), zap.Error(err))
+			}
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, e.cfg.OwnReconnectMax)
+			continue
+		}
+		if failures > 0 || !lastSeen.IsZero() {
+			log.Info("connected to own relay", zap.String("relay", e.cfg.OwnRelay))
+		}
+		failures, backoff = 0, 250*time.Millisecond
+		e.ownUp.Store(true)
+		var since *nostr.Timestamp
+		if !lastSeen.IsZero() {
+			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
+			since = &ts
+		}
+		err = e.selfSession(ctx, conn, since)
+		e.ownUp.Store(false)
+		lastSeen = e.clock.Now()
+		conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("own relay connection lost; reconnecting", zap.Error(err))
+	}
+}
+
+// selfSession runs one subscription until the connection ends, batching
+// events in a window that starts at the first event and is not reset.
+func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) error {
+	f := nostr.Filter{Kinds: e.cfg.SelfKinds, Since: since}
+	sub, err := conn.Subscribe(ctx, "self", nostr.Filters{f})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	var batch []*nostr.Event
+	var window <-chan time.Time
+	var timer *time.Timer
+	flush := func(markReady bool) {
+		evs := batch
+		batch = nil
+		if timer != nil {
+			timer.Stop()
+			timer, window = nil, nil
+		}
+		e.post(func() {
+			if len(evs) > 0 {
+				e.applySelfBatch(evs)
+			}
+			if markReady {
+				e.ready.Store(true)
+			}
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-conn.Done():
+			if len(batch) > 0 {
+				flush(false)
+			}
+			return conn.Err()
+		case <-window:
+			flush(false)
+		case m, ok := <-sub.Messages():
+			if !ok {
+				if len(batch) > 0 {
+					flush(false)
+				}
+				return conn.Err()
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				e.seenOnOwnRelay(m.Event)
+				batch = append(batch, m.Event)
+				if timer == nil {
+					timer = time.NewTimer(e.cfg.BatchWindow)
+					window = timer.C
+				}
+			case relay.MsgEOSE:
+				flush(true)
+			case relay.MsgClosed:
+				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
+				if len(batch) > 0 {
+					flush(false)
+				}
+				return nil
+			}
+		}
+	}
+}
+
+// seenOnOwnRelay records an event the own relay holds.
+func (e *Engine) seenOnOwnRelay(ev *nostr.Event) {
+	e.h.MarkPresent(ev)
+	if e.d.OnPresent != nil {
+		e.d.OnPresent(ev)
+	}
+	if e.d.Purgatory == nil {
+		return
+	}
+	switch ev.Kind {
+	case filters.KindRepoAnnouncement:
+		e.d.Purgatory.AddAnnouncement(ev)
+	case filters.KindRepoState, filters.KindPullRequest, filters.KindPRUpdate:
+		e.d.Purgatory.Add(ev, true)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// --- status ---------------------------------------------------------------
+
+// refreshSnapshot rebuilds the engine's part of the status document.
+func (e *Engine) refreshSnapshot() {
+	health := map[string]string{}
+	for _, h := range e.d.Health.Snapshot() {
+		health[h.URL] = h.State.String()
+	}
+	s := status.Snapshot{
+		StartedAt:    e.startedAt,
+		Repositories: len(e.repos),
+		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.ownUp.Load(), SelfSubscriptionEOSE: e.ready.Load()},
+	}
+	for _, n := range e.repos {
+		s.RootEvents += len(n.Roots)
+	}
+	for _, r := range e.relays {
+		rs := status.Relay{
+			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
+			ReposConfirmed: len(r.Confirmed.Repos), RootsConfirmed: len(r.Confirmed.Roots),
+			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
+			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
+		}
+		for _, b := range e.pending[r.URL] {
+			rs.ReposPending += len(b.Items.Repos)
+			rs.RootsPending += len(b.Items.Roots)
+		}
+		if !r.LastConnected.IsZero() {
+			t := r.LastConnected
+			rs.LastConnected = &t
+		}
+		s.PendingBatches += rs.PendingBatches
+		s.Relays = append(s.Relays, rs)
+	}
+	sortRelays(s.Relays)
+	hot, cold := e.rej.Len()
+	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
+	e.snapMu.Lock()
+	e.snap = s
+	e.snapMu.Unlock()
+}
+
+func sortRelays(rs []status.Relay) {
+	slices.SortFunc(rs, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
+}
+
+// Status returns the engine's latest status (refreshed every tick and on
+// request when the engine is responsive).
+func (e *Engine) Status() status.Snapshot {
+	if e.running.Load() {
+		done := make(chan struct{})
+		select {
+		case e.inbox <- func() { e.refreshSnapshot(); close(done) }:
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+			}
+		default:
+		}
+	}
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	s := e.snap
+	s.Relays = append([]status.Relay(nil), s.Relays...)
+	s.Ready = e.Ready()
+	s.OwnRelay.Connected = e.ownUp.Load()
+	s.OwnRelay.SelfSubscriptionEOSE = e.ready.Load()
+	return s
+}
