@@ -30,6 +30,26 @@
 // failures behind it is Healthy at once (the seed's "Healthy <->
 // Disconnected: normal connection/disconnection").
 //
+// # Use
+//
+// Relays are keyed by URL exactly as given: normalise URLs before Track.
+// Reports about relays that are not tracked are ignored. A retry tick (every
+// Config.Tick) connects the relays returned by Due, calling AttemptStarted
+// before dialling with ConnectTimeout and Connected or Failed after; Run (or
+// the engine's own call to Tick on the same tick) keeps the metrics and the
+// time-based transitions current. Connection code marks errors that retrying
+// soon cannot fix with HardFailure, and handshake refusals with an error
+// exposing HandshakeStatus() int (such as HandshakeError), so that
+// ClassifyError can tell a 429 from a page that is not a websocket.
+//
+// # Metrics
+//
+// ngit_sync_relay_status{relay} (the State value), ngit_sync_relay_failures{relay},
+// ngit_sync_relays_dead_total and ngit_sync_relays_rate_limited_total, set
+// on every Tick. The last two are gauges of the current count despite their
+// _total suffix, which is the reference implementation's contract. Forget
+// deletes a relay's series.
+//
 // The failure counter that drives backoff is only cleared once a recovered
 // connection has been stable for StabilityPeriod, so a relay that accepts
 // connections and drops them again keeps backing off further. The Dead
