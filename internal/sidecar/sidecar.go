@@ -1,3 +1,350 @@
 // Package sidecar assembles the engine packages (relay connections, sync,
 // health, purgatory, publisher) into one running process.
 package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	stdsync "sync"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/purgatory"
+	gsync "github.com/grasp-sync/grasp-sync/sync"
+)
+
+// Deps are what the caller provides besides the configuration.
+type Deps struct {
+	Log      *zap.Logger
+	Registry prometheus.Registerer
+	Version  string
+	// Clock, when set, replaces the wall clock in time-based logic.
+	Clock health.Clock
+	// HTTPClient, when set, is used for websocket handshakes and NIP-11.
+	HTTPClient *http.Client
+}
+
+// Sidecar is one running grasp-sync.
+type Sidecar struct {
+	cfg    *config.Config
+	d      Deps
+	log    *zap.Logger
+	health *health.Tracker
+	pub    *publish.Publisher
+	purg   *purgatory.Purgatory
+	engine *gsync.Engine
+}
+
+// New wires the components from cfg. Nothing runs until Run.
+func New(cfg *config.Config, d Deps) (*Sidecar, error) {
+	if d.Log == nil {
+		d.Log = zap.NewNop()
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	if d.Clock == nil {
+		d.Clock = health.RealClock{}
+	}
+	s := &Sidecar{cfg: cfg, d: d, log: d.Log}
+
+	hcfg := health.DefaultConfig()
+	hcfg.BackoffBase = cfg.Health.BackoffBase
+	hcfg.BackoffMax = cfg.Health.BackoffMax
+	hcfg.DeadAfter = cfg.Health.DeadAfter
+	hcfg.DeadRetryInterval = cfg.Health.DeadRetry
+	hcfg.RateLimitCooldown = cfg.Health.RateLimitCooldown
+	hcfg.StabilityPeriod = cfg.Health.StabilityPeriod
+	hcfg.Tick = cfg.Health.Tick
+	hcfg.NaughtyPeriod = cfg.Health.NaughtyPeriod
+	hcfg.JitterFraction = cfg.Health.Jitter
+	hcfg.DefaultSubscriptionBudget = cfg.Health.DefaultSubscriptionBudget
+	ht, err := health.New(hcfg, d.Clock, d.Registry, d.Log.Named("health"))
+	if err != nil {
+		return nil, fmt.Errorf("health: %w", err)
+	}
+	s.health = ht
+
+	ropts := relay.DefaultOptions()
+	ropts.MaxMessageBytes = int64(cfg.Relay.MaxMessageBytes)
+	ropts.WriteTimeout = cfg.Relay.WriteTimeout
+	ropts.PingInterval = cfg.Relay.PingInterval
+	ropts.PongTimeout = cfg.Relay.PongTimeout
+	ropts.HTTPClient = d.HTTPClient
+
+	pcfg := publish.DefaultConfig()
+	pcfg.Window = cfg.Publisher.Window
+	pcfg.OKTimeout = cfg.Publisher.OKTimeout
+	pcfg.RetryBase = cfg.Publisher.RetryBase
+	pcfg.RetryMax = cfg.Publisher.RetryMax
+	pcfg.QueueSize = cfg.Publisher.QueueSize
+	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
+	var signer publish.Signer
+	if !cfg.Auth.Key.IsZero() {
+		key := cfg.Auth.Key
+		signer = func(ev *nostr.Event) error { return ev.Sign(key.Hex()) }
+	}
+	ownOpts := ropts
+	ownOpts.Logger = d.Log.Named("publisher")
+	pub, err := publish.New(pcfg, func(ctx context.Context) (*relay.Conn, error) {
+		return relay.Dial(ctx, cfg.OwnRelay, ownOpts)
+	}, signer, d.Log.Named("publisher"), d.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
+	}
+	s.pub = pub
+
+	scfg := gsync.DefaultConfig()
+	scfg.OwnRelay = cfg.OwnRelay
+	scfg.ServiceDomain = cfg.ServiceDomain
+	scfg.Bootstrap = cfg.BootstrapRelays
+	scfg.SelfKinds = cfg.Sync.SelfKinds
+	scfg.BatchWindow = cfg.Sync.BatchWindow
+	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
+	scfg.SinceBuffer = cfg.Sync.SinceBuffer
+	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
+	scfg.ConsolidationThreshold = cfg.Sync.ConsolidationThreshold
+	scfg.ConsolidationWait = cfg.Sync.ConsolidationWait
+	scfg.FullResyncMin = cfg.Sync.FullResyncMin
+	scfg.FullResyncMax = cfg.Sync.FullResyncMax
+	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
+	scfg.PageSize = cfg.Sync.PageSize
+	scfg.EOSETimeout = cfg.Sync.EOSETimeout
+	scfg.Tick = cfg.Health.Tick
+	scfg.ConnectTimeout = cfg.Relay.ConnectTimeout
+	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
+	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
+	scfg.MaxRepositories = cfg.Limits.MaxRepositories
+	scfg.Handler = gsync.HandlerConfig{
+		Workers:       cfg.Sync.VerifyWorkers,
+		QueueLen:      cfg.Limits.RelayQueue,
+		MaxEventBytes: cfg.Limits.MaxEventBytes,
+		MaxEventTags:  cfg.Limits.MaxEventTags,
+	}
+	scfg.Rejected = gsync.RejectedConfig{
+		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
+		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
+	}
+
+	deps := gsync.Deps{
+		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
+		Dial: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
+			return relay.Dial(ctx, url, o)
+		},
+		DialOwn: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
+			return relay.Dial(ctx, url, o)
+		},
+		RelayOptions: ropts,
+		Publish: func(ctx context.Context, ev *nostr.Event, done func(gsync.Outcome, string)) error {
+			return pub.Submit(ctx, ev, func(r publish.Result) { done(outcome(r.Outcome), resultReason(r)) })
+		},
+		Limits: func(ctx context.Context, url string) (health.Limits, error) {
+			return fetchLimits(ctx, d.HTTPClient, url)
+		},
+	}
+
+	var rel *releasePublisher
+	if cfg.PurgatoryActive() {
+		pc := purgatory.DefaultConfig()
+		pc.GitDir = cfg.GitDir
+		pc.OwnDomain = cfg.ServiceDomain
+		pc.CreateMissingRepos = cfg.Purgatory.CreateMissingRepos
+		pc.Loop = cfg.Purgatory.Loop
+		pc.SyncedDelay = cfg.Purgatory.SyncedDelay
+		pc.OwnRelayDelay = cfg.Purgatory.OwnRelayDelay
+		pc.Backoff = cfg.Purgatory.Backoff
+		pc.Expiry = cfg.Purgatory.Expiry
+		pc.DomainConcurrency = cfg.Purgatory.DomainConcurrency
+		pc.DomainRequestsPerWindow = cfg.Purgatory.DomainRequestsPerWindow
+		pc.DomainWindow = cfg.Purgatory.DomainWindow
+		pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
+		pc.MaxEntries = cfg.Purgatory.MaxEntries
+		pc.AllowPrivateAddresses = len(cfg.Dial.Allow) > 0
+		rel = &releasePublisher{pub: pub}
+		purg, err := purgatory.New(pc, purgatory.Options{
+			Publisher: rel, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("purgatory: %w", err)
+		}
+		s.purg = purg
+		deps.Purgatory = purgatoryAdapter{p: purg, log: d.Log.Named("purgatory")}
+	}
+
+	eng, err := gsync.New(scfg, deps)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	s.engine = eng
+	if rel != nil {
+		rel.settle = eng.Handler().Settle
+	}
+	return s, nil
+}
+
+// Engine exposes the sync engine (tests and the demo read its state).
+func (s *Sidecar) Engine() *gsync.Engine { return s.engine }
+
+// Run runs every component until ctx is cancelled, then shuts down in
+// order: stop syncing, flush the publisher within the grace period, stop
+// the purgatory (waiting for its git commands).
+func (s *Sidecar) Run(ctx context.Context) error {
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	defer stopPub()
+	engCtx, stopEng := context.WithCancel(ctx)
+	defer stopEng()
+
+	var wg stdsync.WaitGroup
+	errs := make(chan error, 4)
+	start := func(name string, ctx context.Context, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	var engWG stdsync.WaitGroup
+	engWG.Add(1)
+	go func() {
+		defer engWG.Done()
+		if err := s.engine.Run(engCtx); err != nil && !errors.Is(err, context.Canceled) {
+			errs <- fmt.Errorf("sync: %w", err)
+		}
+	}()
+	start("health", engCtx, s.health.Run)
+	start("publisher", pubCtx, s.pub.Run)
+	if s.purg != nil {
+		start("purgatory", pubCtx, s.purg.Run)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+		s.log.Error("component failed; shutting down", zap.Error(runErr))
+	}
+	stopEng()
+	engWG.Wait()
+	grace := s.cfg.ShutdownGrace
+	fctx, cancel := context.WithTimeout(context.Background(), grace)
+	if err := s.pub.Flush(fctx); err != nil {
+		st := s.pub.Stats()
+		s.log.Warn("publisher not flushed within the grace period", zap.Duration("grace", grace),
+			zap.Int("queued", st.Queued), zap.Int("in_flight", st.InFlight))
+	}
+	cancel()
+	stopPub()
+	wg.Wait()
+	return runErr
+}
+
+// Ready tells whether the own relay is connected and the first
+// self-subscription EOSE was processed.
+func (s *Sidecar) Ready() bool { return s.engine.Ready() && s.pub.Connected() }
+
+// Status is the /status document.
+func (s *Sidecar) Status() status.Snapshot {
+	st := s.engine.Status()
+	st.Version = s.d.Version
+	st.Ready = s.Ready()
+	ps := s.pub.Stats()
+	st.Publisher = status.Publisher{Queued: ps.Queued, InFlight: ps.InFlight, Accepted: ps.Accepted, Duplicates: ps.Duplicates, Rejected: ps.Rejected}
+	if s.purg != nil {
+		ps := s.purg.Stats()
+		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
+	}
+	return st
+}
+
+func outcome(o publish.Outcome) gsync.Outcome {
+	switch o {
+	case publish.Accepted:
+		return gsync.Accepted
+	case publish.Duplicate:
+		return gsync.Duplicate
+	case publish.Rejected:
+		return gsync.Rejected
+	}
+	return gsync.Dropped
+}
+
+func resultReason(r publish.Result) string {
+	if r.Err != nil && r.Reason == "" {
+		return r.Err.Error()
+	}
+	return r.Reason
+}
+
+// releasePublisher publishes events the purgatory released and reports
+// their outcome to the shared handler.
+type releasePublisher struct {
+	pub    *publish.Publisher
+	settle func(*nostr.Event, gsync.Outcome, string)
+}
+
+func (p *releasePublisher) Publish(ctx context.Context, ev *nostr.Event) error {
+	r, err := p.pub.Publish(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if p.settle != nil {
+		p.settle(ev, outcome(r.Outcome), resultReason(r))
+	}
+	if !r.Present() {
+		return fmt.Errorf("own relay refused released event: %s", resultReason(r))
+	}
+	return nil
+}
+
+// purgatoryAdapter fits purgatory.Purgatory to the engine's interface.
+type purgatoryAdapter struct {
+	p   *purgatory.Purgatory
+	log *zap.Logger
+}
+
+func (a purgatoryAdapter) Needs(ev *nostr.Event) bool      { return a.p.Needs(ev) }
+func (a purgatoryAdapter) AddAnnouncement(ev *nostr.Event) { a.p.AddAnnouncement(ev) }
+func (a purgatoryAdapter) Add(ev *nostr.Event, onOwnRelay bool) {
+	if err := a.p.Add(ev, onOwnRelay); err != nil {
+		a.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
+	}
+}
+
+// fetchLimits reads a relay's NIP-11 document and returns its limitation.
+func fetchLimits(ctx context.Context, client *http.Client, wsURL string) (health.Limits, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	httpURL := "http" + strings.TrimPrefix(wsURL, "ws")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpURL, nil)
+	if err != nil {
+		return health.Limits{}, err
+	}
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return health.Limits{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return health.Limits{}, fmt.Errorf("NIP-11: HTTP %d", resp.StatusCode)
+	}
+	doc, err := io.ReadAll(io.LimitReader(resp.Body, 256<<10))
+	if err != nil {
+		return health.Limits{}, err
+	}
+	return health.ParseNIP11Limits(doc)
+}
