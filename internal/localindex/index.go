@@ -1,0 +1,327 @@
+// Package localindex keeps a compact in-memory index of the events the own
+// relay holds, so negentropy can build its local set for a filter without
+// querying the relay. Per event it keeps only what filter matching needs:
+// created_at, id, kind, author and the a/A/q/e/E/d tag values, with
+// repeated values (authors, repository addresses, root ids) interned.
+package localindex
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	// ErrCannotAnswer: the filter uses something the index does not keep
+	// (a tag other than a/A/q/e/E/d, or search); ask the relay instead.
+	ErrCannotAnswer = errors.New("localindex: filter cannot be answered from the index")
+	// ErrFull: the index holds Options.MaxEvents events; the event was not
+	// added.
+	ErrFull = errors.New("localindex: index full")
+	// ErrInvalidEvent: the event's id or pubkey is not 64 hex characters, or
+	// its kind is out of range.
+	ErrInvalidEvent = errors.New("localindex: invalid event")
+)
+
+// IndexedTags are the tag names whose first value the index keeps.
+const IndexedTags = "aAqeEd"
+
+// Options configure an Index.
+type Options struct {
+	// MaxEvents bounds the index. Default 2,000,000 (about 200 MB).
+	MaxEvents int
+	// MaxTagsPerEvent bounds the indexed tags kept per event. An event with
+	// more is kept as matching every tag filter: extra items on our side of
+	// a negentropy set are harmless, missing ones cost a download. Default 256.
+	MaxTagsPerEvent int
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{MaxEvents: 2_000_000, MaxTagsPerEvent: 256}
+}
+
+// Validate reports the first invalid field.
+func (o Options) Validate() error {
+	if o.MaxEvents <= 0 || o.MaxEvents >= math.MaxInt32 {
+		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^31-2", o.MaxEvents)
+	}
+	if o.MaxTagsPerEvent <= 0 || o.MaxTagsPerEvent > math.MaxUint16 {
+		return fmt.Errorf("localindex: MaxTagsPerEvent %d: must be between 1 and 65535", o.MaxTagsPerEvent)
+	}
+	return nil
+}
+
+// tag refs: 3 bits tag letter, 1 bit interner (1 = 32-byte hex value), 28
+// bits index.
+const (
+	refHexBit   = 1 << 28
+	refIdxMask  = refHexBit - 1
+	maxInterned = refIdxMask
+)
+
+func letterCode(name string) (uint32, bool) {
+	if len(name) != 1 {
+		return 0, false
+	}
+	for i := 0; i < len(IndexedTags); i++ {
+		if IndexedTags[i] == name[0] {
+			return uint32(i), true
+		}
+	}
+	return 0, false
+}
+
+const (
+	flagLive      = 1 << 0
+	flagTruncated = 1 << 1 // tags not all kept: matches every tag condition
+)
+
+// entry is one indexed event: 56 bytes.
+type entry struct {
+	id        [32]byte
+	createdAt int64
+	kind      uint32
+	author    uint32
+	tagOff    uint32
+	tagN      uint16
+	flags     uint8
+}
+
+// Index is a bounded, concurrency-safe index of the own relay's events.
+type Index struct {
+	opt Options
+
+	mu         sync.RWMutex
+	entries    []entry
+	free       []uint32
+	live       int
+	ids        keyTable
+	authors    *keyInterner
+	hexVals    *keyInterner
+	strVals    *strInterner
+	tags       []uint32 // arena of tag refs, entries point into it
+	tagGarbage int      // arena slots of removed entries
+
+	events  prometheus.Gauge
+	full    prometheus.Gauge
+	dropped prometheus.Counter
+}
+
+// New returns an empty Index. Metrics are registered with reg when it is
+// not nil.
+func New(opt Options, reg prometheus.Registerer) (*Index, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	x := &Index{
+		opt:     opt,
+		authors: newKeyInterner(),
+		hexVals: newKeyInterner(),
+		strVals: newStrInterner(),
+		events: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "grasp_sync_localindex_events",
+			Help: "Events in the local index of the own relay.",
+		}),
+		full: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "grasp_sync_localindex_full",
+			Help: "1 when the local index holds its maximum number of events and refuses more.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grasp_sync_localindex_dropped_total",
+			Help: "Events not indexed because the local index was full.",
+		}),
+	}
+	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries[slot].id })
+	if reg != nil {
+		for _, c := range []prometheus.Collector{x.events, x.full, x.dropped} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("localindex: register metrics: %w", err)
+			}
+		}
+	}
+	return x, nil
+}
+
+func decodeKey(s string) ([32]byte, bool) {
+	var k [32]byte
+	if len(s) != 64 {
+		return k, false
+	}
+	for i := 0; i < 64; i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return k, false // lower-case hex only: the canonical form
+		}
+	}
+	hex.Decode(k[:], []byte(s))
+	return k, true
+}
+
+// Add indexes ev. Adding an event that is already indexed does nothing.
+// It returns ErrFull when the index is at capacity.
+func (x *Index) Add(ev *nostr.Event) error {
+	id, ok := decodeKey(ev.ID)
+	if !ok {
+		return fmt.Errorf("%w: id %q", ErrInvalidEvent, ev.ID)
+	}
+	author, ok := decodeKey(ev.PubKey)
+	if !ok {
+		return fmt.Errorf("%w: pubkey %q", ErrInvalidEvent, ev.PubKey)
+	}
+	if ev.Kind < 0 || ev.Kind > math.MaxUint32 {
+		return fmt.Errorf("%w: kind %d", ErrInvalidEvent, ev.Kind)
+	}
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.ids.find(&id); ok {
+		return nil
+	}
+	if x.live >= x.opt.MaxEvents {
+		x.full.Set(1)
+		x.dropped.Inc()
+		return ErrFull
+	}
+
+	e := entry{id: id, createdAt: int64(ev.CreatedAt), kind: uint32(ev.Kind), flags: flagLive}
+	e.author = x.authors.intern(&author)
+	e.tagOff = uint32(len(x.tags))
+	start := len(x.tags)
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 {
+			continue
+		}
+		code, ok := letterCode(tag[0])
+		if !ok {
+			continue
+		}
+		if len(x.tags)-start >= x.opt.MaxTagsPerEvent || x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
+			e.flags |= flagTruncated
+			break
+		}
+		ref := x.internValue(code, tag[1])
+		if containsRef(x.tags[start:], ref) {
+			x.releaseRef(ref)
+			continue
+		}
+		x.tags = append(x.tags, ref)
+	}
+	e.tagN = uint16(len(x.tags) - start)
+
+	var slot uint32
+	if n := len(x.free); n > 0 {
+		slot = x.free[n-1]
+		x.free = x.free[:n-1]
+		x.entries[slot] = e
+	} else {
+		slot = uint32(len(x.entries))
+		x.entries = append(x.entries, e)
+	}
+	x.ids.insert(slot)
+	x.live++
+	x.events.Set(float64(x.live))
+	return nil
+}
+
+func containsRef(refs []uint32, ref uint32) bool {
+	for _, r := range refs {
+		if r == ref {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *Index) internValue(code uint32, v string) uint32 {
+	if k, ok := decodeKey(v); ok {
+		return code<<29 | refHexBit | x.hexVals.intern(&k)
+	}
+	return code<<29 | x.strVals.intern(v)
+}
+
+func (x *Index) releaseRef(ref uint32) {
+	if ref&refHexBit != 0 {
+		x.hexVals.release(ref & refIdxMask)
+	} else {
+		x.strVals.release(ref & refIdxMask)
+	}
+}
+
+// Remove drops the event with the given hex id and reports whether it was
+// indexed.
+func (x *Index) Remove(id string) bool {
+	k, ok := decodeKey(id)
+	if !ok {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot, ok := x.ids.find(&k)
+	if !ok {
+		return false
+	}
+	x.ids.remove(&k)
+	e := &x.entries[slot]
+	x.authors.release(e.author)
+	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+		x.releaseRef(ref)
+	}
+	x.tagGarbage += int(e.tagN)
+	*e = entry{}
+	x.free = append(x.free, slot)
+	x.live--
+	x.events.Set(float64(x.live))
+	x.full.Set(0)
+	if x.tagGarbage > 4096 && x.tagGarbage*2 > len(x.tags) {
+		x.compactTags()
+	}
+	return true
+}
+
+// compactTags rewrites the tag arena without the slots of removed events.
+func (x *Index) compactTags() {
+	tags := make([]uint32, 0, len(x.tags)-x.tagGarbage)
+	for i := range x.entries {
+		e := &x.entries[i]
+		if e.flags&flagLive == 0 {
+			continue
+		}
+		off := uint32(len(tags))
+		tags = append(tags, x.tags[e.tagOff:e.tagOff+uint32(e.tagN)]...)
+		e.tagOff = off
+	}
+	x.tags = tags
+	x.tagGarbage = 0
+}
+
+// Has reports whether the event with the given hex id is indexed.
+func (x *Index) Has(id string) bool {
+	k, ok := decodeKey(id)
+	if !ok {
+		return false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok = x.ids.find(&k)
+	return ok
+}
+
+// Len is the number of indexed events.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.live
+}
+
+// Full reports whether the index is at capacity.
+func (x *Index) Full() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.live >= x.opt.MaxEvents
+}

@@ -1,0 +1,101 @@
+package neg
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
+)
+
+// The 1,000,000-item benchmarks only run with -bench; building their sets
+// takes seconds, so they are built once per difference and reused.
+const benchItems = 1_000_000
+
+var benchSets = struct {
+	sync.Mutex
+	m map[float64]benchSet
+}{m: map[float64]benchSet{}}
+
+type benchSet struct {
+	d          dataset
+	ourC, ourS negentropy.Storage
+	vecC, vecS negentropy.Storage
+}
+
+func getBenchSet(diff float64) benchSet {
+	benchSets.Lock()
+	defer benchSets.Unlock()
+	if s, ok := benchSets.m[diff]; ok {
+		return s
+	}
+	clear(benchSets.m) // keep one set in memory at a time
+	d := makeDataset(99, benchItems, diff)
+	s := benchSet{d: d, ourC: ourStorage(d.client), ourS: ourStorage(d.server), vecC: vectorStorage(d.client), vecS: vectorStorage(d.server)}
+	benchSets.m[diff] = s
+	return s
+}
+
+// BenchmarkReconcile1M reconciles 1,000,000 items in-process (client and
+// server engines in lock-step) and reports each side's time per
+// reconciliation, for our storage and go-nostr's vector.
+func BenchmarkReconcile1M(b *testing.B) {
+	for _, diff := range []float64{0.001, 0.1} {
+		for _, limit := range []int{0, 60_000} {
+			for _, impl := range []string{"prefixsum", "vector"} {
+				b.Run(fmt.Sprintf("diff=%g/limit=%d/%s", diff, limit, impl), func(b *testing.B) {
+					s := getBenchSet(diff)
+					client, server := s.ourC, s.ourS
+					if impl == "vector" {
+						client, server = s.vecC, s.vecS
+					}
+					b.ResetTimer()
+					var ct, st time.Duration
+					var rounds int
+					for b.Loop() {
+						r := lockstep(b, client, server, limit, limit)
+						if len(r.need) != len(s.d.need) || len(r.have) != len(s.d.have) {
+							b.Fatalf("need/have %d/%d, want %d/%d", len(r.need), len(r.have), len(s.d.need), len(s.d.have))
+						}
+						ct += r.clientTime
+						st += r.serverTime
+						rounds += len(r.msgs) / 2
+					}
+					b.ReportMetric(float64(ct.Milliseconds())/float64(b.N), "client-ms/op")
+					b.ReportMetric(float64(st.Milliseconds())/float64(b.N), "server-ms/op")
+					b.ReportMetric(float64(rounds)/float64(b.N), "rounds/op")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkNewStorage1M measures building (sorting, prefix sums) a
+// 1,000,000-item storage.
+func BenchmarkNewStorage1M(b *testing.B) {
+	d := makeDataset(98, benchItems, 0)
+	buf := make([]Item, len(d.client))
+	b.ResetTimer()
+	for b.Loop() {
+		copy(buf, d.client)
+		NewStorage(buf)
+	}
+}
+
+// BenchmarkValidateMessage measures the validator on a full 1 MiB reply.
+func BenchmarkValidateMessage(b *testing.B) {
+	d := makeDataset(97, 40_000, 1)
+	srv := negentropy.New(ourStorage(d.server), 0)
+	msg, err := srv.Reconcile("6100" + "00" + "0200") // infinite bound, empty id list: server lists all ids
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(msg)))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := ValidateMessage(msg, 4<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
