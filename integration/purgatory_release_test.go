@@ -22,12 +22,12 @@ func TestPurgatoryThreeMaintainersFastSlowDead(t *testing.T) {
 		c.SyncedDelay = 100 * time.Millisecond
 		c.Loop = 50 * time.Millisecond
 		c.Backoff = backoff
-		c.Expiry = 4 * time.Second
+		c.Expiry = 6 * time.Second
 	})
 	const d = "tool"
 	owner, m1, m2, m3 := newPgKey(t), newPgKey(t), newPgKey(t), newPgKey(t)
 	fast := pgGitServer(t, 0)
-	slow := pgGitServer(t, 300*time.Millisecond)
+	slow := pgGitServer(t, 150*time.Millisecond)
 	dead := startDeadServer(t)
 
 	fastRepo, err := fast.CreateRepo(m1.rel(t, d))
