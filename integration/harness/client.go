@@ -1,0 +1,321 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/tidwall/gjson"
+)
+
+// ErrRejected is wrapped by the errors Publish returns for events the relay
+// answered with OK false.
+var ErrRejected = errors.New("harness: event rejected")
+
+// RejectedError is one event a relay refused.
+type RejectedError struct {
+	ID     string
+	Reason string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("event %s rejected: %s", e.ID, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrRejected) hold.
+func (e *RejectedError) Unwrap() error { return ErrRejected }
+
+// publishWindow is how many EVENTs Publish keeps in flight.
+const publishWindow = 64
+
+// Publish sends evs to the relay at url over one plain WebSocket connection
+// and waits for every OK. It returns nil when all were accepted (duplicates
+// count as accepted), otherwise an errors.Join of *RejectedError values (and
+// the connection error, if any).
+func Publish(ctx context.Context, url string, evs ...*nostr.Event) error {
+	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return fmt.Errorf("harness: publish: dial %s: %w", url, err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(-1)
+
+	pending := make(map[string]bool, publishWindow)
+	var errs []error
+	readOne := func() error {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("harness: publish to %s: %w", url, err)
+		}
+		res := gjson.GetManyBytes(data, "0", "1", "2", "3")
+		if res[0].String() != "OK" {
+			return nil
+		}
+		id := res[1].String()
+		if !pending[id] {
+			return nil
+		}
+		delete(pending, id)
+		if !res[2].Bool() {
+			errs = append(errs, &RejectedError{ID: id, Reason: res[3].String()})
+		}
+		return nil
+	}
+	for _, ev := range evs {
+		for len(pending) >= publishWindow {
+			if err := readOne(); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+		}
+		msg, err := json.Marshal([]any{"EVENT", ev})
+		if err != nil {
+			return fmt.Errorf("harness: publish: %w", err)
+		}
+		if err := conn.Write(ctx, websocket.MessageText, msg); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("harness: publish to %s: %w", url, err))...)
+		}
+		pending[ev.ID] = true
+	}
+	for len(pending) > 0 {
+		if err := readOne(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	conn.Close(websocket.StatusNormalClosure, "")
+	return errors.Join(errs...)
+}
+
+// ClosedPortURL returns a ws:// URL on 127.0.0.1 where nothing listens: the
+// port was free a moment ago, so connecting fails with "connection refused".
+func ClosedPortURL() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("harness: reserve port: %v", err))
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "ws://" + addr
+}
+
+// PollInterval is how often Eventually checks its condition.
+const PollInterval = 10 * time.Millisecond
+
+// Eventually polls cond every PollInterval until it returns true, and fails
+// the test (t.Fatalf with msgAndArgs) if it has not within timeout.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	if !WaitFor(context.Background(), timeout, cond) {
+		msg := "condition not met"
+		if len(msgAndArgs) > 0 {
+			if f, ok := msgAndArgs[0].(string); ok {
+				msg = fmt.Sprintf(f, msgAndArgs[1:]...)
+			}
+		}
+		t.Fatalf("harness.Eventually: after %v: %s", timeout, msg)
+	}
+}
+
+// WaitFor polls cond every PollInterval until it returns true (true), the
+// timeout passes or ctx ends (false).
+func WaitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
+			if cond() {
+				return true
+			}
+		}
+	}
+}
+
+// Client is a minimal Nostr WebSocket client for tests: it sends raw
+// messages and hands back every relay message in order. It exists because
+// go-nostr v0.52.3's Relay has a data race in Close (relay.go:175 vs :576)
+// that fails tests under -race. A background goroutine reads the connection
+// so that waiting for a message never closes it.
+type Client struct {
+	conn   *websocket.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	queue   []string
+	notify  chan struct{} // closed and replaced when queue grows
+	readErr error
+}
+
+// Dial connects a Client to url.
+func Dial(ctx context.Context, url string) (*Client, error) {
+	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil, fmt.Errorf("harness: dial %s: %w", url, err)
+	}
+	conn.SetReadLimit(-1)
+	rctx, cancel := context.WithCancel(context.Background())
+	c := &Client{conn: conn, cancel: cancel, done: make(chan struct{}), notify: make(chan struct{})}
+	go c.readLoop(rctx)
+	return c, nil
+}
+
+func (c *Client) readLoop(ctx context.Context) {
+	defer close(c.done)
+	for {
+		_, data, err := c.conn.Read(ctx)
+		c.mu.Lock()
+		if err != nil {
+			c.readErr = err
+		} else {
+			c.queue = append(c.queue, string(data))
+		}
+		close(c.notify)
+		c.notify = make(chan struct{})
+		c.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close closes the connection and stops the reader.
+func (c *Client) Close() error {
+	c.cancel()
+	err := c.conn.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	return err
+}
+
+// Send writes one message; v is marshalled to JSON unless it is a string or
+// []byte (sent as is). go-nostr envelopes marshal to the wire format.
+func (c *Client) Send(ctx context.Context, v any) error {
+	var data []byte
+	switch m := v.(type) {
+	case string:
+		data = []byte(m)
+	case []byte:
+		data = m
+	default:
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("harness: client send: %w", err)
+		}
+	}
+	if err := c.conn.Write(ctx, websocket.MessageText, data); err != nil {
+		return fmt.Errorf("harness: client send: %w", err)
+	}
+	return nil
+}
+
+// Next returns the next relay message (raw JSON). It returns an error when
+// ctx ends first or the connection is closed and every message was read.
+func (c *Client) Next(ctx context.Context) (string, error) {
+	for {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			m := c.queue[0]
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return m, nil
+		}
+		if c.readErr != nil {
+			err := c.readErr
+			c.mu.Unlock()
+			return "", fmt.Errorf("harness: client read: %w", err)
+		}
+		wait := c.notify
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// Closed reports whether the connection is gone (after its queued messages
+// were all read, Next fails).
+func (c *Client) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readErr != nil
+}
+
+// Label returns a message's label ("EVENT", "EOSE", "NOTICE", …).
+func Label(msg string) string { return gjson.Get(msg, "0").String() }
+
+// ReqResult is what a REQ returned up to EOSE or CLOSED.
+type ReqResult struct {
+	Events []*nostr.Event
+	// EOSE is true when the stored events ended with EOSE.
+	EOSE bool
+	// Closed is the CLOSED reason, if the relay closed the subscription.
+	Closed string
+	// Notices are NOTICEs received meanwhile.
+	Notices []string
+}
+
+// Req sends ["REQ", subID, filters...] and collects events until EOSE or
+// CLOSED for subID, or until ctx ends (then it returns what it has and
+// ctx's error). The subscription stays open after EOSE.
+func (c *Client) Req(ctx context.Context, subID string, filters ...nostr.Filter) (ReqResult, error) {
+	msg := []any{"REQ", subID}
+	for _, f := range filters {
+		msg = append(msg, f)
+	}
+	var res ReqResult
+	if err := c.Send(ctx, msg); err != nil {
+		return res, err
+	}
+	for {
+		m, err := c.Next(ctx)
+		if err != nil {
+			return res, err
+		}
+		parts := gjson.GetMany(m, "0", "1", "2")
+		switch parts[0].String() {
+		case "EVENT":
+			if parts[1].String() != subID {
+				continue
+			}
+			ev := &nostr.Event{}
+			if err := json.Unmarshal([]byte(parts[2].Raw), ev); err != nil {
+				return res, fmt.Errorf("harness: bad EVENT: %w", err)
+			}
+			res.Events = append(res.Events, ev)
+		case "EOSE":
+			if parts[1].String() == subID {
+				res.EOSE = true
+				return res, nil
+			}
+		case "CLOSED":
+			if parts[1].String() == subID {
+				res.Closed = parts[2].String()
+				return res, nil
+			}
+		case "NOTICE":
+			res.Notices = append(res.Notices, parts[1].String())
+		}
+	}
+}
+
+// CloseSub sends ["CLOSE", subID].
+func (c *Client) CloseSub(ctx context.Context, subID string) error {
+	return c.Send(ctx, []any{"CLOSE", subID})
+}

@@ -1,0 +1,461 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nbd-wtf/go-nostr/nip77"
+	"github.com/tidwall/gjson"
+)
+
+// Faults are misbehaviours a relay can be told to show. The zero value is a
+// well-behaved relay. Change them at any time with Relay.SetFaults.
+type Faults struct {
+	// Refuse answers every HTTP request, WebSocket upgrades included, with
+	// 503 Service Unavailable: the port is open but no relay is there.
+	Refuse bool
+	// PlainHTTP answers every request with a 200 HTML page and never
+	// upgrades to WebSocket.
+	PlainHTTP bool
+	// DropOnReceive, when positive, closes a connection abruptly (no close
+	// frame) when the client sends its DropOnReceive-th message on it; that
+	// message is recorded but not processed.
+	DropOnReceive int
+	// DropAfterSend, when positive, closes a connection abruptly right after
+	// the relay has sent DropAfterSend messages on it.
+	DropAfterSend int
+	// ReqNotice, when set, answers every REQ with a NOTICE carrying it (e.g.
+	// "rate-limited: slow down") and otherwise ignores the REQ.
+	ReqNotice string
+	// ReqClosed, when set, answers every REQ with a CLOSED carrying it (e.g.
+	// "rate-limited: too many requests") instead of serving it.
+	ReqClosed string
+	// NoEOSE serves REQs but never sends EOSE.
+	NoEOSE bool
+	// IgnoreNegentropy swallows NEG-OPEN, NEG-MSG and NEG-CLOSE without any
+	// answer.
+	IgnoreNegentropy bool
+	// EventReject, when set, answers every EVENT with OK false carrying it
+	// (e.g. "rate-limited: slow down") without storing the event.
+	EventReject string
+	// EventLimit, when positive, answers EVENTs beyond the first EventLimit on
+	// a connection with OK false "rate-limited: too many events".
+	EventLimit int
+	// Mute reads and records client messages but never answers them.
+	Mute bool
+}
+
+// Message labels the relay's front door recognises, plus the two connection
+// lifecycle pseudo-labels used in the logs.
+const (
+	TypeConnect    = "connect"
+	TypeDisconnect = "disconnect"
+)
+
+// Msg is one entry of a relay's message log.
+type Msg struct {
+	// Time is when the front door saw the message.
+	Time time.Time
+	// Conn is the connection's serial number, starting at 1 for the first
+	// connection the relay accepted.
+	Conn int
+	// Type is the message label ("REQ", "EVENT", "NEG-OPEN", "EOSE", …) or
+	// TypeConnect / TypeDisconnect.
+	Type string
+	// SubID is the subscription id, where the message has one.
+	SubID string
+	// EventID is the event id of an EVENT received and of an OK sent.
+	EventID string
+	// Raw is the message text, except for EVENT and NEG-MSG messages, which
+	// are left out to bound memory.
+	Raw string
+}
+
+// Stats are the relay's counters since start (or the last ResetStats).
+// Counters survive Restart.
+type Stats struct {
+	// Connections counts WebSocket connections accepted.
+	Connections int
+	// OpenConnections is the number of connections open now.
+	OpenConnections int
+	// Refused counts HTTP requests answered by the Refuse or PlainHTTP faults.
+	Refused int
+	// Received counts client messages by label.
+	Received map[string]int
+	// Sent counts relay messages by label.
+	Sent map[string]int
+	// Reqs, Closes, Events, NegOpens, NegMsgs and NegCloses repeat the
+	// corresponding Received counts.
+	Reqs, Closes, Events, NegOpens, NegMsgs, NegCloses int
+	// OpenSubs is the number of subscriptions open now over all connections:
+	// a REQ opens one (unless refused), CLOSE, CLOSED or the end of the
+	// connection closes it.
+	OpenSubs int
+	// PeakSubs is the highest OpenSubs seen.
+	PeakSubs int
+	// PeakSubsPerConn is the highest number of subscriptions open at once on
+	// any single connection.
+	PeakSubsPerConn int
+}
+
+type proxyConn struct {
+	r        *Relay
+	id       int
+	client   *websocket.Conn
+	upstream *websocket.Conn
+	cancel   context.CancelFunc
+	killOnce sync.Once
+
+	// guarded by r.obs.mu
+	subs   map[string]struct{}
+	recv   int
+	sent   int
+	events int
+}
+
+// kill closes both sides abruptly.
+func (c *proxyConn) kill() {
+	c.killOnce.Do(func() {
+		c.cancel()
+		c.client.CloseNow()
+		c.upstream.CloseNow()
+	})
+}
+
+// send writes a message to the client, records it and applies DropAfterSend.
+func (c *proxyConn) send(ctx context.Context, typ websocket.MessageType, data []byte, label, sub string) bool {
+	if err := c.client.Write(ctx, typ, data); err != nil {
+		return false
+	}
+	n := c.r.obs.sent(c, label, sub, data)
+	if f := c.r.Faults(); f.DropAfterSend > 0 && n >= f.DropAfterSend {
+		c.kill()
+		return false
+	}
+	return true
+}
+
+func (c *proxyConn) sendJSON(ctx context.Context, v []any) {
+	data, _ := json.Marshal(v)
+	label, _ := v[0].(string)
+	sub, _ := v[1].(string)
+	c.send(ctx, websocket.MessageText, data, label, sub)
+}
+
+// pumpUp forwards client messages to khatru, applying faults.
+func (c *proxyConn) pumpUp(ctx context.Context) {
+	for {
+		typ, data, err := c.client.Read(ctx)
+		if err != nil {
+			return
+		}
+		res := gjson.GetManyBytes(data, "0", "1", "1.id")
+		label, sub := res[0].String(), res[1].String()
+		f := c.r.Faults()
+		n := c.r.obs.received(c, label, sub, res[2].String(), data)
+		if f.DropOnReceive > 0 && n >= f.DropOnReceive {
+			return
+		}
+		if f.Mute {
+			continue
+		}
+		forward := true
+		switch label {
+		case "EVENT":
+			evID := res[2].String()
+			switch {
+			case f.EventReject != "":
+				c.sendJSON(ctx, []any{"OK", evID, false, f.EventReject})
+				forward = false
+			case f.EventLimit > 0 && c.r.obs.countEvent(c) > f.EventLimit:
+				c.sendJSON(ctx, []any{"OK", evID, false, "rate-limited: too many events"})
+				forward = false
+			}
+		case "REQ":
+			switch {
+			case f.ReqNotice != "":
+				c.sendJSON(ctx, []any{"NOTICE", f.ReqNotice})
+				forward = false
+			case f.ReqClosed != "":
+				c.sendJSON(ctx, []any{"CLOSED", sub, f.ReqClosed})
+				forward = false
+			case !c.r.obs.openSub(c, sub, c.r.opts.EnforceMaxSubscriptions, c.r.opts.MaxSubscriptions):
+				c.sendJSON(ctx, []any{"NOTICE", "ERROR: too many concurrent REQs"})
+				forward = false
+			}
+		case "CLOSE":
+			c.r.obs.closeSub(c, sub)
+		case "NEG-OPEN", "NEG-MSG", "NEG-CLOSE":
+			if f.IgnoreNegentropy {
+				forward = false
+				break
+			}
+			if label == "NEG-OPEN" && c.r.opts.NegMaxEvents > 0 && c.r.opts.Negentropy {
+				if env, ok := nip77.ParseNegMessage(string(data)).(*nip77.OpenEnvelope); ok {
+					if len(c.r.store.Match(env.Filter, 0)) > c.r.opts.NegMaxEvents {
+						c.sendJSON(ctx, []any{"NEG-ERR", sub, "blocked: too many query results"})
+						forward = false
+					}
+				}
+			}
+		}
+		if !forward {
+			continue
+		}
+		if err := c.upstream.Write(ctx, typ, data); err != nil {
+			return
+		}
+	}
+}
+
+// pumpDown forwards khatru's messages to the client, applying faults.
+func (c *proxyConn) pumpDown(ctx context.Context) {
+	for {
+		typ, data, err := c.upstream.Read(ctx)
+		if err != nil {
+			c.kill()
+			return
+		}
+		res := gjson.GetManyBytes(data, "0", "1")
+		label, sub := res[0].String(), res[1].String()
+		f := c.r.Faults()
+		switch label {
+		case "EOSE":
+			if f.NoEOSE {
+				continue
+			}
+		case "CLOSED":
+			c.r.obs.closeSub(c, sub)
+		}
+		if !c.send(ctx, typ, data, label, sub) {
+			c.kill()
+			return
+		}
+	}
+}
+
+// observer holds counters and message logs.
+type observer struct {
+	mu       sync.Mutex
+	limit    int
+	connSeq  int
+	stats    Stats
+	recvLog  []Msg
+	sentLog  []Msg
+	openConn int
+}
+
+func (o *observer) init(limit int) {
+	o.limit = limit
+	o.stats.Received = make(map[string]int)
+	o.stats.Sent = make(map[string]int)
+}
+
+func (o *observer) appendLog(log []Msg, m Msg) []Msg {
+	log = append(log, m)
+	if len(log) >= 2*o.limit {
+		log = append(log[:0:0], log[len(log)-o.limit:]...)
+	}
+	return log
+}
+
+func (o *observer) refused() {
+	o.mu.Lock()
+	o.stats.Refused++
+	o.mu.Unlock()
+}
+
+func (o *observer) connect() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.connSeq++
+	o.stats.Connections++
+	o.stats.OpenConnections++
+	o.recvLog = o.appendLog(o.recvLog, Msg{Time: time.Now(), Conn: o.connSeq, Type: TypeConnect})
+	return o.connSeq
+}
+
+func (o *observer) disconnect(c *proxyConn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stats.OpenConnections--
+	o.stats.OpenSubs -= len(c.subs)
+	c.subs = map[string]struct{}{}
+	o.recvLog = o.appendLog(o.recvLog, Msg{Time: time.Now(), Conn: c.id, Type: TypeDisconnect})
+}
+
+func (o *observer) received(c *proxyConn, label, sub, evID string, data []byte) int {
+	m := Msg{Conn: c.id, Type: label}
+	switch label {
+	case "EVENT":
+		m.EventID = evID
+	case "NEG-MSG":
+		m.SubID = sub
+	case "REQ", "CLOSE", "NEG-OPEN", "NEG-CLOSE", "COUNT":
+		m.SubID = sub
+		m.Raw = string(data)
+	default:
+		m.Raw = string(data)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m.Time = time.Now() // under the lock, so the log stays ordered
+	c.recv++
+	o.stats.Received[label]++
+	o.recvLog = o.appendLog(o.recvLog, m)
+	return c.recv
+}
+
+func (o *observer) sent(c *proxyConn, label, sub string, data []byte) int {
+	m := Msg{Conn: c.id, Type: label}
+	switch label {
+	case "EVENT", "NEG-MSG":
+		m.SubID = sub
+	case "OK":
+		m.EventID = sub
+		m.Raw = string(data)
+	case "NOTICE":
+		m.Raw = string(data)
+	default:
+		m.SubID = sub
+		m.Raw = string(data)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m.Time = time.Now()
+	c.sent++
+	o.stats.Sent[label]++
+	o.sentLog = o.appendLog(o.sentLog, m)
+	return c.sent
+}
+
+func (o *observer) countEvent(c *proxyConn) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c.events++
+	return c.events
+}
+
+// openSub records a REQ; it reports false when enforce is set and the
+// connection already has max subscriptions open.
+func (o *observer) openSub(c *proxyConn, sub string, enforce bool, max int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := c.subs[sub]; ok {
+		return true // a REQ reusing an open id replaces it
+	}
+	if enforce && max > 0 && len(c.subs) >= max {
+		return false
+	}
+	c.subs[sub] = struct{}{}
+	o.stats.OpenSubs++
+	o.stats.PeakSubs = max2(o.stats.PeakSubs, o.stats.OpenSubs)
+	o.stats.PeakSubsPerConn = max2(o.stats.PeakSubsPerConn, len(c.subs))
+	return true
+}
+
+func max2(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (o *observer) closeSub(c *proxyConn, sub string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := c.subs[sub]; ok {
+		delete(c.subs, sub)
+		o.stats.OpenSubs--
+	}
+}
+
+// Stats returns a snapshot of the relay's counters.
+func (r *Relay) Stats() Stats {
+	o := &r.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.stats
+	s.Received = make(map[string]int, len(o.stats.Received))
+	for k, v := range o.stats.Received {
+		s.Received[k] = v
+	}
+	s.Sent = make(map[string]int, len(o.stats.Sent))
+	for k, v := range o.stats.Sent {
+		s.Sent[k] = v
+	}
+	s.Reqs = s.Received["REQ"]
+	s.Closes = s.Received["CLOSE"]
+	s.Events = s.Received["EVENT"]
+	s.NegOpens = s.Received["NEG-OPEN"]
+	s.NegMsgs = s.Received["NEG-MSG"]
+	s.NegCloses = s.Received["NEG-CLOSE"]
+	return s
+}
+
+// ResetStats zeroes the counters and empties the logs. Open connections and
+// subscriptions stay counted; peaks restart from the current values.
+func (r *Relay) ResetStats() {
+	o := &r.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	open, subs := o.stats.OpenConnections, o.stats.OpenSubs
+	o.stats = Stats{
+		OpenConnections: open,
+		OpenSubs:        subs,
+		PeakSubs:        subs,
+		Received:        make(map[string]int),
+		Sent:            make(map[string]int),
+	}
+	r.mu.Lock()
+	for c := range r.conns {
+		o.stats.PeakSubsPerConn = max2(o.stats.PeakSubsPerConn, len(c.subs))
+	}
+	r.mu.Unlock()
+	o.recvLog, o.sentLog = nil, nil
+}
+
+// OpenSubscriptions returns the ids of the subscriptions open now, per
+// connection serial number.
+func (r *Relay) OpenSubscriptions() map[int][]string {
+	r.mu.Lock()
+	conns := make([]*proxyConn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	o := &r.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[int][]string)
+	for _, c := range conns {
+		for s := range c.subs {
+			out[c.id] = append(out[c.id], s)
+		}
+	}
+	return out
+}
+
+// Received returns the logged client messages (and connect/disconnect
+// entries) seen at or after since, oldest first.
+func (r *Relay) Received(since time.Time) []Msg {
+	r.obs.mu.Lock()
+	defer r.obs.mu.Unlock()
+	return logSince(r.obs.recvLog, since)
+}
+
+// Sent returns the logged relay messages sent at or after since, oldest first.
+func (r *Relay) Sent(since time.Time) []Msg {
+	r.obs.mu.Lock()
+	defer r.obs.mu.Unlock()
+	return logSince(r.obs.sentLog, since)
+}
+
+func logSince(log []Msg, t time.Time) []Msg {
+	i := sort.Search(len(log), func(i int) bool { return !log[i].Time.Before(t) })
+	return append([]Msg(nil), log[i:]...)
+}
