@@ -197,7 +197,11 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e.h = NewHandler(cfg.Handler, d.Publish, d.Purgatory, e.rej, m, e.log.Named("handler"))
 	e.h.onPresent = d.OnPresent
 	if e.d.Historic == nil {
-		e.d.Historic = &Pager{PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout}
+		e.d.Historic = &Pager{
+			PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
+			MaxLimit:    func(url string) int { return d.Health.Limits(url).MaxLimit },
+			WaitAllowed: func(ctx context.Context) error { return nil },
+		}
 	}
 	for _, b := range cfg.Bootstrap {
 		norm, err := NormalizeRelayURL(b)
@@ -473,7 +477,8 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	e.d.Health.Connected(url)
 	ctx, cancel := context.WithCancel(e.ctx)
 	r.conn, r.cancel = conn, cancel
-	r.cmds = make(chan func(*relay.Conn), 1024)
+	cmds := make(chan func(*relay.Conn), 1024)
+	r.cmds = cmds
 	r.live = map[string]int{}
 	r.jobs, r.running = nil, 0
 	e.wg.Add(2)
@@ -483,7 +488,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 			select {
 			case <-ctx.Done():
 				return
-			case fn := <-r.cmds:
+			case fn := <-cmds:
 				fn(conn)
 			}
 		}

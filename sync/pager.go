@@ -46,6 +46,9 @@ type Pager struct {
 	WaitAllowed func(ctx context.Context) error
 	// OnClosed, when set, is told the reason of every CLOSED.
 	OnClosed func(reason string)
+	// MaxLimit, when set, returns the relay's announced max_limit (NIP-11;
+	// 0 when unknown): pages are never asked bigger than that.
+	MaxLimit func(url string) int
 
 	seq atomic.Uint64
 }
@@ -78,11 +81,11 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		until = &u
 	}
 	boundary := map[string]struct{}{} // ids seen at created_at == *until
-	maxPage := 0                      // largest page the relay returned
+	pageSize := p.pageSize(c.URL())
 	for {
 		pf := f
 		pf.Until = until
-		pf.Limit = p.PageSize
+		pf.Limit = pageSize
 		page, err := p.fetch(ctx, c, pf, emit)
 		if err != nil {
 			return err
@@ -90,7 +93,6 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		if len(page) == 0 {
 			return nil
 		}
-		maxPage = max(maxPage, len(page))
 		minTS := page[0].CreatedAt
 		newCount := 0
 		for _, ev := range page {
@@ -104,9 +106,9 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 			if until == nil || f.Since != nil && *until <= *f.Since {
 				return nil
 			}
-			if len(page) >= min(maxPage, p.PageSize) && len(page) > 1 {
+			if len(page) >= pageSize {
 				// The relay may hold more at this second than it returns.
-				if err := p.splitSecond(ctx, c, f, *until, len(page), emit); err != nil {
+				if err := p.splitSecond(ctx, c, f, *until, pageSize, emit); err != nil {
 					return err
 				}
 			}
@@ -134,7 +136,19 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 	}
 }
 
-// splitSecond fetches events of one second kind by kind.
+// pageSize is PageSize, lowered to the relay's announced max_limit.
+func (p *Pager) pageSize(url string) int {
+	size := p.PageSize
+	if p.MaxLimit != nil {
+		if l := p.MaxLimit(url); l > 0 && l < size {
+			size = l
+		}
+	}
+	return max(size, 1)
+}
+
+// splitSecond fetches events of one second kind by kind. saturated is the
+// page size: a page that full may have been cut.
 func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, ts nostr.Timestamp, saturated int, emit Emit) error {
 	kinds := f.Kinds
 	if len(kinds) <= 1 {
@@ -148,7 +162,7 @@ func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, 
 		kf := f
 		kf.Kinds = []int{k}
 		kf.Since, kf.Until = &ts, &ts
-		kf.Limit = p.PageSize
+		kf.Limit = saturated
 		page, err := p.fetch(ctx, c, kf, emit)
 		if err != nil {
 			return err

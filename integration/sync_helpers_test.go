@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+)
+
+// syncTimeout bounds how long a scenario waits for convergence.
+const syncTimeout = 30 * time.Second
+
+// fastConfig is the default configuration with timers shrunk so scenarios
+// run in seconds.
+func fastConfig(own *harness.Relay) *config.Config {
+	cfg := config.Default()
+	cfg.OwnRelay = own.URL()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ShutdownGrace = 5 * time.Second
+	cfg.Sync.BatchWindow = 100 * time.Millisecond
+	cfg.Sync.EOSETimeout = 5 * time.Second
+	cfg.Sync.EmptyRelayCheck = time.Second
+	cfg.Sync.ConsolidationWait = 2 * time.Second
+	cfg.Health.Tick = 100 * time.Millisecond
+	cfg.Health.BackoffBase = 200 * time.Millisecond
+	cfg.Health.BackoffMax = time.Second
+	cfg.Health.RateLimitCooldown = time.Second
+	cfg.Health.StabilityPeriod = time.Second
+	cfg.Relay.ConnectTimeout = 2 * time.Second
+	cfg.Publisher.RetryBase = 50 * time.Millisecond
+	cfg.Publisher.RetryMax = 500 * time.Millisecond
+	cfg.Publisher.OKTimeout = 3 * time.Second
+	cfg.Dial.Allow = []string{"127.0.0.0/8"}
+	return cfg
+}
+
+// runningSidecar is a sidecar started by a test.
+type runningSidecar struct {
+	*sidecar.Sidecar
+	Registry *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// Stop shuts the sidecar down and waits for it.
+func (s *runningSidecar) Stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("sidecar Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("sidecar did not stop")
+	}
+}
+
+// startSidecar runs a sidecar with cfg until the test ends.
+func startSidecar(t *testing.T, cfg *config.Config) *runningSidecar {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	sc, err := sidecar.New(cfg, sidecar.Deps{Log: log, Registry: reg, Version: "test"})
+	if err != nil {
+		t.Fatalf("sidecar.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSidecar{Sidecar: sc, Registry: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- sc.Run(ctx) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			rs.Stop(t)
+		}
+	})
+	harness.Eventually(t, syncTimeout, sc.Ready, "sidecar never became ready")
+	return rs
+}
+
+// waitHas waits until relay r holds every event in evs.
+func waitHas(t *testing.T, r *harness.Relay, evs ...*nostr.Event) {
+	t.Helper()
+	missing := func() int {
+		n := 0
+		for _, ev := range evs {
+			if !r.Has(ev.ID) {
+				n++
+			}
+		}
+		return n
+	}
+	if !harness.WaitFor(context.Background(), syncTimeout, func() bool { return missing() == 0 }) {
+		t.Fatalf("after %s: %d of %d events missing on %s", syncTimeout, missing(), len(evs), r.URL())
+	}
+}
+
+// ownRelay starts an own relay with the GRASP-like acceptance policy.
+func ownRelay(t *testing.T) *harness.Relay {
+	t.Helper()
+	return startRelay(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy()})
+}
+
+// repoFor builds an announcement for d listing own and the given relays in
+// both clone and relays tags.
+func repoFor(k *harness.Key, d string, own *harness.Relay, relays ...*harness.Relay) *nostr.Event {
+	urls := []string{own.URL()}
+	clones := []string{"http://" + own.Addr() + "/" + k.Npub() + "/" + d + ".git"}
+	for _, r := range relays {
+		urls = append(urls, r.URL())
+	}
+	return k.Announcement(d, harness.WithRelays(urls...), harness.WithClone(clones...))
+}
+
+// mustPublish publishes through the front door.
+func mustPublish(t *testing.T, r *harness.Relay, evs ...*nostr.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := harness.Publish(ctx, r.URL(), evs...); err != nil {
+		t.Fatalf("publish to %s: %v", r.URL(), err)
+	}
+}
