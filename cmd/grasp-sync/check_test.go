@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fiatjaf/khatru"
+	"github.com/nbd-wtf/go-nostr/nip11"
+)
+
+// startOwnRelay runs a real khatru relay on loopback. Its NIP-11 document
+// is served by a wrapper so it can carry supported_grasps, which go-nostr's
+// nip11 type lacks.
+func startOwnRelay(t *testing.T, authRequired bool) string {
+	t.Helper()
+	rl := khatru.NewRelay()
+	rl.Info.Name = "test own relay"
+	rl.Info.Software = "https://github.com/fiatjaf/khatru"
+	rl.Info.Version = "v0.19.1"
+	rl.Info.SupportedNIPs = []any{1, 11, 42, 77}
+	rl.Info.Limitation = &nip11.RelayLimitationDocument{MaxSubscriptions: 20, MaxLimit: 500, MaxMessageLength: 131072, AuthRequired: authRequired}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") == "application/nostr+json" {
+			b, _ := json.Marshal(rl.Info)
+			var doc map[string]any
+			_ = json.Unmarshal(b, &doc)
+			doc["supported_grasps"] = []string{"GRASP-01"}
+			doc["limitation"].(map[string]any)["max_filters"] = 10
+			w.Header().Set("Content-Type", "application/nostr+json")
+			_ = json.NewEncoder(w).Encode(doc)
+			return
+		}
+		rl.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func TestCheckAgainstRealRelay(t *testing.T) {
+	url := startOwnRelay(t, false)
+	gitDir := t.TempDir()
+	h := newHarness(t)
+	c := h.run("check", "--own-relay", url, "--git-dir", gitDir, "--timeout", "5s")
+	if c != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", c, h.stderr)
+	}
+	out := h.stdout.String()
+	t.Logf("report:\n%s", out)
+	for _, want := range []string{
+		"grasp-sync check: OK",
+		url + " connected in ",
+		"REQ answered with EOSE",
+		`"test own relay", software https://github.com/fiatjaf/khatru v0.19.1`,
+		"supported_nips    1, 11, 42, 77",
+		"supported_grasps  GRASP-01",
+		"max_subscriptions=20 max_filters=10 max_limit=500 max_message_length=131072",
+		"NIP-77 advertised",
+		gitDir + " writable, purgatory on",
+		"NIP-42 key        none",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "max_message_length 131072 is below limits.max_event_bytes 262144") {
+		t.Errorf("no warning about the small max_message_length:\n%s", out)
+	}
+	entries, _ := os.ReadDir(gitDir)
+	if len(entries) != 0 {
+		t.Errorf("check left files in the git directory: %v", entries)
+	}
+	if h.stderr.String() != "" {
+		t.Errorf("stderr not empty: %q", h.stderr)
+	}
+}
+
+func TestCheckWarnsAboutMissingAuthKey(t *testing.T) {
+	url := startOwnRelay(t, true)
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	if out := h.stdout.String(); !strings.Contains(out, "requires NIP-42 auth but no key is configured") ||
+		!strings.Contains(out, "not configured: purgatory off") {
+		t.Errorf("report:\n%s", out)
+	}
+}
+
+// A failing check prints exactly one line on stderr, nothing on stdout,
+// and exits 1.
+func TestCheckFailuresAreOneLine(t *testing.T) {
+	notRelay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>not a relay</html>", http.StatusNotFound)
+	}))
+	defer notRelay.Close()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closed := "ws://" + freeAddr(t)
+	relay := startOwnRelay(t, false)
+
+	tests := []struct {
+		name   string
+		args   []string
+		prefix string
+		also   string
+	}{
+		{"closed port", []string{"--own-relay", closed},
+			"grasp-sync: cannot connect to the own relay " + closed + ": ", "connection refused"},
+		{"not a relay", []string{"--own-relay", "ws" + strings.TrimPrefix(notRelay.URL, "http")},
+			"grasp-sync: cannot connect to the own relay ws" + strings.TrimPrefix(notRelay.URL, "http") + ": ", "404"},
+		{"git dir is a file", []string{"--own-relay", relay, "--git-dir", file},
+			"grasp-sync: git directory unusable: " + file + " is not a directory", ""},
+		{"git dir missing", []string{"--own-relay", relay, "--git-dir", file + "-missing"},
+			"grasp-sync: git directory unusable: stat " + file + "-missing: no such file or directory", ""},
+		{"invalid config", []string{"--own-relay", relay, "--relay.max-message-bytes", "1000"},
+			`grasp-sync: relay.max_message_bytes: must be >= 1048576, got "1000"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			c := h.run(append([]string{"check", "--timeout", "5s"}, tt.args...)...)
+			if c != 1 {
+				t.Errorf("exit %d, want 1", c)
+			}
+			errOut := h.stderr.String()
+			t.Logf("stderr: %s", errOut)
+			if strings.Count(errOut, "\n") != 1 || !strings.HasSuffix(errOut, "\n") {
+				t.Errorf("stderr is not one line: %q", errOut)
+			}
+			if !strings.HasPrefix(errOut, tt.prefix) || !strings.Contains(errOut, tt.also) {
+				t.Errorf("stderr %q, want prefix %q containing %q", errOut, tt.prefix, tt.also)
+			}
+			if strings.Contains(errOut, "goroutine ") || strings.Contains(errOut, "panic") {
+				t.Errorf("stack trace on stderr: %q", errOut)
+			}
+			if out := h.stdout.String(); out != "" {
+				t.Errorf("stdout not empty: %q", out)
+			}
+		})
+	}
+}
+
+// A WebSocket server that never answers a REQ is not a Nostr relay.
+func TestCheckSilentWebSocketIsNotARelay(t *testing.T) {
+	silent := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "websocket" {
+			serveSilentWebSocket(t, w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	srv := httptest.NewServer(silent)
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--timeout", "300ms"); c != 1 {
+		t.Fatalf("exit %d", c)
+	}
+	want := "grasp-sync: own relay does not answer as a Nostr relay: " + url + ": no EOSE or CLOSED in answer to a REQ before the timeout\n"
+	if got := h.stderr.String(); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,138 @@
+// Command grasp-sync is the sync sidecar for Nostr git relays (NIP-34 /
+// GRASP). Subcommands: run (default), check, status, version.
+//
+// Configuration flags and their GRASP_SYNC_* environment twins are defined
+// by the config package (config.Flags); see CONFIGURATION.md.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/grasp-sync/grasp-sync/internal/version"
+)
+
+// extraCommands are appended to the app's commands. Files that add commands
+// (demo.go's demoCommand) register them here from init, so main.go needs no
+// edit when they appear.
+var extraCommands []*cli.Command
+
+func main() {
+	os.Exit(newEnv().main(os.Args))
+}
+
+// env is everything the commands take from the process, injectable in tests.
+type env struct {
+	stdout, stderr io.Writer
+	// newEngine builds the sidecar for run.
+	newEngine engineFactory
+	// notify subscribes to SIGINT/SIGTERM; stop undoes it.
+	notify func() (signals <-chan os.Signal, stop func())
+	// exit ends the process at once (second signal, stuck shutdown).
+	exit func(code int)
+}
+
+func newEnv() *env {
+	return &env{
+		stdout:    os.Stdout,
+		stderr:    os.Stderr,
+		newEngine: newSidecarEngine,
+		notify: func() (<-chan os.Signal, func()) {
+			ch := make(chan os.Signal, 2)
+			signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+			return ch, func() { signal.Stop(ch) }
+		},
+		exit: os.Exit,
+	}
+}
+
+// exitError carries a specific exit code without urfave/cli's own printing.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// app builds the command tree.
+func (e *env) app() *cli.App {
+	cmds := []*cli.Command{
+		e.runCommand(),
+		e.checkCommand(),
+		e.statusCommand(),
+		e.versionCommand(),
+	}
+	cmds = append(cmds, extraCommands...)
+	return &cli.App{
+		Name:      "grasp-sync",
+		Usage:     "sync sidecar for Nostr git relays (NIP-34 / GRASP)",
+		UsageText: "grasp-sync [command] [flags]   (run is the default command)",
+		Version:   version.Get().Version,
+		Commands:  cmds,
+		Writer:    e.stdout,
+		ErrWriter: e.stderr,
+		// Errors are printed once, by main, as one line.
+		ExitErrHandler:         func(*cli.Context, error) {},
+		UseShortOptionHandling: false,
+		Suggest:                true,
+	}
+}
+
+// withDefaultCommand inserts "run" when the first argument names no command
+// (`grasp-sync`, `grasp-sync --own-relay ws://…`).
+func (e *env) withDefaultCommand(app *cli.App, args []string) []string {
+	if len(args) > 1 {
+		first := args[1]
+		switch first {
+		case "-h", "--help", "help", "-v", "--version":
+			return args
+		}
+		for _, c := range app.Commands {
+			if slices.Contains(c.Names(), first) {
+				return args
+			}
+		}
+	}
+	out := append([]string{args[0], "run"}, args[1:]...)
+	return out
+}
+
+// main runs the app and returns the process exit code. Errors are printed
+// as one line per problem, prefixed with "grasp-sync: ".
+func (e *env) main(args []string) int {
+	app := e.app()
+	err := app.Run(e.withDefaultCommand(app, args))
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		fmt.Fprintf(e.stderr, "grasp-sync: %s\n", line)
+	}
+	return code
+}
+
+func (e *env) versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print version, commit, build date and Go version",
+		Action: func(c *cli.Context) error {
+			b := version.Get()
+			_, err := fmt.Fprintf(e.stdout, "grasp-sync %s\ncommit:     %s\nbuilt:      %s\ngo version: %s\n", b.Version, b.Commit, b.Date, b.GoVersion)
+			return err
+		},
+	}
+}
