@@ -1,0 +1,536 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+)
+
+// maxAuthRetries bounds how often one event is sent again because of
+// auth-required answers (across connections).
+const maxAuthRetries = 3
+
+// failureLogEvery rate-limits the logging of repeated dial failures.
+const failureLogEvery = time.Minute
+
+// authState is how far NIP-42 got on a connection.
+type authState uint8
+
+const (
+	authNone authState = iota
+	authPending
+	authDone
+	authFailed
+)
+
+// session is one connection to the own relay.
+type session struct {
+	conn     *relay.Conn
+	auth     authState
+	timeouts int // consecutive OK timeouts
+}
+
+// item is one distinct event the publisher holds.
+type item struct {
+	ev      *nostr.Event
+	seq     uint64 // submission order
+	waiters []func(Result)
+
+	sends       int
+	sendID      uint64 // identifies the latest send
+	sentAt      time.Time
+	sentAuth    authState // the session's auth state when last sent
+	sess        *session  // where it is in flight (nil when queued)
+	authRetries int
+}
+
+type okMsg struct {
+	id      string
+	sendID  uint64
+	res     relay.OKResult
+	timeout bool
+}
+
+type dialMsg struct {
+	conn *relay.Conn
+	err  error
+}
+
+type authMsg struct {
+	sess *session
+	err  error
+}
+
+// runner is the state owned by Run's goroutine.
+type runner struct {
+	p   *Publisher
+	cfg Config
+	log *zap.Logger
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	items    map[string]*item // every unanswered event
+	queue    []*item          // never sent, in submission order
+	retry    []*item          // to send again, by submission order
+	inflight map[string]*item
+	seq      uint64
+	sendSeq  uint64
+	inBuf    []submission
+
+	sess         *session
+	dialFailures int
+	lastFailLog  time.Time
+	failsNotLog  int
+	reconnect    *time.Timer
+
+	window     int
+	rlStreak   int
+	holdStart  time.Time
+	holdUntil  time.Time
+	hold       *time.Timer
+	lastRLWarn time.Time
+
+	okCh   chan okMsg
+	dialCh chan dialMsg
+	authCh chan authMsg
+}
+
+func newRunner(ctx context.Context, p *Publisher) *runner {
+	r := &runner{
+		p:         p,
+		cfg:       p.cfg,
+		log:       p.log,
+		ctx:       ctx,
+		items:     make(map[string]*item),
+		inflight:  make(map[string]*item),
+		window:    p.cfg.Window,
+		reconnect: time.NewTimer(time.Hour),
+		hold:      time.NewTimer(time.Hour),
+		okCh:      make(chan okMsg, p.cfg.Window),
+		dialCh:    make(chan dialMsg),
+		authCh:    make(chan authMsg),
+	}
+	r.reconnect.Stop()
+	r.hold.Stop()
+	return r
+}
+
+func (r *runner) loop() {
+	r.connect()
+	for {
+		r.send()
+		r.gauges()
+		var connDone <-chan struct{}
+		if r.sess != nil {
+			connDone = r.sess.conn.Done()
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.p.wake:
+			r.takeIncoming()
+		case m := <-r.okCh:
+			r.handleOK(m)
+		case d := <-r.dialCh:
+			r.handleDial(d)
+		case a := <-r.authCh:
+			r.handleAuth(a)
+		case <-connDone:
+			r.lost(r.sess.conn.Err())
+		case <-r.reconnect.C:
+			r.connect()
+		case <-r.hold.C:
+			// the hold is over; send resumes at the top of the loop
+		}
+	}
+}
+
+// shutdown closes the connection, waits for the helper goroutines and
+// reports everything left as Dropped.
+func (r *runner) shutdown() {
+	r.reconnect.Stop()
+	r.hold.Stop()
+	if r.sess != nil {
+		r.sess.conn.Close()
+		r.sess = nil
+	}
+	r.wg.Wait()
+	r.p.setConnected(false)
+
+	r.p.mu.Lock()
+	r.p.state = stateStopped
+	close(r.p.stopped)
+	r.p.mu.Unlock()
+	r.takeIncoming()
+	left := make([]*item, 0, len(r.items))
+	for _, it := range r.items {
+		left = append(left, it)
+	}
+	slices.SortFunc(left, func(a, b *item) int { return compareSeq(a.seq, b.seq) })
+	if len(left) > 0 {
+		r.log.Warn("publisher stopped with unacknowledged events", zap.Int("events", len(left)))
+	}
+	for _, it := range left {
+		r.resolve(it, Result{Outcome: Dropped, Err: ErrStopped})
+	}
+	r.queue, r.retry = nil, nil
+	clear(r.inflight)
+	r.gauges()
+}
+
+func compareSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (r *runner) gauges() {
+	q, f := len(r.queue)+len(r.retry), len(r.inflight)
+	r.p.queued.Store(int64(q))
+	r.p.inFlight.Store(int64(f))
+	r.p.m.queue.Set(float64(q))
+	r.p.m.inFlight.Set(float64(f))
+}
+
+func (r *runner) takeIncoming() {
+	in := r.p.takeIncoming(r.inBuf)
+	for _, s := range in {
+		if it := r.items[s.ev.ID]; it != nil {
+			it.waiters = append(it.waiters, s.done)
+			continue
+		}
+		r.seq++
+		it := &item{ev: s.ev, seq: r.seq, waiters: []func(Result){s.done}}
+		r.items[s.ev.ID] = it
+		r.queue = append(r.queue, it)
+	}
+	clear(in)
+	r.inBuf = in
+}
+
+// next pops the next event to send: resends first, in submission order.
+func (r *runner) next() *item {
+	if len(r.retry) > 0 {
+		it := r.retry[0]
+		r.retry = r.retry[1:]
+		return it
+	}
+	if len(r.queue) > 0 {
+		it := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		return it
+	}
+	return nil
+}
+
+// requeue puts an event back to be sent again, ahead of never-sent events.
+func (r *runner) requeue(it *item, reason string) {
+	it.sess = nil
+	i, _ := slices.BinarySearchFunc(r.retry, it.seq, func(x *item, seq uint64) int { return compareSeq(x.seq, seq) })
+	r.retry = slices.Insert(r.retry, i, it)
+	r.p.countRetry(reason)
+}
+
+// send fills the window.
+func (r *runner) send() {
+	s := r.sess
+	if s == nil || s.auth == authPending || len(r.inflight) >= r.window {
+		return
+	}
+	if !r.holdUntil.IsZero() {
+		if time.Now().Before(r.holdUntil) {
+			return
+		}
+		r.holdUntil = time.Time{}
+	}
+	for len(r.inflight) < r.window && s.conn.Err() == nil {
+		it := r.next()
+		if it == nil {
+			return
+		}
+		r.transmit(s, it)
+	}
+}
+
+func (r *runner) transmit(s *session, it *item) {
+	r.sendSeq++
+	it.sendID = r.sendSeq
+	it.sends++
+	it.sentAt = time.Now()
+	it.sentAuth = s.auth
+	it.sess = s
+	r.inflight[it.ev.ID] = it
+	ch := s.conn.Publish(r.ctx, it.ev)
+	r.wg.Add(1)
+	go r.await(ch, it.ev.ID, it.sendID)
+}
+
+// await forwards one OK (or its absence) to the loop.
+func (r *runner) await(ch <-chan relay.OKResult, id string, sendID uint64) {
+	defer r.wg.Done()
+	t := time.NewTimer(r.cfg.OKTimeout)
+	defer t.Stop()
+	m := okMsg{id: id, sendID: sendID}
+	select {
+	case m.res = <-ch:
+	case <-t.C:
+		m.timeout = true
+	case <-r.ctx.Done():
+		return
+	}
+	select {
+	case r.okCh <- m:
+	case <-r.ctx.Done():
+	}
+}
+
+func (r *runner) handleOK(m okMsg) {
+	it := r.inflight[m.id]
+	if it == nil || it.sendID != m.sendID {
+		return // answer to an earlier send, or the connection was lost
+	}
+	delete(r.inflight, m.id)
+	s := it.sess
+	switch {
+	case m.timeout:
+		r.requeue(it, reasonTimeout)
+		s.timeouts++
+		if s == r.sess && s.timeouts == r.cfg.MaxTimeouts {
+			r.log.Warn("own relay does not answer EVENTs; reconnecting",
+				zap.Int("timeouts", s.timeouts), zap.Duration("ok_timeout", r.cfg.OKTimeout))
+			// the loop sees Done and requeues the rest
+			r.closeConn(s.conn)
+		}
+	case m.res.Err != nil:
+		r.requeue(it, reasonDisconnect)
+	default:
+		s.timeouts = 0
+		r.handleReply(it, m.res.OK, m.res.Reason)
+	}
+}
+
+func (r *runner) handleReply(it *item, ok bool, reason string) {
+	switch {
+	case strings.HasPrefix(reason, "duplicate:"):
+		r.answered(it)
+		r.resolve(it, Result{Outcome: Duplicate, Reason: reason})
+	case ok:
+		r.answered(it)
+		r.resolve(it, Result{Outcome: Accepted, Reason: reason})
+	case strings.HasPrefix(reason, "rate-limited:"):
+		r.rateLimited(it, reason)
+	case strings.HasPrefix(reason, "auth-required:"):
+		r.authRequired(it, reason)
+	default:
+		r.answered(it)
+		r.resolve(it, Result{Outcome: Rejected, Reason: reason})
+	}
+}
+
+// answered grows the window back after rate limiting (additive increase:
+// one per answer, so it doubles per round trip) and resets the failure
+// streaks. Answers to EVENTs sent before the latest hold do not count: they
+// are the tail of the burst that was limited.
+func (r *runner) answered(it *item) {
+	r.dialFailures = 0
+	if it.sentAt.Before(r.holdStart) {
+		return
+	}
+	r.rlStreak = 0
+	if r.window < r.cfg.Window {
+		r.window++
+	}
+}
+
+// rateLimited shrinks the window to one and holds all sending for a backoff
+// that grows with each rate-limited answer to an EVENT sent after the
+// previous hold (the rest of a burst does not make it longer).
+func (r *runner) rateLimited(it *item, reason string) {
+	r.requeue(it, reasonRateLimited)
+	r.window = 1
+	if it.sentAt.Before(r.holdStart) {
+		return
+	}
+	r.rlStreak++
+	d := backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.rlStreak, r.p.rnd)
+	now := time.Now()
+	r.holdStart, r.holdUntil = now, now.Add(d)
+	r.hold.Reset(d)
+	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= failureLogEvery {
+		r.lastRLWarn = now
+		r.log.Warn("own relay is rate limiting; slowing down",
+			zap.String("reason", reason), zap.Int("streak", r.rlStreak), zap.Duration("hold", d))
+	}
+}
+
+// authRequired answers the relay's auth-required OK: AUTH (once per
+// connection) and send again. Without a signer, or when the EVENT was sent
+// after AUTH was already tried on that connection, the event is Rejected.
+func (r *runner) authRequired(it *item, reason string) {
+	s := it.sess
+	if r.p.sign == nil || it.sentAuth == authDone || it.sentAuth == authFailed || it.authRetries >= maxAuthRetries {
+		r.answered(it)
+		r.resolve(it, Result{Outcome: Rejected, Reason: reason})
+		return
+	}
+	it.authRetries++
+	r.requeue(it, reasonAuth)
+	if s == r.sess && s.auth == authNone {
+		r.startAuth(s)
+	}
+}
+
+func (r *runner) startAuth(s *session) {
+	s.auth = authPending
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.AuthTimeout)
+		defer cancel()
+		err := authenticate(ctx, s.conn, r.p.sign, r.cfg.AuthTimeout)
+		select {
+		case r.authCh <- authMsg{sess: s, err: err}:
+		case <-r.ctx.Done():
+		}
+	}()
+}
+
+// authenticate waits for the relay's challenge (relays send it before or
+// with the auth-required OK, so this is short) and answers it.
+func authenticate(ctx context.Context, conn *relay.Conn, sign Signer, timeout time.Duration) error {
+	if conn.Challenge() == "" {
+		poll := min(max(timeout/50, 5*time.Millisecond), 100*time.Millisecond)
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		for conn.Challenge() == "" {
+			select {
+			case <-ctx.Done():
+				return relay.ErrNoChallenge
+			case <-conn.Done():
+				return relay.ErrClosed
+			case <-t.C:
+			}
+		}
+	}
+	return conn.Authenticate(ctx, func(ev *nostr.Event) error { return sign(ev) })
+}
+
+func (r *runner) handleAuth(m authMsg) {
+	if m.sess != r.sess {
+		return
+	}
+	if m.err != nil {
+		m.sess.auth = authFailed
+		if !errors.Is(m.err, relay.ErrClosed) {
+			r.log.Warn("NIP-42 authentication to the own relay failed", zap.Error(m.err))
+		}
+		return
+	}
+	m.sess.auth = authDone
+	r.log.Info("authenticated to the own relay (NIP-42)")
+}
+
+// resolve reports its outcome to every waiter and forgets it.
+func (r *runner) resolve(it *item, res Result) {
+	delete(r.items, it.ev.ID)
+	res.ID = it.ev.ID
+	res.Attempts = it.sends
+	r.p.count(res.Outcome)
+	for _, done := range it.waiters {
+		if done != nil {
+			done(res)
+		}
+	}
+	r.p.finish(len(it.waiters))
+	it.waiters = nil
+}
+
+// connect starts one dial attempt in the background.
+func (r *runner) connect() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.DialTimeout)
+		defer cancel()
+		conn, err := r.p.dial(ctx)
+		select {
+		case r.dialCh <- dialMsg{conn: conn, err: err}:
+		case <-r.ctx.Done():
+			if conn != nil {
+				conn.Close()
+			}
+		}
+	}()
+}
+
+func (r *runner) handleDial(d dialMsg) {
+	if d.err != nil {
+		r.dialFailures++
+		r.logFailure("cannot connect to the own relay", d.err)
+		r.scheduleReconnect()
+		return
+	}
+	r.sess = &session{conn: d.conn}
+	r.p.setConnected(true)
+	if r.failsNotLog > 0 || r.dialFailures > 0 {
+		r.log.Info("connected to the own relay", zap.Int("failures", r.dialFailures))
+	} else {
+		r.log.Debug("connected to the own relay")
+	}
+	r.failsNotLog = 0
+}
+
+// lost handles the end of the current connection. The EVENTs in flight on
+// it stay counted until their awaiters report: an OK that arrived before the
+// end still counts, the others come back as errors (or time out) and are
+// sent again after reconnecting.
+func (r *runner) lost(err error) {
+	s := r.sess
+	r.sess = nil
+	r.p.setConnected(false)
+	r.closeConn(s.conn)
+	// A connection that never got an answer counts as a failed attempt, so
+	// a relay that accepts and drops at once is not redialled in a loop.
+	r.dialFailures++
+	r.logFailure("lost the connection to the own relay", err)
+	r.scheduleReconnect()
+}
+
+// closeConn closes conn without blocking the loop (a websocket close
+// handshake with a stalled relay takes seconds).
+func (r *runner) closeConn(conn *relay.Conn) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		conn.Close()
+	}()
+}
+
+func (r *runner) scheduleReconnect() {
+	r.reconnect.Reset(backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.dialFailures, r.p.rnd))
+}
+
+// logFailure logs the first failure of a streak, then at most once per
+// failureLogEvery with the number of failures since.
+func (r *runner) logFailure(msg string, err error) {
+	now := time.Now()
+	if r.dialFailures > 1 && now.Sub(r.lastFailLog) < failureLogEvery {
+		r.failsNotLog++
+		return
+	}
+	r.log.Warn(msg, zap.Error(err), zap.Int("failures", r.dialFailures), zap.Int("unlogged", r.failsNotLog))
+	r.lastFailLog = now
+	r.failsNotLog = 0
+}

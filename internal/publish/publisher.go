@@ -1,0 +1,279 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Sentinel errors.
+var (
+	// ErrStopped: the publisher's Run has ended (or ends before the event
+	// was acknowledged).
+	ErrStopped = errors.New("publisher stopped")
+	// ErrAlreadyRunning is returned by a second call of Run.
+	ErrAlreadyRunning = errors.New("publisher already running")
+	// ErrInvalidEvent is returned by Submit for an event without a
+	// well-formed id (OK answers are matched by id).
+	ErrInvalidEvent = errors.New("event has no valid id")
+	// ErrMetrics wraps a failure to register the publisher's metrics.
+	ErrMetrics = errors.New("register publisher metrics")
+)
+
+// Dialer opens a new connection to the own relay; ctx bounds the attempt.
+type Dialer func(ctx context.Context) (*relay.Conn, error)
+
+// Signer signs a NIP-42 AUTH event (sets PubKey, ID and Sig).
+type Signer func(*nostr.Event) error
+
+// Stats is a snapshot of the publisher's state and counters.
+type Stats struct {
+	// Queued are submissions waiting to be sent (or sent again).
+	Queued int
+	// InFlight are EVENTs awaiting their OK.
+	InFlight int
+	// Counters of outcomes, and of EVENTs queued to be sent again.
+	Accepted, Duplicates, Rejected, Retries uint64
+}
+
+const (
+	stateNew = iota
+	stateRunning
+	stateStopped
+)
+
+type submission struct {
+	ev   *nostr.Event
+	done func(Result)
+}
+
+// Publisher publishes events into the own relay over its own connection. It
+// is safe for concurrent use; Run drives it.
+type Publisher struct {
+	cfg  Config
+	dial Dialer
+	sign Signer
+	log  *zap.Logger
+	m    *metrics
+	rnd  func(int64) int64
+
+	// slots holds one token per submission not yet answered (QueueSize).
+	slots chan struct{}
+	// wake tells the loop that incoming has grown.
+	wake chan struct{}
+	// stopped is closed when Run ends.
+	stopped chan struct{}
+
+	mu          sync.Mutex
+	state       int
+	incoming    []submission
+	outstanding int           // submissions without outcome
+	idle        chan struct{} // closed while outstanding == 0
+
+	connected                               atomic.Bool
+	queued, inFlight                        atomic.Int64
+	accepted, duplicates, rejected, retries atomic.Uint64
+}
+
+// New returns a Publisher; call Run to start it. sign may be nil when no
+// NIP-42 key is configured (auth-required answers are then Rejected). log
+// and reg may be nil.
+func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.Registerer) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if dial == nil {
+		return nil, errors.New("publish: nil dialer")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	idle := make(chan struct{})
+	close(idle)
+	return &Publisher{
+		cfg:     cfg,
+		dial:    dial,
+		sign:    sign,
+		log:     log.Named("publish"),
+		m:       m,
+		rnd:     defaultRand,
+		slots:   make(chan struct{}, cfg.QueueSize),
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+		idle:    idle,
+	}, nil
+}
+
+// Submit hands ev to the publisher. It blocks only while QueueSize
+// submissions are unanswered (backpressure), honouring ctx. Once Submit has
+// returned nil, done is called exactly once with the event's outcome, from a
+// publisher goroutine: it must not block long. done may be nil. ev must not
+// be modified afterwards. Submitting an event that is still queued or in
+// flight does not send it again: both callers get its outcome.
+func (p *Publisher) Submit(ctx context.Context, ev *nostr.Event, done func(Result)) error {
+	if ev == nil || len(ev.ID) != 64 {
+		return ErrInvalidEvent
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.stopped:
+		return ErrStopped
+	}
+	p.mu.Lock()
+	if p.state == stateStopped {
+		p.mu.Unlock()
+		<-p.slots
+		return ErrStopped
+	}
+	p.incoming = append(p.incoming, submission{ev: ev, done: done})
+	if p.outstanding == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.outstanding++
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Publish submits ev and waits for its outcome. A Dropped outcome comes with
+// its error. When ctx ends first, Publish returns ctx's error and the event
+// stays with the publisher.
+func (p *Publisher) Publish(ctx context.Context, ev *nostr.Event) (Result, error) {
+	ch := make(chan Result, 1)
+	if err := p.Submit(ctx, ev, func(r Result) { ch <- r }); err != nil {
+		return Result{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.Outcome == Dropped {
+			return r, r.Err
+		}
+		return r, nil
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// Flush waits until every submission has its outcome. It returns ctx's error
+// when ctx ends first and ErrStopped when Run ended with submissions left
+// (they were reported Dropped).
+func (p *Publisher) Flush(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		n, idle := p.outstanding, p.idle
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.stopped:
+			return ErrStopped
+		}
+	}
+}
+
+// Connected reports whether the publisher has a connection to the own relay.
+func (p *Publisher) Connected() bool { return p.connected.Load() }
+
+// Stats returns a snapshot of the publisher's state and counters.
+func (p *Publisher) Stats() Stats {
+	p.mu.Lock()
+	incoming := len(p.incoming)
+	p.mu.Unlock()
+	return Stats{
+		Queued:     incoming + int(p.queued.Load()),
+		InFlight:   int(p.inFlight.Load()),
+		Accepted:   p.accepted.Load(),
+		Duplicates: p.duplicates.Load(),
+		Rejected:   p.rejected.Load(),
+		Retries:    p.retries.Load(),
+	}
+}
+
+// Run connects to the own relay and publishes until ctx ends; then it closes
+// the connection and reports every submission still unanswered as Dropped
+// with ErrStopped. For a graceful stop, stop submitting, call Flush with a
+// deadline, then cancel ctx. Run returns nil after ctx ends; it can be
+// called once.
+func (p *Publisher) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state != stateNew {
+		p.mu.Unlock()
+		return ErrAlreadyRunning
+	}
+	p.state = stateRunning
+	p.mu.Unlock()
+
+	r := newRunner(ctx, p)
+	r.loop()
+	r.shutdown()
+	return nil
+}
+
+// takeIncoming returns the submissions received since the last call.
+func (p *Publisher) takeIncoming(buf []submission) []submission {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := p.incoming
+	p.incoming = buf[:0]
+	return in
+}
+
+// finish records that n submissions got their outcome.
+func (p *Publisher) finish(n int) {
+	p.mu.Lock()
+	p.outstanding -= n
+	if p.outstanding == 0 {
+		close(p.idle)
+	}
+	p.mu.Unlock()
+	for range n {
+		<-p.slots
+	}
+}
+
+func (p *Publisher) count(o Outcome) {
+	switch o {
+	case Accepted:
+		p.accepted.Add(1)
+	case Duplicate:
+		p.duplicates.Add(1)
+	case Rejected:
+		p.rejected.Add(1)
+	default:
+		return
+	}
+	p.m.results[o].Inc()
+}
+
+func (p *Publisher) countRetry(reason string) {
+	p.retries.Add(1)
+	p.m.retries[reason].Inc()
+}
+
+func (p *Publisher) setConnected(up bool) {
+	p.connected.Store(up)
+	if up {
+		p.m.connected.Set(1)
+	} else {
+		p.m.connected.Set(0)
+	}
+}

@@ -1,0 +1,52 @@
+package publish
+
+import "fmt"
+
+// Outcome is what became of a submitted event.
+type Outcome uint8
+
+// Outcomes. Accepted and Duplicate mean the own relay has the event.
+const (
+	// Accepted: the relay answered OK true.
+	Accepted Outcome = iota + 1
+	// Duplicate: the relay already had the event (OK with a "duplicate:"
+	// reason, true or false). It counts as present.
+	Duplicate
+	// Rejected: the relay answered OK false for a reason other than
+	// duplicate, rate limiting or (with a signer) authentication.
+	Rejected
+	// Dropped: the publisher stopped before the relay acknowledged the
+	// event; Result.Err says why. It happens only on shutdown.
+	Dropped
+)
+
+// String returns the outcome's name as used in metric labels.
+func (o Outcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Duplicate:
+		return "duplicate"
+	case Rejected:
+		return "rejected"
+	case Dropped:
+		return "dropped"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// Result is the outcome of one submitted event.
+type Result struct {
+	// ID is the event id.
+	ID      string
+	Outcome Outcome
+	// Reason is the relay's OK message (always set for Rejected).
+	Reason string
+	// Err is set for Dropped.
+	Err error
+	// Attempts is how many EVENT frames were sent for the event.
+	Attempts int
+}
+
+// Present reports whether the own relay has the event.
+func (r Result) Present() bool { return r.Outcome == Accepted || r.Outcome == Duplicate }
