@@ -353,7 +353,7 @@ func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
 		if onOwnRelay {
 			// The own relay keeps the newest per author: never apply an
 			// older state of this author over it.
-			p.latest[key] = st
+			p.setLatestLocked(key, st)
 		}
 	}
 	if len(p.byID) >= p.cfg.MaxEntries {
@@ -511,6 +511,22 @@ func (p *Purgatory) removeLocked(e *entry) bool {
 		p.m.queueSize.Set(float64(p.queue.len()))
 	}
 	return true
+}
+
+// setLatestLocked records the newest known state of an author for an
+// identifier. The map is bounded by MaxAnnouncements: when full, an
+// arbitrary older record is forgotten.
+func (p *Purgatory) setLatestLocked(key string, st stamp) {
+	if l, ok := p.latest[key]; ok && !st.newer(l) {
+		return
+	}
+	if _, ok := p.latest[key]; !ok && len(p.latest) >= p.cfg.MaxAnnouncements {
+		for k := range p.latest {
+			delete(p.latest, k)
+			break
+		}
+	}
+	p.latest[key] = st
 }
 
 func (p *Purgatory) pendingLocked(id string) bool {

@@ -408,11 +408,7 @@ func (g *gitContext) publishAndRemove(ctx context.Context, e *entry) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e.ev.Kind == KindState {
-		key := e.ev.PubKey + "/" + e.identifier
-		st := stamp{e.ev.CreatedAt, e.ev.ID}
-		if l, ok := p.latest[key]; !ok || st.newer(l) {
-			p.latest[key] = st
-		}
+		p.setLatestLocked(e.ev.PubKey+"/"+e.identifier, stamp{e.ev.CreatedAt, e.ev.ID})
 	}
 	if p.removeLocked(e) {
 		p.m.released.WithLabelValues(kindLabel(e.ev.Kind)).Inc()

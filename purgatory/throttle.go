@@ -57,10 +57,28 @@ func newThrottle(clock Clock, concurrency, perWindow int, window time.Duration, 
 func (t *throttle) state(domain string) *domainState {
 	d, ok := t.domains[domain]
 	if !ok {
+		if len(t.domains) >= sweepDomainsAt {
+			t.sweep()
+		}
 		d = &domainState{queued: map[string]*queuedIdentifier{}}
 		t.domains[domain] = d
 	}
 	return d
+}
+
+// sweepDomainsAt is the number of tracked domains above which idle ones
+// are forgotten when a new domain appears.
+const sweepDomainsAt = 256
+
+// sweep forgets domains with nothing queued, in flight or in the window.
+func (t *throttle) sweep() {
+	now := t.clock.Now()
+	for name, d := range t.domains {
+		d.prune(now, t.window)
+		if len(d.order) == 0 && d.inFlight == 0 && len(d.ended) == 0 && d.timer == nil {
+			delete(t.domains, name)
+		}
+	}
 }
 
 func (d *domainState) prune(now time.Time, window time.Duration) {
