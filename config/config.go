@@ -25,8 +25,8 @@ import (
 // the flag name upper-cased with '.' and '-' replaced by '_').
 type Config struct {
 	OwnRelay        string        `yaml:"own_relay" help:"WebSocket URL (ws:// or wss://) of the operator's own relay. Required."`
-	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected and asked about every tracked repository (repeatable; ws:// or wss://)."`
-	TrustedRelays   []string      `yaml:"trusted_relays" flag:"trusted-relay" help:"Archive relays reconciled periodically with NIP-77 over the trusted lookback window (repeatable; ws:// or wss://)."`
+	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected and asked about every tracked repository (ws:// or wss://)."`
+	TrustedRelays   []string      `yaml:"trusted_relays" flag:"trusted-relay" help:"Archive relays reconciled periodically with NIP-77 over the trusted lookback window (ws:// or wss://)."`
 	GitDir          string        `yaml:"git_dir" help:"Shared git directory of the GRASP service (<git_dir>/<npub>/<identifier>.git). Empty disables purgatory: state and PR events are published as they come."`
 	ServiceDomain   string        `yaml:"service_domain" help:"HOST[:PORT] this GRASP service is reached at; clone and relay URLs on this host are ours and are never fetched from."`
 	Listen          string        `yaml:"listen" help:"Address of the HTTP surface (/metrics, /healthz, /readyz, /status)."`
@@ -62,7 +62,7 @@ type Auth struct {
 
 // Dial configures which destinations announcements may make us connect to.
 type Dial struct {
-	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs may reach even though they are loopback, private, link-local or metadata addresses (repeatable)."`
+	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs may reach even though they are loopback, private, link-local or metadata addresses."`
 }
 
 // Relay configures every WebSocket connection.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -87,30 +86,26 @@ func (e *env) app() *cli.App {
 	}
 }
 
-// withDefaultCommand inserts "run" when the first argument names no command
-// (`grasp-sync`, `grasp-sync --own-relay ws://…`).
-func (e *env) withDefaultCommand(app *cli.App, args []string) []string {
+// withDefaultCommand inserts "run" when there are no arguments or the first
+// one is a flag other than help/version (`grasp-sync`,
+// `grasp-sync --own-relay ws://…`). An unknown word stays an unknown command.
+func (e *env) withDefaultCommand(args []string) []string {
 	if len(args) > 1 {
-		first := args[1]
-		switch first {
-		case "-h", "--help", "help", "-v", "--version":
+		switch first := args[1]; {
+		case first == "-h", first == "--help", first == "-v", first == "--version":
+			return args
+		case !strings.HasPrefix(first, "-"):
 			return args
 		}
-		for _, c := range app.Commands {
-			if slices.Contains(c.Names(), first) {
-				return args
-			}
-		}
 	}
-	out := append([]string{args[0], "run"}, args[1:]...)
-	return out
+	return append([]string{args[0], "run"}, args[1:]...)
 }
 
 // main runs the app and returns the process exit code. Errors are printed
 // as one line per problem, prefixed with "grasp-sync: ".
 func (e *env) main(args []string) int {
 	app := e.app()
-	err := app.Run(e.withDefaultCommand(app, args))
+	err := app.Run(e.withDefaultCommand(args))
 	if err == nil {
 		return 0
 	}

@@ -301,7 +301,6 @@ func TestRunReportsBusyListenAddress(t *testing.T) {
 
 func TestDefaultCommandIsRun(t *testing.T) {
 	h := newHarness(t)
-	app := h.env.app()
 	tests := map[string][]string{
 		"":                   {"grasp-sync", "run"},
 		"--own-relay ws://x": {"grasp-sync", "run", "--own-relay", "ws://x"},
@@ -311,10 +310,20 @@ func TestDefaultCommandIsRun(t *testing.T) {
 	}
 	for in, want := range tests {
 		args := append([]string{"grasp-sync"}, strings.Fields(in)...)
-		got := h.env.withDefaultCommand(app, args)
+		got := h.env.withDefaultCommand(args)
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("%q: got %v, want %v", in, got, want)
 		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	h := newHarness(t)
+	if c := h.run("bogus"); c != 1 {
+		t.Fatalf("exit %d", c)
+	}
+	if got := h.stderr.String(); !strings.HasPrefix(got, "grasp-sync: No help topic for 'bogus'") {
+		t.Errorf("stderr %q", got)
 	}
 }
 
