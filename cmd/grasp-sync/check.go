@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip42"
 	"github.com/urfave/cli/v2"
 
 	"github.com/grasp-sync/grasp-sync/config"
@@ -29,6 +30,7 @@ var (
 	ErrOwnRelayUnreachable = errors.New("cannot connect to the own relay")
 	ErrOwnRelayNotNostr    = errors.New("own relay does not answer as a Nostr relay")
 	ErrGitDir              = errors.New("git directory unusable")
+	ErrAuthRefused         = errors.New("own relay refused NIP-42 AUTH")
 )
 
 // relayInfo is the part of a NIP-11 document check reports. go-nostr's
@@ -161,11 +163,20 @@ func runCheck(ctx context.Context, cfg *config.Config, timeout time.Duration, fi
 
 	reqCtx, cancelReq := context.WithTimeout(ctx, timeout)
 	defer cancelReq()
-	answer, err := probeREQ(reqCtx, conn)
+	probe, err := probeREQ(reqCtx, conn, cfg.OwnRelay, cfg.Auth.Key)
+	if errors.Is(err, ErrAuthRefused) {
+		return nil, errors.New(oneLine(err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrOwnRelayNotNostr, cfg.OwnRelay, oneLine(err))
 	}
-	rep.add("own relay", "%s connected in %s, REQ answered with %s", cfg.OwnRelay, roundLatency(connected), answer)
+	rep.add("own relay", "%s connected in %s, REQ answered with %s", cfg.OwnRelay, roundLatency(connected), probe.answer)
+	if probe.authedAs != "" {
+		rep.add("NIP-42 AUTH", "accepted for %s", probe.authedAs)
+	}
+	if probe.authRequired {
+		rep.warn("the relay requires NIP-42 AUTH to read but no key is configured (auth.key_file or %s)", config.EnvAuthKey)
+	}
 
 	// NIP-11.
 	info, err := fetchNIP11(reqCtx, cfg.OwnRelay)
@@ -201,35 +212,98 @@ func runCheck(ctx context.Context, cfg *config.Config, timeout time.Duration, fi
 // probeSubID is the subscription id of check's REQ.
 const probeSubID = "grasp-sync-check"
 
+// probeResult is what the REQ probe learnt.
+type probeResult struct {
+	// answer describes how the relay answered: EOSE or CLOSED "<reason>".
+	answer string
+	// authedAs is the public key accepted by NIP-42 AUTH, if AUTH happened.
+	authedAs string
+	// authRequired is set when the relay wanted AUTH and no key is configured.
+	authRequired bool
+}
+
 // probeREQ sends a small REQ and waits for its EOSE or CLOSED: the proof
-// that the other end speaks Nostr.
-func probeREQ(ctx context.Context, conn *websocket.Conn) (string, error) {
-	req, err := json.Marshal([]any{"REQ", probeSubID, nostr.Filter{Kinds: []int{30617}, Limit: 1}})
-	if err != nil {
-		return "", err
+// that the other end speaks Nostr. When the relay closes it with
+// auth-required: and a key is configured, it authenticates (NIP-42) and
+// asks again, which proves the key is accepted.
+func probeREQ(ctx context.Context, conn *websocket.Conn, relayURL string, key config.SecretKey) (probeResult, error) {
+	var res probeResult
+	send := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return conn.Write(ctx, websocket.MessageText, b)
 	}
-	if err := conn.Write(ctx, websocket.MessageText, req); err != nil {
-		return "", fmt.Errorf("send REQ: %w", rootCause(err))
+	subID := probeSubID
+	filter := nostr.Filter{Kinds: []int{30617}, Limit: 1}
+	if err := send([]any{"REQ", subID, filter}); err != nil {
+		return res, fmt.Errorf("send REQ: %w", rootCause(err))
 	}
+	var challenge, authID string
 	for {
 		_, msg, err := conn.Read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return "", errors.New("no EOSE or CLOSED in answer to a REQ before the timeout")
+				if authID != "" {
+					return res, errors.New("no OK in answer to NIP-42 AUTH before the timeout")
+				}
+				return res, errors.New("no EOSE or CLOSED in answer to a REQ before the timeout")
 			}
-			return "", fmt.Errorf("read: %w", err)
+			return res, fmt.Errorf("read: %w", err)
 		}
 		switch env := nostr.ParseMessage(string(msg)).(type) {
+		case *nostr.AuthEnvelope:
+			if env.Challenge != nil {
+				challenge = *env.Challenge
+			}
 		case *nostr.EOSEEnvelope:
-			if string(*env) == probeSubID {
-				closeMsg, _ := json.Marshal([]string{"CLOSE", probeSubID})
-				_ = conn.Write(ctx, websocket.MessageText, closeMsg)
-				return "EOSE", nil
+			if string(*env) == subID {
+				_ = send([]string{"CLOSE", subID})
+				res.answer = "EOSE"
+				return res, nil
 			}
 		case *nostr.ClosedEnvelope:
-			// auth-required: and restricted: still prove a Nostr relay.
-			if env.SubscriptionID == probeSubID {
-				return fmt.Sprintf("CLOSED %q", env.Reason), nil
+			if env.SubscriptionID != subID {
+				continue
+			}
+			authNeeded := strings.HasPrefix(env.Reason, "auth-required:")
+			if !authNeeded || res.authedAs != "" || challenge == "" {
+				// A CLOSED still proves a Nostr relay.
+				res.answer = fmt.Sprintf("CLOSED %q", env.Reason)
+				res.authRequired = authNeeded && res.authedAs == ""
+				return res, nil
+			}
+			if key.IsZero() {
+				res.answer = fmt.Sprintf("CLOSED %q", env.Reason)
+				res.authRequired = true
+				return res, nil
+			}
+			pk, err := key.PublicKey()
+			if err != nil {
+				return res, err
+			}
+			evt := nip42.CreateUnsignedAuthEvent(challenge, pk, relayURL)
+			if err := evt.Sign(key.Hex()); err != nil {
+				return res, fmt.Errorf("sign AUTH event: %w", err)
+			}
+			authID = evt.ID
+			if err := send([]any{"AUTH", evt}); err != nil {
+				return res, fmt.Errorf("send AUTH: %w", rootCause(err))
+			}
+		case *nostr.OKEnvelope:
+			if authID == "" || env.EventID != authID {
+				continue
+			}
+			if !env.OK {
+				return res, fmt.Errorf("%w: %s", ErrAuthRefused, env.Reason)
+			}
+			pk, _ := key.PublicKey()
+			res.authedAs = pk
+			authID = ""
+			subID = probeSubID + "-authed"
+			if err := send([]any{"REQ", subID, filter}); err != nil {
+				return res, fmt.Errorf("send REQ: %w", rootCause(err))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,10 @@ import (
 	"testing"
 
 	"github.com/fiatjaf/khatru"
+	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip11"
+
+	"github.com/grasp-sync/grasp-sync/config"
 )
 
 // startOwnRelay runs a real khatru relay on loopback. Its NIP-11 document
@@ -18,7 +22,16 @@ import (
 // nip11 type lacks.
 func startOwnRelay(t *testing.T, authRequired bool) string {
 	t.Helper()
+	return startOwnRelayWith(t, authRequired, nil)
+}
+
+// startOwnRelayWith is startOwnRelay with a hook to configure the relay.
+func startOwnRelayWith(t *testing.T, authRequired bool, setup func(*khatru.Relay)) string {
+	t.Helper()
 	rl := khatru.NewRelay()
+	if setup != nil {
+		setup(rl)
+	}
 	rl.Info.Name = "test own relay"
 	rl.Info.Software = "https://github.com/fiatjaf/khatru"
 	rl.Info.Version = "v0.19.1"
@@ -89,6 +102,75 @@ func TestCheckWarnsAboutMissingAuthKey(t *testing.T) {
 	if out := h.stdout.String(); !strings.Contains(out, "requires NIP-42 auth but no key is configured") ||
 		!strings.Contains(out, "not configured: purgatory off") {
 		t.Errorf("report:\n%s", out)
+	}
+}
+
+// requireAuthToRead makes every REQ of an unauthenticated connection fail
+// with auth-required:, as GRASP relays restricting reads do.
+func requireAuthToRead(rl *khatru.Relay) {
+	rl.RejectFilter = append(rl.RejectFilter, func(ctx context.Context, _ nostr.Filter) (bool, string) {
+		if khatru.GetAuthed(ctx) == "" {
+			return true, "auth-required: read access needs NIP-42"
+		}
+		return false, ""
+	})
+}
+
+func TestCheckAuthenticatesWithTheKey(t *testing.T) {
+	url := startOwnRelayWith(t, true, requireAuthToRead)
+	const sk = "67dea2ed018072d675f5415ecfaed7d2597555e202d85b3d65ea4e58d2d92ffa"
+	pk, err := nostr.GetPublicKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(config.EnvAuthKey, sk)
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--timeout", "5s"); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	out := h.stdout.String()
+	t.Logf("report:\n%s", out)
+	for _, want := range []string{"REQ answered with EOSE", "NIP-42 AUTH       accepted for " + pk, "NIP-42 key        loaded, public key " + pk} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(out, sk) || strings.Contains(h.stderr.String(), sk) {
+		t.Error("the secret key was printed")
+	}
+	if strings.Contains(out, "no key is configured") {
+		t.Errorf("unexpected AUTH warning:\n%s", out)
+	}
+}
+
+func TestCheckWithoutKeyWarnsWhenReadsNeedAuth(t *testing.T) {
+	url := startOwnRelayWith(t, false, requireAuthToRead)
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--timeout", "5s"); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	out := h.stdout.String()
+	if !strings.Contains(out, `REQ answered with CLOSED "auth-required: read access needs NIP-42"`) ||
+		!strings.Contains(out, "requires NIP-42 AUTH to read but no key is configured") {
+		t.Errorf("report:\n%s", out)
+	}
+}
+
+func TestCheckReportsRefusedAuth(t *testing.T) {
+	url := startOwnRelayWith(t, true, func(rl *khatru.Relay) {
+		requireAuthToRead(rl)
+		rl.ServiceURL = "wss://somewhere.else" // AUTH events naming our URL are refused
+	})
+	t.Setenv(config.EnvAuthKey, "67dea2ed018072d675f5415ecfaed7d2597555e202d85b3d65ea4e58d2d92ffa")
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--timeout", "5s"); c != 1 {
+		t.Fatalf("exit %d", c)
+	}
+	if got, want := h.stderr.String(), "grasp-sync: own relay refused NIP-42 AUTH: error: failed to authenticate\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+	if h.stdout.String() != "" {
+		t.Errorf("stdout: %q", h.stdout)
 	}
 }
 
