@@ -90,7 +90,13 @@ type runner struct {
 	failsNotLog  int
 	reconnect    *time.Timer
 
+	// Congestion control after rate limiting, as in TCP: window is the
+	// effective window; below ssthresh it grows by one per answer (doubling
+	// per round trip), above it by one per window of answers (caAnswers
+	// counts them).
 	window     int
+	ssthresh   int
+	caAnswers  int
 	rlStreak   int
 	holdStart  time.Time
 	holdUntil  time.Time
@@ -111,6 +117,7 @@ func newRunner(ctx context.Context, p *Publisher) *runner {
 		items:     make(map[string]*item),
 		inflight:  make(map[string]*item),
 		window:    p.cfg.Window,
+		ssthresh:  p.cfg.Window,
 		reconnect: time.NewTimer(time.Hour),
 		hold:      time.NewTimer(time.Hour),
 		okCh:      make(chan okMsg, p.cfg.Window),
@@ -339,30 +346,41 @@ func (r *runner) handleReply(it *item, ok bool, reason string) {
 	}
 }
 
-// answered grows the window back after rate limiting (additive increase:
-// one per answer, so it doubles per round trip) and resets the failure
-// streaks. Answers to EVENTs sent before the latest hold do not count: they
-// are the tail of the burst that was limited.
+// answered grows the window back after rate limiting and resets the
+// failure streaks. Answers to EVENTs sent before the latest hold do not
+// count: they are the tail of the burst that was limited.
 func (r *runner) answered(it *item) {
 	r.dialFailures = 0
 	if it.sentAt.Before(r.holdStart) {
 		return
 	}
 	r.rlStreak = 0
-	if r.window < r.cfg.Window {
+	switch {
+	case r.window >= r.cfg.Window:
+	case r.window < r.ssthresh:
 		r.window++
+	default:
+		r.caAnswers++
+		if r.caAnswers >= r.window {
+			r.window++
+			r.caAnswers = 0
+		}
 	}
 }
 
-// rateLimited shrinks the window to one and holds all sending for a backoff
-// that grows with each rate-limited answer to an EVENT sent after the
-// previous hold (the rest of a burst does not make it longer).
+// rateLimited holds all sending for a backoff and restarts from a window
+// of one, remembering half the window that was too much. The backoff grows
+// with each rate-limited answer to an EVENT sent after the previous hold;
+// the rest of a burst neither makes it longer nor shrinks ssthresh again.
 func (r *runner) rateLimited(it *item, reason string) {
 	r.requeue(it, reasonRateLimited)
-	r.window = 1
 	if it.sentAt.Before(r.holdStart) {
 		return
 	}
+	if r.window > 1 {
+		r.ssthresh = max(r.window/2, 1)
+	}
+	r.window, r.caAnswers = 1, 0
 	r.rlStreak++
 	d := backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.rlStreak, r.p.rnd)
 	now := time.Now()
@@ -371,7 +389,8 @@ func (r *runner) rateLimited(it *item, reason string) {
 	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= failureLogEvery {
 		r.lastRLWarn = now
 		r.log.Warn("own relay is rate limiting; slowing down",
-			zap.String("reason", reason), zap.Int("streak", r.rlStreak), zap.Duration("hold", d))
+			zap.String("reason", reason), zap.Int("streak", r.rlStreak),
+			zap.Duration("hold", d), zap.Int("next_window_limit", r.ssthresh))
 	}
 }
 

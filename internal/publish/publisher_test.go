@@ -220,12 +220,12 @@ func TestRateLimitedSlowsDownAndRetries(t *testing.T) {
 }
 
 // After a rate-limited answer the publisher has one EVENT outstanding, and
-// the window grows back as answers come (one per answer: it doubles per
-// round trip). The relay answers whatever is pending once it holds every
+// the window grows back as answers come: doubling per round trip up to half
+// the window that was limited, then by one per round trip. The relay answers whatever is pending once it holds every
 // EVENT the publisher has in flight, so each batch it answers is the
 // publisher's whole window.
 func TestRateLimitedShrinksWindowAndGrowsBack(t *testing.T) {
-	const total, window = 80, 16
+	const total, window = 100, 16
 	f := newFakeRelay(t)
 	var (
 		conn    *fakeConn
@@ -295,8 +295,9 @@ func TestRateLimitedShrinksWindowAndGrowsBack(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// 15: the rest of the first window; 1: the rate-limited event alone;
-	// then 2, 4, 8 and the full window again.
-	want := []int{window - 1, 1, 2, 4, 8, window}
+	// then doubling up to half the window that was limited (8), then one
+	// more per round trip.
+	want := []int{window - 1, 1, 2, 4, 8, 9, 10, 11}
 	if len(batches) < len(want) || !slices.Equal(batches[:len(want)], want) {
 		t.Fatalf("answered batches %v, want them to start with %v", batches, want)
 	}
