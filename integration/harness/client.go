@@ -12,6 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
+	"github.com/nbd-wtf/go-nostr/nip77/negentropy/storage/vector"
 	"github.com/tidwall/gjson"
 )
 
@@ -318,4 +320,84 @@ func (c *Client) Req(ctx context.Context, subID string, filters ...nostr.Filter)
 // CloseSub sends ["CLOSE", subID].
 func (c *Client) CloseSub(ctx context.Context, subID string) error {
 	return c.Send(ctx, []any{"CLOSE", subID})
+}
+
+// ErrNegentropy is wrapped by Client.Negentropy errors that come from the
+// relay's answer (NEG-ERR, khatru's NEG-ERROR, or a NOTICE).
+var ErrNegentropy = errors.New("harness: negentropy refused")
+
+// Negentropy runs one NIP-77 reconciliation (go-nostr's negentropy protocol
+// code) on subscription subID for filter, with have as the client's set. It
+// returns the ids only the relay has (need) and the ids only the client has
+// (extra), then sends NEG-CLOSE. A NEG-ERR, NEG-ERROR or NOTICE answer
+// returns an error wrapping ErrNegentropy with the relay's text.
+func (c *Client) Negentropy(ctx context.Context, subID string, filter nostr.Filter, have []*nostr.Event) ([]string, []string, error) {
+	var need, extra []string
+	vec := vector.New()
+	for _, ev := range have {
+		vec.Insert(ev.CreatedAt, ev.ID)
+	}
+	vec.Seal()
+	neg := negentropy.New(vec, 1<<20)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for id := range neg.HaveNots {
+			need = append(need, id)
+		}
+	}()
+	extraDone := make(chan struct{})
+	go func() {
+		defer close(extraDone)
+		for id := range neg.Haves {
+			extra = append(extra, id)
+		}
+	}()
+	finished := false
+	defer func() {
+		if !finished {
+			// unblock the collectors; the session failed
+			close(neg.Haves)
+			close(neg.HaveNots)
+		}
+		<-collected
+		<-extraDone
+	}()
+
+	if err := c.Send(ctx, []any{"NEG-OPEN", subID, filter, neg.Start()}); err != nil {
+		return nil, nil, err
+	}
+	for {
+		m, err := c.Next(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		parts := gjson.GetMany(m, "0", "1", "2")
+		switch parts[0].String() {
+		case "NEG-MSG":
+			if parts[1].String() != subID {
+				continue
+			}
+			out, err := neg.Reconcile(parts[2].String())
+			if err != nil {
+				return nil, nil, fmt.Errorf("harness: reconcile: %w", err)
+			}
+			if out == "" {
+				finished = true // Reconcile closed the channels
+				c.Send(ctx, []any{"NEG-CLOSE", subID})
+				<-collected
+				<-extraDone
+				return need, extra, nil
+			}
+			if err := c.Send(ctx, []any{"NEG-MSG", subID, out}); err != nil {
+				return nil, nil, err
+			}
+		case "NEG-ERR", "NEG-ERROR":
+			if parts[1].String() == subID {
+				return nil, nil, fmt.Errorf("%w: %s %s", ErrNegentropy, parts[0].String(), parts[2].String())
+			}
+		case "NOTICE":
+			return nil, nil, fmt.Errorf("%w: NOTICE %s", ErrNegentropy, parts[1].String())
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nbd-wtf/go-nostr/nip77"
 	"github.com/tidwall/gjson"
 )
 
@@ -110,6 +109,9 @@ type proxyConn struct {
 	cancel   context.CancelFunc
 	killOnce sync.Once
 
+	// used by pumpUp only
+	negSessions map[string]*negSession
+
 	// guarded by r.obs.mu
 	subs   map[string]struct{}
 	recv   int
@@ -194,14 +196,11 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 				forward = false
 				break
 			}
-			if label == "NEG-OPEN" && c.r.opts.NegMaxEvents > 0 && c.r.opts.Negentropy {
-				if env, ok := nip77.ParseNegMessage(string(data)).(*nip77.OpenEnvelope); ok {
-					if len(c.r.store.Match(env.Filter, 0)) > c.r.opts.NegMaxEvents {
-						c.sendJSON(ctx, []any{"NEG-ERR", sub, "blocked: too many query results"})
-						forward = false
-					}
-				}
+			if c.r.opts.Negentropy {
+				c.negentropy(ctx, label, sub, data)
+				forward = false
 			}
+			// without NIP-77 khatru answers with a NOTICE
 		}
 		if !forward {
 			continue

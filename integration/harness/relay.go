@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/fiatjaf/eventstore"
 	"github.com/fiatjaf/khatru"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip11"
@@ -38,9 +37,13 @@ type RelayOptions struct {
 	Name string
 	// Addr is the listen address; default "127.0.0.1:0" (a free port).
 	Addr string
-	// Negentropy turns NIP-77 on. When off, NEG-OPEN is answered with
+	// Negentropy turns NIP-77 on (served in order per connection on the
+	// uncapped store, see negentropy.go). When off, NEG-OPEN is answered with
 	// khatru's NOTICE "failed to parse envelope: unknown label".
 	Negentropy bool
+	// NegIdleTimeout drops a negentropy session idle this long; default
+	// DefaultNegIdleTimeout (khatru's 7 s).
+	NegIdleTimeout time.Duration
 	// ReqCap, when positive, silently truncates every REQ filter to the
 	// newest ReqCap matching events (like strfry's maxFilterLimit 500); a
 	// smaller filter limit still applies. Negentropy sets are not capped by it.
@@ -107,6 +110,9 @@ func StartRelay(opts RelayOptions) (*Relay, error) {
 	if opts.LogLimit == 0 {
 		opts.LogLimit = DefaultLogLimit
 	}
+	if opts.NegIdleTimeout == 0 {
+		opts.NegIdleTimeout = DefaultNegIdleTimeout
+	}
 	r := &Relay{opts: opts, store: opts.Store, conns: make(map[*proxyConn]struct{})}
 	if r.store == nil {
 		r.store = NewStore()
@@ -144,10 +150,12 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.Log = log.New(out, "[khatru "+r.addr+"] ", log.LstdFlags)
 	k.ServiceURL = "http://" + r.addr
 	k.MaxMessageSize = r.opts.MaxMessageSize
-	k.Negentropy = r.opts.Negentropy
 	k.Info.Name = r.opts.Name
 	k.Info.URL = r.URL()
 	k.Info.AddSupportedNIP(34)
+	if r.opts.Negentropy {
+		k.Info.AddSupportedNIP(77)
+	}
 	k.Info.Limitation = &nip11.RelayLimitationDocument{
 		MaxMessageLength: int(r.opts.MaxMessageSize),
 		MaxSubscriptions: r.opts.MaxSubscriptions,
@@ -159,11 +167,7 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.DeleteEvent = append(k.DeleteEvent, r.store.DeleteEvent)
 	k.CountEvents = append(k.CountEvents, r.store.CountEvents)
 	k.QueryEvents = append(k.QueryEvents, func(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
-		limit := r.opts.ReqCap
-		if eventstore.IsNegentropySession(ctx) {
-			limit = 0
-		}
-		return streamEvents(ctx, r.store.Match(f, limit)), nil
+		return streamEvents(ctx, r.store.Match(f, r.opts.ReqCap)), nil
 	})
 	if r.opts.Policy != nil {
 		k.RejectEvent = append(k.RejectEvent, func(_ context.Context, ev *nostr.Event) (bool, string) {

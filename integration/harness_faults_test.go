@@ -1,0 +1,377 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+)
+
+// quiet is how long a test waits to conclude that a relay sends nothing.
+// Only absence is asserted with it, so a slow machine cannot make a test fail.
+const quiet = 300 * time.Millisecond
+
+// nextWithin returns the next message, or "" if none arrives within d.
+func nextWithin(c *harness.Client, d time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	m, _ := c.Next(ctx)
+	return m
+}
+
+func TestHarnessNegentropyOn(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{Negentropy: true, ReqCap: 50})
+	evs := corpus()[:100]
+	r.Inject(evs...)
+	local := append([]*nostr.Event{}, evs[:60]...)
+	clientOnly := notes(harness.KeyFromSeed("client-only"), 10, 1_600_000_000)
+	local = append(local, clientOnly...)
+
+	c := dial(t, ctx, r.URL())
+	need, extra, err := c.Negentropy(ctx, "neg", nostr.Filter{Kinds: []int{1}}, local)
+	if err != nil {
+		t.Fatalf("Negentropy: %v", err)
+	}
+	sort.Strings(need)
+	var wantNeed []string
+	for _, ev := range evs[60:] {
+		wantNeed = append(wantNeed, ev.ID)
+	}
+	sort.Strings(wantNeed)
+	if strings.Join(need, ",") != strings.Join(wantNeed, ",") {
+		t.Fatalf("need = %d ids, want the relay's 40 (ReqCap must not cap NEG sets)", len(need))
+	}
+	if len(extra) != len(clientOnly) {
+		t.Fatalf("extra = %d ids, want %d", len(extra), len(clientOnly))
+	}
+	harness.Eventually(t, waitTimeout, func() bool { return r.Stats().NegCloses == 1 }, "NEG-CLOSE not seen")
+	if st := r.Stats(); st.NegOpens != 1 || st.NegMsgs < 1 {
+		t.Fatalf("NegOpens %d, NegMsgs %d; want 1, >=1", st.NegOpens, st.NegMsgs)
+	}
+
+	// NIP-11 announces NIP-77 and the cap
+	info := nip11(t, r)
+	if !containsNIP(info.SupportedNIPs, 77) || info.Limitation.MaxLimit != 50 {
+		t.Fatalf("NIP-11 = %+v", info)
+	}
+}
+
+func TestHarnessNegentropyOffAnswersNotice(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{})
+	r.Inject(corpus()[:10]...)
+	c := dial(t, ctx, r.URL())
+	_, _, err := c.Negentropy(ctx, "neg", nostr.Filter{}, nil)
+	if !errors.Is(err, harness.ErrNegentropy) || !strings.Contains(err.Error(), "NOTICE") {
+		t.Fatalf("NEG-OPEN without NIP-77: err = %v, want a NOTICE", err)
+	}
+	if info := nip11(t, r); containsNIP(info.SupportedNIPs, 77) {
+		t.Fatal("NIP-11 announces 77 with negentropy off")
+	}
+}
+
+func TestHarnessNegMaxEvents(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{Negentropy: true, NegMaxEvents: 20})
+	r.Inject(corpus()[:30]...)
+	c := dial(t, ctx, r.URL())
+	_, _, err := c.Negentropy(ctx, "big", nostr.Filter{}, nil)
+	if !errors.Is(err, harness.ErrNegentropy) || !strings.Contains(err.Error(), "NEG-ERR blocked: too many query results") {
+		t.Fatalf("err = %v, want NEG-ERR blocked", err)
+	}
+	// a narrower filter fits
+	until := corpus()[9].CreatedAt
+	need, _, err := c.Negentropy(ctx, "small", nostr.Filter{Until: &until}, nil)
+	if err != nil || len(need) != 10 {
+		t.Fatalf("small window: %d ids, err %v", len(need), err)
+	}
+}
+
+func TestHarnessFaultsOnReq(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults harness.Faults
+		check  func(t *testing.T, res harness.ReqResult, c *harness.Client)
+	}{
+		{"notice", harness.Faults{ReqNotice: "rate-limited: slow down"}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
+			if len(res.Notices) != 1 || res.Notices[0] != "rate-limited: slow down" || res.EOSE || len(res.Events) != 0 {
+				t.Fatalf("got %+v", res)
+			}
+		}},
+		{"closed", harness.Faults{ReqClosed: "rate-limited: too many requests"}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
+			if res.Closed != "rate-limited: too many requests" || res.EOSE || len(res.Events) != 0 {
+				t.Fatalf("got %+v", res)
+			}
+		}},
+		{"no eose", harness.Faults{NoEOSE: true}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
+			if res.EOSE || len(res.Events) != 5 {
+				t.Fatalf("got EOSE %v with %d events, want no EOSE and 5 events", res.EOSE, len(res.Events))
+			}
+		}},
+		{"mute", harness.Faults{Mute: true}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
+			if res.EOSE || len(res.Events)+len(res.Notices) != 0 || res.Closed != "" {
+				t.Fatalf("got %+v", res)
+			}
+		}},
+		{"drop after send", harness.Faults{DropAfterSend: 3}, func(t *testing.T, res harness.ReqResult, c *harness.Client) {
+			if res.EOSE || len(res.Events) != 3 || !c.Closed() {
+				t.Fatalf("got EOSE %v, %d events, closed %v; want 3 events then a dropped connection", res.EOSE, len(res.Events), c.Closed())
+			}
+		}},
+		{"drop on receive", harness.Faults{DropOnReceive: 1}, func(t *testing.T, res harness.ReqResult, c *harness.Client) {
+			if res.EOSE || len(res.Events) != 0 || !c.Closed() {
+				t.Fatalf("got %+v, closed %v", res, c.Closed())
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startRelay(t, harness.RelayOptions{Faults: tt.faults})
+			r.Inject(corpus()[:5]...)
+			c := dial(t, testCtx(t), r.URL())
+			ctx, cancel := context.WithTimeout(context.Background(), quiet)
+			defer cancel()
+			res, _ := c.Req(ctx, "sub", nostr.Filter{})
+			tt.check(t, res, c)
+			if got := r.Stats().Reqs; got != 1 {
+				t.Fatalf("Stats.Reqs = %d, want 1", got)
+			}
+
+			// clearing the faults heals new connections
+			r.SetFaults(harness.Faults{})
+			c2 := dial(t, testCtx(t), r.URL())
+			if evs := req(t, testCtx(t), c2, "again", nostr.Filter{}); len(evs) != 5 {
+				t.Fatalf("after SetFaults: %d events", len(evs))
+			}
+		})
+	}
+}
+
+func TestHarnessDropOnReceiveCountsMessages(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{Faults: harness.Faults{DropOnReceive: 2}})
+	c := dial(t, ctx, r.URL())
+	req(t, ctx, c, "first", nostr.Filter{})
+	if err := c.Send(ctx, []any{"REQ", "second", nostr.Filter{}}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, waitTimeout, c.Closed, "connection not dropped on the 2nd message")
+	if m := nextWithin(c, quiet); m != "" {
+		t.Fatalf("relay answered the dropping message: %s", m)
+	}
+}
+
+func TestHarnessIgnoreNegentropy(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{Negentropy: true, Faults: harness.Faults{IgnoreNegentropy: true}})
+	c := dial(t, ctx, r.URL())
+	if err := c.Send(ctx, []any{"NEG-OPEN", "n", nostr.Filter{}, "6100000200"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextWithin(c, quiet); m != "" {
+		t.Fatalf("relay answered an ignored NEG-OPEN: %s", m)
+	}
+	req(t, ctx, c, "alive", nostr.Filter{}) // the connection still works
+}
+
+func TestHarnessEventFaults(t *testing.T) {
+	ctx := testCtx(t)
+	k := harness.NewKey()
+	evs := notes(k, 3, 1_700_000_000)
+
+	r := startRelay(t, harness.RelayOptions{Faults: harness.Faults{EventReject: "rate-limited: slow down"}})
+	err := harness.Publish(ctx, r.URL(), evs[0])
+	var rej *harness.RejectedError
+	if !errors.As(err, &rej) || rej.Reason != "rate-limited: slow down" || r.Has(evs[0].ID) {
+		t.Fatalf("EventReject: err %v", err)
+	}
+
+	r2 := startRelay(t, harness.RelayOptions{Faults: harness.Faults{EventLimit: 2}})
+	err = harness.Publish(ctx, r2.URL(), evs...)
+	if !errors.As(err, &rej) || rej.ID != evs[2].ID || !strings.HasPrefix(rej.Reason, "rate-limited:") {
+		t.Fatalf("EventLimit: err %v", err)
+	}
+	if !r2.Has(evs[0].ID) || !r2.Has(evs[1].ID) || r2.Has(evs[2].ID) {
+		t.Fatal("EventLimit stored the wrong events")
+	}
+	// the limit is per connection
+	if err := harness.Publish(ctx, r2.URL(), evs[2]); err != nil {
+		t.Fatalf("new connection: %v", err)
+	}
+}
+
+func TestHarnessRefusedAndClosedPorts(t *testing.T) {
+	ctx := testCtx(t)
+	for _, tt := range []struct {
+		name   string
+		faults harness.Faults
+		status int
+	}{
+		{"503", harness.Faults{Refuse: true}, http.StatusServiceUnavailable},
+		{"plain http", harness.Faults{PlainHTTP: true}, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startRelay(t, harness.RelayOptions{Faults: tt.faults})
+			if c, err := harness.Dial(ctx, r.URL()); err == nil {
+				c.Close()
+				t.Fatal("websocket dial succeeded")
+			}
+			resp, err := http.Get(r.HTTPURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			if st := r.Stats(); st.Refused != 2 || st.Connections != 0 {
+				t.Fatalf("Refused %d, Connections %d", st.Refused, st.Connections)
+			}
+		})
+	}
+	_, err := harness.Dial(ctx, harness.ClosedPortURL())
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("closed port: err = %v, want connection refused", err)
+	}
+}
+
+func TestHarnessMaxSubscriptions(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{MaxSubscriptions: 2, EnforceMaxSubscriptions: true})
+	if info := nip11(t, r); info.Limitation == nil || info.Limitation.MaxSubscriptions != 2 {
+		t.Fatalf("NIP-11 limitation = %+v", info.Limitation)
+	}
+	c := dial(t, ctx, r.URL())
+	req(t, ctx, c, "a", nostr.Filter{})
+	req(t, ctx, c, "b", nostr.Filter{})
+	short, cancel := context.WithTimeout(ctx, quiet)
+	defer cancel()
+	res, _ := c.Req(short, "c", nostr.Filter{})
+	if res.EOSE || len(res.Notices) != 1 || res.Notices[0] != "ERROR: too many concurrent REQs" {
+		t.Fatalf("third REQ: %+v", res)
+	}
+	req(t, ctx, c, "a", nostr.Filter{Limit: 1}) // reusing an open id is fine
+	if err := c.CloseSub(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	req(t, ctx, c, "d", nostr.Filter{})
+	// the limit is per connection
+	c2 := dial(t, ctx, r.URL())
+	req(t, ctx, c2, "a", nostr.Filter{})
+	st := r.Stats()
+	if st.PeakSubsPerConn != 2 || st.OpenSubs != 3 || st.PeakSubs != 3 {
+		t.Fatalf("PeakSubsPerConn %d, OpenSubs %d, PeakSubs %d; want 2, 3, 3", st.PeakSubsPerConn, st.OpenSubs, st.PeakSubs)
+	}
+
+	// announced but not enforced: REQs go through
+	r2 := startRelay(t, harness.RelayOptions{MaxSubscriptions: 1})
+	c3 := dial(t, ctx, r2.URL())
+	req(t, ctx, c3, "a", nostr.Filter{})
+	req(t, ctx, c3, "b", nostr.Filter{})
+}
+
+func TestHarnessRestartKeepsPortAndData(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{Negentropy: true})
+	url := r.URL()
+	r.Inject(corpus()[:10]...)
+	c := dial(t, ctx, url)
+	req(t, ctx, c, "live", nostr.Filter{LimitZero: true})
+
+	if err := r.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	harness.Eventually(t, waitTimeout, c.Closed, "client connection survived Stop")
+	if _, err := harness.Dial(ctx, url); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial stopped relay: %v, want connection refused", err)
+	}
+	if err := r.Stop(); !errors.Is(err, harness.ErrNotRunning) {
+		t.Fatalf("second Stop: %v", err)
+	}
+	r.Inject(corpus()[10:15]...) // the store stays usable while down
+
+	if err := r.Restart(); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if r.URL() != url {
+		t.Fatalf("URL changed: %s -> %s", url, r.URL())
+	}
+	c2 := dial(t, ctx, url)
+	if evs := req(t, ctx, c2, "all", nostr.Filter{}); len(evs) != 15 {
+		t.Fatalf("after restart: %d events, want 15", len(evs))
+	}
+	// Restart of a running relay stops it first
+	if err := r.Restart(); err != nil {
+		t.Fatalf("Restart running: %v", err)
+	}
+	harness.Eventually(t, waitTimeout, c2.Closed, "connection survived Restart")
+	if st := r.Stats(); st.Connections != 2 || st.OpenSubs != 0 {
+		t.Fatalf("Connections %d, OpenSubs %d", st.Connections, st.OpenSubs)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := r.Restart(); err == nil {
+		t.Fatal("Restart after Close succeeded")
+	}
+}
+
+func TestHarnessDropConnections(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{})
+	c := dial(t, ctx, r.URL())
+	req(t, ctx, c, "s", nostr.Filter{})
+	r.DropConnections()
+	harness.Eventually(t, waitTimeout, c.Closed, "connection not dropped")
+	c2 := dial(t, ctx, r.URL())
+	req(t, ctx, c2, "s", nostr.Filter{})
+}
+
+type relayInfo struct {
+	SupportedNIPs []int `json:"supported_nips"`
+	Limitation    *struct {
+		MaxSubscriptions int `json:"max_subscriptions"`
+		MaxLimit         int `json:"max_limit"`
+	} `json:"limitation"`
+}
+
+func nip11(t *testing.T, r *harness.Relay) relayInfo {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.HTTPURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("NIP-11: %v", err)
+	}
+	defer resp.Body.Close()
+	var info relayInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatalf("NIP-11 decode: %v", err)
+	}
+	if info.Limitation == nil {
+		t.Fatal("NIP-11 without limitation")
+	}
+	return info
+}
+
+func containsNIP(nips []int, n int) bool {
+	for _, x := range nips {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
