@@ -241,3 +241,26 @@ func TestStartReportsBindErrors(t *testing.T) {
 		t.Fatalf("Shutdown before Start: %v", err)
 	}
 }
+
+// BenchmarkStatus serves /status for a snapshot at the default relay bound
+// (limits.max_tracked_relays = 500).
+func BenchmarkStatus(b *testing.B) {
+	snap := sampleSnapshot()
+	for i := len(snap.Relays); i < 500; i++ {
+		r := snap.Relays[0]
+		r.URL = "wss://relay" + strings.Repeat("x", i%20) + ".example"
+		snap.Relays = append(snap.Relays, r)
+	}
+	h := New(Options{Provider: &fakeProvider{snap: snap}}).Handler()
+	req := httptest.NewRequest("GET", "/status", nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+		b.SetBytes(int64(rec.Body.Len()))
+	}
+}
