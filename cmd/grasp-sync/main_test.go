@@ -149,7 +149,9 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 	const key = "67dea2ed018072d675f5415ecfaed7d2597555e202d85b3d65ea4e58d2d92ffa"
 	t.Setenv(config.EnvAuthKey, key)
 	code := make(chan int, 1)
-	go func() { code <- h.run("run", "--own-relay", "ws://own.test:7777", "--listen", addr) }()
+	go func() {
+		code <- h.run("run", "--own-relay", "ws://own.test:7777", "--listen", addr, "--log.level", "debug")
+	}()
 
 	<-h.engine.started
 	base := "http://" + addr
@@ -191,6 +193,9 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 	}
 	if strings.Contains(logs, key) || strings.Contains(logs, key[:16]) {
 		t.Error("the secret key appears in the logs")
+	}
+	if !strings.Contains(logs, `"Key":"[redacted]"`) {
+		t.Errorf("debug configuration log lacks the redacted key:\n%s", logs)
 	}
 	select {
 	case c := <-h.exits:

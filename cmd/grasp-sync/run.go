@@ -60,6 +60,8 @@ func (e *env) runAction(c *cli.Context) error {
 		zap.String("own_relay", cfg.OwnRelay), zap.String("listen", cfg.Listen),
 		zap.String("git_dir", cfg.GitDir), zap.Bool("purgatory", cfg.PurgatoryActive()),
 		zap.Bool("auth_key", !cfg.Auth.Key.IsZero()))
+	// The secret key renders as "[redacted]".
+	log.Debug("configuration", zap.Any("config", cfg))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
