@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +32,7 @@ var (
 	ErrOwnRelayNotNostr    = errors.New("own relay does not answer as a Nostr relay")
 	ErrGitDir              = errors.New("git directory unusable")
 	ErrAuthRefused         = errors.New("own relay refused NIP-42 AUTH")
+	ErrGitMissing          = errors.New("git is not usable")
 )
 
 // relayInfo is the part of a NIP-11 document check reports. go-nostr's
@@ -199,6 +201,13 @@ func runCheck(ctx context.Context, cfg *config.Config, timeout time.Duration, fi
 			p = "off (purgatory.enabled: false)"
 		}
 		rep.add("git directory", "%s writable, purgatory %s", cfg.GitDir, p)
+		if cfg.PurgatoryActive() {
+			v, err := gitVersion(reqCtx)
+			if err != nil {
+				return nil, fmt.Errorf("%w: purgatory runs git: %s", ErrGitMissing, oneLine(err))
+			}
+			rep.add("git", "%s", v)
+		}
 	}
 
 	if cfg.Auth.Key.IsZero() {
@@ -390,6 +399,19 @@ func describeNIP11(rep *report, info *relayInfo, cfg *config.Config) {
 	} else {
 		rep.add("negentropy", "NIP-77 advertised")
 	}
+}
+
+// gitVersion runs `git --version` from PATH.
+func gitVersion(ctx context.Context) (string, error) {
+	path, err := exec.LookPath("git")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	return strings.TrimSpace(string(out)) + " (" + path + ")", nil
 }
 
 // checkWritableDir verifies dir exists, is a directory and accepts a new file.

@@ -75,6 +75,7 @@ func TestCheckAgainstRealRelay(t *testing.T) {
 		"max_subscriptions=20 max_filters=10 max_limit=500 max_message_length=131072",
 		"NIP-77 advertised",
 		gitDir + " writable, purgatory on",
+		"git version ",
 		"NIP-42 key        none",
 	} {
 		if !strings.Contains(out, want) {
@@ -227,6 +228,22 @@ func TestCheckFailuresAreOneLine(t *testing.T) {
 				t.Errorf("stdout not empty: %q", out)
 			}
 		})
+	}
+}
+
+func TestCheckNeedsGitForPurgatory(t *testing.T) {
+	url := startOwnRelay(t, false)
+	t.Setenv("PATH", t.TempDir()) // no git here
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir()); c != 1 {
+		t.Fatalf("exit %d", c)
+	}
+	if got, want := h.stderr.String(), "grasp-sync: git is not usable: purgatory runs git: exec: \"git\": executable file not found in $PATH\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+	h = newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir(), "--purgatory.enabled=false"); c != 0 {
+		t.Fatalf("purgatory off: exit %d: %s", c, h.stderr)
 	}
 }
 
