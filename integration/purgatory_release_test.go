@@ -246,3 +246,38 @@ func TestPurgatoryPRRelease(t *testing.T) {
 		t.Fatal("PR update not published")
 	}
 }
+
+// Clone URLs from announcements must not reach loopback or private
+// addresses unless the operator allows it: nothing is fetched from them.
+func TestPurgatoryRefusesPrivateCloneURLs(t *testing.T) {
+	env := startPurgatory(t, func(c *purgatory.Config) {
+		c.AllowPrivateAddresses = false
+		c.SyncedDelay = 20 * time.Millisecond
+		c.Loop = 20 * time.Millisecond
+		c.Backoff = []time.Duration{20 * time.Millisecond}
+	})
+	const d = "private"
+	owner := newPgKey(t)
+	srv := pgGitServer(t, 0)
+	remote, err := srv.CreateRepo(owner.rel(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustCommit(t, remote, "main", "x")
+	env.localRepo(t, owner, d)
+	env.P.AddAnnouncement(pgAnnouncement(t, owner, d, []string{srv.CloneURL(owner.rel(t, d)), "file:///etc/passwd", "ext::sh -c id"}))
+	ev := pgState(t, owner, d, nostr.Now(), map[string]string{"refs/heads/main": c}, "main")
+	if err := env.P.Add(ev, false); err != nil {
+		t.Fatal(err)
+	}
+	pgWait(t, "three sync attempts", func() bool { return env.metric(t, "purgatory_sync_attempts_total", nil) >= 3 })
+	if f := srv.Stats().Requests; f != 0 {
+		t.Errorf("loopback clone URL was contacted %d times", f)
+	}
+	if !env.P.Has(ev.ID) {
+		t.Error("released without data")
+	}
+	if got := env.metric(t, "purgatory_domain_requests_total", map[string]string{"result": "error"}); got < 3 {
+		t.Errorf("domain_requests_total{error} = %v", got)
+	}
+}

@@ -147,17 +147,19 @@ type Purgatory struct {
 
 	wake chan struct{}
 
-	mu       sync.Mutex
-	byID     map[string]*entry
-	states   map[string]map[string]*entry // identifier → author → newest state
-	prs      map[string]map[string]*entry // identifier → event id → PR / update
-	anns     map[string]map[string]*announcement
-	nAnns    int
-	latest   map[string]stamp // author + "/" + identifier → newest state known on the own relay or released
-	queue    *syncQueue
-	runCtx   context.Context
-	stopping bool
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	byID   map[string]*entry
+	states map[string]map[string]*entry // identifier → author → newest state
+	prs    map[string]map[string]*entry // identifier → event id → PR / update
+	anns   map[string]map[string]*announcement
+	nAnns  int
+	latest map[string]stamp // author + "/" + identifier → newest state known on the own relay or released
+	queue  *syncQueue
+	// lastExpiry is when pass last looked for expired entries.
+	lastExpiry time.Time
+	runCtx     context.Context
+	stopping   bool
+	wg         sync.WaitGroup
 
 	identMu   sync.Mutex
 	identLock map[string]*identLock
@@ -666,8 +668,13 @@ func (p *Purgatory) spawn(fn func()) bool {
 func (p *Purgatory) pass(ctx context.Context) {
 	now := p.clock.Now()
 	p.mu.Lock()
+	// Expiry is checked at most once per Loop (passes also run on every Add).
+	expire := now.Sub(p.lastExpiry) >= p.cfg.Loop
+	if expire {
+		p.lastExpiry = now
+	}
 	for _, e := range p.byID {
-		if now.Sub(e.added) >= p.cfg.Expiry {
+		if expire && now.Sub(e.added) >= p.cfg.Expiry {
 			if p.removeLocked(e) {
 				p.m.expired.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
 				p.log.Info("expired without git data", zap.String("event", e.ev.ID),

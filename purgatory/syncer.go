@@ -137,7 +137,9 @@ func (s *syncer) nextSource(ctx context.Context, id string, tried map[string]boo
 // became satisfiable.
 func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []string, l *lease) {
 	fetched, err := s.sc.Fetch(ctx, id, src.URL, needed, l)
-	l.release(true)
+	// A URL refused before git ran (invalid, private address, no local
+	// repository) never reached the remote: it does not count as a request.
+	l.release(!errors.Is(err, gitx.ErrInvalid) && !errors.Is(err, ErrNoLocalRepo))
 	result := resultOK
 	if err != nil && !errors.Is(err, gitx.ErrRoundCut) {
 		result = resultError
