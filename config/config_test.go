@@ -333,7 +333,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	c := validDefault()
 	c.Purgatory.Backoff = []time.Duration{time.Second}
 	c.Health.Jitter = 0
-	b, err := c.MarshalYAML()
+	b, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +550,7 @@ func TestSecretKeyIsRedacted(t *testing.T) {
 
 	js, _ := json.Marshal(c)
 	ym, _ := yaml.Marshal(c)
-	own, _ := c.MarshalYAML()
+	own, _ := c.YAML()
 	txt, _ := k.MarshalText()
 	outputs := map[string]string{
 		"zap":  logs.String(),

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzParse: Parse never panics, and whatever it accepts survives a
-// MarshalYAML → Parse round trip unchanged.
+// YAML → Parse round trip unchanged.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.yml")
 	files = append(files, "../grasp-sync.example.yml")
@@ -27,7 +27,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		_ = cfg.Validate()
-		b, err := cfg.MarshalYAML()
+		b, err := cfg.YAML()
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}

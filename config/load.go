@@ -113,9 +113,8 @@ func (c *Config) ResolveKey(lookup func(string) (string, bool)) error {
 	return nil
 }
 
-// MarshalYAML renders cfg as a YAML document that Parse reads back to the
+// YAML renders c as a YAML document that Parse reads back to the
 // same value (the secret key is omitted).
-func (c *Config) MarshalYAML() ([]byte, error) {
-	type plain Config // avoid recursion
-	return yaml.Marshal((*plain)(c))
+func (c *Config) YAML() ([]byte, error) {
+	return yaml.Marshal(c)
 }
