@@ -34,14 +34,22 @@ func (e *RejectedError) Error() string {
 // Unwrap makes errors.Is(err, ErrRejected) hold.
 func (e *RejectedError) Unwrap() error { return ErrRejected }
 
-// publishWindow is how many EVENTs Publish keeps in flight.
-const publishWindow = 64
-
-// Publish sends evs to the relay at url over one plain WebSocket connection
-// and waits for every OK. It returns nil when all were accepted (duplicates
-// count as accepted), otherwise an errors.Join of *RejectedError values (and
-// the connection error, if any).
+// Publish sends evs in order to the relay at url over one plain WebSocket
+// connection, waiting for each OK before sending the next (so an event's
+// dependencies published before it are stored first). It returns nil when
+// all were accepted (duplicates count as accepted), otherwise an errors.Join
+// of *RejectedError values (and the connection error, if any).
 func Publish(ctx context.Context, url string, evs ...*nostr.Event) error {
+	return PublishWindow(ctx, url, 1, evs...)
+}
+
+// PublishWindow is Publish with up to window EVENTs in flight, for
+// throughput. khatru handles a connection's messages concurrently, so events
+// in one window may be stored in any order.
+func PublishWindow(ctx context.Context, url string, window int, evs ...*nostr.Event) error {
+	if window < 1 {
+		window = 1
+	}
 	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return fmt.Errorf("harness: publish: dial %s: %w", url, err)
@@ -49,7 +57,7 @@ func Publish(ctx context.Context, url string, evs ...*nostr.Event) error {
 	defer conn.CloseNow()
 	conn.SetReadLimit(-1)
 
-	pending := make(map[string]bool, publishWindow)
+	pending := make(map[string]bool, window)
 	var errs []error
 	readOne := func() error {
 		_, data, err := conn.Read(ctx)
@@ -71,7 +79,7 @@ func Publish(ctx context.Context, url string, evs ...*nostr.Event) error {
 		return nil
 	}
 	for _, ev := range evs {
-		for len(pending) >= publishWindow {
+		for len(pending) >= window {
 			if err := readOne(); err != nil {
 				return errors.Join(append(errs, err)...)
 			}

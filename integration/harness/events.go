@@ -139,7 +139,9 @@ func WithContent(s string) Option {
 // WithContentSize replaces the content by a synthetic git patch (a diff)
 // of about n bytes.
 func WithContentSize(n int) Option {
-	return func(ev *nostr.Event) { ev.Content = SyntheticPatch(strconv.Itoa(ev.Kind)+ev.Content, n) }
+	return func(ev *nostr.Event) {
+		ev.Content = SyntheticPatch(fmt.Sprint(ev.Kind, ev.PubKey, ev.CreatedAt, ev.Content), n)
+	}
 }
 
 // WithClone appends a ["clone", urls...] tag.
@@ -223,11 +225,24 @@ func setTag(ev *nostr.Event, key string, values ...string) {
 	ev.Tags = append(ev.Tags, tag)
 }
 
+// unsignedMark is set as Sig by the unsigned option: build then only
+// computes the id, and the caller signs later (in parallel).
+const unsignedMark = "unsigned"
+
+// unsigned makes a builder return the event with its id but no signature.
+func unsigned(ev *nostr.Event) { ev.Sig = unsignedMark }
+
 // build signs an event of kind with tags, then options.
 func (k *Key) build(kind int, content string, tags nostr.Tags, opts []Option) *nostr.Event {
 	ev := &nostr.Event{Kind: kind, CreatedAt: nostr.Now(), Tags: tags, Content: content, PubKey: k.PubKey}
 	for _, o := range opts {
 		o(ev)
+	}
+	if ev.Sig == unsignedMark {
+		ev.PubKey = k.PubKey
+		ev.Sig = ""
+		ev.ID = ev.GetID()
+		return ev
 	}
 	return k.Sign(ev)
 }
