@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sort"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -234,7 +233,7 @@ func (g *gitContext) Sources(_ context.Context, id string) []Source {
 	for _, e := range s.prs {
 		raw = append(raw, e.cloneURLs...)
 	}
-	own := strings.ToLower(g.p.cfg.OwnDomain)
+	own := gitx.NormalizeDomain("", g.p.cfg.OwnDomain)
 	seen := map[string]bool{}
 	var out []Source
 	for _, u := range raw {

@@ -75,6 +75,7 @@ func TestParseCloneURL(t *testing.T) {
 		{"https://Example.com/npub1x/repo.git", "example.com"},
 		{"http://127.0.0.1:8080/a.git", "127.0.0.1:8080"},
 		{"git://host/x", "host"},
+		{"https://Host:443/x", "host"}, {"http://host:80/x", "host"}, {"https://host:8443/x", "host:8443"},
 		{"file:///etc", ""}, {"ext::sh -c id", ""}, {"-u http://x", ""}, {"https://user:pw@host/x", ""},
 		{"ssh://host/x", ""}, {"https:///x", ""}, {"https://host/x y", ""},
 	} {

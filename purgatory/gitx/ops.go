@@ -112,7 +112,7 @@ func FetchOIDs(ctx context.Context, r Runner, repo, url string, oids []string, g
 		}
 		first = false
 		args := append([]string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--", u.Raw}, remaining...)
-		_, err := r.Run(ctx, Cmd{Dir: repo, Args: args})
+		_, err := r.Run(ctx, Cmd{Dir: repo, Config: []string{"protocol.version=2"}, Args: args})
 		if err == nil {
 			break
 		}

@@ -101,8 +101,12 @@ func NewExec(timeout time.Duration) *Exec {
 }
 
 // hardening are the -c settings every command gets: no credential helper,
-// only network transports an announcement may name, no repository hooks.
+// only network transports an announcement may name, no repository hooks, no
+// redirects. safe.directory=* because a sidecar shares the relay's git
+// directory and often runs as another user; the paths it works on are
+// built by RepoPath inside the configured directory.
 var hardening = []string{
+	"safe.directory=*",
 	"credential.helper=",
 	"protocol.allow=never",
 	"protocol.https.allow=always",
@@ -170,12 +174,15 @@ func (e *Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	return res, fmt.Errorf("run git %s: %w", strings.Join(c.Args, " "), err)
 }
 
-// CleanEnv is the environment git runs with: PATH and HOME from the process,
-// a C locale (stable error texts), no terminal prompts, and none of the
-// inherited GIT_* variables.
+// CleanEnv is the environment git runs with: PATH, HOME, TMPDIR, proxy and
+// CA settings from the process, a C locale (stable error texts), no terminal
+// prompts, no system or global git config (no url rewrites, helpers or
+// hooks from the host), and none of the inherited GIT_* variables.
 func CleanEnv() []string {
-	env := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "LANG=C", "GIT_ASKPASS=", "SSH_ASKPASS="}
-	for _, key := range []string{"PATH", "HOME", "TMPDIR"} {
+	env := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "LANG=C", "GIT_ASKPASS=", "SSH_ASKPASS=",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	for _, key := range []string{"PATH", "HOME", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+		"http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
 		if v, ok := os.LookupEnv(key); ok {
 			env = append(env, key+"="+v)
 		}

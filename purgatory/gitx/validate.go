@@ -157,7 +157,31 @@ func ParseCloneURL(raw string) (CloneURL, error) {
 	if u.Hostname() == "" {
 		return bad("no host")
 	}
-	return CloneURL{Raw: raw, Domain: strings.ToLower(u.Host), Host: strings.ToLower(u.Hostname())}, nil
+	return CloneURL{Raw: raw, Domain: NormalizeDomain(u.Scheme, u.Host), Host: strings.ToLower(u.Hostname())}, nil
+}
+
+// NormalizeDomain lower-cases host[:port] and drops the scheme's default
+// port (443 for https, 80 for http, 9418 for git); an empty scheme drops
+// 443 and 80.
+func NormalizeDomain(scheme, hostport string) string {
+	d := strings.ToLower(hostport)
+	var defaults []string
+	switch scheme {
+	case "https":
+		defaults = []string{":443"}
+	case "http":
+		defaults = []string{":80"}
+	case "git":
+		defaults = []string{":9418"}
+	default:
+		defaults = []string{":443", ":80"}
+	}
+	for _, p := range defaults {
+		if strings.HasSuffix(d, p) {
+			return strings.TrimSuffix(d, p)
+		}
+	}
+	return d
 }
 
 // Resolver looks up host addresses; *net.Resolver satisfies it.
