@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +280,52 @@ func TestPurgatoryRefusesPrivateCloneURLs(t *testing.T) {
 	}
 	if got := env.metric(t, "purgatory_domain_requests_total", map[string]string{"result": "error"}); got < 3 {
 		t.Errorf("domain_requests_total{error} = %v", got)
+	}
+}
+
+// An older state from a maintainer never overwrites the refs of a newer one
+// already applied, even when its data arrives later; it is still published
+// (the relay keeps one state per author). An older state from the same
+// author as a known newer one is refused (ErrStale).
+func TestPurgatoryOlderStateNeverOverwrites(t *testing.T) {
+	env := startPurgatory(t, func(c *purgatory.Config) {
+		c.SyncedDelay = 20 * time.Millisecond
+		c.Loop = 20 * time.Millisecond
+	})
+	const d = "order"
+	owner, m1, m2 := newPgKey(t), newPgKey(t), newPgKey(t)
+	srv := pgGitServer(t, 0)
+	remote, err := srv.CreateRepo(owner.rel(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cOld := mustCommit(t, remote, "old", "old")
+	cNew := mustCommit(t, remote, "new", "new")
+	local := env.localRepo(t, owner, d)
+	env.P.AddAnnouncement(pgAnnouncement(t, owner, d, []string{srv.CloneURL(owner.rel(t, d))}, m1.pk, m2.pk))
+
+	now := nostr.Now()
+	newer := pgState(t, m2, d, now, map[string]string{"refs/heads/main": cNew, "refs/tags/n": cNew}, "main")
+	if err := env.P.Add(newer, false); err != nil {
+		t.Fatal(err)
+	}
+	pgWait(t, "newer state released", func() bool { return !env.P.Has(newer.ID) })
+
+	older := pgState(t, m1, d, now-100, map[string]string{"refs/heads/main": cOld}, "main")
+	if err := env.P.Add(older, false); err != nil {
+		t.Fatal(err)
+	}
+	pgWait(t, "older state released", func() bool { return !env.P.Has(older.ID) })
+	if _, ok := env.Own.has(older.ID); !ok {
+		t.Error("older state not published")
+	}
+	refs := mustRefs(t, local)
+	if refs["refs/heads/main"] != cNew || refs["refs/tags/n"] != cNew || len(refs) != 2 {
+		t.Errorf("refs = %v, want the newer state's (main=%s, tag n)", refs, cNew)
+	}
+
+	stale := pgState(t, m2, d, now-50, map[string]string{"refs/heads/main": cOld}, "main")
+	if err := env.P.Add(stale, false); !errors.Is(err, purgatory.ErrStale) {
+		t.Errorf("older state of the same author: %v, want ErrStale", err)
 	}
 }

@@ -94,11 +94,19 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"loop", c.Loop}, {"synced_delay", c.SyncedDelay}, {"own_relay_delay", c.OwnRelayDelay},
-		{"expiry", c.Expiry}, {"domain_window", c.DomainWindow}, {"git_timeout", c.GitCommandTimeout},
+		{"loop", c.Loop}, {"expiry", c.Expiry}, {"domain_window", c.DomainWindow}, {"git_timeout", c.GitCommandTimeout},
 	} {
 		if d.v <= 0 {
 			return bad(d.name, fmt.Sprintf("%q", d.v), "must be > 0")
+		}
+	}
+	// The delays may be 0 (sync at the next pass), not negative.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"synced_delay", c.SyncedDelay}, {"own_relay_delay", c.OwnRelayDelay}} {
+		if d.v < 0 {
+			return bad(d.name, fmt.Sprintf("%q", d.v), "must be >= 0")
 		}
 	}
 	if len(c.Backoff) == 0 {

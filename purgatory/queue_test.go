@@ -11,11 +11,17 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
+	zero := DefaultConfig()
+	zero.SyncedDelay, zero.OwnRelayDelay = 0, 0
+	if err := zero.Validate(); err != nil {
+		t.Fatalf("zero delays (sync at once) refused: %v", err)
+	}
 	for _, tc := range []struct {
 		mut  func(*Config)
 		want string
 	}{
 		{func(c *Config) { c.Loop = 0 }, `purgatory.loop: must be > 0, got "0s"`},
+		{func(c *Config) { c.SyncedDelay = -time.Millisecond }, `purgatory.synced_delay: must be >= 0, got "-1ms"`},
 		{func(c *Config) { c.Backoff = nil }, `purgatory.backoff: must have at least one value, got []`},
 		{func(c *Config) { c.Backoff[2] = -time.Second }, `purgatory.backoff[2]: must be > 0, got "-1s"`},
 		{func(c *Config) { c.DomainConcurrency = 0 }, `purgatory.domain_concurrency: must be > 0, got 0`},
