@@ -701,8 +701,16 @@ func (p *Purgatory) pass(ctx context.Context) {
 			p.mu.Lock()
 			complete = complete || !p.pendingLocked(id)
 			p.queue.done(id, complete, p.clock.Now())
+			attempts := 0
+			if e := p.queue.entries[id]; e != nil {
+				attempts = e.attempts
+			}
 			p.m.queueSize.Set(float64(p.queue.len()))
 			p.mu.Unlock()
+			// Repeated failures are logged with their count, at 1, 2, 4, 8… attempts.
+			if !complete && attempts > 0 && attempts&(attempts-1) == 0 && ctx.Err() == nil {
+				p.log.Info("git data still missing; will retry", zap.String("identifier", id), zap.Int("attempts", attempts))
+			}
 			if complete {
 				p.m.attempts.WithLabelValues(resultComplete).Inc()
 			} else {
