@@ -114,14 +114,6 @@ func removeSorted(list []*nostr.Event, ev *nostr.Event) []*nostr.Event {
 	return slices.Delete(list, i, i+1)
 }
 
-func eachIndexedTag(ev *nostr.Event, fn func(tagKey)) {
-	for _, tag := range ev.Tags {
-		if len(tag) >= 2 && len(tag[0]) == 1 && isIndexedTag(tag[0]) {
-			fn(tagKey{tag[0], tag[1]})
-		}
-	}
-}
-
 // add inserts ev (not yet present); bulk appends without keeping order, the
 // caller must call sortAll afterwards.
 func (s *Store) add(ev *nostr.Event, bulk bool, dirty map[tagKey]struct{}) {
@@ -135,19 +127,24 @@ func (s *Store) add(ev *nostr.Event, bulk bool, dirty map[tagKey]struct{}) {
 	} else {
 		s.events = insertSorted(s.events, ev)
 	}
-	seen := make(map[tagKey]struct{}, 4)
-	eachIndexedTag(ev, func(k tagKey) {
-		if _, dup := seen[k]; dup {
-			return
+	var buf [8]tagKey
+	seen := buf[:0]
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || len(tag[0]) != 1 || !isIndexedTag(tag[0]) {
+			continue
 		}
-		seen[k] = struct{}{}
+		k := tagKey{tag[0], tag[1]}
+		if slices.Contains(seen, k) {
+			continue
+		}
+		seen = append(seen, k)
 		if bulk {
 			s.byTag[k] = append(s.byTag[k], ev)
 			dirty[k] = struct{}{}
 		} else {
 			s.byTag[k] = insertSorted(s.byTag[k], ev)
 		}
-	})
+	}
 }
 
 func (s *Store) remove(ev *nostr.Event) {
@@ -162,14 +159,18 @@ func (s *Store) remove(ev *nostr.Event) {
 		delete(s.byAddr, addr)
 	}
 	s.events = removeSorted(s.events, ev)
-	eachIndexedTag(ev, func(k tagKey) {
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || len(tag[0]) != 1 || !isIndexedTag(tag[0]) {
+			continue
+		}
+		k := tagKey{tag[0], tag[1]}
 		list := removeSorted(s.byTag[k], ev)
 		if len(list) == 0 {
 			delete(s.byTag, k)
 		} else {
 			s.byTag[k] = list
 		}
-	})
+	}
 }
 
 // save stores ev applying replacement rules. It returns whether ev was stored

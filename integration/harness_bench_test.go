@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+)
+
+// benchEvents is the universe size for harness benchmarks; set
+// GRASP_BENCH_EVENTS (e.g. 1000000) to scale it.
+func benchEvents() int {
+	if n, err := strconv.Atoi(os.Getenv("GRASP_BENCH_EVENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+var benchUniverse = sync.OnceValues(func() (*harness.Universe, time.Duration) {
+	start := time.Now()
+	n := benchEvents()
+	u, err := harness.NewUniverse(harness.UniverseOptions{
+		Seed: 42, Repos: max(1, n/200), Relays: []string{"ws://127.0.0.1:1", "ws://127.0.0.1:2"}, Events: n,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return u, time.Since(start)
+})
+
+func BenchmarkHarnessUniverse(b *testing.B) {
+	u, took := benchUniverse()
+	b.ReportMetric(float64(len(u.Events))/took.Seconds(), "events/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+func BenchmarkHarnessInject(b *testing.B) {
+	u, _ := benchUniverse()
+	var ms0, ms1 runtime.MemStats
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		s := harness.NewStore()
+		b.StartTimer()
+		if n := s.Put(u.Events...); n != len(u.Events) {
+			b.Fatalf("stored %d of %d", n, len(u.Events))
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&ms1)
+		b.ReportMetric(float64(ms1.HeapAlloc-ms0.HeapAlloc)/float64(len(u.Events)), "index-bytes/event")
+		runtime.KeepAlive(s)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(u.Events)*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+func BenchmarkHarnessReqAll(b *testing.B) {
+	u, _ := benchUniverse()
+	r, err := harness.StartRelay(harness.RelayOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	r.Inject(u.Events...)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := harness.Dial(ctx, r.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := c.Req(ctx, "all", nostr.Filter{})
+		if err != nil || len(res.Events) != len(u.Events) {
+			b.Fatalf("got %d events, err %v", len(res.Events), err)
+		}
+		c.Close()
+	}
+	b.ReportMetric(float64(len(u.Events)*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+func BenchmarkHarnessTagQuery(b *testing.B) {
+	u, _ := benchUniverse()
+	s := harness.NewStore()
+	s.Put(u.Events...)
+	var addrs []string
+	for _, r := range u.Repos[:min(100, len(u.Repos))] {
+		addrs = append(addrs, r.Address)
+	}
+	f := nostr.Filter{Tags: nostr.TagMap{"a": addrs}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if len(s.Match(f, 0)) == 0 {
+			b.Fatal("no match")
+		}
+	}
+}
+
+func BenchmarkHarnessNegentropy(b *testing.B) {
+	u, _ := benchUniverse()
+	r, err := harness.StartRelay(harness.RelayOptions{Negentropy: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	r.Inject(u.Events...)
+	have := u.Events[:len(u.Events)-len(u.Events)/1000] // 0.1% missing
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := harness.Dial(ctx, r.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		need, _, err := c.Negentropy(ctx, "n", nostr.Filter{}, have)
+		if err != nil || len(need) != len(u.Events)-len(have) {
+			b.Fatalf("need %d, err %v", len(need), err)
+		}
+		c.Close()
+	}
+}
+
+func BenchmarkHarnessPublish(b *testing.B) {
+	u, _ := benchUniverse()
+	evs := u.Events[:min(2000, len(u.Events))]
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		r, err := harness.StartRelay(harness.RelayOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := harness.PublishWindow(ctx, r.URL(), 64, evs...); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		r.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(evs)*b.N)/b.Elapsed().Seconds(), "events/s")
+}
