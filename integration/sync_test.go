@@ -51,8 +51,8 @@ func TestFreshStartAllLayers(t *testing.T) {
 	patch := bob.Patch(addr, old)
 	pr := bob.PR(addr, "0123456789abcdef0123456789abcdef01234567")
 	status := alice.Status(harness.KindStatusApplied, patch)
-	comment := alice.Comment(issue, nil)                                   // E/e tagged
-	repoComment := bob.Comment(repo, nil)                                  // A/a tagged
+	comment := alice.Comment(issue, nil)  // E/e tagged
+	repoComment := bob.Comment(repo, nil) // A/a tagged
 	quote := bob.Sign(&nostr.Event{Kind: 1, Tags: nostr.Tags{{"q", issue.ID}}, Content: "see this", CreatedAt: nostr.Now()})
 	quoteRepo := bob.Sign(&nostr.Event{Kind: 1, Tags: nostr.Tags{{"q", addr}}, Content: "nice repo", CreatedAt: nostr.Now()})
 	upperA := bob.Sign(&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"A", addr}, {"K", "30617"}}, Content: "upper A", CreatedAt: nostr.Now()})

@@ -75,7 +75,7 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Handler:                  HandlerConfig{QueueLen: 10000, MaxEventBytes: 262144, MaxEventTags: 2000},
+		Handler:                  HandlerConfig{QueueLen: 10000, MaxEventBytes: 262144, MaxEventTags: 2000, SeenTTL: 20 * time.Minute},
 		Rejected:                 RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000},
 	}
 }
@@ -159,7 +159,10 @@ type remote struct {
 	rebuildLive  bool
 	deferred     bool // compute_actions must run again for this relay
 	fullResyncAt time.Time
-	lastError    string
+	// baseline is the filter count right after the last consolidation:
+	// the fewest filters the relay's items fit in.
+	baseline  int
+	lastError string
 	received     atomic.Uint64
 	failures     int
 }
@@ -529,13 +532,12 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.subscribeLayer1(r)
 		e.startBatch(r, newItems(), []nostr.Filter{filters.Layer1(nil)}, true)
 	} else {
+		// Catch-up and live in one: subscriptions with since return what
+		// was stored meanwhile, then stay open. No pending batch: the
+		// items are confirmed already.
 		since := nostr.Timestamp(lastConnected.Add(-e.cfg.SinceBuffer).Unix())
 		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
-		e.subscribeLayer1(r)
-		repos, roots := r.Confirmed.Repos.sorted(), r.Confirmed.Roots.sorted()
-		e.subscribeLive(r, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
-		catchup := append([]nostr.Filter{filters.Layer1(&since)}, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
-		e.startBatch(r, newItems(), catchup, true)
+		e.subscribeCatchup(r, r.Confirmed, since)
 	}
 	e.recomputeRelay(r.URL)
 	e.updateRelayState(r)
@@ -578,7 +580,7 @@ func (e *Engine) teardown(r *remote) {
 		go conn.Close()
 	}
 	r.conn, r.cancel, r.cmds = nil, nil, nil
-	r.live, r.jobs, r.running = nil, nil, 0
+	r.live, r.jobs, r.running, r.baseline = nil, nil, 0, 0
 	r.consolidateBy = time.Time{}
 	r.rebuildLive, r.deferred = false, false
 	delete(e.pending, r.URL)
@@ -631,14 +633,19 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 	if len(fs) == 0 {
 		return
 	}
+	e.openChunked(r, filters.Live(fs))
+}
+
+// openChunked opens fs as subscriptions of at most the relay's max_filters
+// filters each.
+func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
 	per := e.d.Health.Limits(r.URL).MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
 	}
-	live := filters.Live(fs)
-	for start := 0; start < len(live); start += per {
+	for start := 0; start < len(fs); start += per {
 		r.liveSeq++
-		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), live[start:min(start+per, len(live))])
+		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:min(start+per, len(fs))])
 	}
 }
 
@@ -763,7 +770,11 @@ func (e *Engine) addFilters(a AddFilters) {
 	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
 	newFilters := filters.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
 	budget := e.d.Health.SubscriptionBudget(r.URL)
-	if e.filtersOpen(r)+newFilters > e.cfg.ConsolidationThreshold || len(r.live)+1 >= budget {
+	// Consolidate when the relay would carry more filters than the
+	// threshold (or, when even its consolidated set exceeds that, half a
+	// threshold more than that set), or would use its last subscription.
+	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
+	if e.filtersOpen(r)+newFilters > limit || len(r.live)+1 >= budget {
 		if len(e.pending[r.URL]) > 0 {
 			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
 			r.deferred = true
@@ -794,11 +805,16 @@ func (e *Engine) consolidate(r *remote) {
 		items.Roots.addAll(b.Items.Roots)
 	}
 	since := nostr.Timestamp(e.clock.Now().Add(-e.cfg.SinceBuffer).Unix())
-	repos, roots := items.Repos.sorted(), items.Roots.sorted()
-	e.subscribeLayer1(r)
-	e.subscribeLive(r, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
-	catchup := append([]nostr.Filter{filters.Layer1(&since)}, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
-	e.startBatch(r, newItems(), catchup, true)
+	e.subscribeCatchup(r, items, since)
+	r.baseline = e.filtersOpen(r)
+}
+
+// subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
+// with since: stored events since then, then live.
+func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
+	e.openLive(r, "l1", []nostr.Filter{filters.Layer1(&since)})
+	fs := filters.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
+	e.openChunked(r, fs)
 }
 
 // --- historic batches -----------------------------------------------------
@@ -946,6 +962,7 @@ func (e *Engine) fullResync(r *remote) {
 	r.ClearConfirmed()
 	r.HistoricFailed = false
 	r.consolidateBy = time.Time{}
+	r.baseline = 0
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
 	e.subscribeLayer1(r)
 	e.startBatch(r, newItems(), []nostr.Filter{filters.Layer1(nil)}, true)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	stdsync "sync"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
@@ -52,8 +53,10 @@ type HandlerConfig struct {
 	QueueLen      int
 	MaxEventBytes int
 	MaxEventTags  int
-	// SeenMax bounds the dedupe set.
+	// SeenMax bounds the dedupe set; SeenTTL is how long an id is
+	// remembered at most (0: until evicted by size).
 	SeenMax int
+	SeenTTL time.Duration
 }
 
 // Incoming is one event as received from a relay.
@@ -98,7 +101,7 @@ func NewHandler(cfg HandlerConfig, publish PublishFunc, purg Purgatory, rejected
 	}
 	return &Handler{
 		cfg: cfg, log: log, m: m, publish: publish, purg: purg, rejected: rejected,
-		seen:    newSeenSet(cfg.SeenMax),
+		seen:    newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
 		in:      make(chan Incoming, cfg.QueueLen),
 		retries: make(chan *nostr.Event, cfg.QueueLen),
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	stdsync "sync"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,6 +132,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		QueueLen:      cfg.Limits.RelayQueue,
 		MaxEventBytes: cfg.Limits.MaxEventBytes,
 		MaxEventTags:  cfg.Limits.MaxEventTags,
+		// The dedupe memory must be shorter than the full-resync interval,
+		// or a resync could never re-publish what the own relay lost.
+		SeenTTL: min(20*time.Minute, cfg.Sync.FullResyncMin/2),
 	}
 	scfg.Rejected = gsync.RejectedConfig{
 		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,

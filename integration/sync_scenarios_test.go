@@ -1,0 +1,316 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// relayStatus returns the status of one relay as the sidecar reports it.
+func relayStatus(sc *runningSidecar, url string) (status.Relay, bool) {
+	for _, r := range sc.Status().Relays {
+		if r.URL == url {
+			return r, true
+		}
+	}
+	return status.Relay{}, false
+}
+
+// waitState waits until the sidecar reports relay url in state.
+func waitState(t *testing.T, sc *runningSidecar, url, state string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	if !harness.WaitFor(ctx, syncTimeout, func() bool {
+		r, ok := relayStatus(sc, url)
+		return ok && r.State == state
+	}) {
+		r, _ := relayStatus(sc, url)
+		t.Fatalf("relay %s never reached state %s: %+v", url, state, r)
+	}
+}
+
+// reqsAfter returns the REQ messages relay r received after t0.
+func reqsAfter(r *harness.Relay, t0 time.Time) []harness.Msg {
+	var out []harness.Msg
+	for _, m := range r.Received(t0) {
+		if m.Type == "REQ" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestQuickReconnect: a remote restarted within the quick-reconnect window
+// delivers the events written while it was down, and the REQs after the
+// reconnect carry since (or are live, limit 0).
+func TestQuickReconnect(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "quick", own, remote)
+	mustPublish(t, own, repo)
+	issue := alice.Issue(alice.RepoAddress("quick"), "before")
+	remote.Inject(repo, issue)
+
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, issue)
+	// The issue is a root: wait until its Layer 3 is confirmed too, so
+	// that everything is caught up with since after the reconnect.
+	harness.Eventually(t, syncTimeout, func() bool {
+		r, _ := relayStatus(sc, remote.URL())
+		return r.State == "connected" && r.RootsConfirmed == 1
+	}, "the issue never became a confirmed root")
+
+	if err := remote.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, sc, remote.URL(), "disconnected")
+	during := alice.Issue(alice.RepoAddress("quick"), "while down")
+	reply := alice.Comment(issue, nil)
+	remote.Inject(during, reply)
+	restarted := time.Now()
+	if err := remote.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitHas(t, own, during, reply)
+	waitState(t, sc, remote.URL(), "connected")
+
+	reqs := reqsAfter(remote, restarted)
+	if len(reqs) == 0 {
+		t.Fatal("no REQ after reconnect")
+	}
+	for _, m := range reqs {
+		if !strings.Contains(m.Raw, `"since":`) && !strings.Contains(m.Raw, `"limit":0`) {
+			t.Errorf("REQ after quick reconnect without since: %s", m.Raw)
+		}
+	}
+}
+
+// TestStaleReconnect: beyond the quick-reconnect window the relay is synced
+// from scratch, so even old events written while it was away arrive.
+func TestStaleReconnect(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "stale", own, remote)
+	mustPublish(t, own, repo)
+	remote.Inject(repo)
+
+	cfg := fastConfig(own)
+	cfg.Sync.QuickReconnectWindow = 500 * time.Millisecond
+	cfg.Sync.SinceBuffer = 0
+	sc := startSidecar(t, cfg)
+	waitState(t, sc, remote.URL(), "connected")
+
+	if err := remote.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, sc, remote.URL(), "disconnected")
+	// Old enough that no since-based catch-up would see it.
+	old := alice.Issue(alice.RepoAddress("stale"), "old", harness.At(time.Now().Add(-48*time.Hour)))
+	remote.Inject(old)
+	time.Sleep(cfg.Sync.QuickReconnectWindow + 200*time.Millisecond)
+	restarted := time.Now()
+	if err := remote.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitHas(t, own, old)
+	fresh := false
+	for _, m := range reqsAfter(remote, restarted) {
+		if !strings.Contains(m.Raw, `"since":`) && !strings.Contains(m.Raw, `"limit":0`) {
+			fresh = true
+		}
+	}
+	if !fresh {
+		t.Fatal("no REQ without since after a stale reconnect")
+	}
+}
+
+// TestPagination: 5,000 matching events on a relay that caps REQ results
+// at 500, 1,200 of them sharing one created_at: all arrive and the pager
+// terminates.
+func TestPagination(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "capped", ReqCap: 500})
+	alice, bob := harness.NewKey(), harness.NewKey()
+	repo := repoFor(alice, "big", own, remote)
+	mustPublish(t, own, repo)
+	addr := alice.RepoAddress("big")
+
+	same := harness.WithCreatedAt(nostr.Timestamp(time.Now().Add(-time.Hour).Unix()))
+	var evs []*nostr.Event
+	base := time.Now().Add(-10 * 24 * time.Hour)
+	for i := 0; i < 400; i++ {
+		issue := bob.Issue(addr, fmt.Sprint("same second ", i), same)
+		evs = append(evs, issue,
+			bob.Status(harness.KindStatusClosed, issue, same),
+			alice.Comment(repo, nil, same, harness.WithContent(fmt.Sprint("c", i))))
+	}
+	for i := len(evs); i < 5000; i++ {
+		evs = append(evs, bob.Issue(addr, fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute))))
+	}
+	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
+
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, evs...)
+	waitState(t, sc, remote.URL(), "connected")
+}
+
+// TestConsolidation: 300 repositories on one relay, discovered a few at a
+// time, keep the relay's open filters at or below the threshold and still
+// sync everything.
+func TestConsolidation(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	cfg := fastConfig(own)
+	sc := startSidecar(t, cfg)
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if r, ok := relayStatus(sc, remote.URL()); ok && int64(r.FiltersOpen) > peak.Load() {
+				peak.Store(int64(r.FiltersOpen))
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+
+	var issues []*nostr.Event
+	for i := 0; i < 300; i += 10 {
+		var anns []*nostr.Event
+		for j := i; j < i+10; j++ {
+			d := fmt.Sprintf("repo-%03d", j)
+			ann := repoFor(alice, d, own, remote)
+			issue := alice.Issue(alice.RepoAddress(d), "issue of "+d)
+			remote.Inject(ann, issue)
+			anns = append(anns, ann)
+			issues = append(issues, issue)
+		}
+		mustPublish(t, own, anns...)
+		time.Sleep(cfg.Sync.BatchWindow + 50*time.Millisecond)
+	}
+	waitHas(t, own, issues...)
+	close(stop)
+	<-done
+	if p := peak.Load(); p > int64(cfg.Sync.ConsolidationThreshold) {
+		t.Fatalf("open filters peaked at %d, threshold %d", p, cfg.Sync.ConsolidationThreshold)
+	}
+	if p := peak.Load(); p == 0 {
+		t.Fatal("never observed an open filter")
+	}
+	if st := remote.Stats(); st.PeakSubsPerConn > cfg.Health.DefaultSubscriptionBudget {
+		t.Fatalf("relay saw %d subscriptions on one connection, budget %d", st.PeakSubsPerConn, cfg.Health.DefaultSubscriptionBudget)
+	}
+	t.Logf("peak open filters %d, peak subscriptions per connection %d", peak.Load(), remote.Stats().PeakSubsPerConn)
+}
+
+// TestRejectedThenAccepted: an issue arrives before one of the
+// repositories it belongs to is accepted; the own relay (stricter than
+// usual: every repository an issue tags must be hosted) refuses it; once
+// that announcement is accepted the issue is retried and lands.
+func TestRejectedThenAccepted(t *testing.T) {
+	strict := func(r *harness.Relay, ev *nostr.Event) (bool, string) {
+		if ev.Kind == harness.KindIssue {
+			for _, tag := range ev.Tags {
+				if len(tag) >= 2 && tag[0] == "a" {
+					parts := strings.SplitN(tag[1], ":", 3)
+					if len(parts) != 3 || r.Count(nostr.Filter{Kinds: []int{30617}, Authors: []string{parts[1]}, Tags: nostr.TagMap{"d": {parts[2]}}}) == 0 {
+						return false, "restricted: every tagged repository must be hosted here"
+					}
+				}
+			}
+			return true, ""
+		}
+		return harness.GraspPolicy()(r, ev)
+	}
+	own := startRelay(t, harness.RelayOptions{Name: "own", Policy: strict})
+	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	alice, bob := harness.NewKey(), harness.NewKey()
+	r1 := repoFor(alice, "one", own, remote)
+	r2 := repoFor(bob, "two", own, remote)
+	mustPublish(t, own, r1)
+	issue := alice.Issue(alice.RepoAddress("one"), "spans two repos", harness.WithTags(nostr.Tag{"a", bob.RepoAddress("two")}))
+	remote.Inject(r1, issue)
+
+	sc := startSidecar(t, fastConfig(own))
+	harness.Eventually(t, syncTimeout, func() bool { return sc.Status().Rejected.Hot > 0 }, "the issue was never rejected")
+	if own.Has(issue.ID) {
+		t.Fatal("issue accepted before its repository")
+	}
+	mustPublish(t, remote, r2) // reaches the own relay through Layer 1 live
+	waitHas(t, own, r2, issue)
+}
+
+// TestOwnRelayRestart: the own relay restarts in the middle of a sync and
+// nothing is lost.
+func TestOwnRelayRestart(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "restart", own, remote)
+	mustPublish(t, own, repo)
+	var evs []*nostr.Event
+	base := time.Now().Add(-time.Hour)
+	for i := 0; i < 3000; i++ {
+		evs = append(evs, alice.Issue(alice.RepoAddress("restart"), fmt.Sprint(i), harness.At(base.Add(time.Duration(i)*time.Second))))
+	}
+	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
+
+	startSidecar(t, fastConfig(own))
+	harness.Eventually(t, syncTimeout, func() bool {
+		return own.Count(nostr.Filter{Kinds: []int{harness.KindIssue}}) > 200
+	}, "sync never started")
+	if err := own.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := own.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitHas(t, own, evs...)
+}
+
+// TestFullResync: the 23–25 h timer, shrunk, finds an event deleted from
+// the own relay's store behind the sidecar's back.
+func TestFullResync(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "resync", own, remote)
+	mustPublish(t, own, repo)
+	issue := alice.Issue(alice.RepoAddress("resync"), "keep me")
+	remote.Inject(repo, issue)
+
+	cfg := fastConfig(own)
+	cfg.Sync.FullResyncMin = 2 * time.Second
+	cfg.Sync.FullResyncMax = 3 * time.Second
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, issue)
+	waitState(t, sc, remote.URL(), "connected")
+	own.Delete(issue.ID)
+	if own.Has(issue.ID) {
+		t.Fatal("delete did not work")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	if !harness.WaitFor(ctx, syncTimeout, func() bool { return own.Has(issue.ID) }) {
+		t.Fatal("full resync did not restore the deleted event")
+	}
+}
