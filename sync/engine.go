@@ -163,8 +163,8 @@ type remote struct {
 	// the fewest filters the relay's items fit in.
 	baseline  int
 	lastError string
-	received     atomic.Uint64
-	failures     int
+	received  atomic.Uint64
+	failures  int
 }
 
 type job struct {
