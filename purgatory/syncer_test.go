@@ -505,3 +505,40 @@ func TestDomainLabelsBounded(t *testing.T) {
 type nopPublisher struct{}
 
 func (nopPublisher) Publish(context.Context, *nostr.Event) error { return nil }
+
+// Run wakes up when the earliest identifier is due (not only every Loop),
+// and returns after its syncs finished once ctx ends.
+func TestRunWakesAtDueTime(t *testing.T) {
+	env := newTestEnv(t, func(c *Config) { c.Loop = time.Hour })
+	env.p.runCtx = nil
+	sc := env.sc
+	sc.sources = []Source{{"http://s/r.git", "s"}}
+	sc.serve["http://s/r.git"] = []string{oid(1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.p.Run(ctx) }()
+	ev := stateEv(t, newKey(t), "repo", 1000, oid(1))
+	if err := env.p.Add(ev, false); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until Run armed its timer for the due time (500 ms), then move there.
+	waitFor(t, "timer armed", func() bool {
+		env.clk.mu.Lock()
+		defer env.clk.mu.Unlock()
+		for _, tm := range env.clk.timers {
+			if !tm.stopped && tm.at.Equal(env.clk.now.Add(500*time.Millisecond)) {
+				return true
+			}
+		}
+		return false
+	})
+	env.clk.Advance(500 * time.Millisecond)
+	waitFor(t, "released", func() bool { return !env.p.Has(ev.ID) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if err := env.p.Run(context.Background()); err == nil {
+		t.Fatal("second Run accepted")
+	}
+}
