@@ -147,6 +147,7 @@ type fakeConn struct {
 	sessions map[string]*fakeSession
 	opened   []string
 	closed   []string
+	ended    []*fakeSession
 	filters  []nostr.Filter
 }
 
@@ -157,6 +158,7 @@ type fakeSession struct {
 	ch     chan relay.NegReply
 	round  int
 	done   bool
+	msgs   []string // client messages received
 }
 
 var _ Conn = (*fakeConn)(nil)
@@ -175,6 +177,7 @@ func (f *fakeConn) serve(s *fakeSession, msg string) step {
 }
 
 func (f *fakeConn) deliver(s *fakeSession, msg string) {
+	s.msgs = append(s.msgs, msg)
 	var st step
 	if f.handle != nil {
 		st = f.handle(s, s.round, msg)
@@ -233,6 +236,7 @@ func (f *fakeConn) NegClose(subID string) {
 			close(s.ch)
 		}
 		delete(f.sessions, subID)
+		f.ended = append(f.ended, s)
 	}
 }
 

@@ -34,7 +34,10 @@ var (
 	// made the protocol engine fail.
 	ErrInvalidMessage = errors.New("neg: invalid message from relay")
 	// ErrSessionClosed: the reply channel closed before the reconciliation
-	// finished (the connection ended or the relay dropped the session).
+	// finished (the connection ended or the relay dropped the session), or
+	// the relay answered NEG-ERR "CLOSED" / "closed: …" (khatru lost the
+	// session: it answers NEG-OPEN before storing it, or expired it after
+	// 7 s idle). ReconcileSplit retries such a session.
 	ErrSessionClosed = errors.New("neg: session closed by relay or connection")
 	// ErrLimit: the session went past Options.MaxRounds or Options.MaxIDs.
 	ErrLimit = errors.New("neg: session limit exceeded")
@@ -77,6 +80,14 @@ type Options struct {
 	MaxRounds int
 	// MaxIDs caps the need plus have ids one session collects. Default 2,000,000.
 	MaxIDs int
+	// ClosedResendDelay is how long to wait before sending the first
+	// NEG-MSG again when the relay answered it with NEG-ERR "CLOSED"
+	// (khatru's race between answering NEG-OPEN and storing the session).
+	// Default 100 ms.
+	ClosedResendDelay time.Duration
+	// SessionRetries is how often ReconcileSplit restarts a window whose
+	// session ended with ErrSessionClosed. Default 2.
+	SessionRetries int
 	// MinWindow is the smallest time window ReconcileSplit splits down to
 	// (whole seconds). Default 1 minute.
 	MinWindow time.Duration
@@ -88,13 +99,15 @@ type Options struct {
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
 	return Options{
-		FrameLimit:     60_000,
-		MaxInboundHex:  2 << 20,
-		InitialTimeout: 15 * time.Second,
-		IdleTimeout:    30 * time.Second,
-		MaxRounds:      1_000,
-		MaxIDs:         2_000_000,
-		MinWindow:      time.Minute,
+		FrameLimit:        60_000,
+		MaxInboundHex:     2 << 20,
+		InitialTimeout:    15 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxRounds:         1_000,
+		MaxIDs:            2_000_000,
+		SessionRetries:    2,
+		ClosedResendDelay: 100 * time.Millisecond,
+		MinWindow:         time.Minute,
 	}
 }
 
@@ -113,6 +126,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: MaxRounds %d: must be positive", ErrInvalidOptions, o.MaxRounds)
 	case o.MaxIDs <= 0:
 		return fmt.Errorf("%w: MaxIDs %d: must be positive", ErrInvalidOptions, o.MaxIDs)
+	case o.ClosedResendDelay < 0:
+		return fmt.Errorf("%w: ClosedResendDelay %s: must not be negative", ErrInvalidOptions, o.ClosedResendDelay)
+	case o.SessionRetries < 0:
+		return fmt.Errorf("%w: SessionRetries %d: must not be negative", ErrInvalidOptions, o.SessionRetries)
 	case o.MinWindow < time.Second:
 		return fmt.Errorf("%w: MinWindow %s: must be at least 1s", ErrInvalidOptions, o.MinWindow)
 	}
@@ -190,6 +207,8 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 	timer := time.NewTimer(opt.InitialTimeout)
 	defer timer.Stop()
 	answered := false
+	resent := false
+	var lastOut string
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,6 +226,27 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			case r.Err != "":
 				if strings.HasPrefix(r.Err, "blocked:") {
 					return res, fmt.Errorf("%w: %s", ErrBlocked, r.Err)
+				}
+				if r.Err == "CLOSED" || strings.HasPrefix(r.Err, "closed:") {
+					if res.Rounds == 1 && !resent {
+						// khatru v0.19.1 answers NEG-OPEN before it stores
+						// the session, so our first NEG-MSG can arrive too
+						// early. The session exists a moment later and the
+						// server engine keeps no state between messages:
+						// send the same message once more.
+						resent = true
+						if err := waitCtx(ctx, opt.ClosedResendDelay); err != nil {
+							return res, err
+						}
+						if err := c.NegMsg(ctx, subID, lastOut); err != nil {
+							return res, fmt.Errorf("neg: resend NEG-MSG: %w", err)
+						}
+						res.BytesSent += len(lastOut) / 2
+						timer.Reset(opt.IdleTimeout)
+						continue
+					}
+					// The relay forgot or expired the session; a new one may work.
+					return res, fmt.Errorf("%w: %w: %s", ErrRelay, ErrSessionClosed, r.Err)
 				}
 				return res, fmt.Errorf("%w: %s", ErrRelay, r.Err)
 			case r.Notice != "":
@@ -246,9 +286,25 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			if err := c.NegMsg(ctx, subID, out); err != nil {
 				return res, fmt.Errorf("neg: send NEG-MSG: %w", err)
 			}
+			lastOut = out
 			res.BytesSent += len(out) / 2
 			timer.Reset(opt.IdleTimeout)
 		}
+	}
+}
+
+// waitCtx waits for d or until ctx ends.
+func waitCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -299,6 +299,7 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.MaxRounds = 0 },
 		func(o *Options) { o.MaxIDs = 0 },
 		func(o *Options) { o.MinWindow = time.Millisecond },
+		func(o *Options) { o.SessionRetries = -1 },
 	}
 	for i, f := range bad {
 		o := DefaultOptions()
@@ -310,5 +311,35 @@ func TestOptionsValidate(t *testing.T) {
 	_, err := Reconcile(context.Background(), newFakeConn(nil, 0), "", nostr.Filter{}, NewStorage(nil), DefaultOptions())
 	if !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("empty subscription id: err = %v", err)
+	}
+}
+
+// TestReconcileResendsAfterKhatruClosed: khatru can answer the first NEG-MSG
+// with "CLOSED" because it stores the session only after answering
+// NEG-OPEN; the same message sent again succeeds.
+func TestReconcileResendsAfterKhatruClosed(t *testing.T) {
+	d := makeDataset(52, 2000, 0.1)
+	conn := newFakeConn(fixedSet(d.server), 0)
+	conn.handle = func(s *fakeSession, round int, msg string) step {
+		if round == 1 {
+			return step{replies: []relay.NegReply{{Err: "CLOSED"}}}
+		}
+		return conn.serve(s, msg)
+	}
+	opt := testOptions()
+	opt.FrameLimit = 4096
+	opt.ClosedResendDelay = time.Millisecond
+	res, err := Reconcile(context.Background(), conn, "x", nostr.Filter{}, ourStorage(d.client), opt)
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if !slices.Equal(res.Need, d.need) || !slices.Equal(res.Have, d.have) {
+		t.Fatalf("need/have = %d/%d, want %d/%d", len(res.Need), len(res.Have), len(d.need), len(d.have))
+	}
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	msgs := conn.ended[0].msgs
+	if len(msgs) < 3 || msgs[1] != msgs[2] {
+		t.Errorf("the first NEG-MSG was not sent again unchanged")
 	}
 }

@@ -20,7 +20,8 @@ type LocalFunc func(nostr.Filter) (negentropy.Storage, error)
 // ReconcileSplit reconciles filter like Reconcile, and when the relay
 // answers "blocked:" (too many results) it splits the filter's time range
 // [since, until] in halves and reconciles each half, recursively, down to
-// Options.MinWindow. A missing since counts as 0; a missing until as
+// Options.MinWindow. A window whose session was lost (ErrSessionClosed) is
+// retried up to Options.SessionRetries times. A missing since counts as 0; a missing until as
 // Options.Now, while the newest window keeps until unset so events from
 // the future stay covered. Need and Have are sorted. Sessions use the ids subIDPrefix+"0",
 // subIDPrefix+"1", … one at a time. On error the Result holds everything
@@ -32,7 +33,9 @@ func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nost
 	defer func() {
 		res.Duration = time.Since(start)
 		slices.Sort(res.Need)
+		res.Need = slices.Compact(res.Need)
 		slices.Sort(res.Have)
+		res.Have = slices.Compact(res.Have)
 	}()
 	if err := opt.Validate(); err != nil {
 		return res, err
@@ -46,10 +49,15 @@ func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nost
 	}
 	minWidth := int64(opt.MinWindow / time.Second)
 
-	stack := []nostr.Filter{filter}
+	type window struct {
+		f     nostr.Filter
+		tries int
+	}
+	stack := []window{{f: filter}}
 	for n := 0; len(stack) > 0; n++ {
-		w := stack[len(stack)-1]
+		top := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		w := top.f
 
 		local, err := localFor(w)
 		if err != nil {
@@ -60,6 +68,10 @@ func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nost
 		res.Have = append(res.Have, r.Have...)
 		res.Stats.add(r.Stats)
 		if err == nil {
+			continue
+		}
+		if errors.Is(err, ErrSessionClosed) && top.tries < opt.SessionRetries && ctx.Err() == nil {
+			stack = append(stack, window{f: w, tries: top.tries + 1})
 			continue
 		}
 		if !errors.Is(err, ErrBlocked) {
@@ -79,7 +91,7 @@ func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nost
 		lower, upper := w, w
 		lower.Since, lower.Until = tsPtr(lo), tsPtr(mid)
 		upper.Since = tsPtr(mid + 1) // upper keeps w.Until (possibly unset)
-		stack = append(stack, upper, lower)
+		stack = append(stack, window{f: upper}, window{f: lower})
 	}
 	return res, nil
 }

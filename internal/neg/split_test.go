@@ -105,3 +105,51 @@ func TestReconcileSplitLocalError(t *testing.T) {
 		t.Fatalf("err = %v, want the local set error", err)
 	}
 }
+
+func TestReconcileSplitRetriesLostSession(t *testing.T) {
+	d := makeDataset(63, 2000, 0.1)
+	for _, tc := range []struct {
+		name    string
+		lost    int // sessions that lose their state
+		wantErr bool
+	}{
+		{"one lost session is retried", 1, false},
+		{"retries are bounded", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := newFakeConn(fixedSet(d.server), 0)
+			lost := 0
+			conn.handle = func(s *fakeSession, round int, msg string) step {
+				if (round == 1 || round == 2) && lost < tc.lost { // the session is gone: the resend fails too
+					if round == 2 {
+						lost++
+					}
+					return step{replies: []relay.NegReply{{Err: "CLOSED"}}}
+				}
+				return conn.serve(s, msg)
+			}
+			opt := testOptions()
+			opt.FrameLimit = 4096
+			local := func(nostr.Filter) (negentropy.Storage, error) { return ourStorage(d.client), nil }
+			res, err := ReconcileSplit(context.Background(), conn, "r", nostr.Filter{}, local, opt)
+			if tc.wantErr {
+				if !errors.Is(err, ErrSessionClosed) || !errors.Is(err, ErrRelay) {
+					t.Fatalf("err = %v, want ErrSessionClosed and ErrRelay", err)
+				}
+				if got := len(conn.closedIDs()); got != 1+opt.SessionRetries {
+					t.Errorf("%d sessions, want %d", got, 1+opt.SessionRetries)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ReconcileSplit: %v", err)
+			}
+			if !slices.Equal(res.Need, d.need) || !slices.Equal(res.Have, d.have) {
+				t.Fatalf("need/have = %d/%d, want %d/%d", len(res.Need), len(res.Have), len(d.need), len(d.have))
+			}
+			if got := conn.closedIDs(); !slices.Equal(got, []string{"r0", "r1"}) {
+				t.Errorf("sessions %v, want [r0 r1]", got)
+			}
+		})
+	}
+}
