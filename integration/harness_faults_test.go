@@ -375,3 +375,87 @@ func containsNIP(nips []int, n int) bool {
 	}
 	return false
 }
+
+func TestHarnessAuth(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{AuthWrites: true, AuthReads: true})
+	k := harness.NewKey()
+	ev := notes(k, 1, 1_700_000_000)[0]
+	err := r.Publish(ctx, ev)
+	var rej *harness.RejectedError
+	if !errors.As(err, &rej) || !strings.HasPrefix(rej.Reason, "auth-required:") {
+		t.Fatalf("unauthenticated publish: %v", err)
+	}
+
+	c := dial(t, ctx, r.URL())
+	res, err := c.Req(ctx, "s", nostr.Filter{})
+	if err != nil || !strings.HasPrefix(res.Closed, "auth-required:") {
+		t.Fatalf("unauthenticated REQ: %+v %v", res, err)
+	}
+	// the challenge came before the CLOSED; find it in the relay's log
+	var challenge string
+	for _, m := range r.Sent(time.Time{}) {
+		if m.Type == "AUTH" && m.Conn == 2 {
+			var v []string
+			json.Unmarshal([]byte(m.Raw), &v)
+			challenge = v[1]
+		}
+	}
+	if challenge == "" {
+		t.Fatal("no AUTH challenge sent")
+	}
+	bad := k.Auth(r.URL(), "wrong")
+	if err := c.Send(ctx, []any{"AUTH", bad}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := c.Next(ctx); !strings.Contains(m, "false") || !strings.Contains(m, bad.ID) {
+		t.Fatalf("bad AUTH answered %s", m)
+	}
+	good := k.Auth(r.URL(), challenge)
+	if err := c.Send(ctx, []any{"AUTH", good}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := c.Next(ctx); !strings.Contains(m, "true") || !strings.Contains(m, good.ID) {
+		t.Fatalf("good AUTH answered %s", m)
+	}
+	req(t, ctx, c, "s2", nostr.Filter{})
+	if err := c.Send(ctx, []any{"EVENT", ev}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, waitTimeout, func() bool { return r.Has(ev.ID) }, "authenticated EVENT not stored")
+}
+
+func TestHarnessDelayAndNIP11Extra(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{
+		Faults:     harness.Faults{Delay: quiet},
+		NIP11Extra: map[string]any{"supported_grasps": []string{"GRASP-01"}},
+	})
+	c := dial(t, ctx, r.URL())
+	if err := c.Send(ctx, []any{"REQ", "s", nostr.Filter{}}); err != nil {
+		t.Fatal(err)
+	}
+	// EOSE is held back by the delay …
+	if m := nextWithin(c, quiet/3); m != "" {
+		t.Fatalf("delayed relay answered at once: %s", m)
+	}
+	// … but arrives
+	if m, err := c.Next(ctx); err != nil || harness.Label(m) != "EOSE" {
+		t.Fatalf("got %q, %v", m, err)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, r.HTTPURL(), nil)
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := doc["supported_grasps"].([]any); !ok || len(g) != 1 || g[0] != "GRASP-01" || doc["software"] == nil {
+		t.Fatalf("NIP-11 = %v", doc)
+	}
+}

@@ -388,6 +388,11 @@ func (k *Key) Reply(parent *nostr.Event, opts ...Option) *nostr.Event {
 	return k.build(KindReply, "a reply", tags, opts)
 }
 
+// Auth builds a NIP-42 kind 22242 event answering challenge for relayURL.
+func (k *Key) Auth(relayURL, challenge string) *nostr.Event {
+	return k.build(nostr.KindClientAuthentication, "", nostr.Tags{{"relay", relayURL}, {"challenge", challenge}}, nil)
+}
+
 // Quote builds a kind 1 note quoting ev with a q tag (the address for
 // addressable events, the id otherwise).
 func (k *Key) Quote(ev *nostr.Event, opts ...Option) *nostr.Event {

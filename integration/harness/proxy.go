@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip42"
 	"github.com/tidwall/gjson"
 )
 
@@ -46,6 +48,9 @@ type Faults struct {
 	EventLimit int
 	// Mute reads and records client messages but never answers them.
 	Mute bool
+	// Delay holds every message the relay sends (khatru's, not the
+	// fault answers above) for this long: a slow relay.
+	Delay time.Duration
 }
 
 // Message labels the relay's front door recognises, plus the two connection
@@ -111,6 +116,8 @@ type proxyConn struct {
 
 	// used by pumpUp only
 	negSessions map[string]*negSession
+	challenge   string
+	authed      string
 
 	// guarded by r.obs.mu
 	subs   map[string]struct{}
@@ -145,6 +152,9 @@ func (c *proxyConn) sendJSON(ctx context.Context, v []any) {
 	data, _ := json.Marshal(v)
 	label, _ := v[0].(string)
 	sub, _ := v[1].(string)
+	if label == "AUTH" {
+		sub = ""
+	}
 	c.send(ctx, websocket.MessageText, data, label, sub)
 }
 
@@ -167,9 +177,16 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 		}
 		forward := true
 		switch label {
+		case "AUTH":
+			c.auth(ctx, data)
+			forward = false
 		case "EVENT":
 			evID := res[2].String()
 			switch {
+			case c.r.opts.AuthWrites && c.authed == "":
+				c.sendJSON(ctx, []any{"AUTH", c.challenge})
+				c.sendJSON(ctx, []any{"OK", evID, false, ReasonAuthRequired})
+				forward = false
 			case f.EventReject != "":
 				c.sendJSON(ctx, []any{"OK", evID, false, f.EventReject})
 				forward = false
@@ -179,6 +196,10 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 			}
 		case "REQ":
 			switch {
+			case c.r.opts.AuthReads && c.authed == "":
+				c.sendJSON(ctx, []any{"AUTH", c.challenge})
+				c.sendJSON(ctx, []any{"CLOSED", sub, ReasonAuthRequired})
+				forward = false
 			case f.ReqNotice != "":
 				c.sendJSON(ctx, []any{"NOTICE", f.ReqNotice})
 				forward = false
@@ -211,6 +232,25 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 	}
 }
 
+// ReasonAuthRequired is the OK/CLOSED reason of AuthWrites and AuthReads.
+const ReasonAuthRequired = "auth-required: authenticate with NIP-42 first"
+
+// auth handles a NIP-42 AUTH message; the proxy answers it itself.
+func (c *proxyConn) auth(ctx context.Context, data []byte) {
+	raw := gjson.GetBytes(data, "1").Raw
+	var ev nostr.Event
+	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+		c.sendJSON(ctx, []any{"NOTICE", "invalid: malformed AUTH"})
+		return
+	}
+	if pk, ok := nip42.ValidateAuthEvent(&ev, c.challenge, c.r.URL()); ok {
+		c.authed = pk
+		c.sendJSON(ctx, []any{"OK", ev.ID, true, ""})
+		return
+	}
+	c.sendJSON(ctx, []any{"OK", ev.ID, false, "error: failed to authenticate"})
+}
+
 // pumpDown forwards khatru's messages to the client, applying faults.
 func (c *proxyConn) pumpDown(ctx context.Context) {
 	for {
@@ -222,6 +262,15 @@ func (c *proxyConn) pumpDown(ctx context.Context) {
 		res := gjson.GetManyBytes(data, "0", "1")
 		label, sub := res[0].String(), res[1].String()
 		f := c.r.Faults()
+		if f.Delay > 0 {
+			t := time.NewTimer(f.Delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
 		switch label {
 		case "EOSE":
 			if f.NoEOSE {

@@ -2,12 +2,16 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +66,15 @@ type RelayOptions struct {
 	// more than MaxSubscriptions subscriptions on one connection with NOTICE
 	// "ERROR: too many concurrent REQs" and ignore it, as strfry does.
 	EnforceMaxSubscriptions bool
+	// AuthWrites answers EVENTs on connections that have not completed
+	// NIP-42 AUTH with an AUTH challenge and OK false ReasonAuthRequired.
+	AuthWrites bool
+	// AuthReads answers REQs on connections that have not completed NIP-42
+	// AUTH with an AUTH challenge and CLOSED ReasonAuthRequired.
+	AuthReads bool
+	// NIP11Extra adds fields to the NIP-11 document, e.g.
+	// {"supported_grasps": ["GRASP-01"]}.
+	NIP11Extra map[string]any
 	// MaxMessageSize limits one client message; default DefaultMaxMessageSize.
 	MaxMessageSize int64
 	// Faults are the initial fault settings; change them with SetFaults.
@@ -352,6 +365,10 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 		return
 	}
 	if !strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+		if len(r.opts.NIP11Extra) > 0 && strings.Contains(req.Header.Get("Accept"), "application/nostr+json") {
+			r.serveNIP11(w, req)
+			return
+		}
 		r.khatru.ServeHTTP(w, req)
 		return
 	}
@@ -386,7 +403,7 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 	}
 	upstream.SetReadLimit(-1)
 
-	c := &proxyConn{r: r, client: client, upstream: upstream, cancel: cancel, subs: make(map[string]struct{})}
+	c := &proxyConn{r: r, client: client, upstream: upstream, cancel: cancel, subs: make(map[string]struct{}), challenge: newChallenge()}
 	r.mu.Lock()
 	r.conns[c] = struct{}{}
 	r.mu.Unlock()
@@ -407,4 +424,33 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 	c.pumpUp(cctx)
 	c.kill()
 	<-done
+}
+
+// serveNIP11 serves khatru's NIP-11 document with NIP11Extra merged in.
+func (r *Relay) serveNIP11(w http.ResponseWriter, req *http.Request) {
+	rec := httptest.NewRecorder()
+	r.khatru.ServeHTTP(rec, req)
+	doc := map[string]any{}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		http.Error(w, "bad NIP-11 document", http.StatusInternalServerError)
+		return
+	}
+	for k, v := range r.opts.NIP11Extra {
+		doc[k] = v
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	json.NewEncoder(w).Encode(doc)
+}
+
+func newChallenge() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Publish publishes evs to this relay through its front door (see Publish).
+func (r *Relay) Publish(ctx context.Context, evs ...*nostr.Event) error {
+	return Publish(ctx, r.URL(), evs...)
 }
