@@ -264,12 +264,11 @@ func (g *gitContext) Fetch(ctx context.Context, id, url string, oids []string, g
 	if err != nil {
 		return nil, err
 	}
-	if !g.p.cfg.AllowPrivateAddresses {
-		if err := gitx.CheckPublicHost(ctx, g.p.res, cu.Host); err != nil {
-			return nil, err
-		}
+	pin, err := gitx.PinAddress(ctx, g.p.res, cu, g.p.cfg.AllowPrivateAddresses)
+	if err != nil {
+		return nil, err
 	}
-	return gitx.FetchOIDs(ctx, g.p.git, repos[0].path, url, oids, gate)
+	return gitx.FetchOIDs(ctx, gitx.WithConfig(g.p.git, pin...), repos[0].path, url, oids, gate)
 }
 
 // lockIdentifier serialises releases of one identifier.

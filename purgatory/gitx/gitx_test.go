@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -298,5 +299,73 @@ func TestNpub(t *testing.T) {
 	got, err := gitx.Npub("3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d")
 	if err != nil || got != "npub180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w6" {
 		t.Errorf("Npub = %q, %v", got, err)
+	}
+}
+
+type fakeResolver map[string][]netip.Addr
+
+func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := f[host]; ok {
+		return a, nil
+	}
+	return nil, errors.New("no such host")
+}
+
+// PinAddress refuses names resolving to private addresses, and pins the
+// checked address so git connects there whatever DNS says later.
+func TestPinAddress(t *testing.T) {
+	ctx := context.Background()
+	res := fakeResolver{
+		"public.example": {netip.MustParseAddr("93.184.216.34")},
+		"mixed.example":  {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.0.0.1")},
+		"git.test":       {netip.MustParseAddr("127.0.0.1")},
+		"v6.example":     {netip.MustParseAddr("2606:2800:220:1::1")},
+	}
+	parse := func(raw string) gitx.CloneURL {
+		u, err := gitx.ParseCloneURL(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	cfg, err := gitx.PinAddress(ctx, res, parse("https://public.example/r.git"), false)
+	if err != nil || len(cfg) != 1 || cfg[0] != "http.curloptResolve=public.example:443:93.184.216.34" {
+		t.Errorf("public: %v, %v", cfg, err)
+	}
+	cfg, err = gitx.PinAddress(ctx, res, parse("http://v6.example:8080/r.git"), false)
+	if err != nil || len(cfg) != 1 || cfg[0] != "http.curloptResolve=v6.example:8080:[2606:2800:220:1::1]" {
+		t.Errorf("v6: %v, %v", cfg, err)
+	}
+	for _, raw := range []string{"https://mixed.example/r.git", "https://git.test/r.git", "http://127.0.0.1/r.git", "https://localhost/r.git", "git://git.test/r.git"} {
+		if _, err := gitx.PinAddress(ctx, res, parse(raw), false); !errors.Is(err, gitx.ErrPrivateAddress) {
+			t.Errorf("%s: %v, want ErrPrivateAddress", raw, err)
+		}
+	}
+
+	// The pin is what git uses: a name that does not resolve at all reaches
+	// the local server through it.
+	srv := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
+	remote, err := srv.CreateRepo("r.git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := remote.Commit("main", "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := srv.Host()[strings.LastIndex(srv.Host(), ":")+1:]
+	u := parse("http://git.test:" + port + "/r.git")
+	pin, err := gitx.PinAddress(ctx, res, u, true)
+	if err != nil || len(pin) != 1 {
+		t.Fatalf("pin: %v %v", pin, err)
+	}
+	r := gitx.NewExec(30 * time.Second)
+	local := filepath.Join(t.TempDir(), "l.git")
+	if err := gitx.InitBare(ctx, r, local); err != nil {
+		t.Fatal(err)
+	}
+	got, err := gitx.FetchOIDs(ctx, gitx.WithConfig(r, pin...), local, u.Raw, []string{c}, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("fetch through the pin: %v, %v", got, err)
 	}
 }

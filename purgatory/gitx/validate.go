@@ -239,3 +239,72 @@ func IsPublic(a netip.Addr) bool {
 	}
 	return true
 }
+
+// PinAddress resolves u's host, checks every address is public (unless
+// allowPrivate), and returns the git -c setting that makes the http(s)
+// transport connect to the checked address only (http.curloptResolve), so a
+// second DNS answer cannot point the fetch elsewhere. IP literals and git://
+// URLs need no pinning and return no setting.
+func PinAddress(ctx context.Context, r Resolver, u CloneURL, allowPrivate bool) ([]string, error) {
+	if _, err := netip.ParseAddr(u.Host); err == nil {
+		if !allowPrivate {
+			return nil, CheckPublicHost(ctx, r, u.Host)
+		}
+		return nil, nil
+	}
+	parsed, err := url.Parse(u.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if parsed.Scheme != "http" && parsed.Scheme != "https" {
+		if !allowPrivate {
+			return nil, CheckPublicHost(ctx, r, u.Host)
+		}
+		return nil, nil
+	}
+	if !allowPrivate && (u.Host == "localhost" || strings.HasSuffix(u.Host, ".localhost")) {
+		return nil, fmt.Errorf("%w: %s", ErrPrivateAddress, u.Host)
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", u.Host, err)
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("resolve %s: no addresses", u.Host)
+	}
+	for _, a := range addrs {
+		if !allowPrivate && !IsPublic(a) {
+			return nil, fmt.Errorf("%w: %s is %s", ErrPrivateAddress, u.Host, a)
+		}
+	}
+	port := parsed.Port()
+	if port == "" {
+		port = "443"
+		if parsed.Scheme == "http" {
+			port = "80"
+		}
+	}
+	ip := addrs[0].Unmap().String()
+	if addrs[0].Unmap().Is6() {
+		ip = "[" + ip + "]"
+	}
+	return []string{fmt.Sprintf("http.curloptResolve=%s:%s:%s", parsed.Hostname(), port, ip)}, nil
+}
+
+// WithConfig returns a Runner that adds config settings to every command.
+func WithConfig(r Runner, config ...string) Runner {
+	if len(config) == 0 {
+		return r
+	}
+	return configRunner{r, config}
+}
+
+type configRunner struct {
+	Runner
+	config []string
+}
+
+func (c configRunner) Run(ctx context.Context, cmd Cmd) (Result, error) {
+	cmd.Config = append(append([]string(nil), c.config...), cmd.Config...)
+	return c.Runner.Run(ctx, cmd)
+}
