@@ -32,6 +32,34 @@ var (
 	ErrNotWebsocket = errors.New("not a websocket endpoint")
 )
 
+// HandshakeError is returned by Dial when the relay answered the websocket
+// handshake with an HTTP status other than 101 Switching Protocols.
+// errors.Is(err, ErrNotWebsocket) holds for it. Its HandshakeStatus method
+// lets the health tracker tell a rate limit (429) and a relay that is
+// restarting (5xx) from an endpoint that is not a relay at all.
+type HandshakeError struct {
+	// URL is the relay dialled.
+	URL string
+	// StatusCode is the HTTP status of the handshake response.
+	StatusCode int
+	// Err is the websocket library's error, when it gave one.
+	Err error
+}
+
+// Error describes the refused handshake.
+func (e *HandshakeError) Error() string {
+	return fmt.Sprintf("dial %s: %v (HTTP %d)", e.URL, ErrNotWebsocket, e.StatusCode)
+}
+
+// HandshakeStatus returns the HTTP status code of the handshake response.
+func (e *HandshakeError) HandshakeStatus() int { return e.StatusCode }
+
+// Is reports ErrNotWebsocket as matching.
+func (e *HandshakeError) Is(target error) bool { return target == ErrNotWebsocket }
+
+// Unwrap returns the websocket library's error.
+func (e *HandshakeError) Unwrap() error { return e.Err }
+
 // Options configure a connection. The zero value is not useful; start from
 // DefaultOptions.
 type Options struct {
@@ -189,7 +217,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, fmt.Errorf("dial %s: %w (HTTP %d)", url, ErrNotWebsocket, resp.StatusCode)
+			return nil, &HandshakeError{URL: url, StatusCode: resp.StatusCode, Err: err}
 		}
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
@@ -711,11 +739,17 @@ func (c *Conn) teardown() {
 }
 
 // IsHardDialError reports failures that quick retries will not fix: DNS
-// failures and endpoints that are not websockets.
+// failures and endpoints that are not websockets. A handshake answered 408,
+// 429 or 5xx is not hard: the relay is busy or restarting.
 func IsHardDialError(err error) bool {
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && !dnsErr.IsTemporary && !dnsErr.IsTimeout {
 		return true
+	}
+	var hs *HandshakeError
+	if errors.As(err, &hs) {
+		code := hs.StatusCode
+		return code != http.StatusRequestTimeout && code != http.StatusTooManyRequests && code < 500
 	}
 	return errors.Is(err, ErrNotWebsocket)
 }

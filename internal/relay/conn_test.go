@@ -246,7 +246,7 @@ func TestConnectionEndFailsWaiters(t *testing.T) {
 
 func TestDialNotWebsocket(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "nope", http.StatusServiceUnavailable)
+		http.Error(w, "nope", http.StatusNotFound)
 	}))
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,98 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/health"
+)
+
+// TestDialHandshakeStatus: a handshake answered with anything but 101 is a
+// *HandshakeError carrying the status, still matches ErrNotWebsocket, and is
+// classified by the health tracker from that status.
+func TestDialHandshakeStatus(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		wantKind health.FailureKind
+		wantHard bool
+	}{
+		{"rate limited", http.StatusTooManyRequests, health.FailureRateLimited, false},
+		{"restarting behind a proxy", http.StatusServiceUnavailable, health.FailureTransient, false},
+		{"bad gateway", http.StatusBadGateway, health.FailureTransient, false},
+		{"request timeout", http.StatusRequestTimeout, health.FailureTransient, false},
+		{"no relay at this path", http.StatusNotFound, health.FailureHard, true},
+		{"forbidden", http.StatusForbidden, health.FailureHard, true},
+		{"plain web page", http.StatusOK, health.FailureHard, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				io.WriteString(w, "not a relay")
+			}))
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			url := "ws" + strings.TrimPrefix(srv.URL, "http")
+			c, err := Dial(ctx, url, DefaultOptions())
+			if err == nil {
+				c.Close()
+				t.Fatal("Dial succeeded")
+			}
+			var hs *HandshakeError
+			if !errors.As(err, &hs) {
+				t.Fatalf("got %T %v, want *HandshakeError", err, err)
+			}
+			if got, want := hs.HandshakeStatus(), tt.status; got != want {
+				t.Errorf("HandshakeStatus() = %d, want %d", got, want)
+			}
+			if hs.URL != url {
+				t.Errorf("URL = %q, want %q", hs.URL, url)
+			}
+			if !errors.Is(err, ErrNotWebsocket) {
+				t.Errorf("errors.Is(%v, ErrNotWebsocket) = false", err)
+			}
+			if !strings.Contains(err.Error(), "HTTP "+strconv.Itoa(tt.status)) {
+				t.Errorf("error text %q names no status", err)
+			}
+			if got := health.ClassifyError(err); got != tt.wantKind {
+				t.Errorf("health.ClassifyError = %v, want %v", got, tt.wantKind)
+			}
+			if got := IsHardDialError(err); got != tt.wantHard {
+				t.Errorf("IsHardDialError = %v, want %v", got, tt.wantHard)
+			}
+		})
+	}
+}
+
+// TestDialRefusedIsNotHandshakeError: a closed port is a network error,
+// not a handshake status, and stays transient.
+func TestDialRefusedIsNotHandshakeError(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := Dial(ctx, url, DefaultOptions())
+	if err == nil {
+		t.Fatal("Dial to a closed port succeeded")
+	}
+	var hs *HandshakeError
+	if errors.As(err, &hs) || errors.Is(err, ErrNotWebsocket) {
+		t.Fatalf("closed port reported as a handshake answer: %v", err)
+	}
+	if got := health.ClassifyError(err); got != health.FailureTransient {
+		t.Errorf("health.ClassifyError = %v, want transient", got)
+	}
+	if IsHardDialError(err) {
+		t.Error("IsHardDialError = true for a closed port")
+	}
+}
