@@ -392,17 +392,18 @@ func TestHarnessAuth(t *testing.T) {
 	if err != nil || !strings.HasPrefix(res.Closed, "auth-required:") {
 		t.Fatalf("unauthenticated REQ: %+v %v", res, err)
 	}
-	// the challenge came before the CLOSED; find it in the relay's log
-	var challenge string
-	for _, m := range r.Sent(time.Time{}) {
-		if m.Type == "AUTH" && m.Conn == 2 {
-			var v []string
-			json.Unmarshal([]byte(m.Raw), &v)
-			challenge = v[1]
-		}
+	// the challenge came before the CLOSED and stays queued for Next
+	m, err := c.Next(ctx)
+	if err != nil || harness.Label(m) != "AUTH" {
+		t.Fatalf("want an AUTH challenge, got %q %v", m, err)
 	}
-	if challenge == "" {
-		t.Fatal("no AUTH challenge sent")
+	var v []string
+	if err := json.Unmarshal([]byte(m), &v); err != nil || len(v) != 2 {
+		t.Fatalf("AUTH message %q", m)
+	}
+	challenge := v[1]
+	if st := r.Stats(); st.Sent["AUTH"] != 2 {
+		t.Fatalf("Sent AUTH = %d, want 2 (one per connection)", st.Sent["AUTH"])
 	}
 	bad := k.Auth(r.URL(), "wrong")
 	if err := c.Send(ctx, []any{"AUTH", bad}); err != nil {

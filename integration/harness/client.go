@@ -281,9 +281,20 @@ type ReqResult struct {
 	Notices []string
 }
 
+// unread puts messages back at the front of the queue, in order.
+func (c *Client) unread(msgs []string) {
+	if len(msgs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.queue = append(msgs, c.queue...)
+	c.mu.Unlock()
+}
+
 // Req sends ["REQ", subID, filters...] and collects events until EOSE or
 // CLOSED for subID, or until ctx ends (then it returns what it has and
-// ctx's error). The subscription stays open after EOSE.
+// ctx's error). The subscription stays open after EOSE. NOTICEs are
+// collected; messages for other subscriptions stay queued for Next.
 func (c *Client) Req(ctx context.Context, subID string, filters ...nostr.Filter) (ReqResult, error) {
 	msg := []any{"REQ", subID}
 	for _, f := range filters {
@@ -293,6 +304,8 @@ func (c *Client) Req(ctx context.Context, subID string, filters ...nostr.Filter)
 	if err := c.Send(ctx, msg); err != nil {
 		return res, err
 	}
+	var others []string
+	defer func() { c.unread(others) }()
 	for {
 		m, err := c.Next(ctx)
 		if err != nil {
@@ -302,6 +315,7 @@ func (c *Client) Req(ctx context.Context, subID string, filters ...nostr.Filter)
 		switch parts[0].String() {
 		case "EVENT":
 			if parts[1].String() != subID {
+				others = append(others, m)
 				continue
 			}
 			ev := &nostr.Event{}
@@ -314,13 +328,17 @@ func (c *Client) Req(ctx context.Context, subID string, filters ...nostr.Filter)
 				res.EOSE = true
 				return res, nil
 			}
+			others = append(others, m)
 		case "CLOSED":
 			if parts[1].String() == subID {
 				res.Closed = parts[2].String()
 				return res, nil
 			}
+			others = append(others, m)
 		case "NOTICE":
 			res.Notices = append(res.Notices, parts[1].String())
+		default:
+			others = append(others, m)
 		}
 	}
 }
@@ -375,6 +393,8 @@ func (c *Client) Negentropy(ctx context.Context, subID string, filter nostr.Filt
 	if err := c.Send(ctx, []any{"NEG-OPEN", subID, filter, neg.Start()}); err != nil {
 		return nil, nil, err
 	}
+	var others []string
+	defer func() { c.unread(others) }()
 	for {
 		m, err := c.Next(ctx)
 		if err != nil {
@@ -384,6 +404,7 @@ func (c *Client) Negentropy(ctx context.Context, subID string, filter nostr.Filt
 		switch parts[0].String() {
 		case "NEG-MSG":
 			if parts[1].String() != subID {
+				others = append(others, m)
 				continue
 			}
 			out, err := neg.Reconcile(parts[2].String())
@@ -404,8 +425,11 @@ func (c *Client) Negentropy(ctx context.Context, subID string, filter nostr.Filt
 			if parts[1].String() == subID {
 				return nil, nil, fmt.Errorf("%w: %s %s", ErrNegentropy, parts[0].String(), parts[2].String())
 			}
+			others = append(others, m)
 		case "NOTICE":
 			return nil, nil, fmt.Errorf("%w: NOTICE %s", ErrNegentropy, parts[1].String())
+		default:
+			others = append(others, m)
 		}
 	}
 }

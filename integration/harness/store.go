@@ -362,9 +362,13 @@ func (s *Store) match(filter nostr.Filter, limit int) []*nostr.Event {
 func (s *Store) candidates(filter nostr.Filter) ([]*nostr.Event, bool) {
 	if filter.IDs != nil {
 		out := make([]*nostr.Event, 0, len(filter.IDs))
+		seen := make(map[*nostr.Event]struct{}, len(filter.IDs))
 		for _, id := range filter.IDs {
-			if ev := s.byID[id]; ev != nil && !slices.Contains(out, ev) {
-				out = append(out, ev)
+			if ev := s.byID[id]; ev != nil {
+				if _, dup := seen[ev]; !dup {
+					seen[ev] = struct{}{}
+					out = append(out, ev)
+				}
 			}
 		}
 		return out, true
