@@ -69,6 +69,11 @@ type Announcement struct {
 	Dropped   int      // relay URLs refused or over the limit
 }
 
+// anyOwnerRef stands for "an announcement of identifier d by anyone".
+func anyOwnerRef(d string) string {
+	return fmt.Sprintf("%d:*:%s", filters.KindRepoAnnouncement, d)
+}
+
 // RepoRef is the address of a repository announcement.
 func RepoRef(pubkey, d string) string {
 	return fmt.Sprintf("%d:%s:%s", filters.KindRepoAnnouncement, pubkey, d)
@@ -191,6 +196,11 @@ func isRootPatch(ev *nostr.Event) bool {
 // accepts an event only once one of these is accepted.
 func References(ev *nostr.Event) []string {
 	var out []string
+	if ev.Kind == filters.KindRepoState {
+		// A state depends on an announcement with its d, by its author or
+		// by an owner that lists the author as maintainer.
+		out = append(out, anyOwnerRef(ev.Tags.GetD()))
+	}
 	for _, tag := range ev.Tags {
 		if len(tag) < 2 {
 			continue

@@ -245,7 +245,7 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 	refs := []string{ev.ID}
 	if ev.Kind == filters.KindRepoAnnouncement {
 		if d := ev.Tags.GetD(); d != "" {
-			refs = append(refs, RepoRef(ev.PubKey, d))
+			refs = append(refs, RepoRef(ev.PubKey, d), anyOwnerRef(d))
 		}
 	}
 	for _, ref := range refs {
