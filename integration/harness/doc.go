@@ -1,18 +1,46 @@
 // Package harness runs real khatru relays on 127.0.0.1 for tests and
 // benchmarks, and builds signed NIP-34 events.
 //
-// A relay from StartRelay is khatru (v0.19.1, go-nostr v0.52.3) on an
-// uncapped in-memory Store, behind a small WebSocket proxy that owns the
-// public port. The proxy records every message (Stats, Received, Sent) and
-// injects faults (Faults); the relay can be stopped and restarted on the same
-// port with the same store. Options add NIP-77, a strfry-like silent REQ cap,
-// a NEG-ERR cap, a GRASP-like acceptance policy and max_subscriptions.
+// # Relays
+//
+// StartRelay starts khatru (v0.19.1, with go-nostr v0.52.3) on an uncapped
+// in-memory Store, behind a small WebSocket proxy that owns the public port.
+// The proxy records every message (Stats, Received, Sent, OpenSubscriptions)
+// and injects faults (Faults, changeable with SetFaults); Stop and Restart
+// keep the port and the store. RelayOptions add NIP-77, a strfry-like silent
+// REQ cap (newest ReqCap events, no NOTICE), a NEG-ERR cap, a GRASP-like
+// acceptance policy (GraspPolicy), NIP-11 max_subscriptions with optional
+// strfry-style enforcement, and NIP-42 AUTH for reads or writes.
 //
 //	r, err := harness.StartRelay(harness.RelayOptions{Negentropy: true, ReqCap: 500})
 //	defer r.Close()
 //	k := harness.NewKey()
-//	ann := k.Announcement("repo", harness.WithClone(...), harness.WithRelays(r.URL()))
-//	err = harness.Publish(ctx, r.URL(), ann)       // through the front door
-//	r.Inject(k.Issue(harness.Address(ann), "bug")) // behind the subscriptions' back
+//	ann := k.Announcement("repo", harness.WithClone(cloneURL), harness.WithRelays(r.URL()))
+//	err = r.Publish(ctx, ann)                       // through the front door, waits for OK
+//	r.Inject(k.Issue(harness.Address(ann), "bug"))  // behind the subscriptions' back
 //	harness.Eventually(t, 10*time.Second, func() bool { return r.Count(f) == 2 })
+//
+// Why not plain khatru: eventstore's slicestore caps every query (negentropy
+// sets included) at MaxLimit, 500 by default, and its SaveEvent does not lock;
+// khatru v0.19.1 answers NEG-OPEN before storing the session, so a fast
+// client's first NEG-MSG often fails with ["NEG-ERROR", id, "CLOSED"], and it
+// reads the AUTH state without a lock. The proxy therefore serves NIP-77 and
+// AUTH itself, per connection and in order, with go-nostr's negentropy code.
+//
+// # Clients
+//
+// go-nostr v0.52.3's Relay has a data race in Close (relay.go:175 against
+// :576) that fails tests under -race; Client (Dial, Send, Next, Req,
+// Negentropy) is a minimal race-free replacement for tests. Publish and
+// PublishWindow send events and collect OK results.
+//
+// # Events
+//
+// Key builds signed events of every NIP-34 kind (Announcement, State, Patch,
+// PatchReply, PR, PRUpdate, Issue, Status), NIP-22 comments, kind 1 replies
+// and quotes, with Options for created_at, tags and content size.
+// NewUniverse generates a deterministic set of repositories spread over
+// relays. Signing costs about 1.5 ms per event under -race (20× more than
+// without): keep test corpora to hundreds of events, reuse them across tests
+// (sync.OnceValue) and sign batches with SignAll.
 package harness
