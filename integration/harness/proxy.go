@@ -53,8 +53,7 @@ type Faults struct {
 	Delay time.Duration
 }
 
-// Message labels the relay's front door recognises, plus the two connection
-// lifecycle pseudo-labels used in the logs.
+// Msg.Type of the connection lifecycle entries in the Received log.
 const (
 	TypeConnect    = "connect"
 	TypeDisconnect = "disconnect"
@@ -448,6 +447,7 @@ func (r *Relay) Stats() Stats {
 // ResetStats zeroes the counters and empties the logs. Open connections and
 // subscriptions stay counted; peaks restart from the current values.
 func (r *Relay) ResetStats() {
+	conns := r.connections()
 	o := &r.obs
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -459,23 +459,16 @@ func (r *Relay) ResetStats() {
 		Received:        make(map[string]int),
 		Sent:            make(map[string]int),
 	}
-	r.mu.Lock()
-	for c := range r.conns {
+	for _, c := range conns {
 		o.stats.PeakSubsPerConn = max2(o.stats.PeakSubsPerConn, len(c.subs))
 	}
-	r.mu.Unlock()
 	o.recvLog, o.sentLog = nil, nil
 }
 
 // OpenSubscriptions returns the ids of the subscriptions open now, per
 // connection serial number.
 func (r *Relay) OpenSubscriptions() map[int][]string {
-	r.mu.Lock()
-	conns := make([]*proxyConn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
-	r.mu.Unlock()
+	conns := r.connections()
 	o := &r.obs
 	o.mu.Lock()
 	defer o.mu.Unlock()

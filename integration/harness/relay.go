@@ -241,11 +241,8 @@ func (r *Relay) Stop() error {
 	}
 	r.running = false
 	srv, cancel := r.srv, r.runCancel
-	conns := make([]*proxyConn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
 	r.mu.Unlock()
+	conns := r.connections()
 
 	cancel()
 	err := srv.Close()
@@ -285,15 +282,20 @@ func (r *Relay) Restart() error {
 // DropConnections abruptly closes every open client connection; the relay
 // keeps listening.
 func (r *Relay) DropConnections() {
+	for _, c := range r.connections() {
+		c.kill()
+	}
+}
+
+// connections returns the open client connections.
+func (r *Relay) connections() []*proxyConn {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	conns := make([]*proxyConn, 0, len(r.conns))
 	for c := range r.conns {
 		conns = append(conns, c)
 	}
-	r.mu.Unlock()
-	for _, c := range conns {
-		c.kill()
-	}
+	return conns
 }
 
 // Close stops the relay for good and releases its port.
@@ -404,10 +406,10 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 	upstream.SetReadLimit(-1)
 
 	c := &proxyConn{r: r, client: client, upstream: upstream, cancel: cancel, subs: make(map[string]struct{}), challenge: newChallenge()}
+	c.id = r.obs.connect()
 	r.mu.Lock()
 	r.conns[c] = struct{}{}
 	r.mu.Unlock()
-	c.id = r.obs.connect()
 	defer func() {
 		r.mu.Lock()
 		delete(r.conns, c)
