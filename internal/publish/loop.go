@@ -17,6 +17,13 @@ import (
 // auth-required answers (across connections).
 const maxAuthRetries = 3
 
+// paceDecay: each accepted EVENT shortens the pace by 1/paceDecay (it
+// halves in about 140 accepted events); below minPace pacing stops.
+const (
+	paceDecay = 200
+	minPace   = 50 * time.Microsecond
+)
+
 // failureLogEvery rate-limits the logging of repeated dial failures.
 const failureLogEvery = time.Minute
 
@@ -94,12 +101,22 @@ type runner struct {
 	// effective window; below ssthresh it grows by one per answer (doubling
 	// per round trip), above it by one per window of answers (caAnswers
 	// counts them).
-	window     int
-	ssthresh   int
-	caAnswers  int
-	rlStreak   int
-	holdStart  time.Time
-	holdUntil  time.Time
+	window    int
+	ssthresh  int
+	caAnswers int
+	rlStreak  int
+	holdStart time.Time
+	// Pacing: a rate limit is a rate, and a window cannot keep a fast
+	// local connection under it, so after a rate-limit episode the
+	// publisher spaces its EVENTs by pace: the interval between accepted
+	// events it measured since the previous episode, or since it became
+	// busy (paceFrom, paceCount; reset when it has nothing to do). Each
+	// accepted event shortens pace by 1/paceDecay, so the publisher speeds
+	// up again when the relay stops limiting.
+	pace       time.Duration
+	paceFrom   time.Time
+	paceCount  int
+	notBefore  time.Time // no EVENT before this: a hold or the pace
 	hold       *time.Timer
 	lastRLWarn time.Time
 
@@ -256,11 +273,9 @@ func (r *runner) send() {
 	if s == nil || s.auth == authPending || len(r.inflight) >= r.window {
 		return
 	}
-	if !r.holdUntil.IsZero() {
-		if time.Now().Before(r.holdUntil) {
-			return
-		}
-		r.holdUntil = time.Time{}
+	now := time.Now()
+	if now.Before(r.notBefore) {
+		return // the hold timer is armed
 	}
 	for len(r.inflight) < r.window && s.conn.Err() == nil {
 		it := r.next()
@@ -268,6 +283,11 @@ func (r *runner) send() {
 			return
 		}
 		r.transmit(s, it)
+		if r.pace > 0 {
+			r.notBefore = now.Add(r.pace)
+			r.hold.Reset(r.pace)
+			return
+		}
 	}
 }
 
@@ -355,6 +375,16 @@ func (r *runner) answered(it *item) {
 		return
 	}
 	r.rlStreak = 0
+	if r.paceFrom.IsZero() {
+		r.paceFrom = it.sentAt
+	}
+	r.paceCount++
+	if r.pace > 0 {
+		r.pace -= r.pace / paceDecay
+		if r.pace < minPace {
+			r.pace = 0
+		}
+	}
 	switch {
 	case r.window >= r.cfg.Window:
 	case r.window < r.ssthresh:
@@ -382,15 +412,22 @@ func (r *runner) rateLimited(it *item, reason string) {
 	}
 	r.window, r.caAnswers = 1, 0
 	r.rlStreak++
-	d := backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.rlStreak, r.p.rnd)
 	now := time.Now()
-	r.holdStart, r.holdUntil = now, now.Add(d)
+	// Measure the rate the relay allowed since the previous episode (holds
+	// included, so it errs on the slow side) or since the publisher became
+	// busy; failed probes in a row do not restart the measurement.
+	if r.paceCount > 0 {
+		r.pace = now.Sub(r.paceFrom) / time.Duration(r.paceCount)
+		r.paceFrom, r.paceCount = now, 0
+	}
+	d := backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.rlStreak, r.p.rnd)
+	r.holdStart, r.notBefore = now, now.Add(d)
 	r.hold.Reset(d)
 	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= failureLogEvery {
 		r.lastRLWarn = now
 		r.log.Warn("own relay is rate limiting; slowing down",
 			zap.String("reason", reason), zap.Int("streak", r.rlStreak),
-			zap.Duration("hold", d), zap.Int("next_window_limit", r.ssthresh))
+			zap.Duration("hold", d), zap.Int("next_window_limit", r.ssthresh), zap.Duration("pace", r.pace))
 	}
 }
 
@@ -474,6 +511,10 @@ func (r *runner) resolve(it *item, res Result) {
 	}
 	r.p.finish(len(it.waiters))
 	it.waiters = nil
+	if len(r.items) == 0 {
+		// idle: the next busy stretch measures the relay's rate afresh
+		r.paceFrom, r.paceCount = time.Time{}, 0
+	}
 }
 
 // connect starts one dial attempt in the background.
