@@ -1,0 +1,474 @@
+package netpolicy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	stdsync "sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+)
+
+// fakeResolver answers from a table and counts lookups.
+type fakeResolver struct {
+	mu      stdsync.Mutex
+	answers map[string][]netip.Addr
+	calls   int
+}
+
+func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	a, ok := r.answers[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return a, nil
+}
+
+func addrs(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParseAddr(s)
+	}
+	return out
+}
+
+// loopbackOnly is a Dial hook that fails the test for any non-loopback
+// address and records what it was asked to dial.
+type loopbackOnly struct {
+	t     *testing.T
+	mu    stdsync.Mutex
+	dials []string
+}
+
+func (d *loopbackOnly) Dial(ctx context.Context, network, address string) (net.Conn, error) {
+	d.mu.Lock()
+	d.dials = append(d.dials, address)
+	d.mu.Unlock()
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		d.t.Errorf("dial of malformed address %q", address)
+		return nil, err
+	}
+	if a, err := netip.ParseAddr(host); err != nil || !a.IsLoopback() {
+		d.t.Errorf("dial of non-loopback address %q", address)
+		return nil, errors.New("refused by test dialer")
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, address)
+}
+
+func (d *loopbackOnly) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.dials)
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"127.0.0.1", ReasonLoopback},
+		{"127.255.1.2", ReasonLoopback},
+		{"::1", ReasonLoopback},
+		{"::ffff:127.0.0.1", ReasonLoopback},
+		{"10.0.0.1", ReasonPrivate},
+		{"172.16.5.4", ReasonPrivate},
+		{"192.168.1.1", ReasonPrivate},
+		{"fd12:3456::1", ReasonPrivate},
+		{"169.254.1.1", ReasonLinkLocal},
+		{"fe80::1", ReasonLinkLocal},
+		{"169.254.169.254", ReasonMetadata},
+		{"::ffff:169.254.169.254", ReasonMetadata},
+		{"169.254.170.2", ReasonMetadata},
+		{"100.100.100.200", ReasonMetadata},
+		{"fd00:ec2::254", ReasonMetadata},
+		{"224.0.0.1", ReasonMulticast},
+		{"ff02::1", ReasonMulticast},
+		{"0.0.0.0", ReasonUnspecified},
+		{"0.1.2.3", ReasonUnspecified},
+		{"::", ReasonUnspecified},
+		{"100.64.0.1", ReasonReserved},
+		{"198.18.0.1", ReasonReserved},
+		{"192.0.2.7", ReasonReserved},
+		{"255.255.255.255", ReasonReserved},
+		{"2001:db8::1", ReasonReserved},
+		{"64:ff9b::a00:1", ReasonPrivate},      // NAT64 of 10.0.0.1
+		{"64:ff9b::a9fe:a9fe", ReasonMetadata}, // NAT64 of 169.254.169.254
+		{"2002:7f00:1::", ReasonLoopback},      // 6to4 of 127.0.0.1
+		{"8.8.8.8", ""},
+		{"1.1.1.1", ""},
+		{"2606:4700:4700::1111", ""},
+		{"64:ff9b::808:808", ""}, // NAT64 of 8.8.8.8
+	} {
+		if got := Classify(netip.MustParseAddr(tc.addr)); got != tc.want {
+			t.Errorf("Classify(%s) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+	if got := Classify(netip.Addr{}); got == "" {
+		t.Error("the zero Addr is public")
+	}
+}
+
+func TestURLChecks(t *testing.T) {
+	strict := mustPolicy(t, Options{})
+	loop := mustPolicy(t, Options{Allow: []string{"127.0.0.0/8", "::1", "gitea.internal"}})
+	for _, tc := range []struct {
+		name   string
+		p      *Policy
+		clone  bool
+		raw    string
+		reason string // "" = allowed
+	}{
+		{"public wss", strict, false, "wss://relay.example.com", ""},
+		{"public ws with port", strict, false, "ws://relay.example.com:7777/path", ""},
+		{"loopback", strict, false, "ws://127.0.0.1:7777", ReasonLoopback},
+		{"loopback allowed", loop, false, "ws://127.0.0.1:7777", ""},
+		{"metadata", strict, false, "ws://169.254.169.254/", ReasonMetadata},
+		{"metadata despite loopback allow", loop, false, "ws://169.254.169.254/", ReasonMetadata},
+		{"ipv6 loopback", strict, false, "ws://[::1]", ReasonLoopback},
+		{"ipv6 loopback allowed by address", loop, false, "ws://[::1]:80", ""},
+		{"mapped private", strict, false, "ws://[::ffff:10.0.0.1]/", ReasonPrivate},
+		{"localhost name", strict, false, "ws://localhost:7777", ReasonLoopback},
+		{"sub.localhost name", strict, false, "wss://a.b.localhost", ReasonLoopback},
+		{"localhost allowed by CIDR", loop, false, "ws://localhost:7777", ""},
+		{"private", strict, false, "wss://10.1.2.3", ReasonPrivate},
+		{"zero", strict, false, "ws://0.0.0.0:80", ReasonUnspecified},
+		{"decimal ip is a name, not an address", strict, false, "ws://2130706433", ""},
+		{"http is no relay scheme", strict, false, "http://relay.example.com", ReasonScheme},
+		{"credentials", strict, false, "wss://u:p@relay.example.com", ReasonURL},
+		{"leading dash", strict, false, "-ws://x", ReasonURL},
+		{"space", strict, false, "ws://relay.example.com/a b", ReasonURL},
+		{"bad port", strict, false, "ws://relay.example.com:99999", ReasonURL},
+		{"bad host", strict, false, "ws://rel$ay.example.com", ReasonURL},
+		{"no host", strict, false, "ws:///path", ReasonURL},
+		{"clone https", strict, true, "https://github.com/a/b.git", ""},
+		{"clone git", strict, true, "git://git.example.org/b.git", ""},
+		{"clone http private", strict, true, "http://10.0.0.1/x.git", ReasonPrivate},
+		{"clone ext", strict, true, "ext::sh -c touch% /tmp/pwned", ReasonURL},
+		{"clone ext no space", strict, true, "ext::sh", ReasonScheme},
+		{"clone upload-pack", strict, true, "--upload-pack=touch /tmp/x", ReasonURL},
+		{"clone file", strict, true, "file:///etc", ReasonScheme},
+		{"clone ssh", strict, true, "ssh://git@github.com/a/b.git", ReasonScheme},
+		{"clone scp-like", strict, true, "git@github.com:a/b.git", ReasonURL},
+		{"clone ws", strict, true, "ws://github.com/a/b.git", ReasonScheme},
+		{"clone allowed host name", loop, true, "http://gitea.internal:3000/a/b.git", ""},
+		{"clone allowed host name is exact", loop, true, "http://x.gitea.internal/a/b.git", ""},
+		{"clone metadata", loop, true, "http://[fd00:ec2::254]/latest", ReasonMetadata},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := tc.p.CheckRelayURL
+			if tc.clone {
+				check = tc.p.CheckCloneURL
+			}
+			err := check(tc.raw)
+			if got := Reason(err); got != tc.reason {
+				t.Fatalf("check(%q) = %v (reason %q), want reason %q", tc.raw, err, got, tc.reason)
+			}
+			if tc.reason != "" && !errors.Is(err, ErrRefused) {
+				t.Fatalf("error %v does not wrap ErrRefused", err)
+			}
+		})
+	}
+}
+
+func TestNewRejectsBadAllowEntry(t *testing.T) {
+	if _, err := New(Options{Allow: []string{"10.0.0.0/8", "not a host!"}}); err == nil {
+		t.Fatal("New accepted a bad allow entry")
+	}
+}
+
+func TestDialChecksResolvedAddresses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	res := &fakeResolver{answers: map[string][]netip.Addr{
+		"evil.example":     addrs("10.0.0.7"),
+		"meta.example":     addrs("169.254.169.254"),
+		"mixed.example":    addrs("127.0.0.1", "10.0.0.1"),
+		"loop.example":     addrs("127.0.0.1"),
+		"loop6.example":    addrs("::ffff:127.0.0.1"),
+		"cgnat.example":    addrs("100.64.3.4"),
+		"nat64-10.example": addrs("64:ff9b::a00:1"),
+	}}
+	d := &loopbackOnly{t: t}
+	p := mustPolicy(t, Options{Allow: []string{"127.0.0.0/8"}, Resolver: res, Dial: d.Dial})
+	ctx := context.Background()
+	for host, want := range map[string]string{
+		"evil.example":     ReasonPrivate,
+		"meta.example":     ReasonMetadata,
+		"mixed.example":    ReasonPrivate,
+		"cgnat.example":    ReasonReserved,
+		"nat64-10.example": ReasonPrivate,
+		"nxdomain.example": ReasonResolve,
+		"10.0.0.1":         ReasonPrivate,
+		"169.254.169.254":  ReasonMetadata,
+	} {
+		c, err := p.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+		if err == nil {
+			c.Close()
+		}
+		if got := Reason(err); got != want {
+			t.Errorf("dial %s: %v (reason %q), want %q", host, err, got, want)
+		}
+	}
+	if n := d.count(); n != 0 {
+		t.Fatalf("refused destinations reached the dialer %d times", n)
+	}
+	for _, host := range []string{"loop.example", "loop6.example", "127.0.0.1", "localhost"} {
+		c, err := p.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+		if err != nil {
+			t.Fatalf("dial %s: %v", host, err)
+		}
+		c.Close()
+	}
+	d.mu.Lock()
+	for _, a := range d.dials {
+		if !strings.HasPrefix(a, "127.0.0.1:") && !strings.HasPrefix(a, "[::1]:") {
+			t.Errorf("dialer got %q: a name, not the checked address", a)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// The dialer re-checks the peer at connect time: even a loopback address
+// that slipped past every earlier check is not connected to.
+func TestControlRefusesAtConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := mustPolicy(t, Options{})
+	c, err := p.strict.DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err == nil {
+		c.Close()
+		t.Fatal("strict dialer connected to loopback")
+	}
+	if got := Reason(err); got != ReasonLoopback {
+		t.Fatalf("err = %v, want loopback refusal", err)
+	}
+	if err := p.Control("tcp", "[fd00:ec2::254]:80", nil); Reason(err) != ReasonMetadata {
+		t.Fatalf("Control(metadata) = %v", err)
+	}
+	if err := p.Control("tcp", "8.8.8.8:443", nil); err != nil {
+		t.Fatalf("Control(public) = %v", err)
+	}
+}
+
+// A name whose answer changes between the check and the connect
+// (rebinding) is checked on every dial: what is connected to is always
+// the address that was checked.
+func TestRebindingIsCheckedPerDial(t *testing.T) {
+	res := &fakeResolver{answers: map[string][]netip.Addr{"rebind.example": addrs("127.0.0.1")}}
+	d := &loopbackOnly{t: t}
+	p := mustPolicy(t, Options{Allow: []string{"127.0.0.0/8"}, Resolver: res, Dial: d.Dial})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	c, err := p.DialContext(context.Background(), "tcp", "rebind.example:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	res.mu.Lock()
+	res.answers["rebind.example"] = addrs("169.254.169.254")
+	res.mu.Unlock()
+	if _, err := p.DialContext(context.Background(), "tcp", "rebind.example:"+port); Reason(err) != ReasonMetadata {
+		t.Fatalf("second dial after rebinding: %v", err)
+	}
+	if n := d.count(); n != 1 {
+		t.Fatalf("dialer called %d times, want 1", n)
+	}
+}
+
+func TestAllowedHostNameSkipsResolution(t *testing.T) {
+	res := &fakeResolver{answers: map[string][]netip.Addr{}}
+	var dialed []string
+	p := mustPolicy(t, Options{Allow: []string{"Gitea.Internal."}, Resolver: res,
+		Dial: func(_ context.Context, _, address string) (net.Conn, error) {
+			dialed = append(dialed, address)
+			return nil, errors.New("test: not connecting")
+		}})
+	_, _ = p.DialContext(context.Background(), "tcp", "gitea.internal:3000")
+	if res.calls != 0 || len(dialed) != 1 || dialed[0] != "gitea.internal:3000" {
+		t.Fatalf("resolver calls %d, dialed %v", res.calls, dialed)
+	}
+}
+
+func TestRefusalsLoggedOnceAndCounted(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	reg := prometheus.NewRegistry()
+	p := mustPolicy(t, Options{Logger: zap.New(core), Registerer: reg, RememberMax: 2})
+	for i := 0; i < 3; i++ {
+		_ = p.CheckRelayURL("ws://169.254.169.254/")
+		_ = p.CheckCloneURL("file:///etc")
+	}
+	_ = p.CheckCloneURL("http://10.0.0.1/x.git") // over RememberMax: counted, not logged
+	if n := logs.Len(); n != 2 {
+		t.Fatalf("%d log entries, want 2: %v", n, logs.All())
+	}
+	e := logs.All()[0]
+	if e.ContextMap()["reason"] != ReasonMetadata || e.ContextMap()["destination"] != "ws://169.254.169.254/" {
+		t.Fatalf("log entry %v", e.ContextMap())
+	}
+	if got := counter(t, p.refused.WithLabelValues("relay", ReasonMetadata)); got != 3 {
+		t.Fatalf("relay/metadata refusals = %v, want 3", got)
+	}
+	if got := counter(t, p.refused.WithLabelValues("clone", ReasonPrivate)); got != 1 {
+		t.Fatalf("clone/private refusals = %v, want 1", got)
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "ngit_sync_dial_refused_total" || len(mfs[0].GetMetric()) != 3 {
+		t.Fatalf("gathered %v (%v), want 3 series of ngit_sync_dial_refused_total", mfs, err)
+	}
+}
+
+func TestHTTPClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data", http.StatusFound)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	strict := mustPolicy(t, Options{})
+	if resp, err := strict.HTTPClient(0).Get(srv.URL); err == nil {
+		resp.Body.Close()
+		t.Fatal("strict client reached loopback")
+	} else if !errors.Is(err, ErrRefused) {
+		t.Fatalf("err = %v, want ErrRefused", err)
+	}
+	loose := mustPolicy(t, Options{Allow: []string{"127.0.0.1"}})
+	resp, err := loose.HTTPClient(0).Get(srv.URL)
+	if err != nil {
+		t.Fatalf("allowed client: %v", err)
+	}
+	resp.Body.Close()
+	resp, err = loose.HTTPClient(0).Get(srv.URL + "/redirect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		t.Fatalf("redirect followed: status %d", resp.StatusCode)
+	}
+}
+
+// recordingRunner records the commands it was asked to run.
+type recordingRunner struct {
+	mu   stdsync.Mutex
+	cmds []gitx.Cmd
+}
+
+func (r *recordingRunner) Run(_ context.Context, c gitx.Cmd) (gitx.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cmds = append(r.cmds, c)
+	return gitx.Result{}, nil
+}
+
+var _ gitx.Runner = (*recordingRunner)(nil)
+
+func TestGitRunner(t *testing.T) {
+	res := &fakeResolver{answers: map[string][]netip.Addr{
+		"git.example.org":  addrs("93.184.216.34", "2606:2800:220:1::1"),
+		"evil.example.org": addrs("10.0.0.9"),
+	}}
+	rec := &recordingRunner{}
+	p := mustPolicy(t, Options{Resolver: res})
+	g := p.GitRunner(rec)
+	ctx := context.Background()
+	fetch := func(url string) gitx.Cmd {
+		return gitx.Cmd{Args: []string{"fetch", "--quiet", "--", url, "0123456789012345678901234567890123456789"}}
+	}
+	for _, c := range []gitx.Cmd{
+		fetch("ext::sh -c touch% /tmp/pwned"),
+		fetch("--upload-pack=touch /tmp/pwned"),
+		fetch("file:///etc"),
+		fetch("http://10.0.0.1/x.git"),
+		fetch("http://169.254.169.254/x.git"),
+		fetch("https://evil.example.org/x.git"),
+		fetch("ssh://git@github.com/a/b.git"),
+		fetch("relative/path"),
+		{Args: []string{"fetch", "http://10.0.0.1/x.git"}},
+		{Args: []string{"ls-remote", "https://git.example.org/x.git"}},
+	} {
+		if _, err := g.Run(ctx, c); !errors.Is(err, ErrRefused) {
+			t.Errorf("git %v: err = %v, want refusal", c.Args, err)
+		}
+	}
+	if len(rec.cmds) != 0 {
+		t.Fatalf("refused commands reached the runner: %+v", rec.cmds)
+	}
+	ok := []gitx.Cmd{
+		{Args: []string{"cat-file", "--batch-check"}},
+		{Config: []string{"protocol.file.allow=always"}, Args: []string{"fetch", "--", "/srv/git/npub1x/a.git", "0123456789012345678901234567890123456789"}},
+		fetch("https://git.example.org/x.git"),
+		fetch("git://git.example.org/x.git"),
+		fetch("http://93.184.216.34:8080/x.git"),
+	}
+	for _, c := range ok {
+		if _, err := g.Run(ctx, c); err != nil {
+			t.Errorf("git %v: %v", c.Args, err)
+		}
+	}
+	if len(rec.cmds) != len(ok) {
+		t.Fatalf("runner got %d commands, want %d", len(rec.cmds), len(ok))
+	}
+	pinned := rec.cmds[2].Config
+	want := "http.curloptResolve=git.example.org:443:93.184.216.34,[2606:2800:220:1::1]"
+	if len(pinned) != 1 || pinned[0] != want {
+		t.Fatalf("https fetch config = %q, want %q", pinned, want)
+	}
+	if len(rec.cmds[3].Config) != 0 || len(rec.cmds[4].Config) != 0 {
+		t.Fatalf("git:// or literal-address fetch got pinning: %q %q", rec.cmds[3].Config, rec.cmds[4].Config)
+	}
+}
+
+func mustPolicy(t *testing.T, o Options) *Policy {
+	t.Helper()
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
