@@ -16,6 +16,8 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/filters"
 	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -50,8 +52,10 @@ type Config struct {
 	MaxTrackedRelays         int
 	MaxRepositories          int
 
-	Handler  HandlerConfig
-	Rejected RejectedConfig
+	Handler    HandlerConfig
+	Rejected   RejectedConfig
+	Negentropy NegConfig
+	Trusted    TrustedConfig
 }
 
 // DefaultConfig returns the design's defaults (DESIGN.md §4).
@@ -77,6 +81,8 @@ func DefaultConfig() Config {
 		MaxRepositories:          50000,
 		Handler:                  HandlerConfig{QueueLen: 10000, MaxEventBytes: 262144, MaxEventTags: 2000, SeenTTL: 20 * time.Minute},
 		Rejected:                 RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000},
+		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour},
+		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
 }
 
@@ -106,6 +112,12 @@ type Deps struct {
 	Limits LimitsFunc
 	// OnPresent is told of every event known to be on the own relay.
 	OnPresent func(ev *nostr.Event)
+	// LocalIndex, when set, enables NIP-77 historic sync: it is our side
+	// of every reconciliation, filled from the own relay (Phase 0) and
+	// kept current through OnPresent. ExtraLocal adds items we hold
+	// elsewhere (purgatory).
+	LocalIndex *localindex.Index
+	ExtraLocal []localindex.Source
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -133,6 +145,9 @@ type Engine struct {
 
 	running     atomic.Bool
 	ready       atomic.Bool
+	pager       *Pager
+	neg         *NegSyncer
+	local       *OwnLocalSet
 	ownUp       atomic.Bool
 	snapMu      stdsync.Mutex
 	snap        status.Snapshot
@@ -199,11 +214,27 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e.rej = NewRejectedIndex(cfg.Rejected, d.Clock.Now)
 	e.h = NewHandler(cfg.Handler, d.Publish, d.Purgatory, e.rej, m, e.log.Named("handler"))
 	e.h.onPresent = d.OnPresent
+	pager := &Pager{
+		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
+		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
+	}
+	e.pager = pager
+	if d.LocalIndex != nil {
+		extra := append([]localindex.Source{localindex.SourceFunc(e.rejectedItems)}, d.ExtraLocal...)
+		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
+			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
+		}, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
+		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
+		if err != nil {
+			return nil, err
+		}
+		e.neg = ns
+	}
 	if e.d.Historic == nil {
-		e.d.Historic = &Pager{
-			PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
-			MaxLimit:    func(url string) int { return d.Health.Limits(url).MaxLimit },
-			WaitAllowed: func(ctx context.Context) error { return nil },
+		if e.neg != nil {
+			e.d.Historic = e.neg
+		} else {
+			e.d.Historic = pager
 		}
 	}
 	for _, b := range cfg.Bootstrap {
@@ -214,6 +245,15 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.bootstrapOK[norm] = true
 	}
 	return e, nil
+}
+
+// rejectedItems adds the RejectedIndex's ids to a local set: we do not want
+// them again.
+func (e *Engine) rejectedItems(dst []neg.Item, _ nostr.Filter) []neg.Item {
+	e.rej.Items(func(createdAt int64, id [32]byte) {
+		dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(createdAt), ID: id})
+	})
+	return dst
 }
 
 // Handler is the shared event handler (purgatory reports outcomes to it).
@@ -244,6 +284,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); _ = e.h.Run(ctx) }()
 	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
+	for _, url := range e.cfg.Trusted.Relays {
+		e.wg.Add(1)
+		go func() { defer e.wg.Done(); e.runTrusted(ctx, url) }()
+	}
 	for url := range e.bootstrapOK {
 		e.track(url, true)
 	}
@@ -259,6 +303,9 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.dropConnection(url)
 			}
 			e.wg.Wait()
+			if e.local != nil {
+				e.local.Close()
+			}
 			return nil
 		case fn := <-e.inbox:
 			fn()

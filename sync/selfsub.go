@@ -85,7 +85,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				e.applySelfBatch(evs)
 			}
 			if markReady {
-				e.ready.Store(true)
+				e.startInitialFill(ctx)
 			}
 		})
 	}
@@ -126,6 +126,38 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			}
 		}
 	}
+}
+
+// startInitialFill reads the own relay's events for everything the sync
+// layers cover into the local set (negentropy's Phase 0), then declares the
+// sidecar ready. Without a local set it is ready at once. It runs on the
+// Run goroutine; the fill itself on its own.
+func (e *Engine) startInitialFill(ctx context.Context) {
+	if e.local == nil {
+		e.ready.Store(true)
+		return
+	}
+	repos := make([]string, 0, len(e.repos))
+	roots := set{}
+	for ref, n := range e.repos {
+		repos = append(repos, ref)
+		roots.addAll(n.Roots)
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		start := time.Now()
+		e.local.Reset()
+		if err := e.local.FillItems(ctx, true, repos, roots.sorted()); err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("filling the local set from the own relay failed; reconciliations will fill it per filter", zap.Error(err))
+			}
+		} else {
+			e.log.Info("local set filled from the own relay", zap.Int("events", e.local.Index().Len()),
+				zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Duration("took", time.Since(start)))
+		}
+		e.ready.Store(true)
+	}()
 }
 
 // seenOnOwnRelay records an event the own relay holds.
@@ -178,6 +210,9 @@ func (e *Engine) refreshSnapshot() {
 			ReposConfirmed: len(r.Confirmed.Repos), RootsConfirmed: len(r.Confirmed.Roots),
 			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
+		}
+		if e.neg != nil {
+			rs.Negentropy = e.neg.Support(r.URL)
 		}
 		for _, b := range e.pending[r.URL] {
 			rs.ReposPending += len(b.Items.Repos)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/config"
 	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
@@ -45,6 +47,7 @@ type Sidecar struct {
 	pub    *publish.Publisher
 	purg   *purgatory.Purgatory
 	engine *gsync.Engine
+	local  *localindex.Index
 }
 
 // New wires the components from cfg. Nothing runs until Run.
@@ -141,6 +144,20 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
 	}
 
+	nopts := neg.DefaultOptions()
+	nopts.FrameLimit = cfg.Negentropy.FrameLimit
+	nopts.InitialTimeout = cfg.Negentropy.InitialTimeout
+	nopts.IdleTimeout = cfg.Negentropy.IdleTimeout
+	nopts.MaxInboundHex = 2 * cfg.Relay.MaxMessageBytes
+	scfg.Negentropy = gsync.NegConfig{
+		Enabled: cfg.Negentropy.Enabled, Options: nopts,
+		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
+	}
+	scfg.Trusted = gsync.TrustedConfig{
+		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
+		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
+	}
+
 	deps := gsync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
 		Dial: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
@@ -184,6 +201,27 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.purg = purg
 		deps.Purgatory = purgatoryAdapter{p: purg, log: d.Log.Named("purgatory")}
+	}
+
+	if cfg.Negentropy.Enabled {
+		idx, err := localindex.New(localindex.DefaultOptions(), d.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("local index: %w", err)
+		}
+		s.local = idx
+		deps.LocalIndex = idx
+		deps.OnPresent = func(ev *nostr.Event) { _ = idx.Add(ev) }
+		if s.purg != nil {
+			purg := s.purg
+			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(func(dst []neg.Item, _ nostr.Filter) []neg.Item {
+				for _, h := range purg.Held() {
+					if it, err := neg.ItemFromHex(h.CreatedAt, h.ID); err == nil {
+						dst = append(dst, it)
+					}
+				}
+				return dst
+			}))
+		}
 	}
 
 	eng, err := gsync.New(scfg, deps)
