@@ -90,6 +90,11 @@ type Options struct {
 	OnFrame func(label string, size int)
 	// Logger receives debug-level protocol oddities.
 	Logger *zap.Logger
+	// BeforeRequest, when set, is called by Subscribe and NegOpen before
+	// anything is registered or sent; an error aborts the call with it. It
+	// may block, e.g. while the relay's rate-limit cooldown runs, and must
+	// return when ctx is done.
+	BeforeRequest func(ctx context.Context) error
 }
 
 // DefaultOptions returns the defaults documented on Options.
@@ -300,8 +305,31 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-// Subscribe sends REQ with the given id and filters.
+// beforeRequest runs Options.BeforeRequest, bounded by ctx and by the
+// connection's life.
+func (c *Conn) beforeRequest(ctx context.Context) error {
+	if c.opts.BeforeRequest == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	if err := c.opts.BeforeRequest(ctx); err != nil {
+		if c.ctx.Err() != nil {
+			return ErrClosed
+		}
+		return err
+	}
+	return nil
+}
+
+// Subscribe sends REQ with the given id and filters. Options.BeforeRequest,
+// when set, runs first.
 func (c *Conn) Subscribe(ctx context.Context, id string, filters nostr.Filters) (*Subscription, error) {
+	if err := c.beforeRequest(ctx); err != nil {
+		return nil, err
+	}
 	sub := &Subscription{
 		ID: id, Filters: filters, conn: c,
 		ch:   make(chan SubMsg, c.opts.SubscriptionBuffer),
@@ -483,7 +511,11 @@ func (c *Conn) Authenticate(ctx context.Context, sign func(*nostr.Event) error) 
 // NegOpen registers a negentropy session and sends NEG-OPEN. The returned
 // channel receives the relay's NEG-MSG / NEG-ERR for subID and any NOTICE it
 // sends meanwhile; it is closed by NegClose or when the connection ends.
+// Options.BeforeRequest, when set, runs first.
 func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, msgHex string) (<-chan NegReply, error) {
+	if err := c.beforeRequest(ctx); err != nil {
+		return nil, err
+	}
 	ch := make(chan NegReply, 8)
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
