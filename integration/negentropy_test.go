@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+)
+
+// requestedIDs counts the ids asked for in REQs relay r received after t0,
+// and the REQs that paged (asked with a limit but no ids).
+func requestedIDs(t *testing.T, r *harness.Relay, t0 time.Time) (ids map[string]int, paged int) {
+	t.Helper()
+	ids = map[string]int{}
+	for _, m := range reqsAfter(r, t0) {
+		var arr []json.RawMessage
+		if err := json.Unmarshal([]byte(m.Raw), &arr); err != nil {
+			t.Fatalf("REQ %q: %v", m.Raw, err)
+		}
+		for _, raw := range arr[2:] {
+			var f nostr.Filter
+			if err := json.Unmarshal(raw, &f); err != nil {
+				t.Fatalf("filter %s: %v", raw, err)
+			}
+			for _, id := range f.IDs {
+				ids[id]++
+			}
+			if len(f.IDs) == 0 && f.Limit > 0 {
+				paged++
+			}
+		}
+	}
+	return ids, paged
+}
+
+// universeRepo seeds a repository with n issues and comments on remote;
+// the own relay hosts its announcement.
+func universeRepo(t *testing.T, own, remote *harness.Relay, d string, n int) (*nostr.Event, []*nostr.Event) {
+	t.Helper()
+	alice := harness.NewKey()
+	repo := repoFor(alice, d, own, remote)
+	mustPublish(t, own, repo)
+	var evs []*nostr.Event
+	base := time.Now().Add(-20 * 24 * time.Hour)
+	for i := 0; i < n; i++ {
+		issue := alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+		evs = append(evs, issue)
+		if i%4 == 0 {
+			evs = append(evs, alice.Comment(issue, nil, harness.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
+		}
+	}
+	remote.Inject(repo)
+	remote.Inject(evs...)
+	return repo, evs
+}
+
+// TestNegentropyFreshStartFetchesOnlyMissing: the own relay already holds
+// part of a repository's history; a fresh start against a NIP-77 relay
+// fetches exactly the events it lacks, by id, and pages nothing.
+func TestNegentropyFreshStartFetchesOnlyMissing(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "nip77", Negentropy: true, ReqCap: 500})
+	_, evs := universeRepo(t, own, remote, "neg", 600)
+	// The own relay has every other root already (and their comments);
+	// inject through the store so the sidecar learns them only through
+	// the self-subscription and the local-set fill.
+	var have, missing []*nostr.Event
+	for i, ev := range evs {
+		if i%2 == 0 {
+			have = append(have, ev)
+		} else {
+			missing = append(missing, ev)
+		}
+	}
+	own.Inject(have...)
+
+	t0 := time.Now()
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, evs...)
+	waitState(t, sc, remote.URL(), "connected")
+
+	ids, paged := requestedIDs(t, remote, t0)
+	if paged != 0 {
+		t.Errorf("%d REQ filters paged a NIP-77 relay", paged)
+	}
+	for _, ev := range have {
+		if ids[ev.ID] > 0 {
+			t.Fatalf("fetched %s which the own relay already had", ev.ID)
+		}
+	}
+	got := 0
+	for _, ev := range missing {
+		if ids[ev.ID] > 0 {
+			got++
+		}
+	}
+	if got != len(missing) {
+		t.Fatalf("fetched %d of the %d missing events by id", got, len(missing))
+	}
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "supported" {
+		t.Fatalf("negentropy support %q, want supported", r.Negentropy)
+	}
+	if st := remote.Stats(); st.NegOpens == 0 {
+		t.Fatal("no NEG-OPEN reached the relay")
+	}
+}
+
+// TestNegentropyFallbackToPaging: a relay without NIP-77 still syncs
+// everything, by REQ paging, and is remembered as unsupported.
+func TestNegentropyFallbackToPaging(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "plain", ReqCap: 500})
+	_, evs := universeRepo(t, own, remote, "plain", 700)
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, evs...)
+	waitState(t, sc, remote.URL(), "connected")
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "unsupported" {
+		t.Fatalf("negentropy support %q, want unsupported", r.Negentropy)
+	}
+}
+
+// TestNegentropyBlockedSplits: a relay answering "blocked: too many query
+// results" above 100 events is reconciled in smaller time windows.
+func TestNegentropyBlockedSplits(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "strict", Negentropy: true, NegMaxEvents: 100})
+	_, evs := universeRepo(t, own, remote, "blocked", 400)
+	t0 := time.Now()
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, evs...)
+	waitState(t, sc, remote.URL(), "connected")
+	if _, paged := requestedIDs(t, remote, t0); paged != 0 {
+		t.Errorf("%d REQ filters paged: the blocked filter fell back instead of splitting", paged)
+	}
+	blocked := 0
+	for _, m := range remote.Sent(t0) {
+		if m.Type == "NEG-ERR" {
+			blocked++
+		}
+	}
+	if blocked == 0 {
+		t.Fatal("the relay never answered blocked: the scenario did not test splitting")
+	}
+	t.Logf("%d NEG-OPENs, %d blocked answers", remote.Stats().NegOpens, blocked)
+}
+
+// TestTrustedRelayReconciliation: events the live subscriptions never saw
+// (injected into a trusted archive relay's store directly) are found by the
+// periodic reconciliation and published once.
+func TestTrustedRelayReconciliation(t *testing.T) {
+	own := ownRelay(t)
+	remote := startRelay(t, harness.RelayOptions{Name: "remote", Negentropy: true})
+	archive := startRelay(t, harness.RelayOptions{Name: "archive", Negentropy: true})
+	repo, evs := universeRepo(t, own, remote, "archived", 20)
+	archive.Inject(repo)
+	archive.Inject(evs...)
+
+	cfg := fastConfig(own)
+	cfg.TrustedRelays = []string{archive.URL()}
+	cfg.Trusted.Interval = 500 * time.Millisecond
+	cfg.Trusted.Lookback = 30 * 24 * time.Hour
+	startSidecar(t, cfg)
+	waitHas(t, own, evs...)
+
+	alice := harness.NewKey()
+	missed := []*nostr.Event{
+		alice.Comment(evs[0], nil),
+		alice.Issue(harness.Address(repo), "only in the archive"),
+	}
+	archive.Inject(missed...)
+	waitHas(t, own, missed...)
+}
