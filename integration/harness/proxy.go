@@ -103,6 +103,9 @@ type Stats struct {
 	// PeakSubsPerConn is the highest number of subscriptions open at once on
 	// any single connection.
 	PeakSubsPerConn int
+	// BytesIn and BytesOut count WebSocket message payload bytes received
+	// from and sent to clients (frame headers not included).
+	BytesIn, BytesOut int64
 }
 
 type proxyConn struct {
@@ -353,6 +356,7 @@ func (o *observer) received(c *proxyConn, label, sub, evID string, data []byte) 
 	m.Time = time.Now() // under the lock, so the log stays ordered
 	c.recv++
 	o.stats.Received[label]++
+	o.stats.BytesIn += int64(len(data))
 	o.recvLog = o.appendLog(o.recvLog, m)
 	return c.recv
 }
@@ -376,6 +380,7 @@ func (o *observer) sent(c *proxyConn, label, sub string, data []byte) int {
 	m.Time = time.Now()
 	c.sent++
 	o.stats.Sent[label]++
+	o.stats.BytesOut += int64(len(data))
 	o.sentLog = o.appendLog(o.sentLog, m)
 	return c.sent
 }
