@@ -214,17 +214,16 @@ func (p *pipeConn) NegMsg(ctx context.Context, subID string, msg string) error {
 func (p *pipeConn) NegClose(string) {}
 
 // runGo reconciles our session runner (client) against a Go server engine.
-func runGo(t *testing.T, client, server negentropy.Storage, limit int) exchange {
-	t.Helper()
+func runGo(client, server negentropy.Storage, limit int) (exchange, error) {
 	p := &pipeConn{server: server, limit: limit}
 	opt := neg.DefaultOptions()
 	opt.FrameLimit = limit
 	opt.MaxInboundHex = 64 << 20
 	res, err := neg.Reconcile(context.Background(), p, "interop", nostr.Filter{}, client, opt)
 	if err != nil {
-		t.Fatalf("neg.Reconcile: %v", err)
+		return exchange{}, fmt.Errorf("neg.Reconcile: %w", err)
 	}
-	return exchange{clientMsgs: p.msgs, need: res.Need, have: res.Have}
+	return exchange{clientMsgs: p.msgs, need: res.Need, have: res.Have}, nil
 }
 
 // makeSets builds two sets of about n items each that differ in a fraction
@@ -283,9 +282,24 @@ func TestInteropReconcile(t *testing.T) {
 					client, server, need, have := makeSets(uint64(n)+uint64(diff*1000), n, diff)
 					ours := neg.NewStorage(slices.Clone(server))
 
+					// The Go runs go alongside nostr-tools, which is slow at 100k.
+					var goEx, vecEx exchange
+					var goErr, vecErr error
+					var wg sync.WaitGroup
+					wg.Add(2)
+					go func() {
+						defer wg.Done()
+						goEx, goErr = runGo(neg.NewStorage(slices.Clone(client)), ours, limit)
+					}()
+					go func() {
+						defer wg.Done()
+						vecEx, vecErr = runGo(vectorOf(client), vectorOf(server), limit)
+					}()
 					jsEx := runJS(t, js, client, ours, limit)
-					goEx := runGo(t, neg.NewStorage(slices.Clone(client)), ours, limit)
-					vecEx := runGo(t, vectorOf(client), vectorOf(server), limit)
+					wg.Wait()
+					if goErr != nil || vecErr != nil {
+						t.Fatalf("our storage: %v; vector: %v", goErr, vecErr)
+					}
 
 					for _, c := range []struct {
 						name string
