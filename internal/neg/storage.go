@@ -84,25 +84,34 @@ type Storage struct {
 var _ negentropy.Storage = (*Storage)(nil)
 
 // NewStorage sorts items, drops exact duplicates and builds the prefix sums.
-// It takes ownership of the slice.
+// It may reorder the slice and keep it.
 func NewStorage(items []Item) *Storage {
-	slices.SortFunc(items, func(a, b Item) int {
-		if c := cmp.Compare(a.CreatedAt, b.CreatedAt); c != 0 {
-			return c
-		}
-		// Compare the first 8 bytes as a big-endian integer first: cheap,
-		// and the same order as bytes.Compare.
-		if c := cmp.Compare(binary.BigEndian.Uint64(a.ID[:8]), binary.BigEndian.Uint64(b.ID[:8])); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.ID[8:], b.ID[8:])
-	})
+	items = sortItems(items)
 	items = slices.Compact(items)
 	sums := make([]sum256, len(items)+1)
 	for i := range items {
 		sums[i+1] = sums[i].add(&items[i].ID)
 	}
 	return &Storage{items: items, sums: sums}
+}
+
+// sortItems sorts items in NIP-77 order; sorted input is detected.
+func sortItems(items []Item) []Item {
+	if slices.IsSortedFunc(items, Item.Compare) {
+		return items
+	}
+	slices.SortFunc(items, func(a, b Item) int {
+		if c := cmp.Compare(a.CreatedAt, b.CreatedAt); c != 0 {
+			return c
+		}
+		// The first 8 bytes as a big-endian integer: cheap, same order as
+		// bytes.Compare.
+		if c := cmp.Compare(binary.BigEndian.Uint64(a.ID[:8]), binary.BigEndian.Uint64(b.ID[:8])); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[8:], b.ID[8:])
+	})
+	return items
 }
 
 // Size is the number of distinct items.
