@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -36,6 +37,14 @@ func NormalizeRelayURL(raw string) (string, error) {
 	host := strings.ToLower(u.Hostname())
 	if host == "" {
 		return "", fmt.Errorf("%w: no host", ErrBadRelayURL)
+	}
+	if strings.Contains(host, ":") {
+		if a, err := netip.ParseAddr(host); err != nil || a.Zone() != "" {
+			return "", fmt.Errorf("%w: malformed or zoned IPv6 host", ErrBadRelayURL)
+		}
+	} else if strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-_") != "" {
+		// Internationalised names arrive in punycode.
+		return "", fmt.Errorf("%w: host has characters outside [a-z0-9.-_]", ErrBadRelayURL)
 	}
 	port := u.Port()
 	if (scheme == "ws" && port == "80") || (scheme == "wss" && port == "443") {

@@ -102,6 +102,9 @@ type Deps struct {
 	// DialOwn connects to the own relay.
 	Dial    DialFunc
 	DialOwn DialFunc
+	// AllowRelay, when set, screens relay URLs discovered in announcements
+	// (the outbound address policy): a refused URL is never tracked.
+	AllowRelay func(url string) error
 	// RelayOptions are the base options of every connection.
 	RelayOptions relay.Options
 	Publish      PublishFunc
@@ -321,6 +324,10 @@ func (e *Engine) Run(ctx context.Context) error {
 // relay and starts whatever sync they call for.
 func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 	isOwn := e.isOwn
+	if allow := e.d.AllowRelay; allow != nil {
+		// Refused URLs are left out before the per-announcement limit.
+		isOwn = func(norm string) bool { return e.isOwn(norm) || allow(norm) != nil }
+	}
 	// Announcements first, so roots in the same batch find their repos.
 	slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
 	for _, ev := range evs {
@@ -749,6 +756,12 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 			case relay.MsgEvent:
 				recv.Inc()
 				count.Add(1)
+				if !sub.Filters.Match(m.Event) {
+					// Answers we did not ask for are dropped before they
+					// cost a queue slot or a signature check.
+					e.m.eventsInvalid.WithLabelValues("no_match").Inc()
+					continue
+				}
 				if err := e.h.Handle(ctx, Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
 					return
 				}
@@ -892,9 +905,14 @@ func (e *Engine) startJobs(r *remote) {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			asked := nostr.Filters(j.filters)
 			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
+				if in.Event == nil || !asked.Match(in.Event) {
+					e.m.eventsInvalid.WithLabelValues("no_match").Inc()
+					return nil
+				}
 				return e.h.Handle(ctx, in)
 			})
 			e.post(func() { e.onBatchDone(url, gen, j.batch, err) })

@@ -57,6 +57,15 @@ type HandlerConfig struct {
 	// remembered at most (0: until evicted by size).
 	SeenMax int
 	SeenTTL time.Duration
+	// RelayRate bounds the events per second one relay may hand to the
+	// handler (0: unbounded); RelayBurst is how many it may hand at once
+	// (0: one second's worth). RelayQueue bounds one relay's events
+	// waiting in the shared queue (0: only QueueLen bounds them). A relay
+	// over a bound waits in Handle; each wait counts in
+	// ngit_sync_limit_hits_total{limit="relay_event_rate"|"relay_queue"}.
+	RelayRate  int
+	RelayBurst int
+	RelayQueue int
 }
 
 // Incoming is one event as received from a relay.
@@ -65,6 +74,8 @@ type Incoming struct {
 	// Size of the frame it came in (0 if unknown).
 	Size  int
 	Relay string
+
+	release func() // frees the relay's queue slot once processed
 }
 
 // Handler is the shared event handler: every event from every subscription
@@ -82,6 +93,7 @@ type Handler struct {
 	// onPresent is called for every event known to be on the own relay
 	// (accepted, duplicate, or seen through the self-subscription).
 	onPresent func(ev *nostr.Event)
+	limits    *relayLimits
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -101,6 +113,8 @@ func NewHandler(cfg HandlerConfig, publish PublishFunc, purg Purgatory, rejected
 	}
 	return &Handler{
 		cfg: cfg, log: log, m: m, publish: publish, purg: purg, rejected: rejected,
+		limits: newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, nil,
+			m.limitHits.WithLabelValues("relay_event_rate"), m.limitHits.WithLabelValues("relay_queue")),
 		seen:    newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
 		in:      make(chan Incoming, cfg.QueueLen),
 		retries: make(chan *nostr.Event, cfg.QueueLen),
@@ -130,13 +144,20 @@ func (h *Handler) Run(ctx context.Context) error {
 	return nil
 }
 
-// Handle queues ev for processing; it blocks while the queue is full, so a
-// relay that floods is slowed down instead of growing memory.
+// Handle queues ev for processing; it blocks while the queue is full or
+// the relay is over its rate or queue bound, so a relay that floods is
+// slowed down instead of growing memory or starving the others.
 func (h *Handler) Handle(ctx context.Context, in Incoming) error {
+	release, err := h.limits.admit(ctx, in.Relay)
+	if err != nil {
+		return err
+	}
+	in.release = release
 	select {
 	case h.in <- in:
 		return nil
 	case <-ctx.Done():
+		release()
 		return ctx.Err()
 	}
 }
@@ -176,6 +197,9 @@ func (h *Handler) validate(in Incoming) (string, error) {
 }
 
 func (h *Handler) process(ctx context.Context, in Incoming) {
+	if in.release != nil {
+		defer in.release()
+	}
 	if in.Event == nil {
 		return
 	}

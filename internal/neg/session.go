@@ -173,7 +173,8 @@ type Result struct {
 // relay are validated before decoding and a panic in the protocol engine is
 // contained, so a hostile relay costs one session. On error the partial
 // Result is returned for its Stats only.
-func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local negentropy.Storage, opt Options) (res Result, err error) {
+func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local negentropy.Storage, opt Options) (Result, error) {
+	var res Result
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	if err := opt.Validate(); err != nil {
@@ -195,8 +196,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 	col := startCollector(eng, opt.MaxIDs)
 	defer col.abort()
 
-	var ch <-chan relay.NegReply
-	ch, err = c.NegOpen(ctx, subID, filter, first)
+	ch, err := c.NegOpen(ctx, subID, filter, first)
 	if err != nil {
 		return res, fmt.Errorf("neg: open %s: %w", subID, err)
 	}

@@ -27,7 +27,8 @@ type LocalFunc func(nostr.Filter) (negentropy.Storage, error)
 // subIDPrefix+"1", … one at a time. On error the Result holds everything
 // learned from the windows that completed, so the caller can still fetch
 // those ids.
-func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nostr.Filter, localFor LocalFunc, opt Options) (res Result, err error) {
+func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nostr.Filter, localFor LocalFunc, opt Options) (Result, error) {
+	var res Result
 	start := time.Now()
 	defer func() {
 		res.Duration = time.Since(start)

@@ -20,10 +20,12 @@ import (
 	"github.com/grasp-sync/grasp-sync/health"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/purgatory"
+	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
 	gsync "github.com/grasp-sync/grasp-sync/sync"
 )
 
@@ -34,8 +36,19 @@ type Deps struct {
 	Version  string
 	// Clock, when set, replaces the wall clock in time-based logic.
 	Clock health.Clock
-	// HTTPClient, when set, is used for websocket handshakes and NIP-11.
+	// HTTPClient, when set, is used for websocket handshakes and NIP-11 of
+	// the configured relays (own, bootstrap, trusted). Relays discovered
+	// in announcements always go through the outbound address policy.
 	HTTPClient *http.Client
+	// Resolver, when set, replaces the system resolver of the outbound
+	// address policy (tests map names to addresses with it).
+	Resolver netpolicy.Resolver
+	// PolicyDial, when set, replaces the policy's final connect to an
+	// already checked address (tests prove nothing else is dialled).
+	PolicyDial netpolicy.DialFunc
+	// Git, when set, runs git for the purgatory instead of the git binary;
+	// the outbound address policy still guards every command.
+	Git gitx.Runner
 }
 
 // Sidecar is one running grasp-sync.
@@ -131,8 +144,11 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
 	scfg.MaxRepositories = cfg.Limits.MaxRepositories
 	scfg.Handler = gsync.HandlerConfig{
-		Workers:       cfg.Sync.VerifyWorkers,
-		QueueLen:      cfg.Limits.RelayQueue,
+		Workers: cfg.Sync.VerifyWorkers,
+		// One relay may fill half of the shared queue at most.
+		QueueLen:      2 * cfg.Limits.RelayQueue,
+		RelayQueue:    cfg.Limits.RelayQueue,
+		RelayRate:     cfg.Limits.RelayEventRate,
 		MaxEventBytes: cfg.Limits.MaxEventBytes,
 		MaxEventTags:  cfg.Limits.MaxEventTags,
 		// The dedupe memory must be shorter than the full-resync interval,
@@ -158,11 +174,42 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
 	}
 
+	// Relay and clone URLs from announcements go through the outbound
+	// address policy; the operator's configured relays do not.
+	pol, err := netpolicy.New(netpolicy.Options{
+		Allow: cfg.Dial.Allow, Resolver: d.Resolver, Dial: d.PolicyDial,
+		DialTimeout: cfg.Relay.ConnectTimeout, Logger: d.Log.Named("netpolicy"), Registerer: d.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial policy: %w", err)
+	}
+	configured := map[string]bool{}
+	for _, u := range append(append([]string{cfg.OwnRelay}, cfg.BootstrapRelays...), cfg.TrustedRelays...) {
+		configured[u] = true
+		if norm, err := gsync.NormalizeRelayURL(u); err == nil {
+			configured[norm] = true
+		}
+	}
+	policyClient := pol.HTTPClient(0)
+	allowRelay := func(url string) error {
+		if configured[url] {
+			return nil
+		}
+		return pol.CheckRelayURL(url)
+	}
+
 	deps := gsync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
 		Dial: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
+			if !configured[url] {
+				if err := pol.CheckRelayURL(url); err != nil {
+					return nil, err
+				}
+				o.HTTPClient = policyClient
+			}
 			return relay.Dial(ctx, url, o)
 		},
+		AllowRelay: allowRelay,
 		DialOwn: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
 			return relay.Dial(ctx, url, o)
 		},
@@ -171,7 +218,11 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			return pub.Submit(ctx, ev, func(r publish.Result) { done(outcome(r.Outcome), resultReason(r)) })
 		},
 		Limits: func(ctx context.Context, url string) (health.Limits, error) {
-			return fetchLimits(ctx, d.HTTPClient, url)
+			client := d.HTTPClient
+			if !configured[url] {
+				client = policyClient
+			}
+			return fetchLimits(ctx, client, url)
 		},
 	}
 
@@ -191,16 +242,26 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		pc.DomainWindow = cfg.Purgatory.DomainWindow
 		pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
 		pc.MaxEntries = cfg.Purgatory.MaxEntries
-		pc.AllowPrivateAddresses = len(cfg.Dial.Allow) > 0
+		// The policy's git guard checks every remote against --dial.allow
+		// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
+		pc.AllowPrivateAddresses = true
+		git := d.Git
+		if git == nil {
+			x := gitx.NewExec(pc.GitCommandTimeout)
+			x.OutputCap = pc.GitOutputCap
+			git = x
+		}
 		rel = &releasePublisher{pub: pub}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: rel, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
+			Git: pol.GitRunner(git),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("purgatory: %w", err)
 		}
 		s.purg = purg
-		deps.Purgatory = purgatoryAdapter{p: purg, log: d.Log.Named("purgatory")}
+		deps.Purgatory = purgatoryAdapter{p: purg, log: d.Log.Named("purgatory"), pol: pol,
+			own: gitx.NormalizeDomain("", cfg.ServiceDomain)}
 	}
 
 	if cfg.Negentropy.Enabled {
@@ -355,11 +416,38 @@ func (p *releasePublisher) Publish(ctx context.Context, ev *nostr.Event) error {
 type purgatoryAdapter struct {
 	p   *purgatory.Purgatory
 	log *zap.Logger
+	pol *netpolicy.Policy
+	own string // service domain: our own clone URLs
 }
 
-func (a purgatoryAdapter) Needs(ev *nostr.Event) bool      { return a.p.Needs(ev) }
-func (a purgatoryAdapter) AddAnnouncement(ev *nostr.Event) { a.p.AddAnnouncement(ev) }
+// screen runs an event's clone URLs through the address policy so that
+// each refused one is logged once with its reason; the git guard refuses
+// them again should the purgatory ever try one.
+func (a purgatoryAdapter) screen(ev *nostr.Event) {
+	n := 0
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || tag[0] != "clone" {
+			continue
+		}
+		for _, u := range tag[1:] {
+			if n++; n > 20 {
+				return
+			}
+			if cu, err := gitx.ParseCloneURL(u); err == nil && a.own != "" && cu.Domain == a.own {
+				continue
+			}
+			_ = a.pol.CheckCloneURL(u)
+		}
+	}
+}
+
+func (a purgatoryAdapter) Needs(ev *nostr.Event) bool { return a.p.Needs(ev) }
+func (a purgatoryAdapter) AddAnnouncement(ev *nostr.Event) {
+	a.screen(ev)
+	a.p.AddAnnouncement(ev)
+}
 func (a purgatoryAdapter) Add(ev *nostr.Event, onOwnRelay bool) {
+	a.screen(ev)
 	if err := a.p.Add(ev, onOwnRelay); err != nil {
 		a.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
 	}

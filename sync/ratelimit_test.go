@@ -1,0 +1,113 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestRelayLimitsReserve(t *testing.T) {
+	now := time.Unix(1000, 0)
+	hits := prometheus.NewCounter(prometheus.CounterOpts{Name: "h"})
+	l := newRelayLimits(10, 2, 0, func() time.Time { return now }, hits, nil)
+	for i, want := range []time.Duration{0, 0, 100 * time.Millisecond, 200 * time.Millisecond} {
+		if got := l.reserve("ws://a"); got != want {
+			t.Fatalf("reserve #%d = %s, want %s", i, got, want)
+		}
+	}
+	// Another relay has its own bucket.
+	if got := l.reserve("ws://b"); got != 0 {
+		t.Fatalf("second relay waits %s", got)
+	}
+	now = now.Add(time.Second) // refills to the burst, no more
+	for i, want := range []time.Duration{0, 0, 100 * time.Millisecond} {
+		if got := l.reserve("ws://a"); got != want {
+			t.Fatalf("after refill, reserve #%d = %s, want %s", i, got, want)
+		}
+	}
+	if got := newRelayLimits(0, 0, 0, nil, nil, nil).reserve("x"); got != 0 {
+		t.Fatalf("unlimited reserve = %s", got)
+	}
+}
+
+func TestRelayLimitsSweep(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newRelayLimits(10, 1, 4, func() time.Time { return now }, nil, nil)
+	for i := 0; i < sweepAt+10; i++ {
+		l.reserve(string(rune('a'+i%26)) + time.Duration(i).String())
+		now = now.Add(time.Second)
+	}
+	if n := len(l.relays); n > sweepAt {
+		t.Fatalf("%d relays remembered, bound %d", n, sweepAt)
+	}
+}
+
+// One relay over its queue bound waits in Handle; another relay is not
+// held up by it.
+func TestHandlerRelayQueueIsolatesRelays(t *testing.T) {
+	h, _, _ := newTestHandler(t, HandlerConfig{QueueLen: 8, RelayQueue: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ev := &nostr.Event{}
+	for i := 0; i < 3; i++ {
+		if err := h.Handle(ctx, Incoming{Event: ev, Relay: "ws://flood"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocked := make(chan error, 1)
+	go func() { blocked <- h.Handle(ctx, Incoming{Event: ev, Relay: "ws://flood"}) }()
+	for i := 0; i < 3; i++ {
+		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := h.Handle(tctx, Incoming{Event: ev, Relay: "ws://honest"})
+		tcancel()
+		if err != nil {
+			t.Fatalf("honest relay blocked behind the flooding one: %v", err)
+		}
+	}
+	select {
+	case err := <-blocked:
+		t.Fatalf("flooding relay's 4th event was queued (err %v)", err)
+	default:
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counterValue(t, h.m.limitHits.WithLabelValues("relay_queue")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("relay_queue hit not counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Processing one of the flood's events frees its slot.
+	h.process(ctx, <-h.in)
+	select {
+	case err := <-blocked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("slot not released after processing")
+	}
+	cancel()
+	if err := h.Handle(ctx, Incoming{Event: ev, Relay: "ws://flood"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Handle after cancel = %v", err)
+	}
+}
+
+func TestHandlerRelayRateCountsHits(t *testing.T) {
+	h, _, _ := newTestHandler(t, HandlerConfig{QueueLen: 100})
+	frozen := time.Unix(1000, 0)
+	h.limits = newRelayLimits(1000, 2, 0, func() time.Time { return frozen },
+		h.m.limitHits.WithLabelValues("relay_event_rate"), nil)
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		if err := h.Handle(ctx, Incoming{Event: &nostr.Event{}, Relay: "ws://a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counterValue(t, h.m.limitHits.WithLabelValues("relay_event_rate")); got != 2 {
+		t.Fatalf("relay_event_rate hits = %v, want 2", got)
+	}
+}
