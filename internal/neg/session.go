@@ -173,8 +173,7 @@ type Result struct {
 // relay are validated before decoding and a panic in the protocol engine is
 // contained, so a hostile relay costs one session. On error the partial
 // Result is returned for its Stats only.
-func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local negentropy.Storage, opt Options) (Result, error) {
-	var res Result
+func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local negentropy.Storage, opt Options) (res Result, err error) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	if err := opt.Validate(); err != nil {
@@ -196,7 +195,8 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 	col := startCollector(eng, opt.MaxIDs)
 	defer col.abort()
 
-	ch, err := c.NegOpen(ctx, subID, filter, first)
+	var ch <-chan relay.NegReply
+	ch, err = c.NegOpen(ctx, subID, filter, first)
 	if err != nil {
 		return res, fmt.Errorf("neg: open %s: %w", subID, err)
 	}

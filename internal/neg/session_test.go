@@ -38,7 +38,7 @@ func TestReconcile(t *testing.T) {
 					if !slices.Equal(res.Need, d.need) || !slices.Equal(res.Have, d.have) {
 						t.Fatalf("need/have = %d/%d ids, want %d/%d", len(res.Need), len(res.Have), len(d.need), len(d.have))
 					}
-					if res.Sessions != 1 || res.Rounds < 1 || res.BytesSent == 0 || res.BytesReceived == 0 {
+					if res.Sessions != 1 || res.Rounds < 1 || res.BytesSent == 0 || res.BytesReceived == 0 || res.Duration <= 0 {
 						t.Errorf("stats = %+v", res.Stats)
 					}
 					if got := conn.closedIDs(); !slices.Equal(got, []string{"s1"}) {

@@ -27,8 +27,7 @@ type LocalFunc func(nostr.Filter) (negentropy.Storage, error)
 // subIDPrefix+"1", … one at a time. On error the Result holds everything
 // learned from the windows that completed, so the caller can still fetch
 // those ids.
-func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nostr.Filter, localFor LocalFunc, opt Options) (Result, error) {
-	var res Result
+func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nostr.Filter, localFor LocalFunc, opt Options) (res Result, err error) {
 	start := time.Now()
 	defer func() {
 		res.Duration = time.Since(start)

@@ -54,6 +54,9 @@ func TestReconcileSplit(t *testing.T) {
 	if res.Sessions < 8 {
 		t.Errorf("%d sessions: the filter was not split", res.Sessions)
 	}
+	if res.Duration <= 0 {
+		t.Errorf("Duration = %s", res.Duration)
+	}
 	// Windows are contiguous and disjoint; the newest keeps until unset.
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
