@@ -183,6 +183,9 @@ type remote struct {
 	lastError string
 	received  atomic.Uint64
 	failures  int
+	// rateLimitedAt is when the relay last signalled a rate limit; historic
+	// jobs running then that failed are re-queued, not given up.
+	rateLimitedAt time.Time
 }
 
 type job struct {
@@ -450,8 +453,7 @@ func (e *Engine) runActions(targets map[string]Target) {
 
 // recomputeRelay runs compute_actions for one relay.
 func (e *Engine) recomputeRelay(url string) {
-	targets := deriveRelayTargets(e.repos, e.bootstrapList())
-	t, ok := targets[url]
+	t, ok := deriveRelayTarget(e.repos, url, e.bootstrapOK[url])
 	if !ok {
 		return
 	}
@@ -486,6 +488,7 @@ func (e *Engine) dial(r *remote) {
 	url := r.URL
 	opts := e.d.RelayOptions
 	opts.OnNotice = func(text string) { e.onNotice(url, text) }
+	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
 	opts.Logger = e.log
 	e.wg.Add(1)
 	go func() {
@@ -785,7 +788,9 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 		return
 	}
 	delete(r.live, id)
-	e.d.Health.Observe(url, health.SourceClosed, reason)
+	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
+		r.rateLimitedAt = e.clock.Now()
+	}
 	r.lastError = "CLOSED: " + reason
 	r.rebuildLive = true
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
@@ -793,12 +798,54 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 
 func (e *Engine) onNotice(url, text string) {
 	sig := e.d.Health.Observe(url, health.SourceNotice, text)
-	if sig == health.SignalTooManySubscriptions {
+	switch sig {
+	case health.SignalTooManySubscriptions, health.SignalRateLimited:
+		// A NOTICE names no subscription: whatever REQ it refused, rebuild
+		// the live ones once the relay allows it.
+		at := e.clock.Now()
 		e.post(func() {
 			if r := e.relays[url]; r != nil && r.Status.IsUp() {
 				r.rebuildLive = true
+				if sig == health.SignalRateLimited {
+					r.rateLimitedAt = at
+				}
 			}
 		})
+	}
+}
+
+// waitCooldown blocks until url's rate-limit cooldown is over: the relay
+// connection calls it before every REQ and NEG-OPEN.
+func (e *Engine) waitCooldown(ctx context.Context, url string) error {
+	for {
+		d := e.d.Health.CooldownRemaining(url)
+		if d <= 0 {
+			return nil
+		}
+		if err := e.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d on the engine's clock (a test clock's After when it has
+// one), or until ctx is done.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	var wake <-chan time.Time
+	if c, ok := e.clock.(interface {
+		After(time.Duration) <-chan time.Time
+	}); ok {
+		wake = c.After(d)
+	} else {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		wake = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+		return nil
 	}
 }
 
@@ -902,6 +949,7 @@ func (e *Engine) startJobs(r *remote) {
 		r.jobs = r.jobs[1:]
 		r.running++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
+		started := e.clock.Now()
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -915,9 +963,32 @@ func (e *Engine) startJobs(r *remote) {
 				}
 				return e.h.Handle(ctx, in)
 			})
-			e.post(func() { e.onBatchDone(url, gen, j.batch, err) })
+			e.post(func() {
+				if err != nil && e.requeueRateLimited(url, gen, j, started) {
+					return
+				}
+				e.onBatchDone(url, gen, j.batch, err)
+			})
 		}()
 	}
+}
+
+// requeueRateLimited puts a failed historic job back in the queue when the
+// relay signalled a rate limit since it started: the failure is likely a
+// refused REQ (a rate-limit NOTICE names none), and the job runs again
+// once the cooldown is over instead of leaving its history to the full
+// resync.
+func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time.Time) bool {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() || r.rateLimitedAt.Before(started) {
+		return false
+	}
+	r.running--
+	r.jobs = append([]*job{j}, r.jobs...)
+	e.log.Info("historic sync batch hit a rate limit; retrying after the cooldown",
+		zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.Duration("cooldown", e.d.Health.CooldownRemaining(url)))
+	e.startJobs(r)
+	return true
 }
 
 // onBatchDone confirms a batch's items; when no batch is pending the
