@@ -1,0 +1,475 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	stdsync "sync"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// Relay health end to end (issue 4): backoff against a closed port,
+// Degraded → Healthy after the stability period, silence during a
+// rate-limit cooldown, max_subscriptions respected, and dead relays not
+// slowing the others down. Timers are shrunk through config; jitter is off
+// where a schedule is asserted.
+
+// acceptCounter is a TCP listener that records when each connection was
+// accepted and closes it at once: every websocket dial to it fails before
+// the handshake, like a relay that is down behind an open port.
+type acceptCounter struct {
+	ln    net.Listener
+	mu    stdsync.Mutex
+	times []time.Time
+	done  chan struct{}
+}
+
+func newAcceptCounter(t *testing.T) *acceptCounter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &acceptCounter{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			c.Close()
+			a.mu.Lock()
+			a.times = append(a.times, now)
+			a.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-a.done
+	})
+	return a
+}
+
+func (a *acceptCounter) URL() string { return "ws://" + a.ln.Addr().String() }
+
+// Accepts returns the accept times so far, oldest first.
+func (a *acceptCounter) Accepts() []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.times...)
+}
+
+// announceURLs builds an announcement for d on own listing the given relay
+// URLs besides own.
+func announceURLs(k *harness.Key, d string, own *harness.Relay, urls ...string) *nostr.Event {
+	clones := []string{"http://" + own.Addr() + "/" + k.Npub() + "/" + d + ".git"}
+	return k.Announcement(d, harness.WithRelays(append([]string{own.URL()}, urls...)...), harness.WithClone(clones...))
+}
+
+// gauge returns the value of the gauge name{relay=url} in reg, and whether
+// the series exists.
+func gauge(t testing.TB, reg prometheus.Gatherer, name, url string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "relay" && l.GetValue() == url {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestClosedPortBackoff: a relay that is down is retried on the backoff
+// schedule base·2^(n−1) (jitter off): attempts at ~0, B, 3B, 7B, 15B … after
+// the first, so a window of 11B holds at most 4 attempts, and consecutive
+// attempts are never closer than the schedule allows.
+func TestClosedPortBackoff(t *testing.T) {
+	own := ownRelay(t)
+	down := newAcceptCounter(t)
+	alice := harness.NewKey()
+	mustPublish(t, own, announceURLs(alice, "down", own, down.URL()))
+
+	cfg := fastConfig(own)
+	const base = 200 * time.Millisecond
+	cfg.Health.BackoffBase = base
+	cfg.Health.BackoffMax = time.Minute
+	cfg.Health.Jitter = 0
+	cfg.Health.Tick = 20 * time.Millisecond
+	sc := startSidecar(t, cfg)
+
+	harness.Eventually(t, syncTimeout, func() bool { return len(down.Accepts()) > 0 }, "the down relay was never dialled")
+	first := down.Accepts()[0]
+	const window = 11 * base // nominal attempts at 0, B, 3B, 7B; the next at 15B
+	wait := time.NewTimer(time.Until(first.Add(window)))
+	<-wait.C
+
+	accepts := down.Accepts()
+	n := 0
+	for _, at := range accepts {
+		if !at.After(first.Add(window)) {
+			n++
+		}
+	}
+	t.Logf("%d attempts in %s after the first: %v", n, window, offsets(accepts, first))
+	const maxN = 4
+	if n > maxN {
+		t.Errorf("%d connection attempts in %s, the schedule allows %d", n, window, maxN)
+	}
+	if n < maxN-1 {
+		t.Errorf("only %d connection attempts in %s, the schedule calls for %d", n, window, maxN)
+	}
+	// The wait before attempt i+1 is the backoff after i failures. The
+	// listener's clock reads an accept a little after it happened, so allow
+	// a quarter of the base for scheduling noise.
+	tolerance := base / 4
+	for i := 1; i < len(accepts); i++ {
+		gap := accepts[i].Sub(accepts[i-1])
+		want := health.Config{BackoffBase: base, BackoffMax: cfg.Health.BackoffMax}.Backoff(i)
+		if gap < want-tolerance {
+			t.Errorf("attempt %d came %s after attempt %d; backoff after %d failures is %s", i+1, gap, i, i, want)
+		}
+	}
+
+	r, ok := relayStatus(sc, down.URL())
+	if !ok {
+		t.Fatal("the down relay is not in /status")
+	}
+	if r.Health != health.Degraded.String() || r.State != "disconnected" || r.Failures < maxN-1 {
+		t.Errorf("status of the down relay: %+v, want health degraded, disconnected, ≥%d failures", r, maxN-1)
+	}
+	harness.Eventually(t, syncTimeout, func() bool {
+		v, ok := gauge(t, sc.Registry, health.MetricRelayFailures, down.URL())
+		return ok && v >= maxN-1
+	}, "%s{relay=%q} never counted the failures", health.MetricRelayFailures, down.URL())
+}
+
+// offsets renders times relative to t0, for logs.
+func offsets(ts []time.Time, t0 time.Time) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, at := range ts {
+		out[i] = at.Sub(t0).Round(time.Millisecond)
+	}
+	return out
+}
+
+// TestDroppingRelayDegradedThenHealthy: a relay that accepts and then drops
+// every connection is Degraded; once it stops dropping, the connection that
+// holds is Degraded for the stability period and then Healthy, with the
+// status gauge following (3, then 1) and its failures cleared.
+func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
+	own := ownRelay(t)
+	flaky := startRelay(t, harness.RelayOptions{Name: "flaky", Faults: harness.Faults{DropAfterSend: 1}})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "flaky", own, flaky)
+	mustPublish(t, own, repo)
+	issue := alice.Issue(alice.RepoAddress("flaky"), "arrives once the relay holds")
+	flaky.Inject(repo, issue)
+
+	cfg := fastConfig(own)
+	cfg.Health.Jitter = 0
+	cfg.Health.BackoffBase = 100 * time.Millisecond
+	cfg.Health.BackoffMax = 400 * time.Millisecond
+	cfg.Health.StabilityPeriod = 1500 * time.Millisecond
+	cfg.Health.Tick = 50 * time.Millisecond
+	sc := startSidecar(t, cfg)
+	url := flaky.URL()
+
+	harness.Eventually(t, syncTimeout, func() bool {
+		r, _ := relayStatus(sc, url)
+		v, _ := gauge(t, sc.Registry, health.MetricRelayStatus, url)
+		return flaky.Stats().Connections >= 3 && r.Health == health.Degraded.String() && v == float64(health.Degraded)
+	}, "the dropping relay was never reported degraded (status and gauge)")
+
+	flaky.SetFaults(harness.Faults{})
+	var connectedDegraded bool
+	var healthy status.Relay
+	harness.Eventually(t, syncTimeout, func() bool {
+		r, _ := relayStatus(sc, url)
+		if r.Health == health.Degraded.String() && r.State != "disconnected" && r.State != "connecting" {
+			connectedDegraded = true
+		}
+		healthy = r
+		return r.Health == health.Healthy.String()
+	}, "the relay never became healthy again")
+	healthyAt := time.Now()
+	if !connectedDegraded {
+		t.Error("never saw the relay connected but still degraded (stability period)")
+	}
+	// The connection that made it healthy must have lasted the stability
+	// period. LastConnected is stamped just after the tracker heard of the
+	// connection; allow for that.
+	if healthy.LastConnected == nil {
+		t.Fatalf("healthy relay without last_connected: %+v", healthy)
+	}
+	if held := healthyAt.Sub(*healthy.LastConnected); held < cfg.Health.StabilityPeriod-50*time.Millisecond {
+		t.Errorf("healthy %s after the connection was made, before the stability period %s", held, cfg.Health.StabilityPeriod)
+	}
+	harness.Eventually(t, syncTimeout, func() bool {
+		s, _ := gauge(t, sc.Registry, health.MetricRelayStatus, url)
+		f, _ := gauge(t, sc.Registry, health.MetricRelayFailures, url)
+		return s == float64(health.Healthy) && f == 0
+	}, "gauges never showed the relay healthy with no failures")
+	waitHas(t, own, issue)
+}
+
+// TestRateLimitNoticeCooldown: after a relay answers a REQ with a
+// rate-limit NOTICE it receives no REQ, NEG-OPEN or new connection for the
+// whole cooldown; afterwards syncing resumes and completes.
+func TestRateLimitNoticeCooldown(t *testing.T) {
+	own := ownRelay(t)
+	limited := startRelay(t, harness.RelayOptions{Name: "limited", Faults: harness.Faults{ReqNotice: "rate-limited: slow down"}})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "limited", own, limited)
+	mustPublish(t, own, repo)
+	old := alice.Issue(alice.RepoAddress("limited"), "old", harness.At(time.Now().Add(-72*time.Hour)))
+	issue := alice.Issue(alice.RepoAddress("limited"), "recent")
+	limited.Inject(repo, old, issue)
+
+	cfg := fastConfig(own)
+	const cooldown = 3 * time.Second
+	cfg.Health.RateLimitCooldown = cooldown
+	cfg.Health.Tick = 50 * time.Millisecond
+	cfg.Sync.EOSETimeout = time.Second
+	t0 := time.Now()
+	sc := startSidecar(t, cfg)
+	url := limited.URL()
+
+	var notice time.Time
+	harness.Eventually(t, syncTimeout, func() bool {
+		for _, m := range limited.Sent(t0) {
+			if m.Type == "NOTICE" {
+				notice = m.Time
+				return true
+			}
+		}
+		return false
+	}, "the relay never answered with a rate-limit NOTICE")
+	harness.Eventually(t, syncTimeout, func() bool {
+		r, _ := relayStatus(sc, url)
+		return r.Health == health.RateLimited.String()
+	}, "the relay was never reported rate limited")
+	// Lift the fault half-way: whatever the engine sends from now on would
+	// be served, so only the cooldown keeps it quiet.
+	wait := time.NewTimer(time.Until(notice.Add(cooldown / 2)))
+	<-wait.C
+	limited.SetFaults(harness.Faults{})
+
+	// Messages already on the wire when the NOTICE arrived may still land;
+	// anything later than this grace inside the cooldown is a violation.
+	const grace = 100 * time.Millisecond
+	quietFrom, quietTo := notice.Add(grace), notice.Add(cooldown)
+	wait = time.NewTimer(time.Until(quietTo))
+	<-wait.C
+	for _, m := range limited.Received(quietFrom) {
+		switch m.Type {
+		case "REQ", "NEG-OPEN", harness.TypeConnect:
+			if m.Time.Before(quietTo) {
+				t.Errorf("%s at %s into a %s cooldown: %s", m.Type, m.Time.Sub(notice).Round(time.Millisecond), cooldown, m.Raw)
+			}
+		}
+	}
+
+	// Afterwards the refused REQs are sent again: the live subscriptions
+	// are rebuilt and the historic batch retried (the old issue is outside
+	// any since-based catch-up).
+	waitHas(t, own, issue, old)
+	if len(reqsAfter(limited, quietTo)) == 0 {
+		t.Error("no REQ after the cooldown")
+	}
+	if r, _ := relayStatus(sc, url); r.State == "connected_historic_sync_failures" {
+		t.Errorf("historic sync given up after a rate limit: %+v", r)
+	}
+}
+
+// TestMaxSubscriptionsRespected: a relay announcing max_subscriptions 5
+// (and refusing a sixth REQ on a connection like strfry) never sees more
+// than 5 open on one connection, while 50 repositories sync completely.
+func TestMaxSubscriptionsRespected(t *testing.T) {
+	own := ownRelay(t)
+	const maxSubs = 5
+	remote := startRelay(t, harness.RelayOptions{Name: "five", MaxSubscriptions: maxSubs, EnforceMaxSubscriptions: true})
+	alice, bob := harness.NewKey(), harness.NewKey()
+	var anns, issues []*nostr.Event
+	for i := 0; i < 50; i++ {
+		d := fmt.Sprintf("five-%02d", i)
+		ann := repoFor(alice, d, own, remote)
+		issue := bob.Issue(alice.RepoAddress(d), "issue of "+d)
+		anns = append(anns, ann)
+		issues = append(issues, issue, bob.Comment(issue, nil))
+	}
+	remote.Inject(anns...)
+	remote.Inject(issues...)
+	mustPublish(t, own, anns...)
+
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, issues...)
+	st := remote.Stats()
+	t.Logf("relay saw %d REQs on %d connections, peak %d subscriptions per connection, %d refused",
+		st.Reqs, st.Connections, st.PeakSubsPerConn, st.Sent["NOTICE"])
+	if st.PeakSubsPerConn > maxSubs {
+		t.Errorf("peak %d subscriptions on one connection, relay allows %d", st.PeakSubsPerConn, maxSubs)
+	}
+	if st.PeakSubsPerConn == 0 {
+		t.Error("never observed an open subscription")
+	}
+	if n := st.Sent["NOTICE"]; n > 0 {
+		t.Errorf("relay refused %d REQs for too many subscriptions", n)
+	}
+	if r, _ := relayStatus(sc, remote.URL()); r.ReposConfirmed != 50 {
+		t.Errorf("repos confirmed on the relay: %d, want 50 (%+v)", r.ReposConfirmed, r)
+	}
+}
+
+// deadRelaySync is one sync measurement: 2 healthy relays hold repos
+// issues; every announcement also lists dead relays (closed ports).
+type deadRelaySync struct {
+	repos int
+	dead  int
+}
+
+// run syncs from scratch and returns how long until every issue was on the
+// own relay.
+func (s deadRelaySync) run(tb testing.TB) time.Duration {
+	tb.Helper()
+	own := startRelayTB(tb, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy()})
+	a := startRelayTB(tb, harness.RelayOptions{Name: "a"})
+	b := startRelayTB(tb, harness.RelayOptions{Name: "b"})
+	urls := []string{a.URL(), b.URL()}
+	for i := 0; i < s.dead; i++ {
+		urls = append(urls, harness.ClosedPortURL())
+	}
+	alice, bob := harness.NewKey(), harness.NewKey()
+	var anns, issues []*nostr.Event
+	for i := 0; i < s.repos; i++ {
+		d := fmt.Sprintf("r%03d", i)
+		ann := announceURLs(alice, d, own, urls...)
+		anns = append(anns, ann)
+		// Half the issues on each healthy relay.
+		issue := bob.Issue(alice.RepoAddress(d), "issue of "+d)
+		comment := alice.Comment(issue, nil)
+		issues = append(issues, issue, comment)
+		if i%2 == 0 {
+			a.Inject(ann, issue, comment)
+		} else {
+			b.Inject(ann, issue, comment)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	if err := harness.Publish(ctx, own.URL(), anns...); err != nil {
+		tb.Fatalf("publish announcements: %v", err)
+	}
+
+	cfg := fastConfig(own)
+	cfg.Limits.MaxRelaysPerAnnouncement = s.dead + 4
+	start := time.Now()
+	stop := runSidecarTB(tb, cfg)
+	defer stop()
+	missing := func() int {
+		n := 0
+		for _, ev := range issues {
+			if !own.Has(ev.ID) {
+				n++
+			}
+		}
+		return n
+	}
+	if !harness.WaitFor(ctx, syncTimeout, func() bool { return missing() == 0 }) {
+		tb.Fatalf("with %d dead relays: %d of %d events missing after %s", s.dead, missing(), len(issues), syncTimeout)
+	}
+	return time.Since(start)
+}
+
+// TestDeadRelaysDoNotSlowSync: 20 dead relays listed in every announcement
+// next to 2 healthy ones do not keep the healthy ones' events from
+// syncing. Both durations are logged; tests do not assert speed (see
+// BenchmarkSyncWithDeadRelays).
+func TestDeadRelaysDoNotSlowSync(t *testing.T) {
+	without := deadRelaySync{repos: 20, dead: 0}.run(t)
+	with := deadRelaySync{repos: 20, dead: 20}.run(t)
+	t.Logf("sync from 2 healthy relays: %s without dead relays, %s with 20 dead relays", without.Round(time.Millisecond), with.Round(time.Millisecond))
+}
+
+// BenchmarkSyncWithDeadRelays reports ms per complete sync (sidecar start
+// to every event on the own relay) from 2 healthy relays with 0 and with
+// 20 dead relays listed in every announcement.
+func BenchmarkSyncWithDeadRelays(b *testing.B) {
+	for _, dead := range []int{0, 20} {
+		b.Run(fmt.Sprintf("dead=%d", dead), func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				total += deadRelaySync{repos: 20, dead: dead}.run(b)
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/sync")
+		})
+	}
+}
+
+// startRelayTB is startRelay for benchmarks too.
+func startRelayTB(tb testing.TB, opts harness.RelayOptions) *harness.Relay {
+	tb.Helper()
+	r, err := harness.StartRelay(opts)
+	if err != nil {
+		tb.Fatalf("StartRelay: %v", err)
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
+}
+
+// runSidecarTB runs a sidecar until the returned stop is called (or the
+// test ends); it waits until the sidecar is ready.
+func runSidecarTB(tb testing.TB, cfg *config.Config) (stop func()) {
+	tb.Helper()
+	log := zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel))
+	if _, ok := tb.(*testing.B); ok {
+		log = zap.NewNop()
+	}
+	sc, err := sidecar.New(cfg, sidecar.Deps{Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
+	if err != nil {
+		tb.Fatalf("sidecar.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	var once stdsync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("sidecar Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				tb.Error("sidecar did not stop")
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	harness.Eventually(tb, syncTimeout, sc.Ready, "sidecar never became ready")
+	return stop
+}
