@@ -127,6 +127,18 @@ func deriveRelayTargets(repos RepoSyncIndex, bootstrap []string) map[string]Targ
 	return targets
 }
 
+// deriveRelayTarget is deriveRelayTargets for one relay.
+func deriveRelayTarget(repos RepoSyncIndex, url string, bootstrap bool) (Target, bool) {
+	t := newItems()
+	for ref, needs := range repos {
+		if bootstrap || needs.Relays.has(url) {
+			t.Repos.add(ref)
+			t.Roots.addAll(needs.Roots)
+		}
+	}
+	return t, bootstrap || !t.Empty()
+}
+
 // computeActions is the three-way diff target − pending − confirmed, per
 // relay, skipping relays that are not up. It is the only place that decides
 // new Layer 2/3 subscriptions. The result is sorted by relay URL.

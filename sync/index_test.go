@@ -28,6 +28,15 @@ func TestDeriveRelayTargets(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v\nwant %v", got, want)
 	}
+	for url, want := range want {
+		one, ok := deriveRelayTarget(repos, url, url == "wss://boot")
+		if !ok || !reflect.DeepEqual(one, want) {
+			t.Fatalf("deriveRelayTarget(%s) = %v, %v; want %v", url, one, ok, want)
+		}
+	}
+	if _, ok := deriveRelayTarget(repos, "wss://nobody", false); ok {
+		t.Fatal("a relay no repository lists is a target")
+	}
 	// A bootstrap relay is a target even with no repositories.
 	if got := deriveRelayTargets(RepoSyncIndex{}, []string{"wss://boot"}); len(got) != 1 {
 		t.Fatalf("empty index: got %v", got)
