@@ -247,6 +247,7 @@ func (r *runner) takeIncoming() {
 func (r *runner) next() *item {
 	if len(r.retry) > 0 {
 		it := r.retry[0]
+		r.retry[0] = nil
 		r.retry = r.retry[1:]
 		return it
 	}

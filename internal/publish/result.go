@@ -1,6 +1,9 @@
 package publish
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Outcome is what became of a submitted event.
 type Outcome uint8
@@ -50,3 +53,24 @@ type Result struct {
 
 // Present reports whether the own relay has the event.
 func (r Result) Present() bool { return r.Outcome == Accepted || r.Outcome == Duplicate }
+
+// ErrRejected is wrapped by Result.AsError for events the relay refused.
+var ErrRejected = errors.New("rejected by the own relay")
+
+// AsError suits callers that want an error: nil when the relay has the
+// event, an error wrapping ErrRejected (with the relay's reason) when it
+// refused it, and the error of a Dropped event.
+func (r Result) AsError() error {
+	switch r.Outcome {
+	case Accepted, Duplicate:
+		return nil
+	case Rejected:
+		return fmt.Errorf("event %s: %w: %s", r.ID, ErrRejected, r.Reason)
+	case Dropped:
+		if r.Err != nil {
+			return r.Err
+		}
+		return ErrStopped
+	}
+	return fmt.Errorf("event %s: unknown %s", r.ID, r.Outcome)
+}
