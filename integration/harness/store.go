@@ -231,28 +231,63 @@ func (s *Store) Put(evs ...*nostr.Event) int {
 		return stored
 	}
 	dirty := make(map[tagKey]struct{})
-	var replaceable []*nostr.Event
+	removed := make(map[*nostr.Event]struct{})
+	batch := make(map[*nostr.Event]struct{})
 	for _, ev := range evs {
-		if _, ok := addressOf(ev); ok {
-			replaceable = append(replaceable, ev)
-			continue
-		}
 		if _, dup := s.byID[ev.ID]; dup {
 			continue
+		}
+		if addr, ok := addressOf(ev); ok {
+			if prev := s.byAddr[addr]; prev != nil {
+				if !isNewer(ev, prev) {
+					continue
+				}
+				s.unindex(prev, dirty)
+				removed[prev] = struct{}{}
+				if _, ok := batch[prev]; ok {
+					stored--
+				}
+			}
+			batch[ev] = struct{}{}
 		}
 		s.add(ev, true, dirty)
 		stored++
 	}
+	gone := func(ev *nostr.Event) bool { _, ok := removed[ev]; return ok }
+	if len(removed) > 0 {
+		s.events = slices.DeleteFunc(s.events, gone)
+	}
 	slices.SortFunc(s.events, compareEvents)
 	for k := range dirty {
-		slices.SortFunc(s.byTag[k], compareEvents)
-	}
-	for _, ev := range replaceable {
-		if ok, _ := s.save(ev); ok {
-			stored++
+		list := s.byTag[k]
+		if len(removed) > 0 {
+			list = slices.DeleteFunc(list, gone)
 		}
+		if len(list) == 0 {
+			delete(s.byTag, k)
+			continue
+		}
+		slices.SortFunc(list, compareEvents)
+		s.byTag[k] = list
 	}
 	return stored
+}
+
+// unindex drops ev from the id, address and kind indexes and marks its tag
+// lists dirty; the caller removes it from the lists (bulk Put).
+func (s *Store) unindex(ev *nostr.Event, dirty map[tagKey]struct{}) {
+	delete(s.byID, ev.ID)
+	if s.kinds[ev.Kind]--; s.kinds[ev.Kind] <= 0 {
+		delete(s.kinds, ev.Kind)
+	}
+	if addr, ok := addressOf(ev); ok && s.byAddr[addr] == ev {
+		delete(s.byAddr, addr)
+	}
+	for _, tag := range ev.Tags {
+		if len(tag) >= 2 && len(tag[0]) == 1 && isIndexedTag(tag[0]) {
+			dirty[tagKey{tag[0], tag[1]}] = struct{}{}
+		}
+	}
 }
 
 // Remove deletes the events with the given ids and returns how many existed.
