@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -186,4 +187,56 @@ func TestKhatruBlockedSplitsWindows(t *testing.T) {
 		t.Errorf("%d sessions: the relay's refusal did not split the filter", res.Sessions)
 	}
 	t.Logf("%d sessions, %d rounds", res.Sessions, res.Rounds)
+}
+
+// TestKhatruConcurrentSessions runs several sessions with distinct
+// subscription ids on one connection at once.
+func TestKhatruConcurrentSessions(t *testing.T) {
+	events := signedEvents(t, 300)
+	url := startKhatru(t, true, events, 0)
+	conn := dial(t, url)
+	idx, err := localindex.New(localindex.DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range events {
+		if i%4 != 0 {
+			if err := idx.Add(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opt := neg.DefaultOptions()
+	opt.FrameLimit = 4096
+	const sessions = 4
+	errs := make(chan error, sessions)
+	for s := range sessions {
+		go func() {
+			// Session s covers a quarter of the time range.
+			since := nostr.Timestamp(1_700_000_000 + 75*s)
+			until := since + 74
+			f := nostr.Filter{Kinds: []int{1621}, Since: &since, Until: &until}
+			res, err := neg.ReconcileSplit(ctx, conn, fmt.Sprintf("c%d-", s), f, idx.LocalFunc(), opt)
+			if err == nil {
+				var want []string
+				for i, ev := range events {
+					if i%4 == 0 && f.Matches(ev) {
+						want = append(want, ev.ID)
+					}
+				}
+				slices.Sort(want)
+				if !slices.Equal(res.Need, want) || len(res.Have) != 0 {
+					err = fmt.Errorf("session %d: need/have %d/%d, want %d/0", s, len(res.Need), len(res.Have), len(want))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }
