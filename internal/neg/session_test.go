@@ -343,3 +343,41 @@ func TestReconcileResendsAfterKhatruClosed(t *testing.T) {
 		t.Errorf("the first NEG-MSG was not sent again unchanged")
 	}
 }
+
+func TestSupport(t *testing.T) {
+	d := makeDataset(71, 100, 0.1)
+	tests := []struct {
+		name   string
+		handle func(f *fakeConn) func(*fakeSession, int, string) step
+		opt    func(*Options)
+		want   SupportState
+	}{
+		{"honest relay", nil, nil, Supported},
+		{"NEG-ERR blocked", replyAt(0, relay.NegReply{Err: "blocked: too many query results"}), nil, Supported},
+		{"NEG-ERR other", replyAt(0, relay.NegReply{Err: "error: nope"}), nil, Supported},
+		{"NOTICE", replyAt(0, relay.NegReply{Notice: "unknown message"}), nil, NotSupported},
+		{"silence", replyAt(0), func(o *Options) { o.InitialTimeout = 20 * time.Millisecond }, NotSupported},
+		{"connection lost before an answer", func(f *fakeConn) func(*fakeSession, int, string) step {
+			return func(*fakeSession, int, string) step { return step{close: true} }
+		}, nil, SupportUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := newFakeConn(fixedSet(d.server), 0)
+			if tt.handle != nil {
+				conn.handle = tt.handle(conn)
+			}
+			opt := testOptions()
+			if tt.opt != nil {
+				tt.opt(&opt)
+			}
+			_, err := Reconcile(context.Background(), conn, "s", nostr.Filter{}, ourStorage(d.client), opt)
+			if got := Support(err); got != tt.want {
+				t.Errorf("Support(%v) = %s, want %s", err, got, tt.want)
+			}
+		})
+	}
+	if got := Support(context.Canceled); got != SupportUnknown {
+		t.Errorf("Support(context.Canceled) = %s", got)
+	}
+}
