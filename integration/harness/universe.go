@@ -51,6 +51,11 @@ type UniverseOptions struct {
 	// Contributors is the number of non-owner keys; default
 	// DefaultUniverseContributors.
 	Contributors int
+	// SkipSignatures leaves Sig empty (ids are still right), which makes
+	// generation ~20× faster. Only for store benchmarks: Inject accepts
+	// such events, relays reject them when published, and clients that
+	// verify signatures drop them.
+	SkipSignatures bool
 	// CloneURL returns a repository's clone URL for one of its relays;
 	// default http://<relay host>/<npub>/<d>.git (a GRASP layout, so a
 	// GraspPolicy relay accepts the announcement).
@@ -95,8 +100,8 @@ func DefaultCloneURL(relayURL, npub, d string) string {
 	return "http://" + host + "/" + npub + "/" + d + ".git"
 }
 
-// NewUniverse generates a universe. Events are signed in parallel; 100,000
-// events take a few seconds.
+// NewUniverse generates a universe. Events are signed in parallel (about
+// 10,000 events/s on two cores).
 func NewUniverse(opts UniverseOptions) (*Universe, error) {
 	if opts.Repos < 1 || len(opts.Relays) == 0 || opts.Events < 2*opts.Repos {
 		return nil, fmt.Errorf("harness: universe needs repos >= 1, relays >= 1 and events >= 2*repos (got %d, %d, %d)",
@@ -214,7 +219,9 @@ func NewUniverse(opts UniverseOptions) (*Universe, error) {
 		}
 		add(ri, ev)
 	}
-	SignAll(signers, u.Events)
+	if !opts.SkipSignatures {
+		SignAll(signers, u.Events)
+	}
 	return u, nil
 }
 
