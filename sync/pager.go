@@ -207,6 +207,12 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 			}
 			switch m.Type {
 			case relay.MsgEvent:
+				// A hostile relay may answer with events we did not ask
+				// for, or with more than the limit: neither may grow the
+				// page or steer the paging (until), so both are dropped.
+				if !f.Matches(m.Event) || f.Limit > 0 && len(page) >= f.Limit {
+					continue
+				}
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
 			case relay.MsgClosed:
