@@ -447,6 +447,13 @@ func BenchmarkAppendMatching100k(b *testing.B) {
 	for i := range 100 {
 		addrs = append(addrs, fmt.Sprintf("30617:%s:repo-%d", events[0].PubKey, i))
 	}
+	b.Run("storage-all", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := x.Storage(nostr.Filter{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		f    nostr.Filter
