@@ -86,6 +86,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// progressLogInterval is how often a relay's ongoing historic sync is logged.
+const progressLogInterval = 10 * time.Second
+
 // DialFunc opens a connection to a relay.
 type DialFunc func(ctx context.Context, url string, opts relay.Options) (*relay.Conn, error)
 
@@ -177,6 +180,8 @@ type remote struct {
 	rebuildLive  bool
 	deferred     bool // compute_actions must run again for this relay
 	fullResyncAt time.Time
+	// progressLogged is when historic progress was last logged.
+	progressLogged time.Time
 	// baseline is the filter count right after the last consolidation:
 	// the fewest filters the relay's items fit in.
 	baseline  int
@@ -879,9 +884,10 @@ func (e *Engine) addFilters(a AddFilters) {
 	budget := e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a
-	// threshold more than that set), or would use its last subscription.
+	// threshold more than that set), or would use its last subscription:
+	// historic jobs running now hold subscriptions too.
 	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
-	if e.filtersOpen(r)+newFilters > limit || len(r.live)+1 >= budget {
+	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+1 >= budget {
 		if len(e.pending[r.URL]) > 0 {
 			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
 			r.deferred = true
@@ -1070,6 +1076,14 @@ func (e *Engine) onTick() {
 			e.fullResync(r)
 		}
 		e.startJobs(r)
+		if r.Status == Syncing && now.Sub(r.progressLogged) >= progressLogInterval {
+			if !r.progressLogged.IsZero() {
+				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
+					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", len(r.Confirmed.Repos)),
+					zap.Int("roots_confirmed", len(r.Confirmed.Roots)), zap.Uint64("events_received", r.received.Load()))
+			}
+			r.progressLogged = now
+		}
 		if r.deferred && e.allowed(r) && r.consolidateBy.IsZero() {
 			r.deferred = false
 			e.recomputeRelay(r.URL)
