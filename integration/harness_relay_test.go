@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,10 +66,9 @@ func notes(k *harness.Key, n int, base nostr.Timestamp) []*nostr.Event {
 	return evs
 }
 
-// corpus is a shared set of signed notes (signing is slow under -race).
-var corpus = sync.OnceValue(func() []*nostr.Event {
-	return notes(harness.KeyFromSeed("corpus"), 1500, 1_600_000_000)
-})
+// corpus returns the harness's pre-signed notes (signing is slow under
+// -race), oldest first.
+func corpus() []*nostr.Event { return harness.Corpus() }
 
 func ids(evs []*nostr.Event) map[string]bool {
 	m := make(map[string]bool, len(evs))

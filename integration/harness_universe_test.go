@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -95,14 +96,52 @@ func TestHarnessUniverse(t *testing.T) {
 func TestHarnessUniverseIntoGraspRelay(t *testing.T) {
 	ctx := testCtx(t)
 	r := startRelay(t, harness.RelayOptions{Policy: harness.GraspPolicy()})
-	u, err := harness.NewUniverse(harness.UniverseOptions{Seed: 1, Repos: 3, Relays: []string{r.URL()}, Events: 120})
+	u, err := harness.NewUniverse(harness.UniverseOptions{Seed: 1, Repos: 3, Relays: []string{r.URL()}, Events: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := harness.Publish(ctx, r.URL(), u.Events...); err != nil {
 		t.Fatalf("publish universe: %v", err)
 	}
-	if r.Len() != 120 {
-		t.Fatalf("relay holds %d events, want 120", r.Len())
+	if r.Len() != 60 {
+		t.Fatalf("relay holds %d events, want 60", r.Len())
+	}
+}
+
+// TestHarnessCorpusFixture checks the embedded corpus against its generator;
+// GRASP_UPDATE_CORPUS=1 regenerates it.
+func TestHarnessCorpusFixture(t *testing.T) {
+	const path = "harness/testdata/corpus.jsonl.gz"
+	if os.Getenv("GRASP_UPDATE_CORPUS") != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := harness.WriteCorpus(f); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Skip("corpus regenerated; run the tests again")
+	}
+	evs := harness.Corpus()
+	if len(evs) != harness.CorpusSize {
+		t.Fatalf("corpus has %d events, want %d", len(evs), harness.CorpusSize)
+	}
+	key := harness.KeyFromSeed("corpus")
+	for i, ev := range evs {
+		if want := harness.CorpusNote(i, false); ev.ID != want.ID || !ev.CheckID() || ev.PubKey != key.PubKey {
+			t.Fatalf("corpus event %d does not match its generator", i)
+		}
+		if i%100 == 0 {
+			if ok, err := ev.CheckSignature(); !ok || err != nil {
+				t.Fatalf("corpus event %d: bad signature", i)
+			}
+		}
+	}
+	evs[0].Content = "changed"
+	if harness.Corpus()[0].Content == "changed" {
+		t.Fatal("Corpus returns shared events")
 	}
 }
