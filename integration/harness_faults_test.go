@@ -460,3 +460,13 @@ func TestHarnessDelayAndNIP11Extra(t *testing.T) {
 		t.Fatalf("NIP-11 = %v", doc)
 	}
 }
+
+func TestHarnessPublishToMuteRelayTimesOut(t *testing.T) {
+	r := startRelay(t, harness.RelayOptions{Faults: harness.Faults{Mute: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), quiet)
+	defer cancel()
+	err := r.Publish(ctx, notes(harness.NewKey(), 1, 1_700_000_000)...)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish to a mute relay: %v, want a deadline error", err)
+	}
+}

@@ -43,6 +43,10 @@ func Publish(ctx context.Context, url string, evs ...*nostr.Event) error {
 	return PublishWindow(ctx, url, 1, evs...)
 }
 
+// PublishOKTimeout is how long Publish and PublishWindow wait for the next
+// OK before giving up with context.DeadlineExceeded.
+const PublishOKTimeout = 10 * time.Second
+
 // PublishWindow is Publish with up to window EVENTs in flight, for
 // throughput. khatru handles a connection's messages concurrently, so events
 // in one window may be stored in any order.
@@ -60,7 +64,9 @@ func PublishWindow(ctx context.Context, url string, window int, evs ...*nostr.Ev
 	pending := make(map[string]bool, window)
 	var errs []error
 	readOne := func() error {
-		_, data, err := conn.Read(ctx)
+		rctx, cancel := context.WithTimeout(ctx, PublishOKTimeout)
+		defer cancel()
+		_, data, err := conn.Read(rctx)
 		if err != nil {
 			return fmt.Errorf("harness: publish to %s: %w", url, err)
 		}
