@@ -698,17 +698,42 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 	e.openChunked(r, filters.Live(fs))
 }
 
+// maxReqBytes bounds the filters of one REQ message: relays drop the
+// connection on larger messages (strfry's default maxWebsocketPayloadSize is
+// 131072 bytes, khatru's MaxMessageSize 512000), and 100 Layer 3 filters of
+// 100 event ids take about 680 kB.
+const maxReqBytes = 120_000
+
 // openChunked opens fs as subscriptions of at most the relay's max_filters
-// filters each.
+// filters and maxReqBytes of filter JSON each.
 func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
 	per := e.d.Health.Limits(r.URL).MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
 	}
-	for start := 0; start < len(fs); start += per {
+	for start := 0; start < len(fs); {
+		end, size := start, 0
+		for end < len(fs) && end-start < per {
+			n := filterBytes(fs[end])
+			if end > start && size+n > maxReqBytes {
+				break
+			}
+			size += n
+			end++
+		}
 		r.liveSeq++
-		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:min(start+per, len(fs))])
+		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:end])
+		start = end
 	}
+}
+
+// filterBytes is the size of f's JSON.
+func filterBytes(f nostr.Filter) int {
+	b, err := f.MarshalJSON()
+	if err != nil {
+		return maxReqBytes
+	}
+	return len(b) + 1
 }
 
 func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
