@@ -196,10 +196,10 @@ func (p *Publisher) Connected() bool { return p.connected.Load() }
 // Stats returns a snapshot of the publisher's state and counters.
 func (p *Publisher) Stats() Stats {
 	p.mu.Lock()
-	incoming := len(p.incoming)
+	queued := len(p.incoming) + int(p.queued.Load())
 	p.mu.Unlock()
 	return Stats{
-		Queued:     incoming + int(p.queued.Load()),
+		Queued:     queued,
 		InFlight:   int(p.inFlight.Load()),
 		Accepted:   p.accepted.Load(),
 		Duplicates: p.duplicates.Load(),
@@ -234,6 +234,9 @@ func (p *Publisher) takeIncoming(buf []submission) []submission {
 	defer p.mu.Unlock()
 	in := p.incoming
 	p.incoming = buf[:0]
+	// count them as queued until the loop publishes exact gauges, so Stats
+	// never misses them in between
+	p.queued.Add(int64(len(in)))
 	return in
 }
 

@@ -384,7 +384,7 @@ func TestMissingOKIsResent(t *testing.T) {
 		return f.accept(ev)
 	})
 	cfg := testConfig()
-	cfg.OKTimeout = 100 * time.Millisecond
+	cfg.OKTimeout = 500 * time.Millisecond
 	cfg.MaxTimeouts = 100
 	h := startPublisher(t, cfg, f.dialer(), nil)
 	evs := makeEvents(t, total)
@@ -417,20 +417,27 @@ func TestRepeatedTimeoutsReconnect(t *testing.T) {
 		return f.accept(ev)
 	})
 	cfg := testConfig()
-	cfg.OKTimeout = 50 * time.Millisecond
+	cfg.OKTimeout = 200 * time.Millisecond
 	cfg.MaxTimeouts = 3
 	h := startPublisher(t, cfg, f.dialer(), nil)
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
 	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
-	for _, ev := range evs {
-		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
-			t.Fatalf("event %s: results %+v", ev.ID, r)
+	for i, ev := range evs {
+		// The first window went to the silent connection. (An event may
+		// be a duplicate if an OK on the second connection was slower than
+		// OKTimeout on a loaded machine.)
+		r := res.get(ev.ID)
+		if len(r) != 1 || !r[0].Present() || i < cfg.Window && r[0].Attempts < 2 {
+			t.Fatalf("event %d: results %+v, want present (after a resend if in the first window)", i, r)
 		}
 	}
-	if _, conns, _ := f.snapshot(); conns != 2 {
-		t.Fatalf("%d connections, want 2", conns)
+	if _, conns, _ := f.snapshot(); conns < 2 {
+		t.Fatalf("%d connections, want a reconnect", conns)
+	}
+	if got := metricValue(t, h.reg, MetricRetries, "reason", reasonTimeout); got < 3 {
+		t.Fatalf("%s{reason=timeout} = %v, want >= 3", MetricRetries, got)
 	}
 }
 
@@ -504,9 +511,9 @@ func TestQueuesWhileDisconnected(t *testing.T) {
 	if h.p.Connected() || res.count() != 0 || h.p.Stats().Queued != len(evs) {
 		t.Fatalf("connected %v, %d outcomes, stats %+v", h.p.Connected(), res.count(), h.p.Stats())
 	}
-	if got := metricValue(t, h.reg, MetricQueueLength, "", ""); got != float64(len(evs)) {
-		t.Fatalf("%s = %v, want %d", MetricQueueLength, got, len(evs))
-	}
+	waitFor(t, 10*time.Second, "the queue gauge", func() bool {
+		return metricValue(t, h.reg, MetricQueueLength, "", "") == float64(len(evs))
+	})
 	up.Store(true)
 	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == len(evs) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
