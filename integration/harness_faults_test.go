@@ -97,60 +97,101 @@ func TestHarnessNegMaxEvents(t *testing.T) {
 	}
 }
 
+// untilLabel reads messages until one with label arrives and returns the
+// messages read before it and the matching one.
+func untilLabel(t *testing.T, ctx context.Context, c *harness.Client, label string) (before []string, m string) {
+	t.Helper()
+	for {
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %s: %v (got %q)", label, err, before)
+		}
+		if harness.Label(m) == label {
+			return before, m
+		}
+		before = append(before, m)
+	}
+}
+
 func TestHarnessFaultsOnReq(t *testing.T) {
+	// Each case waits (up to testCtx) for what must arrive, and uses the short
+	// quiet window only to check that something does not.
 	tests := []struct {
 		name   string
 		faults harness.Faults
-		check  func(t *testing.T, res harness.ReqResult, c *harness.Client)
+		check  func(t *testing.T, ctx context.Context, c *harness.Client)
 	}{
-		{"notice", harness.Faults{ReqNotice: "rate-limited: slow down"}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
-			if len(res.Notices) != 1 || res.Notices[0] != "rate-limited: slow down" || res.EOSE || len(res.Events) != 0 {
-				t.Fatalf("got %+v", res)
+		{"notice", harness.Faults{ReqNotice: "rate-limited: slow down"}, func(t *testing.T, ctx context.Context, c *harness.Client) {
+			before, m := untilLabel(t, ctx, c, "NOTICE")
+			if len(before) != 0 || !strings.Contains(m, "rate-limited: slow down") {
+				t.Fatalf("got %q then %s", before, m)
+			}
+			if m := nextWithin(c, quiet); m != "" {
+				t.Fatalf("REQ served after the NOTICE: %s", m)
 			}
 		}},
-		{"closed", harness.Faults{ReqClosed: "rate-limited: too many requests"}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
-			if res.Closed != "rate-limited: too many requests" || res.EOSE || len(res.Events) != 0 {
-				t.Fatalf("got %+v", res)
+		{"closed", harness.Faults{ReqClosed: "rate-limited: too many requests"}, func(t *testing.T, ctx context.Context, c *harness.Client) {
+			before, m := untilLabel(t, ctx, c, "CLOSED")
+			if len(before) != 0 || m != `["CLOSED","sub","rate-limited: too many requests"]` {
+				t.Fatalf("got %q then %s", before, m)
 			}
 		}},
-		{"no eose", harness.Faults{NoEOSE: true}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
-			if res.EOSE || len(res.Events) != 5 {
-				t.Fatalf("got EOSE %v with %d events, want no EOSE and 5 events", res.EOSE, len(res.Events))
+		{"no eose", harness.Faults{NoEOSE: true}, func(t *testing.T, ctx context.Context, c *harness.Client) {
+			for i := 0; i < 5; i++ {
+				if m, err := c.Next(ctx); err != nil || harness.Label(m) != "EVENT" {
+					t.Fatalf("message %d: %q %v, want EVENT", i, m, err)
+				}
+			}
+			if m := nextWithin(c, quiet); m != "" {
+				t.Fatalf("got %s after the events, want nothing", m)
 			}
 		}},
-		{"mute", harness.Faults{Mute: true}, func(t *testing.T, res harness.ReqResult, _ *harness.Client) {
-			if res.EOSE || len(res.Events)+len(res.Notices) != 0 || res.Closed != "" {
-				t.Fatalf("got %+v", res)
+		{"mute", harness.Faults{Mute: true}, func(t *testing.T, _ context.Context, c *harness.Client) {
+			if m := nextWithin(c, quiet); m != "" {
+				t.Fatalf("mute relay sent %s", m)
 			}
 		}},
-		{"drop after send", harness.Faults{DropAfterSend: 3}, func(t *testing.T, res harness.ReqResult, c *harness.Client) {
-			if res.EOSE || len(res.Events) != 3 || !c.Closed() {
-				t.Fatalf("got EOSE %v, %d events, closed %v; want 3 events then a dropped connection", res.EOSE, len(res.Events), c.Closed())
+		{"drop after send", harness.Faults{DropAfterSend: 3}, func(t *testing.T, ctx context.Context, c *harness.Client) {
+			n := 0
+			for {
+				m, err := c.Next(ctx)
+				if err != nil {
+					break
+				}
+				if harness.Label(m) != "EVENT" {
+					t.Fatalf("got %s, want only EVENTs before the drop", m)
+				}
+				n++
+			}
+			if ctx.Err() != nil || !c.Closed() || n != 3 {
+				t.Fatalf("got %d messages, closed %v; want 3 and a dropped connection", n, c.Closed())
 			}
 		}},
-		{"drop on receive", harness.Faults{DropOnReceive: 1}, func(t *testing.T, res harness.ReqResult, c *harness.Client) {
-			if res.EOSE || len(res.Events) != 0 || !c.Closed() {
-				t.Fatalf("got %+v, closed %v", res, c.Closed())
+		{"drop on receive", harness.Faults{DropOnReceive: 1}, func(t *testing.T, ctx context.Context, c *harness.Client) {
+			harness.Eventually(t, waitTimeout, c.Closed, "connection not dropped")
+			if m, err := c.Next(ctx); err == nil {
+				t.Fatalf("relay answered before dropping: %s", m)
 			}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
 			r := startRelay(t, harness.RelayOptions{Faults: tt.faults})
 			r.Inject(corpus()[:5]...)
-			c := dial(t, testCtx(t), r.URL())
-			ctx, cancel := context.WithTimeout(context.Background(), quiet)
-			defer cancel()
-			res, _ := c.Req(ctx, "sub", nostr.Filter{})
-			tt.check(t, res, c)
-			if got := r.Stats().Reqs; got != 1 {
-				t.Fatalf("Stats.Reqs = %d, want 1", got)
+			c := dial(t, ctx, r.URL())
+			if err := c.Send(ctx, []any{"REQ", "sub", nostr.Filter{}}); err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, ctx, c)
+			if got := r.Stats().Reqs; got < 1 {
+				t.Fatalf("Stats.Reqs = %d, want the REQ counted", got)
 			}
 
 			// clearing the faults heals new connections
 			r.SetFaults(harness.Faults{})
-			c2 := dial(t, testCtx(t), r.URL())
-			if evs := req(t, testCtx(t), c2, "again", nostr.Filter{}); len(evs) != 5 {
+			c2 := dial(t, ctx, r.URL())
+			if evs := req(t, ctx, c2, "again", nostr.Filter{}); len(evs) != 5 {
 				t.Fatalf("after SetFaults: %d events", len(evs))
 			}
 		})
@@ -254,11 +295,14 @@ func TestHarnessMaxSubscriptions(t *testing.T) {
 	c := dial(t, ctx, r.URL())
 	req(t, ctx, c, "a", nostr.Filter{})
 	req(t, ctx, c, "b", nostr.Filter{})
-	short, cancel := context.WithTimeout(ctx, quiet)
-	defer cancel()
-	res, _ := c.Req(short, "c", nostr.Filter{})
-	if res.EOSE || len(res.Notices) != 1 || res.Notices[0] != "ERROR: too many concurrent REQs" {
-		t.Fatalf("third REQ: %+v", res)
+	if err := c.Send(ctx, []any{"REQ", "c", nostr.Filter{}}); err != nil {
+		t.Fatal(err)
+	}
+	if before, m := untilLabel(t, ctx, c, "NOTICE"); len(before) != 0 || m != `["NOTICE","ERROR: too many concurrent REQs"]` {
+		t.Fatalf("third REQ: %q then %s", before, m)
+	}
+	if m := nextWithin(c, quiet); m != "" {
+		t.Fatalf("third REQ served: %s", m)
 	}
 	req(t, ctx, c, "a", nostr.Filter{Limit: 1}) // reusing an open id is fine
 	if err := c.CloseSub(ctx, "a"); err != nil {

@@ -139,10 +139,11 @@ func (c *proxyConn) kill() {
 
 // send writes a message to the client, records it and applies DropAfterSend.
 func (c *proxyConn) send(ctx context.Context, typ websocket.MessageType, data []byte, label, sub string) bool {
+	// record first, so a client that reacts to the message sees it counted
+	n := c.r.obs.sent(c, label, sub, data)
 	if err := c.client.Write(ctx, typ, data); err != nil {
 		return false
 	}
-	n := c.r.obs.sent(c, label, sub, data)
 	if f := c.r.Faults(); f.DropAfterSend > 0 && n >= f.DropAfterSend {
 		c.kill()
 		return false
