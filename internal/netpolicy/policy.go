@@ -41,6 +41,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
 )
 
 // ErrRefused is wrapped by every refusal (a *RefusedError).
@@ -73,6 +75,12 @@ func (e *RefusedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrRefused) true.
 func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+// Is makes a refused clone URL match gitx.ErrInvalid as well: like an
+// invalid URL, it was refused before git ran.
+func (e *RefusedError) Is(target error) bool {
+	return e.Kind == KindClone && target == gitx.ErrInvalid
+}
 
 // Reason returns the refusal reason of err, or "" if err is no refusal.
 func Reason(err error) string {
@@ -340,6 +348,33 @@ func (p *Policy) resolve(ctx context.Context, kind Kind, network, host string) (
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// Resolver returns a resolver that answers only with addresses the policy
+// allows: a name allowed by name resolves as usual, any other name fails
+// (with a refusal, counted and logged once) unless every address it
+// resolves to is allowed. Give it to code that resolves on its own, such
+// as the purgatory pinning git's addresses.
+func (p *Policy) Resolver(kind Kind) Resolver {
+	return resolverFunc(func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+		h := canonicalHost(host)
+		if p.hosts[h] {
+			return p.res.LookupNetIP(ctx, network, h)
+		}
+		if a, err := netip.ParseAddr(h); err == nil {
+			if r := p.AddrReason(a); r != "" {
+				return nil, p.refuse(kind, h, r, a.String())
+			}
+			return []netip.Addr{a}, nil
+		}
+		return p.resolve(ctx, kind, network, h)
+	})
+}
+
+type resolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return f(ctx, network, host)
 }
 
 // DialContext connects to address (host:port) for a relay: host names

@@ -472,3 +472,26 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestResolverAnswersOnlyAllowedAddresses(t *testing.T) {
+	res := &fakeResolver{answers: map[string][]netip.Addr{
+		"pub.example":  addrs("93.184.216.34"),
+		"priv.example": addrs("10.0.0.1"),
+		"named.local":  addrs("10.9.9.9"),
+	}}
+	p := mustPolicy(t, Options{Allow: []string{"named.local", "192.168.0.0/16"}, Resolver: res})
+	r := p.Resolver(KindClone)
+	ctx := context.Background()
+	for host, want := range map[string]string{
+		"pub.example": "", "named.local": "", "192.168.1.2": "",
+		"priv.example": ReasonPrivate, "127.0.0.1": ReasonLoopback, "localhost": ReasonLoopback, "nx.example": ReasonResolve,
+	} {
+		got, err := r.LookupNetIP(ctx, "ip", host)
+		if Reason(err) != want || (want == "") != (len(got) > 0) {
+			t.Errorf("LookupNetIP(%s) = %v, %v; want reason %q", host, got, err, want)
+		}
+		if want != "" && !errors.Is(err, gitx.ErrInvalid) {
+			t.Errorf("clone refusal of %s does not match gitx.ErrInvalid", host)
+		}
+	}
+}

@@ -254,7 +254,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		rel = &releasePublisher{pub: pub}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: rel, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
-			Git: pol.GitRunner(git),
+			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("purgatory: %w", err)
