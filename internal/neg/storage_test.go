@@ -3,10 +3,12 @@ package neg
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -161,6 +163,19 @@ func TestMessagesMatchVector(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+func TestItemFromHex(t *testing.T) {
+	id := strings.Repeat("0a", 32)
+	it, err := ItemFromHex(5, id)
+	if err != nil || it.CreatedAt != 5 || it.ID[0] != 0x0a || it.ID[31] != 0x0a {
+		t.Fatalf("ItemFromHex = %v, %v", it, err)
+	}
+	for _, bad := range []string{"", id[:62], id + "00", strings.Repeat("zz", 32)} {
+		if _, err := ItemFromHex(1, bad); !errors.Is(err, ErrInvalidItem) {
+			t.Errorf("ItemFromHex(%q): err = %v, want ErrInvalidItem", bad, err)
 		}
 	}
 }
