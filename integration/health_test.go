@@ -239,27 +239,35 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	waitHas(t, own, issue)
 }
 
-// TestRateLimitNoticeCooldown: after a relay answers a REQ with a
-// rate-limit NOTICE it receives no REQ, NEG-OPEN or new connection for the
-// whole cooldown; afterwards syncing resumes and completes.
+// TestRateLimitNoticeCooldown: a relay starts answering REQs with a
+// rate-limit NOTICE just as a new repository is found on it. For the whole
+// cooldown it receives no REQ, NEG-OPEN or new connection; afterwards the
+// refused REQs are sent again, so the repository's old history arrives too
+// (no since-based catch-up reaches it).
 func TestRateLimitNoticeCooldown(t *testing.T) {
 	own := ownRelay(t)
-	limited := startRelay(t, harness.RelayOptions{Name: "limited", Faults: harness.Faults{ReqNotice: "rate-limited: slow down"}})
+	limited := startRelay(t, harness.RelayOptions{Name: "limited"})
 	alice := harness.NewKey()
-	repo := repoFor(alice, "limited", own, limited)
-	mustPublish(t, own, repo)
-	old := alice.Issue(alice.RepoAddress("limited"), "old", harness.At(time.Now().Add(-72*time.Hour)))
-	issue := alice.Issue(alice.RepoAddress("limited"), "recent")
-	limited.Inject(repo, old, issue)
+	first := repoFor(alice, "first", own, limited)
+	mustPublish(t, own, first)
+	limited.Inject(first)
 
 	cfg := fastConfig(own)
 	const cooldown = 3 * time.Second
 	cfg.Health.RateLimitCooldown = cooldown
 	cfg.Health.Tick = 50 * time.Millisecond
 	cfg.Sync.EOSETimeout = time.Second
-	t0 := time.Now()
 	sc := startSidecar(t, cfg)
 	url := limited.URL()
+	waitState(t, sc, url, "connected")
+
+	second := repoFor(alice, "second", own, limited)
+	old := alice.Issue(alice.RepoAddress("second"), "old", harness.At(time.Now().Add(-72*time.Hour)))
+	recent := alice.Issue(alice.RepoAddress("second"), "recent")
+	limited.Inject(second, old, recent)
+	limited.SetFaults(harness.Faults{ReqNotice: "rate-limited: slow down"})
+	t0 := time.Now()
+	mustPublish(t, own, second)
 
 	var notice time.Time
 	harness.Eventually(t, syncTimeout, func() bool {
@@ -287,19 +295,22 @@ func TestRateLimitNoticeCooldown(t *testing.T) {
 	quietFrom, quietTo := notice.Add(grace), notice.Add(cooldown)
 	wait = time.NewTimer(time.Until(quietTo))
 	<-wait.C
-	for _, m := range limited.Received(quietFrom) {
-		switch m.Type {
-		case "REQ", "NEG-OPEN", harness.TypeConnect:
+	refused := 0
+	for _, m := range limited.Received(t0) {
+		switch {
+		case m.Type == "REQ" && m.Time.Before(quietFrom):
+			refused++
+		case m.Type == "REQ", m.Type == "NEG-OPEN", m.Type == harness.TypeConnect:
 			if m.Time.Before(quietTo) {
 				t.Errorf("%s at %s into a %s cooldown: %s", m.Type, m.Time.Sub(notice).Round(time.Millisecond), cooldown, m.Raw)
 			}
 		}
 	}
+	t.Logf("%d REQs refused before the cooldown started", refused)
 
 	// Afterwards the refused REQs are sent again: the live subscriptions
-	// are rebuilt and the historic batch retried (the old issue is outside
-	// any since-based catch-up).
-	waitHas(t, own, issue, old)
+	// are rebuilt and the historic batch retried.
+	waitHas(t, own, recent, old)
 	if len(reqsAfter(limited, quietTo)) == 0 {
 		t.Error("no REQ after the cooldown")
 	}
