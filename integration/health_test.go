@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	stdsync "sync"
@@ -168,6 +170,132 @@ func TestClosedPortBackoff(t *testing.T) {
 		v, ok := gauge(t, sc.Registry, health.MetricRelayFailures, down.URL())
 		return ok && v >= maxN-1
 	}, "%s{relay=%q} never counted the failures", health.MetricRelayFailures, down.URL())
+}
+
+// statusServer answers every HTTP request (websocket handshakes included)
+// with one status code and records when each request came.
+type statusServer struct {
+	srv   *httptest.Server
+	mu    stdsync.Mutex
+	times []time.Time
+}
+
+func newStatusServer(t *testing.T, code int) *statusServer {
+	t.Helper()
+	s := &statusServer{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.times = append(s.times, time.Now())
+		s.mu.Unlock()
+		http.Error(w, http.StatusText(code), code)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *statusServer) URL() string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") }
+
+func (s *statusServer) Requests() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.times...)
+}
+
+// TestHandshakeStatusDecidesRetry: the HTTP status of a refused websocket
+// handshake decides what happens next. 429 is a rate limit: a cooldown, no
+// failure counted. 503 is transient: exponential backoff. 404 is not a
+// relay: one attempt, then the naughty period.
+func TestHandshakeStatusDecidesRetry(t *testing.T) {
+	own := ownRelay(t)
+	limited := newStatusServer(t, http.StatusTooManyRequests)
+	restarting := newStatusServer(t, http.StatusServiceUnavailable)
+	notRelay := newStatusServer(t, http.StatusNotFound)
+	alice := harness.NewKey()
+	mustPublish(t, own,
+		announceURLs(alice, "limited", own, limited.URL()),
+		announceURLs(alice, "restarting", own, restarting.URL()),
+		announceURLs(alice, "not-a-relay", own, notRelay.URL()))
+
+	cfg := fastConfig(own)
+	const base, cooldown = 100 * time.Millisecond, 500 * time.Millisecond
+	cfg.Health.BackoffBase = base
+	cfg.Health.BackoffMax = time.Minute
+	cfg.Health.Jitter = 0
+	cfg.Health.RateLimitCooldown = cooldown
+	cfg.Health.NaughtyPeriod = time.Hour
+	cfg.Health.Tick = 20 * time.Millisecond
+	sc := startSidecar(t, cfg)
+
+	servers := []*statusServer{limited, restarting, notRelay}
+	harness.Eventually(t, syncTimeout, func() bool {
+		for _, s := range servers {
+			if len(s.Requests()) == 0 {
+				return false
+			}
+		}
+		return true
+	}, "not every relay was dialled")
+	harness.Eventually(t, syncTimeout, func() bool {
+		r, _ := relayStatus(sc, limited.URL())
+		return r.Health == health.RateLimited.String()
+	}, "the 429 relay was never reported rate_limited")
+	// The gauges follow on the tracker's tick; a 429 counts no failure.
+	harness.Eventually(t, syncTimeout, func() bool {
+		s, _ := gauge(t, sc.Registry, health.MetricRelayStatus, limited.URL())
+		f, ok := gauge(t, sc.Registry, health.MetricRelayFailures, limited.URL())
+		return s == float64(health.RateLimited) && ok && f == 0
+	}, "gauges of the 429 relay never showed rate_limited without failures")
+
+	// A window after each relay's first attempt: 429 every cooldown (at
+	// most 3 attempts at 0, C, 2C), 503 at 0, B, 3B, 7B (at most 4 before
+	// 15B), 404 once.
+	const window = 11 * base
+	wait := time.NewTimer(time.Until(latestFirst(servers).Add(window)))
+	<-wait.C
+	tolerance := base / 4
+	check := func(name string, s *statusServer, maxN int, gapAfter func(i int) time.Duration) {
+		reqs := s.Requests()
+		n := 0
+		for _, at := range reqs {
+			if !at.After(reqs[0].Add(window)) {
+				n++
+			}
+		}
+		t.Logf("%s: %d attempts in %s: %v", name, n, window, offsets(reqs, reqs[0]))
+		if n > maxN || n < maxN-1 {
+			t.Errorf("%s: %d attempts in %s, want %d (or %d on a slow machine)", name, n, window, maxN, maxN-1)
+		}
+		for i := 1; i < len(reqs); i++ {
+			if gap, want := reqs[i].Sub(reqs[i-1]), gapAfter(i); gap < want-tolerance {
+				t.Errorf("%s: attempt %d came %s after the previous one, want ≥ %s", name, i+1, gap, want)
+			}
+		}
+	}
+	backoff := health.Config{BackoffBase: base, BackoffMax: cfg.Health.BackoffMax}.Backoff
+	check("429", limited, 3, func(int) time.Duration { return cooldown })
+	check("503", restarting, 4, backoff)
+	if n := len(notRelay.Requests()); n != 1 {
+		t.Errorf("404: %d attempts, want 1 (naughty period %s)", n, cfg.Health.NaughtyPeriod)
+	}
+	for _, c := range []struct {
+		s      *statusServer
+		health string
+	}{{restarting, health.Degraded.String()}, {notRelay, health.Degraded.String()}} {
+		if r, _ := relayStatus(sc, c.s.URL()); r.Health != c.health || r.Failures == 0 {
+			t.Errorf("%s: %+v, want %s with failures", c.s.URL(), r, c.health)
+		}
+	}
+}
+
+// latestFirst returns the latest first-request time over servers.
+func latestFirst(servers []*statusServer) time.Time {
+	var latest time.Time
+	for _, s := range servers {
+		if reqs := s.Requests(); len(reqs) > 0 && reqs[0].After(latest) {
+			latest = reqs[0]
+		}
+	}
+	return latest
 }
 
 // offsets renders times relative to t0, for logs.
