@@ -6,12 +6,29 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/integration/harness"
 )
+
+// cpuTime is the process's user+system CPU time: benchmarks report CPU per
+// event too, which a loaded machine distorts far less than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports CPU microseconds per event since start.
+func reportCPU(b *testing.B, start time.Duration, events int) {
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/float64(events), "cpu-µs/event")
+}
 
 // benchEvents is the universe size for harness benchmarks; set
 // GRASP_BENCH_EVENTS (e.g. 1000000) to scale it.
@@ -40,15 +57,18 @@ var benchUniverse = sync.OnceValue(func() *harness.Universe { return universe(be
 // BenchmarkHarnessUniverse measures generating signed events.
 func BenchmarkHarnessUniverse(b *testing.B) {
 	const n = 20_000
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		universe(n, false)
 	}
+	reportCPU(b, cpu, n*b.N)
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 func BenchmarkHarnessInject(b *testing.B) {
 	u := benchUniverse()
 	var ms0, ms1 runtime.MemStats
+	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -56,9 +76,11 @@ func BenchmarkHarnessInject(b *testing.B) {
 		runtime.ReadMemStats(&ms0)
 		s := harness.NewStore()
 		b.StartTimer()
+		c0 := cpuTime()
 		if n := s.Put(u.Events...); n != len(u.Events) {
 			b.Fatalf("stored %d of %d", n, len(u.Events))
 		}
+		cpu += cpuTime() - c0
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&ms1)
@@ -67,6 +89,7 @@ func BenchmarkHarnessInject(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(len(u.Events)*b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(u.Events)*b.N), "cpu-µs/event")
 }
 
 func BenchmarkHarnessReqAll(b *testing.B) {
@@ -79,6 +102,7 @@ func BenchmarkHarnessReqAll(b *testing.B) {
 	r.Inject(u.Events...)
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		c, err := harness.Dial(ctx, r.URL())
 		if err != nil {
@@ -91,6 +115,7 @@ func BenchmarkHarnessReqAll(b *testing.B) {
 		c.Close()
 	}
 	b.ReportMetric(float64(len(u.Events)*b.N)/b.Elapsed().Seconds(), "events/s")
+	reportCPU(b, cpu, len(u.Events)*b.N)
 }
 
 func BenchmarkHarnessTagQuery(b *testing.B) {
@@ -138,6 +163,7 @@ func BenchmarkHarnessPublish(b *testing.B) {
 	evs := universe(2000, false).Events
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		r, err := harness.StartRelay(harness.RelayOptions{})
@@ -153,4 +179,5 @@ func BenchmarkHarnessPublish(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(len(evs)*b.N)/b.Elapsed().Seconds(), "events/s")
+	reportCPU(b, cpu, len(evs)*b.N)
 }
