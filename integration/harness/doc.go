@@ -41,6 +41,6 @@
 // and quotes, with Options for created_at, tags and content size.
 // NewUniverse generates a deterministic set of repositories spread over
 // relays. Signing costs about 1.5 ms per event under -race (20× more than
-// without): keep test corpora to hundreds of events, reuse them across tests
-// (sync.OnceValue) and sign batches with SignAll.
+// without): keep test corpora to hundreds of events, sign batches with
+// SignAll, or use Corpus, 1200 pre-signed notes embedded in the package.
 package harness
