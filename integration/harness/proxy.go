@@ -121,6 +121,11 @@ type proxyConn struct {
 	challenge   string
 	authed      string
 
+	// live are the filters of the subscriptions forwarded to khatru, for
+	// the harness's own broadcast (see Relay.storeAndBroadcast).
+	liveMu sync.Mutex
+	live   map[string]nostr.Filters
+
 	// guarded by r.obs.mu
 	subs   map[string]struct{}
 	recv   int
@@ -215,6 +220,7 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 			}
 		case "CLOSE":
 			c.r.obs.closeSub(c, sub)
+			c.setLive(sub, nil)
 		case "NEG-OPEN", "NEG-MSG", "NEG-CLOSE":
 			if f.IgnoreNegentropy {
 				forward = false
@@ -229,9 +235,53 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 		if !forward {
 			continue
 		}
+		if label == "REQ" {
+			var env nostr.ReqEnvelope
+			if env.FromJSON(string(data)) == nil {
+				c.setLive(sub, env.Filters)
+			}
+		}
 		if err := c.upstream.Write(ctx, typ, data); err != nil {
 			return
 		}
+	}
+}
+
+// setLive records (or, with nil, forgets) a live subscription's filters.
+func (c *proxyConn) setLive(sub string, fs nostr.Filters) {
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if fs == nil {
+		delete(c.live, sub)
+		return
+	}
+	if c.live == nil {
+		c.live = map[string]nostr.Filters{}
+	}
+	c.live[sub] = fs
+}
+
+// deliverLive sends ev to this connection's subscriptions that match it.
+func (c *proxyConn) deliverLive(ev *nostr.Event) {
+	c.liveMu.Lock()
+	var subs []string
+	for sub, fs := range c.live {
+		for _, f := range fs {
+			if f.Matches(ev) {
+				subs = append(subs, sub)
+				break
+			}
+		}
+	}
+	c.liveMu.Unlock()
+	for _, sub := range subs {
+		data, err := nostr.EventEnvelope{SubscriptionID: &sub, Event: *ev}.MarshalJSON()
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.send(ctx, websocket.MessageText, data, "EVENT", sub)
+		cancel()
 	}
 }
 
@@ -281,6 +331,7 @@ func (c *proxyConn) pumpDown(ctx context.Context) {
 			}
 		case "CLOSED":
 			c.r.obs.closeSub(c, sub)
+			c.setLive(sub, nil)
 		}
 		if !c.send(ctx, typ, data, label, sub) {
 			c.kill()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fiatjaf/eventstore"
 	"io"
 	"log"
 	"net"
@@ -175,8 +176,8 @@ func (r *Relay) newKhatru() *khatru.Relay {
 		MaxLimit:         r.opts.ReqCap,
 		RestrictedWrites: r.opts.Policy != nil,
 	}
-	k.StoreEvent = append(k.StoreEvent, r.store.SaveEvent)
-	k.ReplaceEvent = append(k.ReplaceEvent, r.store.ReplaceEvent)
+	k.StoreEvent = append(k.StoreEvent, r.storeAndBroadcast)
+	k.ReplaceEvent = append(k.ReplaceEvent, r.storeAndBroadcast)
 	k.DeleteEvent = append(k.DeleteEvent, r.store.DeleteEvent)
 	k.CountEvents = append(k.CountEvents, r.store.CountEvents)
 	k.QueryEvents = append(k.QueryEvents, func(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
@@ -455,4 +456,23 @@ func newChallenge() string {
 // Publish publishes evs to this relay through its front door (see Publish).
 func (r *Relay) Publish(ctx context.Context, evs ...*nostr.Event) error {
 	return Publish(ctx, r.URL(), evs...)
+}
+
+// storeAndBroadcast stores ev and delivers it to the live subscriptions the
+// proxy tracks. khatru's own broadcast is switched off (ErrDupEvent makes
+// khatru skip it and still answer OK true): khatru v0.19.1's
+// notifyListeners reads its listener slice and their filters without the
+// lock its REQ, CLOSE and disconnect paths write them under, a data race
+// that -race reports in any test with concurrent clients.
+func (r *Relay) storeAndBroadcast(_ context.Context, ev *nostr.Event) error {
+	stored, err := r.store.saveReport(ev)
+	if err != nil {
+		return err
+	}
+	if stored {
+		for _, c := range r.connections() {
+			c.deliverLive(ev)
+		}
+	}
+	return eventstore.ErrDupEvent
 }

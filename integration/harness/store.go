@@ -191,6 +191,14 @@ func (s *Store) save(ev *nostr.Event) (bool, error) {
 	return true, nil
 }
 
+// saveReport stores ev and reports whether it was stored (false for an
+// older version of a replaceable event); a duplicate is eventstore.ErrDupEvent.
+func (s *Store) saveReport(ev *nostr.Event) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.save(ev)
+}
+
 // SaveEvent implements eventstore.Store.
 func (s *Store) SaveEvent(_ context.Context, ev *nostr.Event) error {
 	s.mu.Lock()
