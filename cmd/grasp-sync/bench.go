@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/integration/bench"
+)
+
+func init() { extraCommands = append(extraCommands, benchCommand()) }
+
+// benchCommand runs the end-to-end benchmark on 127.0.0.1.
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "end-to-end benchmark on 127.0.0.1: remote relays with generated NIP-34 repositories, a grasp-sync process syncing them into an own relay",
+		Description: "Runs own-relay-ingest, sidecar, sidecar-resync, sidecar-req-only and baseline (see BENCHMARKS.md)\n" +
+			"and prints a table (and JSON with --json). The sidecar is this binary, run as a separate process.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "profile", Value: "small", Usage: "size: " + strings.Join(bench.ProfileNames(), ", ")},
+			&cli.IntFlag{Name: "events", Usage: "override the profile's number of events"},
+			&cli.IntFlag{Name: "relays", Usage: "override the profile's number of remote relays"},
+			&cli.IntFlag{Name: "repos", Usage: "override the profile's number of repositories"},
+			&cli.Uint64Flag{Name: "seed", Value: bench.DefaultSeed, Usage: "universe seed"},
+			&cli.StringSliceFlag{Name: "run", Usage: "runs to measure (repeatable): " + strings.Join(bench.AllRuns, ", ") + " (default: all)"},
+			&cli.DurationFlag{Name: "timeout", Value: bench.DefaultTimeout, Usage: "give up on a run after this long"},
+			&cli.DurationFlag{Name: "batch-window", Value: bench.DefaultBatchWindow, Usage: "the sidecar's sync.batch_window"},
+			&cli.StringSliceFlag{Name: "sidecar-arg", Usage: "extra flag for the sidecar process, e.g. --sidecar-arg=--limits.relay-event-rate=100000 (repeatable)"},
+			&cli.StringFlag{Name: "binary", Usage: "grasp-sync executable to run as the sidecar (default: this one)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write the sidecar run's Go CPU profile to this file"},
+			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON to this file (- for stdout)"},
+			&cli.StringFlag{Name: "workdir", Usage: "keep the sidecars' logs in this directory (default: a temporary one, removed)"},
+		},
+		Subcommands: []*cli.Command{benchSidecarCommand()},
+		Action:      benchAction,
+	}
+}
+
+func benchAction(c *cli.Context) error {
+	prof, ok := bench.Profiles[c.String("profile")]
+	if !ok {
+		return fmt.Errorf("bench: unknown profile %q (want one of %s)", c.String("profile"), strings.Join(bench.ProfileNames(), ", "))
+	}
+	if n := c.Int("events"); n > 0 {
+		prof.Events = n
+		prof.Name += "-custom"
+	}
+	if n := c.Int("relays"); n > 0 {
+		prof.Relays = n
+		prof.Name = strings.TrimSuffix(prof.Name, "-custom") + "-custom"
+	}
+	if n := c.Int("repos"); n > 0 {
+		prof.Repos = n
+		prof.Name = strings.TrimSuffix(prof.Name, "-custom") + "-custom"
+	}
+	binary := c.String("binary")
+	if binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find own executable: %w", err)
+		}
+		binary = exe
+	}
+	out := c.App.Writer
+	opts := bench.Options{
+		Profile:     prof,
+		Seed:        c.Uint64("seed"),
+		Binary:      binary,
+		WorkDir:     c.String("workdir"),
+		Runs:        c.StringSlice("run"),
+		Timeout:     c.Duration("timeout"),
+		BatchWindow: c.Duration("batch-window"),
+		SidecarArgs: c.StringSlice("sidecar-arg"),
+		CPUProfile:  c.String("cpuprofile"),
+		Progress:    out,
+	}
+	if opts.WorkDir != "" {
+		if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	rep, runErr := bench.Run(c.Context, opts)
+	if rep != nil && len(rep.Runs) > 0 {
+		fmt.Fprintln(out)
+		if err := rep.WriteTable(out); err != nil {
+			return err
+		}
+		if err := writeBenchJSON(c.String("json"), rep, out); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
+
+func writeBenchJSON(path string, rep *bench.Report, stdout interface{ Write([]byte) (int, error) }) error {
+	switch path {
+	case "":
+		return nil
+	case "-":
+		return rep.WriteJSON(stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// benchSidecarCommand is `run` with a CPU profile: the benchmark starts the
+// sidecar this way when asked for a profile.
+func benchSidecarCommand() *cli.Command {
+	flags := append([]cli.Flag{
+		&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to this file until exit", Required: true},
+	}, config.Flags()...)
+	return &cli.Command{
+		Name:   "sidecar",
+		Usage:  "run the sidecar (like `run`) while writing a CPU profile; used by bench --cpuprofile",
+		Hidden: true,
+		Flags:  flags,
+		Action: func(c *cli.Context) (err error) {
+			f, err := os.Create(c.String("cpuprofile"))
+			if err != nil {
+				return fmt.Errorf("bench sidecar: %w", err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return fmt.Errorf("bench sidecar: %w", err)
+			}
+			defer func() {
+				pprof.StopCPUProfile()
+				err = errors.Join(err, f.Close())
+			}()
+			return newEnv().runAction(c)
+		},
+	}
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+var processStart = time.Now()
+
+// threadCPU falls back to wall time where per-thread CPU time is not
+// available.
+func threadCPU() time.Duration { return time.Since(processStart) }

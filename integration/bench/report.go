@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Goal thresholds of issue 8.
+const (
+	GoalEventsPerSec      = 5000
+	GoalCPUPerEventMicros = 50
+	GoalPeakRSSBytes      = 300 << 20
+	GoalResyncSeconds     = 5
+	GoalResyncBytesRatio  = 0.01
+	GoalBaselineRatio     = 1.5
+)
+
+// Goal is one issue-8 goal with the measured figure.
+type Goal struct {
+	Name     string `json:"name"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+// evaluateGoals compares the measured runs with the issue-8 goals (those
+// whose runs were measured).
+func evaluateGoals(rep *Report) []Goal {
+	var goals []Goal
+	sc, haveSC := rep.Run(RunSidecar)
+	if haveSC {
+		g := Goal{Name: "convergence rate", Target: fmt.Sprintf(">= %d events/s or own-relay-ingest bound", GoalEventsPerSec),
+			Measured: fmt.Sprintf("%.0f events/s", sc.EventsPerSec)}
+		g.Met = sc.EventsPerSec >= GoalEventsPerSec
+		if ing, ok := rep.Run(RunIngest); ok {
+			g.Measured += fmt.Sprintf(" (own relay ingest alone %.0f events/s, %.0f%%)", ing.EventsPerSec, 100*sc.EventsPerSec/ing.EventsPerSec)
+			if !g.Met && sc.EventsPerSec >= 0.8*ing.EventsPerSec {
+				g.Met = true
+				g.Measured += ": ingest-bound"
+			}
+		}
+		goals = append(goals,
+			g,
+			Goal{Name: "sidecar CPU per event excl. verification", Target: fmt.Sprintf("<= %d µs", GoalCPUPerEventMicros),
+				Measured: fmt.Sprintf("%.1f µs (%.1f µs with verification)", sc.CPUPerEventExclVerifyMicros, sc.CPUPerEventMicros),
+				Met:      sc.CPUPerEventExclVerifyMicros <= GoalCPUPerEventMicros},
+			Goal{Name: "sidecar peak RSS", Target: fmt.Sprintf("<= %d MB", GoalPeakRSSBytes>>20),
+				Measured: fmt.Sprintf("%.0f MB", float64(sc.PeakRSSBytes)/(1<<20)),
+				Met:      sc.PeakRSSBytes <= GoalPeakRSSBytes},
+		)
+	}
+	if rs, ok := rep.Run(RunResync); ok && haveSC {
+		ratio := float64(rs.WireBytes()) / float64(max(1, sc.WireBytes()))
+		remoteRatio := float64(rs.RemoteSent+rs.RemoteReceived) / float64(max(1, sc.RemoteSent+sc.RemoteReceived))
+		goals = append(goals,
+			Goal{Name: "nothing-changed re-sync time", Target: fmt.Sprintf("< %d s", GoalResyncSeconds),
+				Measured: fmt.Sprintf("%.2f s", rs.Seconds), Met: rs.Seconds < GoalResyncSeconds},
+			Goal{Name: "nothing-changed re-sync bytes", Target: fmt.Sprintf("<= %.0f%% of the first run", 100*GoalResyncBytesRatio),
+				Measured: fmt.Sprintf("%.2f%% of all bytes (%.2f%% of remote-relay bytes; own relay read back %.1f MB)",
+					100*ratio, 100*remoteRatio, float64(rs.OwnReceived)/1e6),
+				Met: ratio <= GoalResyncBytesRatio},
+		)
+	}
+	if bl, ok := rep.Run(RunBaseline); ok && haveSC && bl.Seconds > 0 {
+		ratio := sc.Seconds / bl.Seconds
+		goals = append(goals, Goal{Name: "sidecar vs plain relay-to-relay copy", Target: fmt.Sprintf("<= %.1f× wall time", GoalBaselineRatio),
+			Measured: fmt.Sprintf("%.2f× (%.2f s vs %.2f s)", ratio, sc.Seconds, bl.Seconds), Met: ratio <= GoalBaselineRatio})
+	}
+	return goals
+}
+
+// WriteTable prints the report as text tables.
+func (rep *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "profile %s: %d events (%d to sync), %d repositories, %d root events, %d remote relays, seed %d\n",
+		rep.Profile.Name, rep.Profile.Events, rep.Expected, rep.Repos, rep.Roots, rep.Profile.Relays, rep.Seed)
+	fmt.Fprintf(w, "machine: %s, %d cores, %d GiB, %s, %s; signature check %.1f µs/event\n\n",
+		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.OS, rep.Machine.GoVersion, rep.VerifyMicros)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tevents\tseconds\tevents/s\tremote MB out/in\town MB out/in\tbytes/event\tCPU s\tCPU µs/ev\texcl. verify\tpeak RSS MB\t")
+	for _, r := range rep.Runs {
+		cpu, per, excl, rss := "-", "-", "-", "-"
+		if r.CPUSeconds > 0 {
+			cpu = fmt.Sprintf("%.2f", r.CPUSeconds)
+			per = fmt.Sprintf("%.1f", r.CPUPerEventMicros)
+			excl = fmt.Sprintf("%.1f", r.CPUPerEventExclVerifyMicros)
+			rss = fmt.Sprintf("%.0f", float64(r.PeakRSSBytes)/(1<<20))
+		}
+		name := r.Name
+		if !r.Converged {
+			name += " (NOT CONVERGED)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.2f/%.2f\t%.2f/%.2f\t%.0f\t%s\t%s\t%s\t%s\t\n",
+			name, r.Events, r.Seconds, r.EventsPerSec,
+			float64(r.RemoteSent)/1e6, float64(r.RemoteReceived)/1e6, float64(r.OwnSent)/1e6, float64(r.OwnReceived)/1e6,
+			r.BytesPerEvent, cpu, per, excl, rss)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rep.Goals) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "goal\ttarget\tmeasured\tmet")
+	for _, g := range rep.Goals {
+		met := "no"
+		if g.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Name, g.Target, g.Measured, met)
+	}
+	return tw.Flush()
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
