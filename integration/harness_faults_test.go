@@ -464,10 +464,12 @@ func TestHarnessAuth(t *testing.T) {
 		t.Fatalf("good AUTH answered %s", m)
 	}
 	req(t, ctx, c, "s2", nostr.Filter{})
-	if err := c.Send(ctx, []any{"EVENT", ev}); err != nil {
-		t.Fatal(err)
+	if ok, reason, err := c.Publish(ctx, ev); !ok || err != nil {
+		t.Fatalf("authenticated EVENT: %q %v", reason, err)
 	}
-	harness.Eventually(t, waitTimeout, func() bool { return r.Has(ev.ID) }, "authenticated EVENT not stored")
+	if !r.Has(ev.ID) {
+		t.Fatal("authenticated EVENT not stored")
+	}
 }
 
 func TestHarnessDelayAndNIP11Extra(t *testing.T) {

@@ -439,3 +439,25 @@ func (c *Client) Negentropy(ctx context.Context, subID string, filter nostr.Filt
 		}
 	}
 }
+
+// Publish sends ["EVENT", ev] on this connection and waits for its OK,
+// returning whether it was accepted and the reason. Other messages stay
+// queued for Next.
+func (c *Client) Publish(ctx context.Context, ev *nostr.Event) (bool, string, error) {
+	if err := c.Send(ctx, []any{"EVENT", ev}); err != nil {
+		return false, "", err
+	}
+	var others []string
+	defer func() { c.unread(others) }()
+	for {
+		m, err := c.Next(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		parts := gjson.GetMany(m, "0", "1", "2", "3")
+		if parts[0].String() == "OK" && parts[1].String() == ev.ID {
+			return parts[2].Bool(), parts[3].String(), nil
+		}
+		others = append(others, m)
+	}
+}
