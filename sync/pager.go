@@ -192,13 +192,23 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 	defer timer.Stop()
 	var page []*nostr.Event
 	var sizes = map[*nostr.Event]int{}
+	progressed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
+			// The timeout is for a silent relay: it does not run while this
+			// subscription receives events, nor while the connection waits
+			// for one of our own slow consumers.
+			if progressed || c.Stalled() {
+				progressed = false
+				timer.Reset(p.EOSETimeout)
+				continue
+			}
 			return nil, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
 		case m, ok := <-sub.Messages():
+			progressed = m.Type == relay.MsgEvent && (f.Limit <= 0 || len(page) < f.Limit)
 			if !ok {
 				if err := c.Err(); err != nil {
 					return nil, err

@@ -85,6 +85,11 @@ type Options struct {
 	// OnNotice, when set, is called for every NOTICE from the reader
 	// goroutine; it must not block.
 	OnNotice func(text string)
+	// OnClosed, when set, is called from the reader goroutine with the id
+	// and reason of every CLOSED for an open subscription, before the
+	// subscription sees it, so a rate limit can be recorded before anyone
+	// reacts to the refusal. It must return quickly.
+	OnClosed func(subID, reason string)
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)
@@ -188,6 +193,7 @@ type Conn struct {
 	challenge string
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
+	stalls                                 atomic.Int32
 }
 
 // Dial connects to url. ctx bounds the handshake only.
@@ -395,10 +401,23 @@ func (c *Conn) unsubscribe(sub *Subscription, sendClose bool) {
 func (c *Conn) deliver(sub *Subscription, msg SubMsg) {
 	select {
 	case sub.ch <- msg:
+		return
+	default:
+	}
+	// A consumer is behind: the whole connection waits for it.
+	c.stalls.Add(1)
+	defer c.stalls.Add(-1)
+	select {
+	case sub.ch <- msg:
 	case <-sub.done:
 	case <-c.ctx.Done():
 	}
 }
+
+// Stalled tells whether the reader is waiting for a slow consumer right
+// now. While it is, no subscription on the connection receives anything,
+// so silence is ours, not the relay's.
+func (c *Conn) Stalled() bool { return c.stalls.Load() > 0 }
 
 // Publish sends an EVENT and returns a channel that receives its OK (or the
 // reason none arrived). The channel has room for the result, so a caller may
@@ -671,6 +690,9 @@ func (c *Conn) handle(data []byte) {
 		sub := c.subs[env.SubscriptionID]
 		c.mu.Unlock()
 		if sub != nil {
+			if c.opts.OnClosed != nil {
+				c.opts.OnClosed(env.SubscriptionID, env.Reason)
+			}
 			c.deliver(sub, SubMsg{Type: MsgClosed, Reason: env.Reason})
 			c.unsubscribe(sub, false)
 			close(sub.ch)
