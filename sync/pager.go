@@ -208,7 +208,6 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 			}
 			return nil, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
 		case m, ok := <-sub.Messages():
-			progressed = m.Type == relay.MsgEvent && (f.Limit <= 0 || len(page) < f.Limit)
 			if !ok {
 				if err := c.Err(); err != nil {
 					return nil, err
@@ -225,6 +224,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 				}
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
+				progressed = true
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
 					p.OnClosed(m.Reason)
