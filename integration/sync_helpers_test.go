@@ -15,8 +15,14 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 )
 
-// syncTimeout bounds how long a scenario waits for convergence.
-const syncTimeout = 30 * time.Second
+// syncTimeout bounds how long a scenario waits for convergence: generous,
+// as it only matters when something is broken, and longer under -race.
+var syncTimeout = func() time.Duration {
+	if raceEnabled {
+		return 120 * time.Second
+	}
+	return 45 * time.Second
+}()
 
 // fastConfig is the default configuration with timers shrunk so scenarios
 // run in seconds.
@@ -26,7 +32,7 @@ func fastConfig(own *harness.Relay) *config.Config {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.ShutdownGrace = 5 * time.Second
 	cfg.Sync.BatchWindow = 100 * time.Millisecond
-	cfg.Sync.EOSETimeout = 5 * time.Second
+	cfg.Sync.EOSETimeout = 10 * time.Second
 	cfg.Sync.EmptyRelayCheck = time.Second
 	cfg.Sync.ConsolidationWait = 2 * time.Second
 	cfg.Health.Tick = 100 * time.Millisecond

@@ -1,0 +1,6 @@
+//go:build !race
+
+package integration
+
+// raceEnabled: the race detector slows everything down several times.
+const raceEnabled = false
