@@ -74,6 +74,7 @@ type lockstepResult struct {
 	msgs                   []string
 	need, have             []string
 	clientTime, serverTime time.Duration
+	clientCPU, serverCPU   time.Duration // thread CPU time (Linux)
 }
 
 func lockstep(t testing.TB, client, server negentropy.Storage, clientLimit, serverLimit int) lockstepResult {
@@ -95,24 +96,27 @@ func lockstep(t testing.TB, client, server negentropy.Storage, clientLimit, serv
 			res.need = append(res.need, id)
 		}
 	}()
-	t0 := time.Now()
+	t0, c0 := time.Now(), threadCPU()
 	msg := c.Start()
 	res.clientTime += time.Since(t0)
+	res.clientCPU += threadCPU() - c0
 	for round := 0; ; round++ {
 		if round > 10_000 {
 			t.Fatal("no convergence after 10,000 rounds")
 		}
 		res.msgs = append(res.msgs, msg)
-		t0 = time.Now()
+		t0, c0 = time.Now(), threadCPU()
 		reply, err := s.Reconcile(msg)
 		res.serverTime += time.Since(t0)
+		res.serverCPU += threadCPU() - c0
 		if err != nil {
 			t.Fatalf("server reconcile: %v", err)
 		}
 		res.msgs = append(res.msgs, reply)
-		t0 = time.Now()
+		t0, c0 = time.Now(), threadCPU()
 		msg, err = c.Reconcile(reply)
 		res.clientTime += time.Since(t0)
+		res.clientCPU += threadCPU() - c0
 		if err != nil {
 			t.Fatalf("client reconcile: %v", err)
 		}

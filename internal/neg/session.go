@@ -347,7 +347,9 @@ func (c *collector) run(haves, haveNots <-chan string) {
 			close(c.over)
 			return
 		}
-		*dst = append(*dst, id)
+		// Ids are substrings of engine buffers or relay messages: copy them
+		// so the result does not keep those alive.
+		*dst = append(*dst, strings.Clone(id))
 	}
 	for haves != nil || haveNots != nil {
 		select {

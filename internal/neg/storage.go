@@ -121,12 +121,22 @@ func (s *Storage) Size() int { return len(s.items) }
 func (s *Storage) Item(i int) Item { return s.items[i] }
 
 // Range yields the items in [begin, end) with hex ids, as the engine wants.
+// Ids are encoded in chunks that share one allocation, so a retained id
+// keeps at most one chunk (4 KiB) alive.
 func (s *Storage) Range(begin, end int) iter.Seq2[int, negentropy.Item] {
 	return func(yield func(int, negentropy.Item) bool) {
-		for i := begin; i < end; i++ {
-			it := &s.items[i]
-			if !yield(i, negentropy.Item{Timestamp: it.CreatedAt, ID: hex.EncodeToString(it.ID[:])}) {
-				return
+		const chunk = 64
+		var buf [chunk * 64]byte
+		for c := begin; c < end; c += chunk {
+			n := min(chunk, end-c)
+			for i := range n {
+				hex.Encode(buf[i*64:], s.items[c+i].ID[:])
+			}
+			str := string(buf[:n*64])
+			for i := range n {
+				if !yield(c+i, negentropy.Item{Timestamp: s.items[c+i].CreatedAt, ID: str[i*64 : (i+1)*64]}) {
+					return
+				}
 			}
 		}
 	}
