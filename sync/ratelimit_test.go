@@ -111,3 +111,33 @@ func TestHandlerRelayRateCountsHits(t *testing.T) {
 		t.Fatalf("relay_event_rate hits = %v, want 2", got)
 	}
 }
+
+func BenchmarkRelayLimitsAdmit(b *testing.B) {
+	l := newRelayLimits(1<<30, 1<<30, 1<<20, nil, nil, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		release, err := l.admit(ctx, "ws://relay.example.com")
+		if err != nil {
+			b.Fatal(err)
+		}
+		release()
+	}
+}
+
+// BenchmarkHandlerDropsForgery: the cost of refusing a forged event (a
+// real event's id and signature with other content).
+func BenchmarkHandlerDropsForgery(b *testing.B) {
+	h, pub, _ := newTestHandler(b, HandlerConfig{MaxEventBytes: 1 << 20, MaxEventTags: 100})
+	real := signed(b, nostr.Event{Kind: 1621, CreatedAt: 1700000000, Content: "issue", Tags: nostr.Tags{{"a", "30617:x:y"}}})
+	forged := *real
+	forged.Content = "forged"
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.process(ctx, Incoming{Event: &forged, Size: 400})
+	}
+	if len(pub.ids()) != 0 {
+		b.Fatal("forgery published")
+	}
+}

@@ -495,3 +495,33 @@ func TestResolverAnswersOnlyAllowedAddresses(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCheckRelayURL(b *testing.B) {
+	p, err := New(Options{Allow: []string{"127.0.0.0/8"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	urls := []string{"wss://relay.example.com", "ws://127.0.0.1:7777", "ws://169.254.169.254/", "wss://relay.damus.io/"}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = p.CheckRelayURL(urls[i%len(urls)])
+	}
+}
+
+func BenchmarkDialContextRefused(b *testing.B) {
+	res := &fakeResolver{answers: map[string][]netip.Addr{"evil.example": addrs("10.0.0.7")}}
+	p, err := New(Options{Resolver: res, Dial: func(context.Context, string, string) (net.Conn, error) {
+		b.Fatal("dialled")
+		return nil, nil
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.DialContext(ctx, "tcp", "evil.example:443"); err == nil {
+			b.Fatal("not refused")
+		}
+	}
+}
