@@ -227,3 +227,56 @@ func TestHarnessPublishReportsRejections(t *testing.T) {
 		t.Fatal("policy not applied")
 	}
 }
+
+func TestHarnessLiveDelivery(t *testing.T) {
+	ctx := testCtx(t)
+	r := startRelay(t, harness.RelayOptions{})
+	k := harness.NewKey()
+	c := dial(t, ctx, r.URL())
+	req(t, ctx, c, "notes", nostr.Filter{Kinds: []int{1}, LimitZero: true})
+	req(t, ctx, c, "issues", nostr.Filter{Kinds: []int{harness.KindIssue}, LimitZero: true})
+	if res, err := c.Req(ctx, "both", nostr.Filter{Kinds: []int{1}, LimitZero: true}, nostr.Filter{Authors: []string{k.PubKey}, LimitZero: true}); err != nil || !res.EOSE {
+		t.Fatalf("REQ both: %+v %v", res, err)
+	}
+
+	note := notes(k, 1, 1_700_000_000)[0]
+	if err := r.Publish(ctx, note); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if harness.Label(m) != "EVENT" || !strings.Contains(m, note.ID) {
+			t.Fatalf("got %s", m)
+		}
+		got[strings.Split(m, `"`)[3]] = true
+	}
+	if !got["notes"] || !got["both"] {
+		t.Fatalf("delivered to %v, want notes and both (once each)", got)
+	}
+	if err := c.CloseSub(ctx, "notes"); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, waitTimeout, func() bool { return r.Stats().Closes == 1 })
+	note2 := notes(k, 1, 1_700_000_100)[0]
+	if err := r.Publish(ctx, note2); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Next(ctx)
+	if err != nil || !strings.HasPrefix(m, `["EVENT","both"`) || !strings.Contains(m, note2.ID) {
+		t.Fatalf("after CLOSE got %s %v, want only sub both", m, err)
+	}
+	if m := nextWithin(c, quiet); m != "" {
+		t.Fatalf("unexpected %s", m)
+	}
+	// a duplicate is not delivered again
+	if err := r.Publish(ctx, note2); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextWithin(c, quiet); m != "" {
+		t.Fatalf("duplicate delivered: %s", m)
+	}
+}

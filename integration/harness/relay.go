@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fiatjaf/eventstore"
 	"io"
 	"log"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/fiatjaf/eventstore"
 	"github.com/fiatjaf/khatru"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip11"
