@@ -48,8 +48,9 @@ type Faults struct {
 	EventLimit int
 	// Mute reads and records client messages but never answers them.
 	Mute bool
-	// Delay holds every message the relay sends (khatru's, not the
-	// fault answers above) for this long: a slow relay.
+	// Delay holds every answer khatru sends (stored events, EOSE, OK, …)
+	// for this long: a slow relay. Live events and the fault answers above
+	// are not delayed.
 	Delay time.Duration
 }
 
