@@ -373,6 +373,16 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 // refused REQs are sent again, so the repository's old history arrives too
 // (no since-based catch-up reaches it).
 func TestRateLimitNoticeCooldown(t *testing.T) {
+	testRateLimitCooldown(t, harness.Faults{ReqNotice: "rate-limited: slow down"})
+}
+
+// TestRateLimitClosedCooldown: the same with every REQ answered by a
+// CLOSED "rate-limited:" instead of a NOTICE.
+func TestRateLimitClosedCooldown(t *testing.T) {
+	testRateLimitCooldown(t, harness.Faults{ReqClosed: "rate-limited: too many requests"})
+}
+
+func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 	own := ownRelay(t)
 	limited := startRelay(t, harness.RelayOptions{Name: "limited"})
 	alice := harness.NewKey()
@@ -393,20 +403,20 @@ func TestRateLimitNoticeCooldown(t *testing.T) {
 	old := alice.Issue(alice.RepoAddress("second"), "old", harness.At(time.Now().Add(-72*time.Hour)))
 	recent := alice.Issue(alice.RepoAddress("second"), "recent")
 	limited.Inject(second, old, recent)
-	limited.SetFaults(harness.Faults{ReqNotice: "rate-limited: slow down"})
+	limited.SetFaults(fault)
 	t0 := time.Now()
 	mustPublish(t, own, second)
 
 	var notice time.Time
 	harness.Eventually(t, syncTimeout, func() bool {
 		for _, m := range limited.Sent(t0) {
-			if m.Type == "NOTICE" {
+			if (m.Type == "NOTICE" || m.Type == "CLOSED") && strings.Contains(m.Raw, "rate-limited") {
 				notice = m.Time
 				return true
 			}
 		}
 		return false
-	}, "the relay never answered with a rate-limit NOTICE")
+	}, "the relay never refused a REQ as rate limited")
 	harness.Eventually(t, syncTimeout, func() bool {
 		r, _ := relayStatus(sc, url)
 		return r.Health == health.RateLimited.String()

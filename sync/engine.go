@@ -494,6 +494,7 @@ func (e *Engine) dial(r *remote) {
 	opts := e.d.RelayOptions
 	opts.OnNotice = func(text string) { e.onNotice(url, text) }
 	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
+	opts.OnClosed = func(_, reason string) { e.onClosed(url, reason) }
 	opts.Logger = e.log
 	e.wg.Add(1)
 	go func() {
@@ -817,13 +818,24 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	if _, ok := r.live[id]; !ok {
 		return
 	}
-	delete(r.live, id)
-	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
-		r.rateLimitedAt = e.clock.Now()
-	}
+	delete(r.live, id) // the health tracker heard the reason in onClosed
 	r.lastError = "CLOSED: " + reason
 	r.rebuildLive = true
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+}
+
+// onClosed hears every CLOSED of a remote relay, live or historic, from
+// its reader before the subscription does, so that a rate limit starts the
+// cooldown before anyone retries.
+func (e *Engine) onClosed(url, reason string) {
+	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
+		at := e.clock.Now()
+		e.post(func() {
+			if r := e.relays[url]; r != nil {
+				r.rateLimitedAt = at
+			}
+		})
+	}
 }
 
 func (e *Engine) onNotice(url, text string) {
@@ -1005,13 +1017,17 @@ func (e *Engine) startJobs(r *remote) {
 }
 
 // requeueRateLimited puts a failed historic job back in the queue when the
-// relay signalled a rate limit since it started: the failure is likely a
-// refused REQ (a rate-limit NOTICE names none), and the job runs again
+// relay signalled a rate limit since it started or is cooling down now:
+// the failure is likely a refused REQ (a rate-limit NOTICE names none; a
+// CLOSED's cooldown is visible before rateLimitedAt is), and the job runs again
 // once the cooldown is over instead of leaving its history to the full
 // resync.
 func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time.Time) bool {
 	r := e.relays[url]
-	if r == nil || r.gen != gen || !r.Status.IsUp() || r.rateLimitedAt.Before(started) {
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return false
+	}
+	if r.rateLimitedAt.Before(started) && e.d.Health.CooldownRemaining(url) <= 0 {
 		return false
 	}
 	r.running--

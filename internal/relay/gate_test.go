@@ -149,3 +149,35 @@ func TestBeforeRequestError(t *testing.T) {
 // emptyNegMessage is a valid first negentropy message for an empty set:
 // protocol version 0x61 and one IdList range of zero items up to infinity.
 const emptyNegMessage = "6100000200"
+
+// TestOnClosedBeforeSubscription: OnClosed hears a CLOSED, with its
+// subscription id and reason, before the subscription's reader does.
+func TestOnClosedBeforeSubscription(t *testing.T) {
+	const reason = "rate-limited: slow down"
+	url := startKhatru(t, func(rl *khatru.Relay) {
+		rl.RejectFilter = append(rl.RejectFilter, func(context.Context, nostr.Filter) (bool, string) {
+			return true, reason
+		})
+	})
+	var heard atomic.Value
+	opts := DefaultOptions()
+	opts.OnClosed = func(subID, r string) { heard.Store(subID + " " + r) }
+	c := dial(t, url, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sub, err := c.Subscribe(ctx, "refused", nostr.Filters{{Kinds: []int{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-sub.Messages():
+		if m.Type != MsgClosed || m.Reason != reason {
+			t.Fatalf("got %+v, want CLOSED %q", m, reason)
+		}
+	case <-ctx.Done():
+		t.Fatal("no CLOSED")
+	}
+	if got, want := heard.Load(), "refused "+reason; got != want {
+		t.Fatalf("OnClosed heard %v before the subscription saw CLOSED, want %q", got, want)
+	}
+}
