@@ -148,6 +148,15 @@ func (h *Handler) Run(ctx context.Context) error {
 // the relay is over its rate or queue bound, so a relay that floods is
 // slowed down instead of growing memory or starving the others.
 func (h *Handler) Handle(ctx context.Context, in Incoming) error {
+	if in.Event == nil {
+		return nil
+	}
+	// Events over a bound are dropped before they take a queue slot.
+	if reason, err := h.bounds(in); err != nil {
+		h.m.eventsInvalid.WithLabelValues(reason).Inc()
+		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
+		return nil
+	}
 	release, err := h.limits.admit(ctx, in.Relay)
 	if err != nil {
 		return err
@@ -177,14 +186,22 @@ func (h *Handler) Seen(id string) bool {
 	return ok && h.seen.Has(b)
 }
 
-// validate checks bounds, id and signature. Its error names the reason.
-func (h *Handler) validate(in Incoming) (string, error) {
-	ev := in.Event
+// bounds checks the size and tag count. Its error names the reason.
+func (h *Handler) bounds(in Incoming) (string, error) {
 	if h.cfg.MaxEventBytes > 0 && in.Size > h.cfg.MaxEventBytes {
 		return "too_large", fmt.Errorf("event of %d bytes exceeds %d", in.Size, h.cfg.MaxEventBytes)
 	}
-	if h.cfg.MaxEventTags > 0 && len(ev.Tags) > h.cfg.MaxEventTags {
-		return "too_many_tags", fmt.Errorf("event has %d tags, limit %d", len(ev.Tags), h.cfg.MaxEventTags)
+	if h.cfg.MaxEventTags > 0 && len(in.Event.Tags) > h.cfg.MaxEventTags {
+		return "too_many_tags", fmt.Errorf("event has %d tags, limit %d", len(in.Event.Tags), h.cfg.MaxEventTags)
+	}
+	return "", nil
+}
+
+// validate checks bounds, id and signature. Its error names the reason.
+func (h *Handler) validate(in Incoming) (string, error) {
+	ev := in.Event
+	if reason, err := h.bounds(in); err != nil {
+		return reason, err
 	}
 	if !ev.CheckID() {
 		return "bad_id", fmt.Errorf("id does not match content")

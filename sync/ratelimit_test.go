@@ -141,3 +141,30 @@ func BenchmarkHandlerDropsForgery(b *testing.B) {
 		b.Fatal("forgery published")
 	}
 }
+
+// Events over a bound are dropped in Handle: they never take a queue slot
+// or a rate token.
+func TestHandleDropsOversizedBeforeQueueing(t *testing.T) {
+	h, _, _ := newTestHandler(t, HandlerConfig{QueueLen: 1, RelayQueue: 1, MaxEventBytes: 100, MaxEventTags: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := &nostr.Event{Content: "x"}
+	tags := &nostr.Event{Tags: nostr.Tags{{"t"}, {"t"}, {"t"}}}
+	for i := 0; i < 10; i++ {
+		if err := h.Handle(ctx, Incoming{Event: big, Size: 1000, Relay: "ws://a"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Handle(ctx, Incoming{Event: tags, Size: 50, Relay: "ws://a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(h.in); n != 0 {
+		t.Fatalf("%d oversized events queued", n)
+	}
+	if got := counterValue(t, h.m.eventsInvalid.WithLabelValues("too_large")); got != 10 {
+		t.Fatalf("too_large = %v", got)
+	}
+	if got := counterValue(t, h.m.eventsInvalid.WithLabelValues("too_many_tags")); got != 10 {
+		t.Fatalf("too_many_tags = %v", got)
+	}
+}
