@@ -17,46 +17,67 @@ import (
 	"go.uber.org/zap"
 )
 
-// lockedStore serialises a slicestore: khatru handles every message in its
-// own goroutine, and SliceStore does not lock its slice on save or query.
+// lockedStore is a slicestore made safe for khatru, which handles every
+// message in its own goroutine (SliceStore does not lock its slice). Kind 5
+// deletions live in a second slicestore: khatru looks for a deletion of every
+// event it stores, and a query for kind 5 over the whole slice (SliceStore has
+// no kind index) would make each save O(stored events) and the benchmark
+// measure that scan.
 type lockedStore struct {
-	mu sync.RWMutex
-	s  slicestore.SliceStore
+	mu              sync.RWMutex
+	main, deletions slicestore.SliceStore
 }
 
 func newLockedStore() *lockedStore {
-	ls := &lockedStore{s: slicestore.SliceStore{MaxLimit: 1 << 30}}
-	_ = ls.s.Init()
+	ls := &lockedStore{
+		main:      slicestore.SliceStore{MaxLimit: 1 << 30},
+		deletions: slicestore.SliceStore{MaxLimit: 1 << 30},
+	}
+	_ = ls.main.Init()
+	_ = ls.deletions.Init()
 	return ls
+}
+
+func (ls *lockedStore) part(kind int) *slicestore.SliceStore {
+	if kind == nostr.KindDeletion {
+		return &ls.deletions
+	}
+	return &ls.main
 }
 
 func (ls *lockedStore) save(ctx context.Context, ev *nostr.Event) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.s.SaveEvent(ctx, ev)
+	return ls.part(ev.Kind).SaveEvent(ctx, ev)
 }
 
 func (ls *lockedStore) del(ctx context.Context, ev *nostr.Event) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.s.DeleteEvent(ctx, ev)
+	return ls.part(ev.Kind).DeleteEvent(ctx, ev)
 }
 
 // query collects the result under the read lock (SliceStore reads its slice
 // from a goroutine after QueryEvents returns).
 func (ls *lockedStore) query(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
-	ls.mu.RLock()
-	ch, err := ls.s.QueryEvents(ctx, f)
+	parts := []*slicestore.SliceStore{&ls.main, &ls.deletions}
+	if len(f.Kinds) == 1 {
+		parts = parts[:1]
+		parts[0] = ls.part(f.Kinds[0])
+	}
 	var evs []*nostr.Event
-	if err == nil {
+	ls.mu.RLock()
+	for _, part := range parts {
+		ch, err := part.QueryEvents(ctx, f)
+		if err != nil {
+			ls.mu.RUnlock()
+			return nil, err
+		}
 		for ev := range ch {
 			evs = append(evs, ev)
 		}
 	}
 	ls.mu.RUnlock()
-	if err != nil {
-		return nil, err
-	}
 	out := make(chan *nostr.Event, len(evs))
 	for _, ev := range evs {
 		out <- ev

@@ -108,11 +108,12 @@ type runner struct {
 	holdStart time.Time
 	// Pacing: a rate limit is a rate, and a window cannot keep a fast
 	// local connection under it, so after a rate-limit episode the
-	// publisher spaces its EVENTs by pace: the interval between accepted
-	// events it measured since the previous episode, or since it became
-	// busy (paceFrom, paceCount; reset when it has nothing to do). Each
-	// accepted event shortens pace by 1/paceDecay, so the publisher speeds
-	// up again when the relay stops limiting.
+	// publisher spaces its EVENTs by pace: the interval between answered
+	// events it measured since the previous episode, or since it last had
+	// nothing waiting (paceFrom, paceCount: only saturated stretches say
+	// how fast the relay takes events). Each answer shortens pace by
+	// 1/paceDecay, so the publisher speeds up again when the relay stops
+	// limiting.
 	pace       time.Duration
 	paceFrom   time.Time
 	paceCount  int
@@ -281,6 +282,9 @@ func (r *runner) send() {
 	for len(r.inflight) < r.window && s.conn.Err() == nil {
 		it := r.next()
 		if it == nil {
+			// Not saturated: the answers so far say how fast we had
+			// events, not how fast the relay takes them.
+			r.paceFrom, r.paceCount = time.Time{}, 0
 			return
 		}
 		r.transmit(s, it)
@@ -512,10 +516,6 @@ func (r *runner) resolve(it *item, res Result) {
 	}
 	r.p.finish(len(it.waiters))
 	it.waiters = nil
-	if len(r.items) == 0 {
-		// idle: the next busy stretch measures the relay's rate afresh
-		r.paceFrom, r.paceCount = time.Time{}, 0
-	}
 }
 
 // connect starts one dial attempt in the background.

@@ -306,6 +306,49 @@ func TestRateLimitedShrinksWindowAndGrowsBack(t *testing.T) {
 	}
 }
 
+// A relay that takes a fixed number of events per period (as a per-minute
+// limit does) refuses a window's worth once; then the publisher paces itself
+// at the rate it measured, so later periods cost only a few refused probes.
+// Without pacing every period would refuse most of a window again.
+func TestRateLimitedPacesToRelayRate(t *testing.T) {
+	const total, window, perPeriod = 300, 50, 30
+	const period = 100 * time.Millisecond
+	f := newFakeRelay(t)
+	var start time.Time
+	var n, limited int
+	f.setDecide(func(c *fakeConn, ev *nostr.Event) reply {
+		if now := time.Now(); now.Sub(start) >= period {
+			start, n = now, 0
+		}
+		if n >= perPeriod {
+			limited++
+			return reply{ok: false, reason: "rate-limited: slow down"}
+		}
+		n++
+		return f.accept(ev)
+	})
+	cfg := testConfig()
+	cfg.Window = window
+	cfg.RetryBase = 10 * time.Millisecond
+	cfg.RetryMax = time.Second
+	h := startPublisher(t, cfg, f.dialer(), nil)
+	evs := makeEvents(t, total)
+	res := newResults()
+	submitAll(t, h.p, evs, res)
+	waitFor(t, 20*time.Second, "all outcomes", func() bool { return res.count() == total })
+	for _, ev := range evs {
+		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
+			t.Fatalf("event %s: results %+v", ev.ID, r)
+		}
+	}
+	frames, _, _ := f.snapshot()
+	periods := total / perPeriod
+	if max := total + window + 4*periods; frames > max {
+		t.Fatalf("%d EVENT frames for %d events, want <= %d", frames, total, max)
+	}
+	t.Logf("%d events, %d EVENT frames, %d rate-limited", total, frames, frames-total)
+}
+
 func TestAuthRequiredAuthenticatesAndResends(t *testing.T) {
 	const total = 30
 	f := newFakeRelay(t)
