@@ -115,8 +115,9 @@ func gauge(t testing.TB, reg prometheus.Gatherer, name, url string) (float64, bo
 func TestClosedPortBackoff(t *testing.T) {
 	own := ownRelay(t)
 	down := newAcceptCounter(t)
+	refusing := closedPort(t) // attempts cannot be counted here, failures can
 	alice := harness.NewKey()
-	mustPublish(t, own, announceURLs(alice, "down", own, down.URL()))
+	mustPublish(t, own, announceURLs(alice, "down", own, down.URL()), announceURLs(alice, "refusing", own, refusing))
 
 	cfg := fastConfig(own)
 	const base = 200 * time.Millisecond
@@ -132,6 +133,10 @@ func TestClosedPortBackoff(t *testing.T) {
 	wait := time.NewTimer(time.Until(first.Add(window)))
 	<-wait.C
 
+	// The closed port was announced in the same batch, so it has had the
+	// same window: its consecutive failures (the tracker's gauge, updated
+	// every tick) follow the same schedule.
+	closedFailures, _ := gauge(t, sc.Registry, health.MetricRelayFailures, refusing)
 	accepts := down.Accepts()
 	n := 0
 	for _, at := range accepts {
@@ -157,6 +162,11 @@ func TestClosedPortBackoff(t *testing.T) {
 		if gap < want-tolerance {
 			t.Errorf("attempt %d came %s after attempt %d; backoff after %d failures is %s", i+1, gap, i, i, want)
 		}
+	}
+
+	t.Logf("closed port: %v consecutive failures in the window", closedFailures)
+	if closedFailures > maxN || closedFailures < maxN-1 {
+		t.Errorf("closed port: %v failures in %s, the schedule calls for %d", closedFailures, window, maxN)
 	}
 
 	r, ok := relayStatus(sc, down.URL())
