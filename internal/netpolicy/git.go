@@ -12,7 +12,7 @@ import (
 // named by their first argument after "--".
 var networkCommands = map[string]bool{
 	"fetch": true, "ls-remote": true, "clone": true, "pull": true, "push": true,
-	"fetch-pack": true, "send-pack": true, "archive": true,
+	"fetch-pack": true, "send-pack": true, "archive": true, "remote": true, "submodule": true,
 }
 
 // GitRunner wraps next so that no git command reaches a destination the
@@ -37,15 +37,19 @@ type gitGuard struct {
 var _ gitx.Runner = (*gitGuard)(nil)
 
 func (g *gitGuard) Run(ctx context.Context, c gitx.Cmd) (gitx.Result, error) {
-	if len(c.Args) == 0 || !networkCommands[c.Args[0]] {
-		return g.next.Run(ctx, c)
-	}
-	repo := ""
+	network, repo := false, ""
 	for i, a := range c.Args {
-		if a == "--" && i+1 < len(c.Args) {
-			repo = c.Args[i+1]
+		if a == "--" {
+			if i+1 < len(c.Args) {
+				repo = c.Args[i+1]
+			}
 			break
 		}
+		// Any network subcommand before "--", even after global options.
+		network = network || networkCommands[a]
+	}
+	if !network {
+		return g.next.Run(ctx, c)
 	}
 	if repo == "" {
 		return gitx.Result{}, g.p.refuse(KindClone, strings.Join(c.Args, " "), ReasonURL, "network command without \"--\" before its repository")

@@ -421,6 +421,9 @@ func TestGitRunner(t *testing.T) {
 		fetch("ssh://git@github.com/a/b.git"),
 		fetch("relative/path"),
 		{Args: []string{"fetch", "http://10.0.0.1/x.git"}},
+		{Args: []string{"--no-pager", "fetch", "http://10.0.0.1/x.git"}},
+		{Args: []string{"remote", "update"}},
+		{Args: []string{"fetch", "--"}},
 		{Args: []string{"ls-remote", "https://git.example.org/x.git"}},
 	} {
 		if _, err := g.Run(ctx, c); !errors.Is(err, ErrRefused) {
