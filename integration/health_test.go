@@ -25,9 +25,10 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
-// Relay health end to end (issue 4): backoff against a closed port,
-// Degraded → Healthy after the stability period, silence during a
-// rate-limit cooldown, max_subscriptions respected, and dead relays not
+// Relay health end to end (issue 4): backoff against a relay that is down,
+// the handshake status deciding the retry (429, 503, 404), Degraded →
+// Healthy after the stability period, silence during a rate-limit cooldown
+// (NOTICE and CLOSED), max_subscriptions respected, and dead relays not
 // slowing the others down. Timers are shrunk through config; jitter is off
 // where a schedule is asserted.
 
@@ -521,11 +522,14 @@ func TestMaxSubscriptionsRespected(t *testing.T) {
 	}, "not all 50 repositories confirmed on the relay")
 }
 
-// deadRelaySync is one sync measurement: 2 healthy relays hold repos
-// issues; every announcement also lists dead relays (closed ports).
+// deadRelaySync is one sync measurement: 2 healthy relays hold the
+// repositories' issues; every announcement also lists dead relays: closed
+// ports (refused at once) and silent ones (a TCP accept, then nothing until
+// the connect timeout).
 type deadRelaySync struct {
-	repos int
-	dead  int
+	repos  int
+	dead   int
+	silent int
 }
 
 // run syncs from scratch and returns how long until every issue was on the
@@ -538,6 +542,9 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 	urls := []string{a.URL(), b.URL()}
 	for i := 0; i < s.dead; i++ {
 		urls = append(urls, closedPort(tb))
+	}
+	for i := 0; i < s.silent; i++ {
+		urls = append(urls, silentPort(tb))
 	}
 	alice, bob := harness.NewKey(), harness.NewKey()
 	var anns, issues []*nostr.Event
@@ -562,7 +569,7 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 	}
 
 	cfg := fastConfig(own)
-	cfg.Limits.MaxRelaysPerAnnouncement = s.dead + 4
+	cfg.Limits.MaxRelaysPerAnnouncement = s.dead + s.silent + 4
 	start := time.Now()
 	sc, stop := runSidecarTB(tb, cfg)
 	defer stop()
@@ -576,7 +583,7 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 		return n
 	}
 	if !harness.WaitFor(ctx, syncTimeout, func() bool { return missing() == 0 }) {
-		tb.Fatalf("with %d dead relays: %d of %d events missing after %s", s.dead, missing(), len(issues), syncTimeout)
+		tb.Fatalf("with %d dead and %d silent relays: %d of %d events missing after %s", s.dead, s.silent, missing(), len(issues), syncTimeout)
 	}
 	took := time.Since(start)
 	// The dead relays were really tried: each failed at least once.
@@ -589,8 +596,8 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 		}
 		return n
 	}
-	if !harness.WaitFor(ctx, syncTimeout, func() bool { return failed() >= s.dead }) {
-		tb.Fatalf("only %d of %d dead relays were tried", failed(), s.dead)
+	if !harness.WaitFor(ctx, syncTimeout, func() bool { return failed() >= s.dead+s.silent }) {
+		tb.Fatalf("only %d of %d dead relays were tried", failed(), s.dead+s.silent)
 	}
 	return took
 }
@@ -600,24 +607,69 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 // syncing. Both durations are logged; tests do not assert speed (see
 // BenchmarkSyncWithDeadRelays).
 func TestDeadRelaysDoNotSlowSync(t *testing.T) {
-	without := deadRelaySync{repos: 20, dead: 0}.run(t)
-	with := deadRelaySync{repos: 20, dead: 20}.run(t)
-	t.Logf("sync from 2 healthy relays: %s without dead relays, %s with 20 dead relays", without.Round(time.Millisecond), with.Round(time.Millisecond))
+	without := deadRelaySync{repos: 20}.run(t)
+	closed := deadRelaySync{repos: 20, dead: 20}.run(t)
+	silent := deadRelaySync{repos: 20, silent: 20}.run(t)
+	t.Logf("sync from 2 healthy relays: %s without dead relays, %s with 20 closed ports, %s with 20 silent relays",
+		without.Round(time.Millisecond), closed.Round(time.Millisecond), silent.Round(time.Millisecond))
 }
 
 // BenchmarkSyncWithDeadRelays reports ms per complete sync (sidecar start
-// to every event on the own relay) from 2 healthy relays with 0 and with
-// 20 dead relays listed in every announcement.
+// to every event on the own relay) from 2 healthy relays with no dead
+// relays, 20 closed ports and 20 silent relays listed in every
+// announcement.
 func BenchmarkSyncWithDeadRelays(b *testing.B) {
-	for _, dead := range []int{0, 20} {
-		b.Run(fmt.Sprintf("dead=%d", dead), func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		sync deadRelaySync
+	}{
+		{"dead=0", deadRelaySync{repos: 20}},
+		{"dead=20", deadRelaySync{repos: 20, dead: 20}},
+		{"silent=20", deadRelaySync{repos: 20, silent: 20}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
-				total += deadRelaySync{repos: 20, dead: dead}.run(b)
+				total += c.sync.run(b)
 			}
 			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/sync")
 		})
 	}
+}
+
+// silentPort returns the URL of a listener that accepts connections and
+// never answers: a dial to it ends only at the connect timeout.
+func silentPort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listen: %v", err)
+	}
+	var mu stdsync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "ws://" + ln.Addr().String()
 }
 
 // closedPort returns the URL of a port that refuses connections and that
