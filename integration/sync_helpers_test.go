@@ -24,6 +24,16 @@ var syncTimeout = func() time.Duration {
 	return 45 * time.Second
 }()
 
+// scaled returns n, or a third of it under -race (never below min): the
+// race detector makes signature checks ~10x slower, so the heavy scenarios
+// run at full size only without it (.ci/run runs them both ways).
+func scaled(n, min int) int {
+	if raceEnabled {
+		return max(n/3, min)
+	}
+	return n
+}
+
 // fastConfig is the default configuration with timers shrunk so scenarios
 // run in seconds.
 func fastConfig(own *harness.Relay) *config.Config {
@@ -34,7 +44,7 @@ func fastConfig(own *harness.Relay) *config.Config {
 	cfg.Sync.BatchWindow = 100 * time.Millisecond
 	cfg.Sync.EOSETimeout = 10 * time.Second
 	cfg.Sync.EmptyRelayCheck = time.Second
-	cfg.Sync.ConsolidationWait = 2 * time.Second
+	cfg.Sync.ConsolidationWait = 500 * time.Millisecond
 	cfg.Health.Tick = 100 * time.Millisecond
 	cfg.Health.BackoffBase = 200 * time.Millisecond
 	cfg.Health.BackoffMax = time.Second

@@ -155,7 +155,7 @@ func TestPagination(t *testing.T) {
 			bob.Status(harness.KindStatusClosed, issue, same),
 			alice.Comment(repo, nil, same, harness.WithContent(fmt.Sprint("c", i))))
 	}
-	for i := len(evs); i < 5000; i++ {
+	for i := len(evs); i < scaled(5000, 2000); i++ {
 		evs = append(evs, bob.Issue(addr, fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute))))
 	}
 	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
@@ -268,7 +268,7 @@ func TestOwnRelayRestart(t *testing.T) {
 	mustPublish(t, own, repo)
 	var evs []*nostr.Event
 	base := time.Now().Add(-time.Hour)
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < scaled(3000, 600); i++ {
 		evs = append(evs, alice.Issue(alice.RepoAddress("restart"), fmt.Sprint(i), harness.At(base.Add(time.Duration(i)*time.Second))))
 	}
 	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
