@@ -134,7 +134,7 @@ func signedEvents(tb testing.TB, n int) []*nostr.Event {
 //     checking anything: the publisher's own ceiling when the relay is a
 //     round trip away (docker bridge, another host).
 //
-// Figures and the choice of the default Window are in DefaultConfig's doc.
+// Figures and the choice of the default Window are in the package doc.
 func BenchmarkPublish(b *testing.B) {
 	windows := []int{1, 16, 64, 200, 500}
 	for _, window := range windows {

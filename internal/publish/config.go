@@ -12,8 +12,7 @@ var ErrInvalidConfig = errors.New("invalid publisher config")
 // Config tunes a Publisher. Start from DefaultConfig; every field must be set.
 type Config struct {
 	// Window is the largest number of EVENTs awaiting their OK at once.
-	// Default 200 (measured by BenchmarkPublish: see the package README
-	// figures in the benchmark's doc comment).
+	// Default 200 (chosen from BenchmarkPublish; see the package doc).
 	Window int
 	// OKTimeout is how long an EVENT may wait for its OK before it is sent
 	// again. Default 15s.
@@ -21,9 +20,9 @@ type Config struct {
 	// MaxTimeouts is how many OK timeouts in a row make the publisher drop
 	// the connection and dial again. Default 3.
 	MaxTimeouts int
-	// RetryBase is the first delay after a rate-limited OK or a failed
-	// dial; it doubles per consecutive failure up to RetryMax, with jitter.
-	// Defaults 1s and 60s.
+	// RetryBase is the first hold after a rate-limited OK and the first
+	// delay before redialling; it doubles per consecutive failure up to
+	// RetryMax, with jitter. Defaults 1s and 60s.
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	// QueueSize bounds the submissions not yet answered (queued and in
