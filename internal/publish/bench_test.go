@@ -95,14 +95,18 @@ func (ls *lockedStore) len() int {
 	return n
 }
 
-// startKhatru serves a khatru relay backed by a lockedStore on 127.0.0.1.
-func startKhatru(tb testing.TB) (string, *lockedStore) {
+// startKhatru serves a khatru relay backed by a lockedStore on 127.0.0.1;
+// setup (optional) adds policies.
+func startKhatru(tb testing.TB, setup ...func(*khatru.Relay)) (string, *lockedStore) {
 	tb.Helper()
 	store := newLockedStore()
 	rl := khatru.NewRelay()
 	rl.StoreEvent = append(rl.StoreEvent, store.save)
 	rl.QueryEvents = append(rl.QueryEvents, store.query)
 	rl.DeleteEvent = append(rl.DeleteEvent, store.del)
+	for _, f := range setup {
+		f(rl)
+	}
 	srv := httptest.NewServer(rl)
 	tb.Cleanup(srv.Close)
 	return "ws" + strings.TrimPrefix(srv.URL, "http"), store
