@@ -672,3 +672,46 @@ func TestSubmitRejectsEventWithoutID(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Stopping with EVENTs awaiting their OK reports them Dropped; the relay
+// never answering does not hold Run up.
+func TestStopDropsInFlight(t *testing.T) {
+	f := newFakeRelay(t)
+	f.setDecide(func(*fakeConn, *nostr.Event) reply { return reply{silent: true} })
+	h := startPublisher(t, testConfig(), f.dialer(), nil)
+	evs := makeEvents(t, 5)
+	res := newResults()
+	submitAll(t, h.p, evs, res)
+	waitFor(t, 10*time.Second, "EVENTs in flight", func() bool { return h.p.Stats().InFlight == len(evs) })
+	if res.count() != 0 {
+		t.Fatalf("%d outcomes before the stop", res.count())
+	}
+	h.stop()
+	for _, ev := range evs {
+		r := res.get(ev.ID)
+		if len(r) != 1 || r[0].Outcome != Dropped || !errors.Is(r[0].AsError(), ErrStopped) || r[0].Attempts != 1 {
+			t.Fatalf("event %s: results %+v", ev.ID, r)
+		}
+	}
+	if h.p.Connected() {
+		t.Fatal("still connected after Run returned")
+	}
+}
+
+// Run returns promptly when stopped while a dial hangs.
+func TestStopDuringDial(t *testing.T) {
+	dialing := make(chan struct{})
+	var once sync.Once
+	dial := func(ctx context.Context) (*relay.Conn, error) {
+		once.Do(func() { close(dialing) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	h := startPublisher(t, testConfig(), dial, nil)
+	select {
+	case <-dialing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dial")
+	}
+	h.stop() // fails the test if Run does not return
+}
