@@ -191,6 +191,7 @@ func (r *runner) shutdown() {
 
 	r.p.mu.Lock()
 	r.p.state = stateStopped
+	r.p.dropped = r.p.outstanding > 0
 	close(r.p.stopped)
 	r.p.mu.Unlock()
 	r.takeIncoming()

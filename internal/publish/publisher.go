@@ -75,6 +75,7 @@ type Publisher struct {
 	incoming    []submission
 	outstanding int           // submissions without outcome
 	idle        chan struct{} // closed while outstanding == 0
+	dropped     bool          // Run ended with submissions unanswered
 
 	connected                               atomic.Bool
 	queued, inFlight                        atomic.Int64
@@ -117,8 +118,9 @@ func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.R
 // Submit hands ev to the publisher. It blocks only while QueueSize
 // submissions are unanswered (backpressure), honouring ctx. Once Submit has
 // returned nil, done is called exactly once with the event's outcome, from a
-// publisher goroutine: it must not block long. done may be nil. ev must not
-// be modified afterwards. Submitting an event that is still queued or in
+// publisher goroutine: it must not block long, nor call Submit, Publish or
+// Flush (the publisher waits for it). done may be nil. ev must not be
+// modified afterwards. Submitting an event that is still queued or in
 // flight does not send it again: both callers get its outcome.
 func (p *Publisher) Submit(ctx context.Context, ev *nostr.Event, done func(Result)) error {
 	if ev == nil || len(ev.ID) != 64 {
@@ -175,8 +177,11 @@ func (p *Publisher) Publish(ctx context.Context, ev *nostr.Event) (Result, error
 func (p *Publisher) Flush(ctx context.Context) error {
 	for {
 		p.mu.Lock()
-		n, idle := p.outstanding, p.idle
+		n, idle, dropped := p.outstanding, p.idle, p.dropped
 		p.mu.Unlock()
+		if dropped {
+			return ErrStopped
+		}
 		if n == 0 {
 			return nil
 		}

@@ -611,8 +611,8 @@ func TestSubmitBlocksWhenQueueIsFull(t *testing.T) {
 	if _, err := h.p.Publish(context.Background(), evs[0]); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Publish after stop: %v", err)
 	}
-	if err := h.p.Flush(context.Background()); err != nil {
-		t.Fatalf("Flush after stop with nothing left: %v", err)
+	if err := h.p.Flush(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Flush after a stop that dropped events: %v, want ErrStopped", err)
 	}
 	if err := h.p.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run: %v", err)
@@ -657,6 +657,10 @@ func TestFlushWaitsForOutcomes(t *testing.T) {
 	}
 	if res.count() != len(evs) {
 		t.Fatalf("Flush returned with %d of %d outcomes", res.count(), len(evs))
+	}
+	h.stop() // a clean stop: nothing was left
+	if err := h.p.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush after a clean stop: %v", err)
 	}
 }
 
