@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 
@@ -34,6 +35,7 @@ func benchCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "sidecar-arg", Usage: "extra flag for the sidecar process, e.g. --sidecar-arg=--limits.relay-event-rate=100000 (repeatable)"},
 			&cli.StringFlag{Name: "binary", Usage: "grasp-sync executable to run as the sidecar (default: this one)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write the sidecar run's Go CPU profile to this file"},
+			&cli.StringFlag{Name: "memprofile", Usage: "write the sidecar run's Go heap profile (at exit) to this file"},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON to this file (- for stdout)"},
 			&cli.StringFlag{Name: "workdir", Usage: "keep the sidecars' logs in this directory (default: a temporary one, removed)"},
 		},
@@ -78,6 +80,7 @@ func benchAction(c *cli.Context) error {
 		BatchWindow: c.Duration("batch-window"),
 		SidecarArgs: c.StringSlice("sidecar-arg"),
 		CPUProfile:  c.String("cpuprofile"),
+		MemProfile:  c.String("memprofile"),
 		Progress:    out,
 	}
 	if opts.WorkDir != "" {
@@ -116,31 +119,50 @@ func writeBenchJSON(path string, rep *bench.Report, stdout interface{ Write([]by
 	return f.Close()
 }
 
-// benchSidecarCommand is `run` with a CPU profile: the benchmark starts the
-// sidecar this way when asked for a profile.
+// benchSidecarCommand is `run` with a CPU profile and/or a heap profile:
+// the benchmark starts the sidecar this way when asked for a profile.
 func benchSidecarCommand() *cli.Command {
 	flags := append([]cli.Flag{
-		&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to this file until exit", Required: true},
+		&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to this file until exit"},
+		&cli.StringFlag{Name: "memprofile", Usage: "write a Go heap profile to this file at exit"},
 	}, config.Flags()...)
 	return &cli.Command{
 		Name:   "sidecar",
-		Usage:  "run the sidecar (like `run`) while writing a CPU profile; used by bench --cpuprofile",
+		Usage:  "run the sidecar (like `run`) while profiling it; used by bench --cpuprofile/--memprofile",
 		Hidden: true,
 		Flags:  flags,
 		Action: func(c *cli.Context) (err error) {
-			f, err := os.Create(c.String("cpuprofile"))
-			if err != nil {
-				return fmt.Errorf("bench sidecar: %w", err)
+			if path := c.String("cpuprofile"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return fmt.Errorf("bench sidecar: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return fmt.Errorf("bench sidecar: %w", err)
+				}
+				defer func() {
+					pprof.StopCPUProfile()
+					err = errors.Join(err, f.Close())
+				}()
 			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				f.Close()
-				return fmt.Errorf("bench sidecar: %w", err)
+			if path := c.String("memprofile"); path != "" {
+				defer func() { err = errors.Join(err, writeHeapProfile(path)) }()
 			}
-			defer func() {
-				pprof.StopCPUProfile()
-				err = errors.Join(err, f.Close())
-			}()
 			return newEnv().runAction(c)
 		},
 	}
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench sidecar: %w", err)
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench sidecar: %w", err)
+	}
+	return f.Close()
 }

@@ -126,6 +126,9 @@ type Options struct {
 	// this file (the sidecar is started as `grasp-sync bench sidecar
 	// --cpuprofile FILE` instead of `grasp-sync run`).
 	CPUProfile string
+	// MemProfile, when set, makes the sidecar run write a Go heap profile
+	// (live heap at exit, and allocations) to this file.
+	MemProfile string
 	// Progress receives one line per phase; nil discards.
 	Progress io.Writer
 }
@@ -308,7 +311,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if opts.wants(RunSidecar) {
 		var res Result
-		res, own, err = w.sidecar(ctx, opts, RunSidecar, true, opts.CPUProfile)
+		res, own, err = w.sidecar(ctx, opts, RunSidecar, true, opts.CPUProfile, opts.MemProfile)
 		if err := record(res, err); err != nil {
 			return rep, err
 		}
@@ -323,7 +326,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		own = nil
 	}
 	if opts.wants(RunReqOnly) {
-		res, o, err := w.sidecar(ctx, opts, RunReqOnly, false, "")
+		res, o, err := w.sidecar(ctx, opts, RunReqOnly, false, "", "")
 		if o != nil {
 			o.Close()
 		}

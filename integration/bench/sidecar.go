@@ -48,17 +48,17 @@ func sidecarArgs(opts Options, ownURL, listen string, negentropy bool) []string 
 	return append(args, opts.SidecarArgs...)
 }
 
-// startSidecar starts grasp-sync against ownURL. With cpuProfile set it runs
-// `grasp-sync bench sidecar --cpuprofile FILE` (the run command with a CPU
-// profile) instead of `grasp-sync run`.
-func startSidecar(opts Options, name, ownURL string, negentropy bool, cpuProfile string) (*proc, error) {
+// startSidecar starts grasp-sync against ownURL. With a profile path set it
+// runs `grasp-sync bench sidecar --cpuprofile FILE --memprofile FILE` (the
+// run command while profiling) instead of `grasp-sync run`.
+func startSidecar(opts Options, name, ownURL string, negentropy bool, cpuProfile, memProfile string) (*proc, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"run"}
-	if cpuProfile != "" {
-		args = []string{"bench", "sidecar", "--cpuprofile", cpuProfile}
+	if cpuProfile != "" || memProfile != "" {
+		args = []string{"bench", "sidecar", "--cpuprofile", cpuProfile, "--memprofile", memProfile}
 	}
 	args = append(args, sidecarArgs(opts, ownURL, listen, negentropy)...)
 	logf, err := os.Create(filepath.Join(opts.WorkDir, name+".log"))
@@ -188,7 +188,7 @@ func (p *proc) wait(ctx context.Context, timeout time.Duration, cond func() bool
 
 // sidecar runs a grasp-sync process against a fresh own relay until the
 // relay holds every event. It returns the own relay, still running.
-func (w *world) sidecar(ctx context.Context, opts Options, name string, negentropy bool, cpuProfile string) (Result, *ownRelay, error) {
+func (w *world) sidecar(ctx context.Context, opts Options, name string, negentropy bool, cpuProfile, memProfile string) (Result, *ownRelay, error) {
 	own, err := w.newOwn()
 	if err != nil {
 		return Result{}, nil, err
@@ -199,7 +199,7 @@ func (w *world) sidecar(ctx context.Context, opts Options, name string, negentro
 	}
 	w.resetStats(own)
 	start := time.Now()
-	p, err := startSidecar(opts, name, own.URL(), negentropy, cpuProfile)
+	p, err := startSidecar(opts, name, own.URL(), negentropy, cpuProfile, memProfile)
 	if err != nil {
 		return res, own, err
 	}
@@ -232,7 +232,7 @@ func (w *world) resync(ctx context.Context, opts Options, own *ownRelay) (Result
 	before := own.gained(w)
 	w.resetStats(own)
 	start := time.Now()
-	p, err := startSidecar(opts, RunResync, own.URL(), true, "")
+	p, err := startSidecar(opts, RunResync, own.URL(), true, "", "")
 	if err != nil {
 		return res, err
 	}
