@@ -360,7 +360,9 @@ func TestHostileRelay(t *testing.T) {
 
 	heap := sampleHeap(20 * time.Millisecond)
 	start := time.Now()
-	sc := startSidecar(t, fastConfig(own))
+	cfg := fastConfig(own)
+	cfg.Sync.EOSETimeout = 2 * time.Second
+	sc := startSidecar(t, cfg)
 	waitHas(t, own, honest...)
 	synced := time.Since(start)
 	harness.Eventually(t, syncTimeout, func() bool {
@@ -373,7 +375,14 @@ func TestHostileRelay(t *testing.T) {
 			return metricSum(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": reason}) > 0
 		}, "no event dropped as %s", reason)
 	}
+	// The subscriptions that never see EOSE fail their historic batch.
+	harness.Eventually(t, syncTimeout, func() bool {
+		return metricSum(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}) > 0
+	}, "no historic batch against the hostile relay failed")
 	peak := heap.Stop()
+	// The honest relays are unaffected.
+	waitState(t, sc, honest1.URL(), "connected")
+	waitState(t, sc, honest2.URL(), "connected")
 
 	if !sc.Ready() {
 		t.Fatal("sidecar not ready after the hostile relay's attack")
