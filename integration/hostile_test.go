@@ -707,3 +707,38 @@ func nsecOf(t *testing.T, sk string) string {
 	}
 	return string(out)
 }
+
+// TestImageRunsAsNonRoot: the final stage of the Dockerfile switches to an
+// unprivileged numeric user before its entrypoint.
+func TestImageRunsAsNonRoot(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user string
+	entry := false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			user, entry = "", false // a new stage starts as root
+		case "USER":
+			if entry {
+				t.Errorf("USER after ENTRYPOINT: %q", line)
+			}
+			user = f[1]
+		case "ENTRYPOINT":
+			entry = true
+		}
+	}
+	uid := strings.Split(user, ":")[0]
+	if n, err := strconv.Atoi(uid); err != nil || n == 0 {
+		t.Fatalf("final stage runs as %q, want a non-zero numeric uid", user)
+	}
+	if !entry {
+		t.Fatal("final stage has no ENTRYPOINT")
+	}
+}
