@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/nbd-wtf/go-nostr/nip19"
 	"strings"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -28,11 +29,12 @@ type SecretKey struct {
 func ParseSecretKey(s string) (SecretKey, error) {
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(s, "nsec1") {
-		b, err := decodeBech32("nsec", s)
-		if err != nil || len(b) != 32 {
+		prefix, v, err := nip19.Decode(s)
+		sk, ok := v.(string)
+		if err != nil || prefix != "nsec" || !ok {
 			return SecretKey{}, ErrInvalidKey
 		}
-		s = hex.EncodeToString(b)
+		s = sk
 	}
 	if len(s) != 64 {
 		return SecretKey{}, ErrInvalidKey

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/nbd-wtf/go-nostr/nip19"
 	"runtime"
 	"strconv"
 	"strings"
@@ -426,3 +427,6 @@ func SyntheticPatch(seed string, size int) string {
 	b.WriteString("-- \n2.45.0\n")
 	return b.String()
 }
+
+// Npub returns the NIP-19 npub of a hex public key.
+func Npub(pubkey string) (string, error) { return nip19.EncodePublicKey(pubkey) }
