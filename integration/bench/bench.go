@@ -365,8 +365,8 @@ func (r Result) summary() string {
 	s := fmt.Sprintf("%d events in %.2fs (%.0f ev/s), wire %.1f MB (%.0f B/event)",
 		r.Events, r.Seconds, r.EventsPerSec, float64(r.WireBytes())/1e6, r.BytesPerEvent)
 	if r.CPUSeconds > 0 {
-		s += fmt.Sprintf(", CPU %.2fs (%.1f µs/event, %.1f excl. verify), peak RSS %.0f MB",
-			r.CPUSeconds, r.CPUPerEventMicros, r.CPUPerEventExclVerifyMicros, float64(r.PeakRSSBytes)/1e6)
+		s += fmt.Sprintf(", CPU %.2fs (%.1f µs/event, %.1f excl. verify), peak RSS %.0f MiB",
+			r.CPUSeconds, r.CPUPerEventMicros, r.CPUPerEventExclVerifyMicros, float64(r.PeakRSSBytes)/(1<<20))
 	}
 	if !r.Converged {
 		s += " — NOT CONVERGED"

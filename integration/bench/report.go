@@ -46,8 +46,8 @@ func evaluateGoals(rep *Report) []Goal {
 			Goal{Name: "sidecar CPU per event excl. verification", Target: fmt.Sprintf("<= %d µs", GoalCPUPerEventMicros),
 				Measured: fmt.Sprintf("%.1f µs (%.1f µs with verification)", sc.CPUPerEventExclVerifyMicros, sc.CPUPerEventMicros),
 				Met:      sc.CPUPerEventExclVerifyMicros <= GoalCPUPerEventMicros},
-			Goal{Name: "sidecar peak RSS", Target: fmt.Sprintf("<= %d MB", GoalPeakRSSBytes>>20),
-				Measured: fmt.Sprintf("%.0f MB", float64(sc.PeakRSSBytes)/(1<<20)),
+			Goal{Name: "sidecar peak RSS", Target: fmt.Sprintf("<= %d MiB", GoalPeakRSSBytes>>20),
+				Measured: fmt.Sprintf("%.0f MiB", float64(sc.PeakRSSBytes)/(1<<20)),
 				Met:      sc.PeakRSSBytes <= GoalPeakRSSBytes},
 		)
 	}
@@ -78,7 +78,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s, %d cores, %d GiB, %s, %s; signature check %.1f µs/event\n\n",
 		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.OS, rep.Machine.GoVersion, rep.VerifyMicros)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tevents\tseconds\tevents/s\tremote MB out/in\town MB out/in\tbytes/event\tCPU s\tCPU µs/ev\texcl. verify\tpeak RSS MB\t")
+	fmt.Fprintln(tw, "run\tevents\tseconds\tevents/s\tremote MB out/in\town MB out/in\tbytes/event\tCPU s\tCPU µs/ev\texcl. verify\tpeak RSS MiB\t")
 	for _, r := range rep.Runs {
 		cpu, per, excl, rss := "-", "-", "-", "-"
 		if r.CPUSeconds > 0 {
