@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -101,7 +102,7 @@ func benchAction(c *cli.Context) error {
 	return runErr
 }
 
-func writeBenchJSON(path string, rep *bench.Report, stdout interface{ Write([]byte) (int, error) }) error {
+func writeBenchJSON(path string, rep *bench.Report, stdout io.Writer) error {
 	switch path {
 	case "":
 		return nil

@@ -17,7 +17,10 @@ import (
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "grasp-sync")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
 	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/grasp-sync/grasp-sync/cmd/grasp-sync")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build grasp-sync: %v\n%s", err, out)
