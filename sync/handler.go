@@ -272,7 +272,11 @@ func (h *Handler) Settle(ev *nostr.Event, o Outcome, reason string) {
 		h.dependencyAccepted(ev)
 	case Rejected:
 		h.m.eventsRejected.WithLabelValues(reasonLabel(reason)).Inc()
-		h.rejected.Add(ev)
+		if h.rejected.Add(ev) {
+			// Its dependency was accepted while it was in flight.
+			h.retry(ev)
+			return
+		}
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", reason))
 	case Dropped:
 		if id, ok := decodeID(ev.ID); ok {

@@ -309,3 +309,25 @@ func BenchmarkComputeActions10kRepos(b *testing.B) {
 		_ = computeActions(deriveRelayTargets(repos, nil), nil, relays)
 	}
 }
+
+func TestRejectedAfterDependencyAcceptedRetriesOnce(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := NewRejectedIndex(RejectedConfig{HotTTL: time.Minute, HotMax: 10, ColdTTL: time.Hour, ColdMax: 10}, func() time.Time { return now })
+	reply := &nostr.Event{ID: fmt.Sprintf("%064x", 1), Kind: 1111, Tags: nostr.Tags{{"E", "root"}}}
+	// The root's acceptance is reported before the reply's rejection.
+	r.DependencyAccepted("root")
+	if !r.Add(reply) {
+		t.Fatal("a rejection after its dependency's acceptance was not retried")
+	}
+	if r.Has(reply.ID) {
+		t.Fatal("an event to retry was recorded as rejected")
+	}
+	if r.Add(reply) || !r.Has(reply.ID) {
+		t.Fatal("the second rejection was retried again instead of recorded")
+	}
+	other := &nostr.Event{ID: fmt.Sprintf("%064x", 2), Kind: 1111, Tags: nostr.Tags{{"E", "root"}}}
+	now = now.Add(2 * time.Minute)
+	if r.Add(other) {
+		t.Fatal("retried for an acceptance older than the hot TTL")
+	}
+}

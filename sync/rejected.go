@@ -34,6 +34,13 @@ type RejectedIndex struct {
 	byRef    map[uint64][][32]byte // ref hash → ids (hot and cold)
 	order    [][32]byte            // insertion order of cold ids, for eviction
 	hotOrder [][32]byte            // insertion order of hot ids, for eviction
+
+	// accepted remembers, for HotTTL, the dependencies accepted lately:
+	// an event whose rejection arrives after its dependency's acceptance
+	// (pipelined publishing) is retried at once instead of waiting for
+	// the next sync. retried makes that happen once per event.
+	accepted map[uint64]time.Time
+	retried  map[[32]byte]time.Time
 }
 
 type hotEntry struct {
@@ -57,7 +64,9 @@ func NewRejectedIndex(cfg RejectedConfig, now func() time.Time) *RejectedIndex {
 		cfg: cfg, now: now, seed: maphash.MakeSeed(),
 		hot:   make(map[[32]byte]*hotEntry),
 		cold:  make(map[[32]byte]coldEntry),
-		byRef: make(map[uint64][][32]byte),
+		byRef:    make(map[uint64][][32]byte),
+		accepted: make(map[uint64]time.Time),
+		retried:  make(map[[32]byte]time.Time),
 	}
 }
 
@@ -72,17 +81,27 @@ func decodeID(id string) ([32]byte, bool) {
 
 func (r *RejectedIndex) refHash(ref string) uint64 { return maphash.String(r.seed, ref) }
 
-// Add records ev as rejected.
-func (r *RejectedIndex) Add(ev *nostr.Event) {
+// Add records ev as rejected. It returns true instead, recording nothing,
+// when one of ev's dependencies was accepted within HotTTL and ev was not
+// retried for that yet: the caller should publish it again now.
+func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
 	id, ok := decodeID(ev.ID)
 	if !ok {
-		return
+		return false
 	}
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expireLocked(now)
 	refs := References(ev)
+	if _, done := r.retried[id]; !done {
+		for _, ref := range refs {
+			if at, ok := r.accepted[r.refHash(ref)]; ok && now.Sub(at) <= r.cfg.HotTTL {
+				r.retried[id] = now
+				return true
+			}
+		}
+	}
 	ce := coldEntry{at: now.Unix(), createdAt: int64(ev.CreatedAt)}
 	for _, ref := range refs {
 		if int(ce.nrefs) == len(ce.refs) {
@@ -110,6 +129,30 @@ func (r *RejectedIndex) Add(ev *nostr.Event) {
 	}
 	for r.cfg.ColdMax > 0 && len(r.cold) > r.cfg.ColdMax && len(r.order) > 0 {
 		r.removeLocked(r.order[0])
+	}
+	return false
+}
+
+// pruneRecentLocked bounds the accepted and retried memories.
+func (r *RejectedIndex) pruneRecentLocked(now time.Time) {
+	limit := max(4*r.cfg.HotMax, 1024)
+	pruneTimes(r.accepted, now, r.cfg.HotTTL, limit)
+	pruneTimes(r.retried, now, r.cfg.HotTTL, limit)
+}
+
+// pruneTimes drops entries older than ttl once m exceeds limit, and starts
+// over if that is not enough.
+func pruneTimes[K comparable](m map[K]time.Time, now time.Time, ttl time.Duration, limit int) {
+	if len(m) <= limit {
+		return
+	}
+	for k, at := range m {
+		if now.Sub(at) > ttl {
+			delete(m, k)
+		}
+	}
+	if len(m) > limit {
+		clear(m)
 	}
 }
 
@@ -190,8 +233,11 @@ func (r *RejectedIndex) Has(id string) bool {
 // second result lists the forgotten cold-only ids.
 func (r *RejectedIndex) DependencyAccepted(ref string) (retry []*nostr.Event, forgotten []string) {
 	h := r.refHash(ref)
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.accepted[h] = now
+	r.pruneRecentLocked(now)
 	ids := r.byRef[h]
 	if len(ids) == 0 {
 		return nil, nil
