@@ -62,8 +62,8 @@ func NewRejectedIndex(cfg RejectedConfig, now func() time.Time) *RejectedIndex {
 	}
 	return &RejectedIndex{
 		cfg: cfg, now: now, seed: maphash.MakeSeed(),
-		hot:   make(map[[32]byte]*hotEntry),
-		cold:  make(map[[32]byte]coldEntry),
+		hot:      make(map[[32]byte]*hotEntry),
+		cold:     make(map[[32]byte]coldEntry),
 		byRef:    make(map[uint64][][32]byte),
 		accepted: make(map[uint64]time.Time),
 		retried:  make(map[[32]byte]time.Time),
