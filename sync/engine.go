@@ -338,6 +338,20 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 	}
 	// Announcements first, so roots in the same batch find their repos.
 	slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
+	// delta collects, per relay, only what this batch adds to its target:
+	// everything older was decided by earlier batches, so compute_actions
+	// needs to look at the new items only (the cost of a batch is its own
+	// size, not the size of the whole index).
+	delta := map[string]Items{}
+	add := func(url string) Items {
+		it, ok := delta[url]
+		if !ok {
+			it = newItems()
+			delta[url] = it
+		}
+		return it
+	}
+	boot := e.bootstrapList()
 	for _, ev := range evs {
 		switch ev.Kind {
 		case filters.KindRepoAnnouncement:
@@ -356,10 +370,21 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 				}
 				needs = &RepoNeeds{Relays: set{}, Roots: set{}}
 				e.repos[a.Ref] = needs
+				for _, url := range boot {
+					add(url).Repos.add(a.Ref)
+				}
 			}
 			if a.CreatedAt >= needs.AnnouncedAt {
 				needs.AnnouncedAt = a.CreatedAt
-				needs.Relays = setOf(a.Relays...)
+				relays := setOf(a.Relays...)
+				for url := range relays {
+					if !needs.Relays.has(url) {
+						it := add(url)
+						it.Repos.add(a.Ref)
+						it.Roots.addAll(needs.Roots)
+					}
+				}
+				needs.Relays = relays
 			}
 		default:
 			refs, ok := RootRefs(ev)
@@ -367,13 +392,21 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 				continue
 			}
 			for _, ref := range refs {
-				if needs := e.repos[ref]; needs != nil {
-					needs.Roots.add(ev.ID)
+				needs := e.repos[ref]
+				if needs == nil || needs.Roots.has(ev.ID) {
+					continue
+				}
+				needs.Roots.add(ev.ID)
+				for url := range needs.Relays {
+					add(url).Roots.add(ev.ID)
+				}
+				for _, url := range boot {
+					add(url).Roots.add(ev.ID)
 				}
 			}
 		}
 	}
-	e.reconcileTargets()
+	e.applyDelta(delta)
 }
 
 // isOwn tells whether a normalized relay URL is the own relay or on the
@@ -403,12 +436,12 @@ func hostOnly(hostport string) string {
 	return hostport
 }
 
-// reconcileTargets makes sure every target relay is tracked, then runs
-// compute_actions and connects what is due.
-func (e *Engine) reconcileTargets() {
-	targets := deriveRelayTargets(e.repos, e.bootstrapList())
-	urls := make([]string, 0, len(targets))
-	for url := range targets {
+// applyDelta makes sure every relay a batch added items for is tracked,
+// runs compute_actions over those items and connects what is due. Relays
+// that are not up get their whole target on connect (recomputeRelay).
+func (e *Engine) applyDelta(delta map[string]Items) {
+	urls := make([]string, 0, len(delta))
+	for url := range delta {
 		urls = append(urls, url)
 	}
 	slices.Sort(urls)
@@ -416,12 +449,13 @@ func (e *Engine) reconcileTargets() {
 		if e.relays[url] == nil {
 			if e.cfg.MaxTrackedRelays > 0 && len(e.relays) >= e.cfg.MaxTrackedRelays {
 				e.m.limitHits.WithLabelValues("tracked_relays").Inc()
+				delete(delta, url)
 				continue
 			}
 			e.track(url, false)
 		}
 	}
-	e.runActions(targets)
+	e.runActions(delta)
 	e.connectDue()
 	e.updateIndexMetrics()
 }

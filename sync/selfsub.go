@@ -162,6 +162,10 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 
 // seenOnOwnRelay records an event the own relay holds.
 func (e *Engine) seenOnOwnRelay(ev *nostr.Event) {
+	// An event that went through the handler was published by us (after
+	// the purgatory released it, for states and PRs): its git data is
+	// here. Only events others put on the own relay need checking.
+	ours := e.h.Seen(ev.ID)
 	e.h.MarkPresent(ev)
 	if e.d.OnPresent != nil {
 		e.d.OnPresent(ev)
@@ -173,7 +177,9 @@ func (e *Engine) seenOnOwnRelay(ev *nostr.Event) {
 	case filters.KindRepoAnnouncement:
 		e.d.Purgatory.AddAnnouncement(ev)
 	case filters.KindRepoState, filters.KindPullRequest, filters.KindPRUpdate:
-		e.d.Purgatory.Add(ev, true)
+		if !ours {
+			e.d.Purgatory.Add(ev, true)
+		}
 	}
 }
 
