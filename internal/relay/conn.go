@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -627,7 +628,7 @@ func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	defer c.teardown()
 	for {
-		_, data, err := c.ws.Read(c.ctx)
+		data, err := c.readMessage()
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.shutdown(fmt.Errorf("read: %w", err))
@@ -638,6 +639,27 @@ func (c *Conn) readLoop() {
 		c.framesIn.Add(1)
 		c.handle(data)
 	}
+}
+
+// readMessage waits as long as it takes for the next message to start,
+// then gives it PongTimeout to arrive whole: a relay that trickles a
+// message (in fragments, while still answering pings) is dropped.
+func (c *Conn) readMessage() ([]byte, error) {
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	_, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := time.AfterFunc(c.opts.PongTimeout, func() {
+		cancel(fmt.Errorf("message not complete within %s", c.opts.PongTimeout))
+	})
+	defer t.Stop()
+	data, err := io.ReadAll(r)
+	if err != nil && ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return data, err
 }
 
 // handle parses one frame; a frame that cannot be parsed is ignored (and
