@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		eventsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_events_invalid_total",
-			Help: "Events dropped before publishing, by reason (bad_id, bad_signature, too_large, too_many_tags).",
+			Help: "Events dropped before publishing, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match).",
 		}, []string{"reason"}),
 		eventsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_events_received_total",
