@@ -107,6 +107,11 @@ type Index struct {
 	strVals    *strInterner
 	tags       []uint32 // arena of tag refs, entries point into it
 	tagGarbage int      // arena slots of removed entries
+	// postings lists, per tag ref, the slots of the entries carrying it, so
+	// a tag filter looks up its values instead of scanning every entry;
+	// truncated holds the slots whose tags were cut (they match any tag).
+	postings  map[uint32][]uint32
+	truncated map[uint32]struct{}
 
 	events  prometheus.Gauge
 	full    prometheus.Gauge
@@ -120,10 +125,12 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 		return nil, err
 	}
 	x := &Index{
-		opt:     opt,
-		authors: newKeyInterner(),
-		hexVals: newKeyInterner(),
-		strVals: newStrInterner(),
+		opt:       opt,
+		authors:   newKeyInterner(),
+		hexVals:   newKeyInterner(),
+		strVals:   newStrInterner(),
+		postings:  map[uint32][]uint32{},
+		truncated: map[uint32]struct{}{},
 		events: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "grasp_sync_localindex_events",
 			Help: "Events in the local index of the own relay.",
@@ -224,9 +231,32 @@ func (x *Index) Add(ev *nostr.Event) error {
 		x.entries = append(x.entries, e)
 	}
 	x.ids.insert(slot)
+	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+		x.postings[ref] = append(x.postings[ref], slot)
+	}
+	if e.flags&flagTruncated != 0 {
+		x.truncated[slot] = struct{}{}
+	}
 	x.live++
 	x.events.Set(float64(x.live))
 	return nil
+}
+
+// unpost removes slot from ref's posting list.
+func (x *Index) unpost(ref, slot uint32) {
+	list := x.postings[ref]
+	for i, s := range list {
+		if s == slot {
+			list[i] = list[len(list)-1]
+			list = list[:len(list)-1]
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(x.postings, ref)
+	} else {
+		x.postings[ref] = list
+	}
 }
 
 func containsRef(refs []uint32, ref uint32) bool {
@@ -270,8 +300,10 @@ func (x *Index) Remove(id string) bool {
 	e := &x.entries[slot]
 	x.authors.release(e.author)
 	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+		x.unpost(ref, slot)
 		x.releaseRef(ref)
 	}
+	delete(x.truncated, slot)
 	x.tagGarbage += int(e.tagN)
 	*e = entry{}
 	x.free = append(x.free, slot)

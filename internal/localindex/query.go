@@ -130,6 +130,39 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 		}
 		return dst, nil
 	}
+	if len(q.tagConds) > 0 {
+		// Candidates come from the posting lists of the most selective
+		// tag condition (plus entries with cut tags, which match any).
+		best, bestN := 0, -1
+		for i, set := range q.tagConds {
+			n := 0
+			for ref := range set {
+				n += len(x.postings[ref])
+			}
+			if bestN < 0 || n < bestN {
+				best, bestN = i, n
+			}
+		}
+		seen := make(map[uint32]struct{}, bestN+len(x.truncated))
+		add := func(slot uint32) {
+			if _, dup := seen[slot]; dup {
+				return
+			}
+			seen[slot] = struct{}{}
+			if e := &x.entries[slot]; e.flags&flagLive != 0 && x.matches(&q, e) {
+				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
+			}
+		}
+		for ref := range q.tagConds[best] {
+			for _, slot := range x.postings[ref] {
+				add(slot)
+			}
+		}
+		for slot := range x.truncated {
+			add(slot)
+		}
+		return dst, nil
+	}
 	for i := range x.entries {
 		e := &x.entries[i]
 		if e.flags&flagLive != 0 && x.matches(&q, e) {
