@@ -334,33 +334,5 @@ func mustRefs(t testing.TB, r *gitserver.Repo) map[string]string {
 // all of want.
 func (e *pgEnv) metric(t testing.TB, name string, want map[string]string) float64 {
 	t.Helper()
-	fams, err := e.Reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+	return metricSum(t, e.Reg, name, want)
 }
