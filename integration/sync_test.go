@@ -66,14 +66,7 @@ func TestFreshStartAllLayers(t *testing.T) {
 	if own.Has(unrelated.ID) {
 		t.Fatal("an unrelated issue reached the own relay")
 	}
-	harness.Eventually(t, syncTimeout, func() bool {
-		for _, r := range sc.Status().Relays {
-			if r.URL == remote.URL() {
-				return r.State == "connected"
-			}
-		}
-		return false
-	}, "remote never reached the connected state")
+	waitState(t, sc, remote.URL(), "connected")
 }
 
 // TestLiveEvent: an event published to a remote after sync reaches the own
