@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -106,7 +105,7 @@ type LocalSet interface {
 	// EnsureFilled makes sure the own relay's events matching f are known.
 	EnsureFilled(ctx context.Context, f nostr.Filter) error
 	// Storage returns our items for f.
-	Storage(f nostr.Filter) (negentropy.Storage, error)
+	Storage(f nostr.Filter) (*neg.Storage, error)
 }
 
 // NegSyncer is the NIP-77 historic syncer: it reconciles each filter with
@@ -393,12 +392,8 @@ func (o *OwnLocalSet) Reset() {
 }
 
 // Storage implements LocalSet.
-func (o *OwnLocalSet) Storage(f nostr.Filter) (negentropy.Storage, error) {
-	st, err := o.idx.Storage(f, o.extra...)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
+	return o.idx.Storage(f, o.extra...)
 }
 
 // FillItems reads the own relay's events for Layer 1 (when l1) and for the

@@ -196,6 +196,10 @@ type Result struct {
 	RemoteReceived int64 `json:"remote_bytes_received"`
 	OwnSent        int64 `json:"own_bytes_sent"`
 	OwnReceived    int64 `json:"own_bytes_received"`
+	// RemoteSentByType and RemoteReceivedByType split RemoteSent and
+	// RemoteReceived by message type (REQ, NEG-OPEN, EVENT, ...).
+	RemoteSentByType     map[string]int64 `json:"remote_bytes_sent_by_type,omitempty"`
+	RemoteReceivedByType map[string]int64 `json:"remote_bytes_received_by_type,omitempty"`
 	// BytesPerEvent is all wire bytes divided by Options.Profile.Events.
 	BytesPerEvent float64 `json:"bytes_per_event"`
 	// Sidecar process figures (sidecar runs only).

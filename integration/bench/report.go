@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -99,6 +101,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\nremote bytes by message type (sent / received):")
+	for _, r := range rep.Runs {
+		fmt.Fprintf(w, "  %s: %s / %s\n", r.Name, byType(r.RemoteSentByType), byType(r.RemoteReceivedByType))
+	}
 	if len(rep.Goals) == 0 {
 		return nil
 	}
@@ -120,4 +126,21 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// byType formats a per-message-type byte count, largest first.
+func byType(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.3f MB", k, float64(m[k])/1e6)
+	}
+	return strings.Join(parts, ", ")
 }

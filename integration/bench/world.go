@@ -114,12 +114,24 @@ func (w *world) collectBytes(res *Result, own *ownRelay) {
 		st := r.Stats()
 		res.RemoteSent += st.BytesIn
 		res.RemoteReceived += st.BytesOut
+		res.RemoteSentByType = addBytes(res.RemoteSentByType, st.ReceivedBytes)
+		res.RemoteReceivedByType = addBytes(res.RemoteReceivedByType, st.SentBytes)
 	}
 	if own != nil {
 		st := own.Stats()
 		res.OwnSent += st.BytesIn
 		res.OwnReceived += st.BytesOut
 	}
+}
+
+func addBytes(dst, src map[string]int64) map[string]int64 {
+	if dst == nil {
+		dst = make(map[string]int64, len(src))
+	}
+	for k, v := range src {
+		dst[k] += v
+	}
+	return dst
 }
 
 // ingest measures the own relay's ingest rate alone.

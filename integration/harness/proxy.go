@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -107,6 +108,8 @@ type Stats struct {
 	// BytesIn and BytesOut count WebSocket message payload bytes received
 	// from and sent to clients (frame headers not included).
 	BytesIn, BytesOut int64
+	// ReceivedBytes and SentBytes split BytesIn and BytesOut by label.
+	ReceivedBytes, SentBytes map[string]int64
 }
 
 type proxyConn struct {
@@ -356,6 +359,8 @@ func (o *observer) init(limit int) {
 	o.limit = limit
 	o.stats.Received = make(map[string]int)
 	o.stats.Sent = make(map[string]int)
+	o.stats.ReceivedBytes = make(map[string]int64)
+	o.stats.SentBytes = make(map[string]int64)
 }
 
 func (o *observer) appendLog(log []Msg, m Msg) []Msg {
@@ -410,6 +415,7 @@ func (o *observer) received(c *proxyConn, label, sub, evID string, data []byte) 
 	c.recv++
 	o.stats.Received[label]++
 	o.stats.BytesIn += int64(len(data))
+	o.stats.ReceivedBytes[label] += int64(len(data))
 	o.recvLog = o.appendLog(o.recvLog, m)
 	return c.recv
 }
@@ -434,6 +440,7 @@ func (o *observer) sent(c *proxyConn, label, sub string, data []byte) int {
 	c.sent++
 	o.stats.Sent[label]++
 	o.stats.BytesOut += int64(len(data))
+	o.stats.SentBytes[label] += int64(len(data))
 	o.sentLog = o.appendLog(o.sentLog, m)
 	return c.sent
 }
@@ -493,6 +500,8 @@ func (r *Relay) Stats() Stats {
 	for k, v := range o.stats.Sent {
 		s.Sent[k] = v
 	}
+	s.ReceivedBytes = maps.Clone(o.stats.ReceivedBytes)
+	s.SentBytes = maps.Clone(o.stats.SentBytes)
 	s.Reqs = s.Received["REQ"]
 	s.Closes = s.Received["CLOSE"]
 	s.Events = s.Received["EVENT"]
@@ -516,6 +525,8 @@ func (r *Relay) ResetStats() {
 		PeakSubs:        subs,
 		Received:        make(map[string]int),
 		Sent:            make(map[string]int),
+		ReceivedBytes:   make(map[string]int64),
+		SentBytes:       make(map[string]int64),
 	}
 	for _, c := range conns {
 		o.stats.PeakSubsPerConn = max2(o.stats.PeakSubsPerConn, len(c.subs))

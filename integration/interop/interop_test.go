@@ -1,5 +1,6 @@
-// Package interop checks grasp-sync's negentropy (go-nostr's protocol engine
-// with our prefix-sum storage) against an independent implementation: the
+// Package interop checks grasp-sync's negentropy (our engine over our
+// prefix-sum storage) against independent implementations: go-nostr's
+// engine over its vector storage, and the
 // NIP-77 client of the nostr-tools npm package, run by node (negclient.mjs).
 // Run `npm ci` in this directory first; without node_modules the tests skip
 // unless GRASP_SYNC_REQUIRE_INTEROP is set, then they fail.
@@ -133,13 +134,29 @@ type exchange struct {
 	need, have             []string
 }
 
-// runJS reconciles the nostr-tools client (holding client) against a Go
-// server engine over server.
-func runJS(t *testing.T, js *jsClient, client []neg.Item, server negentropy.Storage, limit int) exchange {
+// server answers client messages: our engine or go-nostr's.
+type server func(msg string) (string, error)
+
+// ourServer is grasp-sync's engine as the relay side.
+func ourServer(t *testing.T, items []neg.Item, limit int) server {
+	t.Helper()
+	e, err := neg.NewServer(neg.NewStorage(slices.Clone(items)), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.ReconcileHex
+}
+
+// goNostrServer is go-nostr's engine over st as the relay side.
+func goNostrServer(st negentropy.Storage, limit int) server {
+	return negentropy.New(st, limit).Reconcile
+}
+
+// runJS reconciles the nostr-tools client (holding client) against srv.
+func runJS(t *testing.T, js *jsClient, client []neg.Item, srv server, limit int) exchange {
 	t.Helper()
 	var ex exchange
 	a := js.call(t, fmt.Sprintf(`{"op":"client","frameLimit":%d,"items":%s}`, limit, itemsJSON(client)))
-	srv := negentropy.New(server, limit)
 	for round := 0; ; round++ {
 		if round > 1000 {
 			t.Fatal("no convergence after 1000 rounds")
@@ -153,7 +170,7 @@ func runJS(t *testing.T, js *jsClient, client []neg.Item, server negentropy.Stor
 		if limit > 0 && len(msg)/2 > limit {
 			t.Fatalf("nostr-tools message of %d bytes over the %d limit", len(msg)/2, limit)
 		}
-		reply, err := srv.Reconcile(msg)
+		reply, err := srv(msg)
 		if err != nil {
 			t.Fatalf("server: %v", err)
 		}
@@ -213,8 +230,9 @@ func (p *pipeConn) NegMsg(ctx context.Context, subID string, msg string) error {
 
 func (p *pipeConn) NegClose(string) {}
 
-// runGo reconciles our session runner (client) against a Go server engine.
-func runGo(client, server negentropy.Storage, limit int) (exchange, error) {
+// runGo reconciles our session runner (client, our engine) against
+// go-nostr's server engine over server.
+func runGo(client *neg.Storage, server negentropy.Storage, limit int) (exchange, error) {
 	p := &pipeConn{server: server, limit: limit}
 	opt := neg.DefaultOptions()
 	opt.FrameLimit = limit
@@ -224,6 +242,45 @@ func runGo(client, server negentropy.Storage, limit int) (exchange, error) {
 		return exchange{}, fmt.Errorf("neg.Reconcile: %w", err)
 	}
 	return exchange{clientMsgs: p.msgs, need: res.Need, have: res.Have}, nil
+}
+
+// runGoNostr reconciles go-nostr's engine with itself, both sides over
+// go-nostr's vector storage: the reference for our messages.
+func runGoNostr(client, server []neg.Item, limit int) (exchange, error) {
+	var ex exchange
+	c, srv := negentropy.New(vectorOf(client), limit), negentropy.New(vectorOf(server), limit)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for id := range c.Haves {
+			ex.have = append(ex.have, id)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for id := range c.HaveNots {
+			ex.need = append(ex.need, id)
+		}
+	}()
+	msg := c.Start()
+	for round := 0; msg != ""; round++ {
+		if round > 1000 {
+			return ex, fmt.Errorf("no convergence after 1000 rounds")
+		}
+		ex.clientMsgs = append(ex.clientMsgs, msg)
+		reply, err := srv.Reconcile(msg)
+		if err != nil {
+			return ex, fmt.Errorf("go-nostr server: %w", err)
+		}
+		ex.serverMsgs = append(ex.serverMsgs, reply)
+		if msg, err = c.Reconcile(reply); err != nil {
+			return ex, fmt.Errorf("go-nostr client: %w", err)
+		}
+	}
+	wg.Wait()
+	ex.need, ex.have = sortedUnique(ex.need), sortedUnique(ex.have)
+	return ex, nil
 }
 
 // makeSets builds two sets of about n items each that differ in a fraction
@@ -280,8 +337,6 @@ func TestInteropReconcile(t *testing.T) {
 					t.Parallel()
 					js := startJS(t)
 					client, server, need, have := makeSets(uint64(n)+uint64(diff*1000), n, diff)
-					ours := neg.NewStorage(slices.Clone(server))
-
 					// The Go runs go alongside nostr-tools, which is slow at 100k.
 					var goEx, vecEx exchange
 					var goErr, vecErr error
@@ -289,31 +344,34 @@ func TestInteropReconcile(t *testing.T) {
 					wg.Add(2)
 					go func() {
 						defer wg.Done()
-						goEx, goErr = runGo(neg.NewStorage(slices.Clone(client)), ours, limit)
+						goEx, goErr = runGo(neg.NewStorage(slices.Clone(client)), vectorOf(server), limit)
 					}()
 					go func() {
 						defer wg.Done()
-						vecEx, vecErr = runGo(vectorOf(client), vectorOf(server), limit)
+						vecEx, vecErr = runGoNostr(client, server, limit)
 					}()
-					jsEx := runJS(t, js, client, ours, limit)
+					jsEx := runJS(t, js, client, ourServer(t, server, limit), limit)
 					wg.Wait()
 					if goErr != nil || vecErr != nil {
-						t.Fatalf("our storage: %v; vector: %v", goErr, vecErr)
+						t.Fatalf("our client: %v; go-nostr: %v", goErr, vecErr)
 					}
 
 					for _, c := range []struct {
 						name string
 						ex   exchange
-					}{{"nostr-tools", jsEx}, {"grasp-sync", goEx}, {"go-nostr vector", vecEx}} {
+					}{{"nostr-tools client, our server", jsEx}, {"our client, go-nostr server", goEx}, {"go-nostr both sides", vecEx}} {
 						if !slices.Equal(c.ex.need, need) || !slices.Equal(c.ex.have, have) {
 							t.Errorf("%s: need/have %d/%d ids, want %d/%d", c.name, len(c.ex.need), len(c.ex.have), len(need), len(have))
 						}
 					}
 					if !slices.Equal(goEx.clientMsgs, vecEx.clientMsgs) {
-						t.Errorf("our storage's messages differ from go-nostr vector's (%d vs %d messages)", len(goEx.clientMsgs), len(vecEx.clientMsgs))
+						t.Errorf("our client's messages differ from go-nostr's (%d vs %d messages)", len(goEx.clientMsgs), len(vecEx.clientMsgs))
 					}
 					if !slices.Equal(goEx.clientMsgs, jsEx.clientMsgs) {
 						t.Errorf("our client's messages differ from nostr-tools' (%d vs %d messages)", len(goEx.clientMsgs), len(jsEx.clientMsgs))
+					}
+					if !slices.Equal(jsEx.serverMsgs, vecEx.serverMsgs) {
+						t.Errorf("our server's replies differ from go-nostr's (%d vs %d messages)", len(jsEx.serverMsgs), len(vecEx.serverMsgs))
 					}
 					t.Logf("%d rounds", len(jsEx.clientMsgs))
 				})
@@ -381,8 +439,8 @@ func TestInteropCarryFingerprint(t *testing.T) {
 		}
 		items = append(items, it)
 	}
-	ours := runJS(t, js, items, neg.NewStorage(slices.Clone(items)), 60_000)
-	vec := runJS(t, js, items, vectorOf(items), 60_000)
+	ours := runJS(t, js, items, ourServer(t, items, 60_000), 60_000)
+	vec := runJS(t, js, items, goNostrServer(vectorOf(items), 60_000), 60_000)
 	if got := ours.serverMsgs; len(got) != 1 || got[0] != "61" {
 		t.Errorf("our server's replies = %q, want [\"61\"] (all fingerprints agree)", got)
 	}

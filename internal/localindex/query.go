@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
@@ -201,11 +200,5 @@ func (x *Index) Storage(f nostr.Filter, extra ...Source) (*neg.Storage, error) {
 
 // LocalFunc returns a neg.LocalFunc that builds local sets with Storage.
 func (x *Index) LocalFunc(extra ...Source) neg.LocalFunc {
-	return func(f nostr.Filter) (negentropy.Storage, error) {
-		s, err := x.Storage(f, extra...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
+	return func(f nostr.Filter) (*neg.Storage, error) { return x.Storage(f, extra...) }
 }

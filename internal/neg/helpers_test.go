@@ -69,7 +69,10 @@ func vectorStorage(items []Item) *vector.Vector {
 }
 
 // lockstep runs a client and a server engine in-process and returns the
-// exchanged messages, the client's need/have, and each side's time.
+// exchanged messages, the client's need/have, and each side's time. impl
+// "ours" runs our Engine (both storages must be *Storage); "go-nostr" runs
+// go-nostr's engine over any storage. Both work on hex messages, as on the
+// wire, so hex encoding and decoding count in both.
 type lockstepResult struct {
 	msgs                   []string
 	need, have             []string
@@ -77,27 +80,92 @@ type lockstepResult struct {
 	clientCPU, serverCPU   time.Duration // thread CPU time (Linux)
 }
 
-func lockstep(t testing.TB, client, server negentropy.Storage, clientLimit, serverLimit int) lockstepResult {
+const (
+	implOurs    = "ours"
+	implGoNostr = "go-nostr"
+)
+
+// hexSide is one side of a reconciliation on hex messages.
+type hexSide interface {
+	start() string
+	reconcile(msg string) (string, error) // "" when a client is done
+	result() (need, have []string)
+}
+
+type ourSide struct{ e *Engine }
+
+func (s ourSide) start() string                      { return hex.EncodeToString(s.e.Initiate()) }
+func (s ourSide) reconcile(m string) (string, error) { return s.e.ReconcileHex(m) }
+func (s ourSide) result() (need, have []string)      { return s.e.Result() }
+
+type goNostrSide struct {
+	n          *negentropy.Negentropy
+	wg         sync.WaitGroup
+	need, have []string
+}
+
+func newGoNostrSide(st negentropy.Storage, limit int, client bool) *goNostrSide {
+	g := &goNostrSide{n: negentropy.New(st, limit)}
+	if client {
+		g.wg.Add(2)
+		go func() {
+			defer g.wg.Done()
+			for id := range g.n.Haves {
+				g.have = append(g.have, id)
+			}
+		}()
+		go func() {
+			defer g.wg.Done()
+			for id := range g.n.HaveNots {
+				g.need = append(g.need, id)
+			}
+		}()
+	}
+	return g
+}
+
+func (g *goNostrSide) start() string                      { return g.n.Start() }
+func (g *goNostrSide) reconcile(m string) (string, error) { return g.n.Reconcile(m) }
+func (g *goNostrSide) result() (need, have []string) {
+	g.wg.Wait()
+	slices.Sort(g.need)
+	slices.Sort(g.have)
+	return slices.Compact(g.need), slices.Compact(g.have)
+}
+
+func newSide(t testing.TB, impl string, st negentropy.Storage, limit int, client bool) hexSide {
+	t.Helper()
+	switch impl {
+	case implOurs:
+		ours, ok := st.(*Storage)
+		if !ok {
+			t.Fatalf("impl %q needs *Storage, got %T", impl, st)
+		}
+		var e *Engine
+		var err error
+		if client {
+			e, err = NewClient(ours, limit, 0)
+		} else {
+			e, err = NewServer(ours, limit)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ourSide{e}
+	case implGoNostr:
+		return newGoNostrSide(st, limit, client)
+	}
+	t.Fatalf("unknown impl %q", impl)
+	return nil
+}
+
+func lockstep(t testing.TB, impl string, client, server negentropy.Storage, clientLimit, serverLimit int) lockstepResult {
 	t.Helper()
 	var res lockstepResult
-	c := negentropy.New(client, clientLimit)
-	s := negentropy.New(server, serverLimit)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for id := range c.Haves {
-			res.have = append(res.have, id)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for id := range c.HaveNots {
-			res.need = append(res.need, id)
-		}
-	}()
+	c := newSide(t, impl, client, clientLimit, true)
+	s := newSide(t, impl, server, serverLimit, false)
 	t0, c0 := time.Now(), threadCPU()
-	msg := c.Start()
+	msg := c.start()
 	res.clientTime += time.Since(t0)
 	res.clientCPU += threadCPU() - c0
 	for round := 0; ; round++ {
@@ -106,7 +174,7 @@ func lockstep(t testing.TB, client, server negentropy.Storage, clientLimit, serv
 		}
 		res.msgs = append(res.msgs, msg)
 		t0, c0 = time.Now(), threadCPU()
-		reply, err := s.Reconcile(msg)
+		reply, err := s.reconcile(msg)
 		res.serverTime += time.Since(t0)
 		res.serverCPU += threadCPU() - c0
 		if err != nil {
@@ -114,7 +182,10 @@ func lockstep(t testing.TB, client, server negentropy.Storage, clientLimit, serv
 		}
 		res.msgs = append(res.msgs, reply)
 		t0, c0 = time.Now(), threadCPU()
-		msg, err = c.Reconcile(reply)
+		msg, err = c.reconcile(reply)
+		if msg == "" && err == nil {
+			res.need, res.have = c.result()
+		}
 		res.clientTime += time.Since(t0)
 		res.clientCPU += threadCPU() - c0
 		if err != nil {
@@ -124,13 +195,15 @@ func lockstep(t testing.TB, client, server negentropy.Storage, clientLimit, serv
 			break
 		}
 	}
-	wg.Wait()
-	// The engine can report an id twice when a frame limit splits a range.
-	slices.Sort(res.need)
-	res.need = slices.Compact(res.need)
-	slices.Sort(res.have)
-	res.have = slices.Compact(res.have)
+	// Results compare as sorted lists (our have comes in NIP-77 order).
+	res.need, res.have = sortedCopy(res.need), sortedCopy(res.have)
 	return res
+}
+
+func sortedCopy(ids []string) []string {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return ids
 }
 
 // step is what the fake relay does in answer to one client message.

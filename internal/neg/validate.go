@@ -19,42 +19,42 @@ const (
 )
 
 // ValidateMessage checks a NIP-77 message received from a relay before it
-// reaches go-nostr's decoder, which trusts its input. It requires an even
-// number of hex characters (at most maxHex, if maxHex > 0), the protocol
-// version byte, and a well-formed sequence of ranges: bounded varints,
-// timestamps that do not overflow, bound id prefixes of at most 32 bytes,
-// known modes, and id lists that fit in the message. It returns the message
-// in lower case, the form the engine compares fingerprints and ids in.
-// Errors wrap ErrInvalidMessage.
+// reaches a protocol engine. It requires an even number of hex characters
+// (at most maxHex, if maxHex > 0), the protocol version byte, and a
+// well-formed sequence of ranges: bounded varints, timestamps that do not
+// overflow, bound id prefixes of at most 32 bytes, known modes, and id
+// lists that fit in the message. It returns the message in lower case, the
+// form go-nostr's engine compares fingerprints and ids in. Errors wrap
+// ErrInvalidMessage.
 func ValidateMessage(msg string, maxHex int) (string, error) {
-	if maxHex > 0 && len(msg) > maxHex {
-		return "", fmt.Errorf("%w: %d hex characters, limit %d", ErrInvalidMessage, len(msg), maxHex)
-	}
-	if len(msg) < 2 || len(msg)%2 != 0 {
-		return "", fmt.Errorf("%w: odd or empty hex length %d", ErrInvalidMessage, len(msg))
-	}
-	upper := false
-	for i := 0; i < len(msg); i++ {
-		c := msg[i]
-		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
-		case c >= 'A' && c <= 'F':
-			upper = true
-		default:
-			return "", fmt.Errorf("%w: non-hex character at offset %d", ErrInvalidMessage, i)
-		}
-	}
-	if upper {
-		msg = strings.ToLower(msg)
-	}
-	b, err := hex.DecodeString(msg)
-	if err != nil { // unreachable after the charset check; kept as a guard
-		return "", fmt.Errorf("%w: %w", ErrInvalidMessage, err)
-	}
-	if err := walkMessage(b); err != nil {
+	if _, err := DecodeMessage(msg, maxHex); err != nil {
 		return "", err
 	}
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c >= 'A' && c <= 'F' {
+			return strings.ToLower(msg), nil
+		}
+	}
 	return msg, nil
+}
+
+// DecodeMessage checks a hex NIP-77 message as ValidateMessage does and
+// returns it decoded.
+func DecodeMessage(msg string, maxHex int) ([]byte, error) {
+	if maxHex > 0 && len(msg) > maxHex {
+		return nil, fmt.Errorf("%w: %d hex characters, limit %d", ErrInvalidMessage, len(msg), maxHex)
+	}
+	if len(msg) < 2 || len(msg)%2 != 0 {
+		return nil, fmt.Errorf("%w: odd or empty hex length %d", ErrInvalidMessage, len(msg))
+	}
+	b, err := hex.DecodeString(msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	if err := walkMessage(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // walkMessage checks the binary structure of a NIP-77 message.

@@ -1,0 +1,495 @@
+package neg
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+)
+
+// NIP-77 range modes.
+const (
+	modeSkip        = 0
+	modeFingerprint = 1
+	modeIDList      = 2
+
+	buckets         = 16 // ranges a mismatching range is split into
+	fingerprintSize = 16
+	infiniteTS      = math.MaxInt64 // the timestamp of the infinite bound
+	frameMargin     = 200           // room kept below the frame limit, as the reference does
+)
+
+// bound is a NIP-77 range bound: a timestamp and an id prefix of n bytes.
+type bound struct {
+	ts int64
+	n  int
+	id [idSize]byte
+}
+
+var infiniteBound = bound{ts: infiniteTS}
+
+func itemBound(it *Item) bound {
+	return bound{ts: int64(it.CreatedAt), n: idSize, id: it.ID}
+}
+
+// minimalBound is the shortest bound that separates prev from curr (prev <
+// curr): curr's timestamp alone if they differ, otherwise curr's id up to
+// and including the first byte that differs from prev's.
+func minimalBound(prev, curr *Item) bound {
+	if curr.CreatedAt != prev.CreatedAt {
+		return bound{ts: int64(curr.CreatedAt)}
+	}
+	shared := 0
+	for shared < idSize && curr.ID[shared] == prev.ID[shared] {
+		shared++
+	}
+	b := bound{ts: int64(curr.CreatedAt), n: min(shared+1, idSize)}
+	copy(b.id[:], curr.ID[:b.n])
+	return b
+}
+
+// Engine is one side of a NIP-77 reconciliation over a Storage, working on
+// binary messages (the session hex-encodes them for the wire). It produces
+// the same messages as go-nostr's and the reference implementations'
+// engines, but keeps ids as 32-byte arrays throughout, decodes and encodes
+// each message once, and reports the differences as slices instead of
+// channels. Every input is bounds-checked: a malformed message is an error
+// wrapping ErrInvalidMessage, never a panic.
+//
+// An Engine is not safe for concurrent use; its Storage may be shared.
+type Engine struct {
+	st         *Storage
+	frameLimit int // math.MaxInt when unlimited
+	client     bool
+	maxIDs     int
+
+	lastIn, lastOut int64
+	need            [][idSize]byte
+	have            []int32  // indexes into st
+	haveSeen        []uint64 // bitset over st: index already in have
+	theirs          map[[idSize]byte]bool
+}
+
+// NewClient returns the initiating side over st. frameLimit is the largest
+// message it sends in bytes (0: unlimited, otherwise at least 4096); maxIDs
+// caps the need plus have ids it collects (0: no cap).
+func NewClient(st *Storage, frameLimit, maxIDs int) (*Engine, error) {
+	return newEngine(st, frameLimit, maxIDs, true)
+}
+
+// NewServer returns the answering side over st, as a relay runs it.
+func NewServer(st *Storage, frameLimit int) (*Engine, error) {
+	return newEngine(st, frameLimit, 0, false)
+}
+
+func newEngine(st *Storage, frameLimit, maxIDs int, client bool) (*Engine, error) {
+	if frameLimit != 0 && frameLimit < 4096 {
+		return nil, fmt.Errorf("%w: frame limit %d: must be 0 (unlimited) or at least 4096", ErrInvalidOptions, frameLimit)
+	}
+	if frameLimit == 0 {
+		frameLimit = math.MaxInt
+	}
+	if maxIDs <= 0 {
+		maxIDs = math.MaxInt
+	}
+	if st == nil {
+		st = NewStorage(nil)
+	}
+	return &Engine{st: st, frameLimit: frameLimit, client: client, maxIDs: maxIDs}, nil
+}
+
+// Initiate returns the client's first message: the whole set as 16
+// fingerprinted ranges, or as an id list when it has fewer than 32 items.
+func (e *Engine) Initiate() []byte {
+	e.lastOut = 0
+	out := make([]byte, 1, 1+min(e.st.Size(), 2*buckets)*idSize+buckets*(fingerprintSize+12))
+	out[0] = ProtocolVersion
+	return e.splitRange(out, 0, e.st.Size(), infiniteBound)
+}
+
+// Reconcile processes one message from the other side and returns the
+// answer. For the client, a nil answer means the reconciliation is complete
+// and Need and Have hold the result. A server answers a message of another
+// protocol version with its own version byte only, as NIP-77 asks.
+func (e *Engine) Reconcile(msg []byte) ([]byte, error) {
+	r := byteReader{b: msg}
+	v, err := r.byte()
+	if err != nil {
+		return nil, err
+	}
+	e.lastIn, e.lastOut = 0, 0
+	// Answers are usually about as large as the message they answer.
+	full := append(makeNoZero(min(len(msg), e.frameLimit)+4096), ProtocolVersion)
+	if v != ProtocolVersion {
+		if e.client {
+			return nil, fmt.Errorf("%w: unsupported protocol version 0x%02x", ErrInvalidMessage, v)
+		}
+		return full, nil
+	}
+
+	size := e.st.Size()
+	var prevBound bound
+	prevIndex := 0
+	skipping := false
+	for r.len() > 0 {
+		// This range's answer is appended to full from mark on, and cut
+		// off again if it does not fit the frame limit.
+		mark := len(full)
+		// Enough room for any answer but a server's id list, so appends
+		// never reallocate with Go's 1.25× growth for large slices.
+		full = reserve(full, 2048)
+		finishSkip := func() {
+			if skipping {
+				skipping = false
+				full = e.writeBound(full, &prevBound)
+				full = append(full, modeSkip)
+			}
+		}
+		cur, err := e.readBound(&r)
+		if err != nil {
+			return nil, err
+		}
+		mode, err := r.uvarint()
+		if err != nil {
+			return nil, err
+		}
+		lower := prevIndex
+		upper := e.st.lowerBound(prevIndex, size, &cur)
+
+		switch mode {
+		case modeSkip:
+			skipping = true
+
+		case modeFingerprint:
+			theirs, err := r.next(fingerprintSize)
+			if err != nil {
+				return nil, err
+			}
+			ours := e.st.FingerprintBytes(lower, upper)
+			if bytes.Equal(theirs, ours[:]) {
+				skipping = true
+			} else {
+				finishSkip()
+				full = e.splitRange(full, lower, upper, cur)
+			}
+
+		case modeIDList:
+			n, err := r.uvarint()
+			if err != nil {
+				return nil, err
+			}
+			if n > uint64(r.len()/idSize) {
+				return nil, fmt.Errorf("%w: id list of %d ids in %d bytes", ErrInvalidMessage, n, r.len())
+			}
+			ids, _ := r.next(int(n) * idSize)
+			if e.client {
+				if err := e.diff(ids, lower, upper); err != nil {
+					return nil, err
+				}
+				skipping = true
+				break
+			}
+			// The server answers with its own ids for the range, as many as
+			// the frame limit allows (counted without this range's skip
+			// bound, as the reference implementation does).
+			finishSkip()
+			end := cur
+			k := upper - lower
+			if room := e.frameLimit - frameMargin - mark; room < 0 {
+				k = 0
+			} else if room/idSize+1 < k {
+				k = room/idSize + 1
+			}
+			if k < upper-lower {
+				end = itemBound(&e.st.items[lower+k])
+				upper = lower + k
+			}
+			full = reserve(full, k*idSize+64)
+			full = e.writeBound(full, &end)
+			full = append(full, modeIDList)
+			full = appendVarint(full, uint64(k))
+			for i := lower; i < upper; i++ {
+				full = append(full, e.st.items[i].ID[:]...)
+			}
+			// This answer stays even when it overruns the frame limit: the
+			// limit check below then only adds the closing fingerprint.
+			mark = len(full)
+
+		default:
+			return nil, fmt.Errorf("%w: unknown mode %d", ErrInvalidMessage, mode)
+		}
+
+		if e.frameLimit-frameMargin < len(full) {
+			// Over the frame limit: drop this range's answer and send one
+			// fingerprint for everything from here on; the other side
+			// splits it again in the next round.
+			full = full[:mark]
+			fp := e.st.FingerprintBytes(upper, size)
+			full = e.writeBound(full, &infiniteBound)
+			full = append(full, modeFingerprint)
+			full = append(full, fp[:]...)
+			break
+		}
+		prevIndex = upper
+		prevBound = cur
+	}
+	if e.client && len(full) == 1 {
+		return nil, nil
+	}
+	return full, nil
+}
+
+// ReconcileHex is Reconcile over hex messages, for servers and tools. A
+// complete client reconciliation returns "".
+func (e *Engine) ReconcileHex(msg string) (string, error) {
+	b, err := decodeHex(msg)
+	if err != nil || len(b) == 0 {
+		return "", fmt.Errorf("%w: not a hex message: %v", ErrInvalidMessage, err)
+	}
+	out, err := e.Reconcile(b)
+	if err != nil || out == nil {
+		return "", err
+	}
+	return encodeHex(out), nil
+}
+
+// NeedCount and HaveCount are the number of ids collected so far.
+func (e *Engine) NeedCount() int { return len(e.need) }
+
+// HaveCount: see NeedCount.
+func (e *Engine) HaveCount() int { return len(e.have) }
+
+// Result returns the ids the other side has and we do not (need, sorted)
+// and the ids we have and the other side lacks (have, in NIP-77 order), as
+// hex strings without duplicates (a frame limit can make a range, and its
+// ids, come up twice).
+func (e *Engine) Result() (need, have []string) {
+	ids := make([][idSize]byte, len(e.have))
+	for i, j := range e.have {
+		ids[i] = e.st.items[j].ID
+	}
+	return hexIDs(sortIDs(e.need)), hexIDs(ids)
+}
+
+// addHave records our i-th item as one the other side lacks, once.
+func (e *Engine) addHave(i int) {
+	if e.haveSeen == nil {
+		e.haveSeen = make([]uint64, (e.st.Size()+63)/64)
+	}
+	if e.haveSeen[i/64]&(1<<(i%64)) != 0 {
+		return
+	}
+	e.haveSeen[i/64] |= 1 << (i % 64)
+	e.have = append(e.have, int32(i))
+}
+
+// sortIDs sorts ids and drops duplicates.
+func sortIDs(ids [][idSize]byte) [][idSize]byte {
+	slices.SortFunc(ids, func(a, b [idSize]byte) int {
+		// The first 8 bytes as a big-endian integer: cheap, same order.
+		if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+			return c
+		}
+		return bytes.Compare(a[8:], b[8:])
+	})
+	return slices.Compact(ids)
+}
+
+// hexIDs encodes ids, sharing one backing string.
+func hexIDs(ids [][idSize]byte) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	// One backing string for all ids: 64 bytes each, no per-id allocation.
+	s := encodeHex(unsafe.Slice(&ids[0][0], len(ids)*idSize))
+	out := make([]string, len(ids))
+	for i := range out {
+		out[i] = s[i*2*idSize : (i+1)*2*idSize]
+	}
+	return out
+}
+
+// diff compares the other side's id list with our items in [lower, upper).
+func (e *Engine) diff(ids []byte, lower, upper int) error {
+	n := len(ids) / idSize
+	ours := e.st.items[lower:upper]
+	if len(ours) <= 64 && n <= 256 {
+		// Small lists (the usual case: fewer than 32 ids on each side):
+		// compare the first 8 bytes as integers, then the rest.
+		var keys [64]uint64
+		var matched uint64 // bit j: ours[j] is in their list
+		for j := range ours {
+			keys[j] = binary.LittleEndian.Uint64(ours[j].ID[:8])
+		}
+		for i := 0; i < n; i++ {
+			id := ids[i*idSize : (i+1)*idSize]
+			k := binary.LittleEndian.Uint64(id[:8])
+			found := false
+			for j := range ours {
+				if keys[j] == k && bytes.Equal(ours[j].ID[8:], id[8:]) {
+					matched |= 1 << j
+					found = true
+					break
+				}
+			}
+			if !found {
+				e.need = append(e.need, [idSize]byte(id))
+			}
+		}
+		for j := range ours {
+			if matched&(1<<j) == 0 {
+				e.addHave(lower + j)
+			}
+		}
+	} else {
+		if e.theirs == nil {
+			e.theirs = make(map[[idSize]byte]bool, n)
+		}
+		clear(e.theirs)
+		for i := 0; i < n; i++ {
+			e.theirs[[idSize]byte(ids[i*idSize:(i+1)*idSize])] = false
+		}
+		for j := range ours {
+			if _, ok := e.theirs[ours[j].ID]; ok {
+				e.theirs[ours[j].ID] = true
+			} else {
+				e.addHave(lower + j)
+			}
+		}
+		for id, matched := range e.theirs {
+			if !matched {
+				e.need = append(e.need, id)
+			}
+		}
+		if len(e.theirs) > 1<<16 {
+			e.theirs = nil // do not keep a huge map for the next round
+		}
+	}
+	if len(e.need)+len(e.have) > e.maxIDs {
+		return fmt.Errorf("%w: more than %d ids", ErrLimit, e.maxIDs)
+	}
+	return nil
+}
+
+// splitRange describes our items in [lower, upper) up to upperBound: as an
+// id list when there are fewer than 32, otherwise as 16 fingerprinted
+// buckets.
+func (e *Engine) splitRange(out []byte, lower, upper int, upperBound bound) []byte {
+	n := upper - lower
+	if n < 2*buckets {
+		out = e.writeBound(out, &upperBound)
+		out = append(out, modeIDList)
+		out = appendVarint(out, uint64(n))
+		for i := lower; i < upper; i++ {
+			out = append(out, e.st.items[i].ID[:]...)
+		}
+		return out
+	}
+	per, extra := n/buckets, n%buckets
+	cur := lower
+	for i := 0; i < buckets; i++ {
+		size := per
+		if i < extra {
+			size++
+		}
+		fp := e.st.FingerprintBytes(cur, cur+size)
+		cur += size
+		next := upperBound
+		if cur != upper {
+			next = minimalBound(&e.st.items[cur-1], &e.st.items[cur])
+		}
+		out = e.writeBound(out, &next)
+		out = append(out, modeFingerprint)
+		out = append(out, fp[:]...)
+	}
+	return out
+}
+
+// writeBound appends b, its timestamp as a delta from the previous bound
+// written in this message plus one (0 is infinity).
+func (e *Engine) writeBound(out []byte, b *bound) []byte {
+	if b.ts == infiniteTS {
+		e.lastOut = infiniteTS
+		out = append(out, 0)
+	} else {
+		// Bounds are written in ascending order; a smaller timestamp can only
+		// follow from a malformed message, and is written as no step.
+		delta := max(b.ts-e.lastOut, 0)
+		e.lastOut = b.ts
+		out = appendVarint(out, uint64(delta)+1)
+	}
+	out = appendVarint(out, uint64(b.n))
+	return append(out, b.id[:b.n]...)
+}
+
+func (e *Engine) readBound(r *byteReader) (bound, error) {
+	var b bound
+	d, err := r.uvarint()
+	if err != nil {
+		return b, err
+	}
+	if d == 0 {
+		b.ts = infiniteTS
+	} else {
+		ts := uint64(e.lastIn) + (d - 1) // both below 2^63: no uint64 overflow
+		b.ts = int64(min(ts, infiniteTS))
+	}
+	e.lastIn = b.ts
+	n, err := r.uvarint()
+	if err != nil {
+		return b, err
+	}
+	if n > idSize {
+		return b, fmt.Errorf("%w: bound id prefix of %d bytes", ErrInvalidMessage, n)
+	}
+	p, err := r.next(int(n))
+	if err != nil {
+		return b, err
+	}
+	b.n = copy(b.id[:], p)
+	return b, nil
+}
+
+// reserve returns b with room for at least n more bytes, doubling its
+// capacity when it must grow.
+func reserve(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	return append(makeNoZero(max(2*cap(b), len(b)+n)), b...)
+}
+
+func appendVarint(out []byte, n uint64) []byte {
+	var tmp [10]byte
+	return append(out, tmp[:putVarint(tmp[:], n)]...)
+}
+
+func (r *byteReader) len() int { return len(r.b) - r.pos }
+
+func (r *byteReader) byte() (byte, error) {
+	if r.pos >= len(r.b) {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidMessage, errTruncated)
+	}
+	r.pos++
+	return r.b[r.pos-1], nil
+}
+
+func (r *byteReader) next(n int) ([]byte, error) {
+	if n < 0 || n > r.len() {
+		return nil, fmt.Errorf("%w: %w: %d bytes wanted, %d left", ErrInvalidMessage, errTruncated, n, r.len())
+	}
+	r.pos += n
+	return r.b[r.pos-n : r.pos], nil
+}
+
+// uvarint is varint with the error wrapping ErrInvalidMessage.
+func (r *byteReader) uvarint() (uint64, error) {
+	v, err := r.varint()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,179 @@
+package neg
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMessagesMatchVectorOneSided covers the server's id-list answers cut
+// by the frame limit: a client with nothing (or everything) against a
+// server with everything (or nothing).
+func TestMessagesMatchVectorOneSided(t *testing.T) {
+	for _, n := range []int{31, 32, 3000, 10_000} {
+		for _, limit := range []int{0, 4096, 60_000} {
+			for _, empty := range []string{"client", "server"} {
+				t.Run(fmt.Sprintf("n=%d/limit=%d/empty=%s", n, limit, empty), func(t *testing.T) {
+					d := makeDataset(uint64(n), n, 0)
+					client, server := []Item(nil), d.server
+					if empty == "server" {
+						client, server = d.client, nil
+					}
+					ours := lockstep(t, implOurs, ourStorage(client), ourStorage(server), limit, limit)
+					vec := lockstep(t, implGoNostr, vectorStorage(client), vectorStorage(server), limit, limit)
+					if !slices.Equal(ours.msgs, vec.msgs) {
+						t.Fatalf("%d messages from our engine, %d from go-nostr's, or their contents differ", len(ours.msgs), len(vec.msgs))
+					}
+					if !slices.Equal(ours.need, vec.need) || !slices.Equal(ours.have, vec.have) {
+						t.Fatalf("need/have %d/%d, go-nostr %d/%d", len(ours.need), len(ours.have), len(vec.need), len(vec.have))
+					}
+					if got := len(ours.need) + len(ours.have); got != n {
+						t.Fatalf("%d ids found, want %d", got, n)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestEngineOptions(t *testing.T) {
+	if _, err := NewClient(nil, 100, 0); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("frame limit 100: err = %v, want ErrInvalidOptions", err)
+	}
+	e, err := NewClient(nil, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(e.Initiate()); got != "6100000200" {
+		t.Errorf("empty client's first message = %s, want 6100000200", got)
+	}
+}
+
+func TestEngineMaxIDs(t *testing.T) {
+	d := makeDataset(3, 2000, 1)
+	c, _ := NewClient(ourStorage(d.client), 0, 100)
+	s, _ := NewServer(ourStorage(d.server), 0)
+	msg := c.Initiate()
+	for range 20 {
+		reply, err := s.Reconcile(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err = c.Reconcile(reply)
+		if errors.Is(err, ErrLimit) {
+			return
+		}
+		if err != nil || msg == nil {
+			t.Fatalf("err = %v, done = %t; want ErrLimit", err, msg == nil)
+		}
+	}
+	t.Fatal("no ErrLimit after 20 rounds")
+}
+
+// TestEngineServerOtherVersion: a server answers another protocol version
+// with its own version byte; a client refuses it.
+func TestEngineServerOtherVersion(t *testing.T) {
+	s, _ := NewServer(nil, 0)
+	if out, err := s.ReconcileHex("62"); err != nil || out != "61" {
+		t.Errorf("server: %q, %v; want \"61\"", out, err)
+	}
+	c, _ := NewClient(nil, 0, 0)
+	if _, err := c.ReconcileHex("62"); !errors.Is(err, ErrInvalidMessage) {
+		t.Errorf("client: err = %v, want ErrInvalidMessage", err)
+	}
+}
+
+func TestHexRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 70 {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		enc := encodeHex(b)
+		if want := hex.EncodeToString(b); enc != want {
+			t.Fatalf("encodeHex(%x) = %s", b, enc)
+		}
+		if dec, err := decodeHex(strings.ToUpper(enc)); err != nil || !slices.Equal(dec, b) {
+			t.Fatalf("decodeHex(upper %s) = %x, %v", enc, dec, err)
+		}
+		// Every non-hex byte value, at every position, is refused.
+		for pos := 0; pos < len(enc); pos += 1 + pos/3 {
+			for c := range 256 {
+				if _, ok := hexDigit(byte(c)); ok {
+					continue
+				}
+				bad := []byte(enc)
+				bad[pos] = byte(c)
+				if _, err := decodeHex(string(bad)); err == nil {
+					t.Fatalf("decodeHex accepted byte 0x%02x at %d of %q", c, pos, bad)
+				}
+			}
+		}
+	}
+}
+
+func TestDecodeHex(t *testing.T) {
+	for _, s := range []string{"", "00", "0aFf", strings.Repeat("0123456789abcdefABCDEF", 9)} {
+		got, err := decodeHex(s)
+		want, _ := hex.DecodeString(s)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("decodeHex(%q) = %x, %v; want %x", s, got, err, want)
+		}
+		if enc := encodeHex(want); enc != strings.ToLower(s) {
+			t.Errorf("encodeHex(%x) = %q, want %q", want, enc, strings.ToLower(s))
+		}
+	}
+	for _, bad := range []string{"0", "0g", "g0", strings.Repeat("00", 20) + "0x", strings.Repeat("00", 7) + " 0"} {
+		if _, err := decodeHex(bad); err == nil {
+			t.Errorf("decodeHex(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzEngine feeds arbitrary bytes to both roles of the engine: it must
+// answer or fail with ErrInvalidMessage (or ErrLimit), never panic, and a
+// server's answer must itself be a well-formed message.
+func FuzzEngine(f *testing.F) {
+	d := makeDataset(12, 300, 0.2)
+	c, _ := NewClient(ourStorage(d.client), 0, 0)
+	start := c.Initiate()
+	s, _ := NewServer(ourStorage(d.server), 0)
+	reply, _ := s.Reconcile(start)
+	crafted, _ := hex.DecodeString("6101ffffffffffffffffff7f0000")
+	for _, m := range [][]byte{start, reply, crafted, {0x61}, {0x61, 0, 0, 0, 0}, {0x61, 1, 2, 2}} {
+		f.Add(m)
+	}
+	small := makeDataset(13, 100, 0.3)
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		for _, client := range []bool{true, false} {
+			var e *Engine
+			if client {
+				e, _ = NewClient(ourStorage(small.client), 4096, 10_000)
+				e.Initiate()
+			} else {
+				e, _ = NewServer(ourStorage(small.server), 4096)
+			}
+			out, err := e.Reconcile(msg)
+			if err != nil {
+				if !errors.Is(err, ErrInvalidMessage) && !errors.Is(err, ErrLimit) {
+					t.Fatalf("client=%t: error %v wraps neither ErrInvalidMessage nor ErrLimit", client, err)
+				}
+				continue
+			}
+			if out == nil {
+				continue
+			}
+			if len(out) > 4096 {
+				t.Fatalf("client=%t: answer of %d bytes over the 4096 limit", client, len(out))
+			}
+			if _, err := DecodeMessage(encodeHex(out), 0); err != nil {
+				t.Fatalf("client=%t: our answer %x is not well-formed: %v", client, out, err)
+			}
+		}
+	})
+}
