@@ -72,7 +72,7 @@ type Options struct {
 	// Default 2 MiB (1 MiB binary; strfry replies reach ~1 MB of hex).
 	MaxInboundHex int
 	// InitialTimeout is how long to wait for the first answer to NEG-OPEN
-	// before deciding the relay does not support NIP-77. Default 15 s.
+	// before deciding the relay does not support NIP-77. Default 10 s.
 	InitialTimeout time.Duration
 	// IdleTimeout is how long to wait for each later message. Default 30 s.
 	IdleTimeout time.Duration
@@ -101,7 +101,7 @@ func DefaultOptions() Options {
 	return Options{
 		FrameLimit:        60_000,
 		MaxInboundHex:     2 << 20,
-		InitialTimeout:    15 * time.Second,
+		InitialTimeout:    10 * time.Second,
 		IdleTimeout:       30 * time.Second,
 		MaxRounds:         1_000,
 		MaxIDs:            2_000_000,

@@ -31,7 +31,7 @@ type Config struct {
 	// AuthTimeout bounds one NIP-42 attempt: waiting for the relay's
 	// challenge and for the OK of the AUTH event. Default 10s.
 	AuthTimeout time.Duration
-	// DialTimeout bounds one connection attempt. Default 10s.
+	// DialTimeout bounds one connection attempt. Default 5s.
 	DialTimeout time.Duration
 }
 
@@ -45,7 +45,7 @@ func DefaultConfig() Config {
 		RetryMax:    60 * time.Second,
 		QueueSize:   100000,
 		AuthTimeout: 10 * time.Second,
-		DialTimeout: 10 * time.Second,
+		DialTimeout: 5 * time.Second,
 	}
 }
 

@@ -76,37 +76,15 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s := &Sidecar{cfg: cfg, d: d, log: d.Log}
 
-	hcfg := health.DefaultConfig()
-	hcfg.BackoffBase = cfg.Health.BackoffBase
-	hcfg.BackoffMax = cfg.Health.BackoffMax
-	hcfg.DeadAfter = cfg.Health.DeadAfter
-	hcfg.DeadRetryInterval = cfg.Health.DeadRetry
-	hcfg.RateLimitCooldown = cfg.Health.RateLimitCooldown
-	hcfg.StabilityPeriod = cfg.Health.StabilityPeriod
-	hcfg.Tick = cfg.Health.Tick
-	hcfg.NaughtyPeriod = cfg.Health.NaughtyPeriod
-	hcfg.JitterFraction = cfg.Health.Jitter
-	hcfg.DefaultSubscriptionBudget = cfg.Health.DefaultSubscriptionBudget
-	ht, err := health.New(hcfg, d.Clock, d.Registry, d.Log.Named("health"))
+	ht, err := health.New(healthConfig(cfg), d.Clock, d.Registry, d.Log.Named("health"))
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", err)
 	}
 	s.health = ht
 
-	ropts := relay.DefaultOptions()
-	ropts.MaxMessageBytes = int64(cfg.Relay.MaxMessageBytes)
-	ropts.WriteTimeout = cfg.Relay.WriteTimeout
-	ropts.PingInterval = cfg.Relay.PingInterval
-	ropts.PongTimeout = cfg.Relay.PongTimeout
+	ropts := relayOptions(cfg)
 	ropts.HTTPClient = d.HTTPClient
 
-	pcfg := publish.DefaultConfig()
-	pcfg.Window = cfg.Publisher.Window
-	pcfg.OKTimeout = cfg.Publisher.OKTimeout
-	pcfg.RetryBase = cfg.Publisher.RetryBase
-	pcfg.RetryMax = cfg.Publisher.RetryMax
-	pcfg.QueueSize = cfg.Publisher.QueueSize
-	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
 	var signer publish.Signer
 	if !cfg.Auth.Key.IsZero() {
 		key := cfg.Auth.Key
@@ -114,7 +92,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	ownOpts := ropts
 	ownOpts.Logger = d.Log.Named("publisher")
-	pub, err := publish.New(pcfg, func(ctx context.Context) (*relay.Conn, error) {
+	pub, err := publish.New(publishConfig(cfg), func(ctx context.Context) (*relay.Conn, error) {
 		return relay.Dial(ctx, cfg.OwnRelay, ownOpts)
 	}, signer, d.Log.Named("publisher"), d.Registry)
 	if err != nil {
@@ -122,57 +100,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s.pub = pub
 
-	scfg := gsync.DefaultConfig()
-	scfg.OwnRelay = cfg.OwnRelay
-	scfg.ServiceDomain = cfg.ServiceDomain
-	scfg.Bootstrap = cfg.BootstrapRelays
-	scfg.SelfKinds = cfg.Sync.SelfKinds
-	scfg.BatchWindow = cfg.Sync.BatchWindow
-	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
-	scfg.SinceBuffer = cfg.Sync.SinceBuffer
-	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
-	scfg.ConsolidationThreshold = cfg.Sync.ConsolidationThreshold
-	scfg.ConsolidationWait = cfg.Sync.ConsolidationWait
-	scfg.FullResyncMin = cfg.Sync.FullResyncMin
-	scfg.FullResyncMax = cfg.Sync.FullResyncMax
-	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
-	scfg.PageSize = cfg.Sync.PageSize
-	scfg.EOSETimeout = cfg.Sync.EOSETimeout
-	scfg.Tick = cfg.Health.Tick
-	scfg.ConnectTimeout = cfg.Relay.ConnectTimeout
-	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
-	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
-	scfg.MaxRepositories = cfg.Limits.MaxRepositories
-	scfg.Handler = gsync.HandlerConfig{
-		Workers: cfg.Sync.VerifyWorkers,
-		// One relay may fill half of the shared queue at most.
-		QueueLen:      2 * cfg.Limits.RelayQueue,
-		RelayQueue:    cfg.Limits.RelayQueue,
-		RelayRate:     cfg.Limits.RelayEventRate,
-		MaxEventBytes: cfg.Limits.MaxEventBytes,
-		MaxEventTags:  cfg.Limits.MaxEventTags,
-		// The dedupe memory must be shorter than the full-resync interval,
-		// or a resync could never re-publish what the own relay lost.
-		SeenTTL: min(20*time.Minute, cfg.Sync.FullResyncMin/2),
-	}
-	scfg.Rejected = gsync.RejectedConfig{
-		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
-		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
-	}
-
-	nopts := neg.DefaultOptions()
-	nopts.FrameLimit = cfg.Negentropy.FrameLimit
-	nopts.InitialTimeout = cfg.Negentropy.InitialTimeout
-	nopts.IdleTimeout = cfg.Negentropy.IdleTimeout
-	nopts.MaxInboundHex = 2 * cfg.Relay.MaxMessageBytes
-	scfg.Negentropy = gsync.NegConfig{
-		Enabled: cfg.Negentropy.Enabled, Options: nopts,
-		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
-	}
-	scfg.Trusted = gsync.TrustedConfig{
-		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
-		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
-	}
+	scfg := syncConfig(cfg)
 
 	// Relay and clone URLs from announcements go through the outbound
 	// address policy; the operator's configured relays do not.
@@ -228,23 +156,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 
 	var rel *releasePublisher
 	if cfg.PurgatoryActive() {
-		pc := purgatory.DefaultConfig()
-		pc.GitDir = cfg.GitDir
-		pc.OwnDomain = cfg.ServiceDomain
-		pc.CreateMissingRepos = cfg.Purgatory.CreateMissingRepos
-		pc.Loop = cfg.Purgatory.Loop
-		pc.SyncedDelay = cfg.Purgatory.SyncedDelay
-		pc.OwnRelayDelay = cfg.Purgatory.OwnRelayDelay
-		pc.Backoff = cfg.Purgatory.Backoff
-		pc.Expiry = cfg.Purgatory.Expiry
-		pc.DomainConcurrency = cfg.Purgatory.DomainConcurrency
-		pc.DomainRequestsPerWindow = cfg.Purgatory.DomainRequestsPerWindow
-		pc.DomainWindow = cfg.Purgatory.DomainWindow
-		pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
-		pc.MaxEntries = cfg.Purgatory.MaxEntries
-		// The policy's git guard checks every remote against --dial.allow
-		// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
-		pc.AllowPrivateAddresses = true
+		pc := purgatoryConfig(cfg)
 		git := d.Git
 		if git == nil {
 			x := gitx.NewExec(pc.GitCommandTimeout)
@@ -294,6 +206,135 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		rel.settle = eng.Handler().Settle
 	}
 	return s, nil
+}
+
+// The functions below map the configuration onto each engine's own
+// settings. They are pure: every field an engine reads from the
+// configuration is set here and nowhere else, and fields the configuration
+// does not cover keep the engine's default. defaults_test.go checks that
+// config.Default() maps onto each engine's default, so the two sets of
+// defaults cannot drift apart.
+
+// healthConfig maps cfg onto the health tracker's settings.
+func healthConfig(cfg *config.Config) health.Config {
+	hcfg := health.DefaultConfig()
+	hcfg.BackoffBase = cfg.Health.BackoffBase
+	hcfg.BackoffMax = cfg.Health.BackoffMax
+	hcfg.DeadAfter = cfg.Health.DeadAfter
+	hcfg.DeadRetryInterval = cfg.Health.DeadRetry
+	hcfg.RateLimitCooldown = cfg.Health.RateLimitCooldown
+	hcfg.StabilityPeriod = cfg.Health.StabilityPeriod
+	hcfg.Tick = cfg.Health.Tick
+	hcfg.NaughtyPeriod = cfg.Health.NaughtyPeriod
+	hcfg.JitterFraction = cfg.Health.Jitter
+	hcfg.DefaultSubscriptionBudget = cfg.Health.DefaultSubscriptionBudget
+	return hcfg
+}
+
+// relayOptions maps cfg onto the base options of every relay connection
+// (without the HTTP client and logger, which New injects).
+func relayOptions(cfg *config.Config) relay.Options {
+	ropts := relay.DefaultOptions()
+	ropts.MaxMessageBytes = int64(cfg.Relay.MaxMessageBytes)
+	ropts.WriteTimeout = cfg.Relay.WriteTimeout
+	ropts.PingInterval = cfg.Relay.PingInterval
+	ropts.PongTimeout = cfg.Relay.PongTimeout
+	return ropts
+}
+
+// publishConfig maps cfg onto the publisher's settings.
+func publishConfig(cfg *config.Config) publish.Config {
+	pcfg := publish.DefaultConfig()
+	pcfg.Window = cfg.Publisher.Window
+	pcfg.OKTimeout = cfg.Publisher.OKTimeout
+	pcfg.RetryBase = cfg.Publisher.RetryBase
+	pcfg.RetryMax = cfg.Publisher.RetryMax
+	pcfg.QueueSize = cfg.Publisher.QueueSize
+	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
+	return pcfg
+}
+
+// negOptions maps cfg onto the options of every negentropy session.
+func negOptions(cfg *config.Config) neg.Options {
+	nopts := neg.DefaultOptions()
+	nopts.FrameLimit = cfg.Negentropy.FrameLimit
+	nopts.InitialTimeout = cfg.Negentropy.InitialTimeout
+	nopts.IdleTimeout = cfg.Negentropy.IdleTimeout
+	nopts.MaxInboundHex = 2 * cfg.Relay.MaxMessageBytes
+	return nopts
+}
+
+// syncConfig maps cfg onto the sync engine's settings (its Deps are wired
+// by New).
+func syncConfig(cfg *config.Config) gsync.Config {
+	scfg := gsync.DefaultConfig()
+	scfg.OwnRelay = cfg.OwnRelay
+	scfg.ServiceDomain = cfg.ServiceDomain
+	scfg.Bootstrap = cfg.BootstrapRelays
+	scfg.SelfKinds = cfg.Sync.SelfKinds
+	scfg.BatchWindow = cfg.Sync.BatchWindow
+	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
+	scfg.SinceBuffer = cfg.Sync.SinceBuffer
+	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
+	scfg.ConsolidationThreshold = cfg.Sync.ConsolidationThreshold
+	scfg.ConsolidationWait = cfg.Sync.ConsolidationWait
+	scfg.FullResyncMin = cfg.Sync.FullResyncMin
+	scfg.FullResyncMax = cfg.Sync.FullResyncMax
+	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
+	scfg.PageSize = cfg.Sync.PageSize
+	scfg.EOSETimeout = cfg.Sync.EOSETimeout
+	scfg.Tick = cfg.Health.Tick
+	scfg.ConnectTimeout = cfg.Relay.ConnectTimeout
+	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
+	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
+	scfg.MaxRepositories = cfg.Limits.MaxRepositories
+	scfg.Handler = gsync.HandlerConfig{
+		Workers: cfg.Sync.VerifyWorkers,
+		// One relay may fill half of the shared queue at most.
+		QueueLen:      2 * cfg.Limits.RelayQueue,
+		RelayQueue:    cfg.Limits.RelayQueue,
+		RelayRate:     cfg.Limits.RelayEventRate,
+		MaxEventBytes: cfg.Limits.MaxEventBytes,
+		MaxEventTags:  cfg.Limits.MaxEventTags,
+		// The dedupe memory must be shorter than the full-resync interval,
+		// or a resync could never re-publish what the own relay lost.
+		SeenTTL: min(20*time.Minute, cfg.Sync.FullResyncMin/2),
+	}
+	scfg.Rejected = gsync.RejectedConfig{
+		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
+		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
+	}
+	scfg.Negentropy = gsync.NegConfig{
+		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
+		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
+	}
+	scfg.Trusted = gsync.TrustedConfig{
+		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
+		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
+	}
+	return scfg
+}
+
+// purgatoryConfig maps cfg onto the purgatory's settings.
+func purgatoryConfig(cfg *config.Config) purgatory.Config {
+	pc := purgatory.DefaultConfig()
+	pc.GitDir = cfg.GitDir
+	pc.OwnDomain = cfg.ServiceDomain
+	pc.CreateMissingRepos = cfg.Purgatory.CreateMissingRepos
+	pc.Loop = cfg.Purgatory.Loop
+	pc.SyncedDelay = cfg.Purgatory.SyncedDelay
+	pc.OwnRelayDelay = cfg.Purgatory.OwnRelayDelay
+	pc.Backoff = cfg.Purgatory.Backoff
+	pc.Expiry = cfg.Purgatory.Expiry
+	pc.DomainConcurrency = cfg.Purgatory.DomainConcurrency
+	pc.DomainRequestsPerWindow = cfg.Purgatory.DomainRequestsPerWindow
+	pc.DomainWindow = cfg.Purgatory.DomainWindow
+	pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
+	pc.MaxEntries = cfg.Purgatory.MaxEntries
+	// The policy's git guard checks every remote against --dial.allow
+	// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
+	pc.AllowPrivateAddresses = true
+	return pc
 }
 
 // Engine exposes the sync engine (tests and the demo read its state).

@@ -1,0 +1,139 @@
+package sidecar
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/purgatory"
+	gsync "github.com/grasp-sync/grasp-sync/sync"
+)
+
+// The defaults live twice: in config.Default() (flags, environment, YAML,
+// CONFIGURATION.md) and in each engine package's DefaultConfig or
+// DefaultOptions (used by tests, the demo and anyone embedding an engine).
+// TestDefaultsAgree maps config.Default() through the same functions New
+// uses and requires the result to equal each engine's own default, field
+// by field, so a default changed in one place only fails here.
+//
+// Each exclusion names a field that is not a default, with the reason.
+// An exclusion that names no field fails the test, so renaming a field
+// cannot silently widen what is skipped.
+func TestDefaultsAgree(t *testing.T) {
+	cfg := config.Default()
+	cases := []struct {
+		name    string
+		mapped  any
+		engine  any
+		exclude map[string]string // field path → why it is not compared
+	}{
+		{
+			name: "health.Config", mapped: healthConfig(cfg), engine: health.DefaultConfig(),
+		},
+		{
+			name: "relay.Options", mapped: relayOptions(cfg), engine: relay.DefaultOptions(),
+			exclude: map[string]string{
+				"HTTPClient": "dependency injected by New from Deps.HTTPClient",
+				"Logger":     "dependency injected by New per component",
+			},
+		},
+		{
+			name: "publish.Config", mapped: publishConfig(cfg), engine: publish.DefaultConfig(),
+		},
+		{
+			name: "neg.Options", mapped: negOptions(cfg), engine: neg.DefaultOptions(),
+			exclude: map[string]string{
+				"MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
+			},
+		},
+		{
+			name: "sync.Config", mapped: syncConfig(cfg), engine: gsync.DefaultConfig(),
+			exclude: map[string]string{
+				"OwnRelay":                         "site-specific URL, required, no default",
+				"ServiceDomain":                    "site-specific host, no default",
+				"Bootstrap":                        "site-specific relay URLs, no default",
+				"Trusted.Relays":                   "site-specific relay URLs, no default",
+				"Handler.QueueLen":                 "derived by the sidecar: 2×limits.relay_queue, so one relay fills half the queue at most",
+				"Handler.SeenTTL":                  "derived by the sidecar: min(20m, sync.full_resync_min/2), shorter than a resync interval",
+				"Negentropy.Options.MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
+			},
+		},
+		{
+			name: "purgatory.Config", mapped: purgatoryConfig(cfg), engine: purgatory.DefaultConfig(),
+			exclude: map[string]string{
+				"GitDir":                "site-specific path, no default (empty disables purgatory)",
+				"OwnDomain":             "site-specific host (service_domain), no default",
+				"AllowPrivateAddresses": "deliberately true in the sidecar: netpolicy's git guard applies dial.allow instead",
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			used := map[string]bool{}
+			for _, diff := range diffFields(reflect.ValueOf(c.mapped), reflect.ValueOf(c.engine), "", c.exclude, used) {
+				t.Errorf("%s.%s", c.name, diff)
+			}
+			var unused []string
+			for path := range c.exclude {
+				if !used[path] {
+					unused = append(unused, path)
+				}
+			}
+			sort.Strings(unused)
+			for _, path := range unused {
+				t.Errorf("%s: exclusion %q names no field", c.name, path)
+			}
+		})
+	}
+}
+
+// diffFields compares two values of the same struct type field by field,
+// descending into nested structs, and describes every field that differs
+// as "<path>: config.Default() maps to X, engine default is Y". Paths in
+// exclude are skipped and recorded in used.
+func diffFields(mapped, engine reflect.Value, prefix string, exclude map[string]string, used map[string]bool) []string {
+	var diffs []string
+	typ := mapped.Type()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		path := prefix + f.Name
+		if _, ok := exclude[path]; ok {
+			used[path] = true
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		mv, ev := mapped.Field(i), engine.Field(i)
+		if f.Type.Kind() == reflect.Struct {
+			diffs = append(diffs, diffFields(mv, ev, path+".", exclude, used)...)
+			continue
+		}
+		if !reflect.DeepEqual(mv.Interface(), ev.Interface()) {
+			diffs = append(diffs, fmt.Sprintf("%s: config.Default() maps to %s, engine default is %s",
+				path, show(mv), show(ev)))
+		}
+	}
+	return diffs
+}
+
+func show(v reflect.Value) string {
+	if v.Kind() == reflect.Func {
+		if v.IsNil() {
+			return "nil func"
+		}
+		return "a func"
+	}
+	s := fmt.Sprintf("%v", v.Interface())
+	if v.Kind() == reflect.String {
+		s = fmt.Sprintf("%q", s)
+	}
+	return strings.TrimSpace(s)
+}
