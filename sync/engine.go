@@ -143,6 +143,12 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	repos     RepoSyncIndex
+	// orphans holds root events seen on the own relay before their
+	// repository's announcement (the self-subscription streams newest
+	// first, so a batch can end between a root and its announcement),
+	// by repository reference; attached when the announcement arrives.
+	orphans     map[string]set
+	orphanCount int
 	relays    map[string]*remote
 	pending   map[string][]*PendingBatch
 	nextBatch uint64
@@ -217,6 +223,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock,
 		inbox:       make(chan func(), 1024),
 		repos:       RepoSyncIndex{},
+		orphans:     map[string]set{},
 		relays:      map[string]*remote{},
 		pending:     map[string][]*PendingBatch{},
 		bootstrapOK: map[string]bool{},
@@ -370,8 +377,14 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 				}
 				needs = &RepoNeeds{Relays: set{}, Roots: set{}}
 				e.repos[a.Ref] = needs
+				if o := e.orphans[a.Ref]; o != nil {
+					needs.Roots.addAll(o)
+					e.orphanCount -= len(o)
+					delete(e.orphans, a.Ref)
+				}
 				for _, url := range boot {
 					add(url).Repos.add(a.Ref)
+					add(url).Roots.addAll(needs.Roots)
 				}
 			}
 			if a.CreatedAt >= needs.AnnouncedAt {
@@ -393,7 +406,11 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			}
 			for _, ref := range refs {
 				needs := e.repos[ref]
-				if needs == nil || needs.Roots.has(ev.ID) {
+				if needs == nil {
+					e.addOrphan(ref, ev.ID)
+					continue
+				}
+				if needs.Roots.has(ev.ID) {
 					continue
 				}
 				needs.Roots.add(ev.ID)
@@ -407,6 +424,29 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 		}
 	}
 	e.applyDelta(delta)
+}
+
+// maxOrphanRoots bounds the root events kept while their announcement is
+// not known yet.
+const maxOrphanRoots = 1_000_000
+
+// addOrphan keeps a root whose repository is not known yet, up to
+// maxOrphanRoots in all.
+func (e *Engine) addOrphan(ref, id string) {
+	o := e.orphans[ref]
+	if o.has(id) {
+		return
+	}
+	if e.orphanCount >= maxOrphanRoots {
+		e.m.limitHits.WithLabelValues("orphan_roots").Inc()
+		return
+	}
+	if o == nil {
+		o = set{}
+		e.orphans[ref] = o
+	}
+	o.add(id)
+	e.orphanCount++
 }
 
 // isOwn tells whether a normalized relay URL is the own relay or on the

@@ -65,6 +65,16 @@ func evaluateGoals(rep *Report) []Goal {
 				Met: ratio <= GoalResyncBytesRatio},
 		)
 	}
+	if rs, ok := rep.Run(RunResync); ok {
+		if ro, ok := rep.Run(RunReqOnly); ok && ro.RemoteSent+ro.RemoteReceived > 0 {
+			// Issue 5: a nothing-changed re-sync against a full REQ
+			// re-download of the same set (the REQ-only run's remote bytes).
+			ratio := float64(rs.RemoteSent+rs.RemoteReceived) / float64(ro.RemoteSent+ro.RemoteReceived)
+			goals = append(goals, Goal{Name: "re-sync remote bytes vs full REQ re-download", Target: fmt.Sprintf("<= %.0f%%", 100*GoalResyncBytesRatio),
+				Measured: fmt.Sprintf("%.2f%% (%.2f MB vs %.1f MB)", 100*ratio, float64(rs.RemoteSent+rs.RemoteReceived)/1e6, float64(ro.RemoteSent+ro.RemoteReceived)/1e6),
+				Met:      ratio <= GoalResyncBytesRatio})
+		}
+	}
 	if bl, ok := rep.Run(RunBaseline); ok && haveSC && bl.Seconds > 0 {
 		ratio := sc.Seconds / bl.Seconds
 		goals = append(goals, Goal{Name: "sidecar vs plain relay-to-relay copy", Target: fmt.Sprintf("<= %.1f× wall time", GoalBaselineRatio),

@@ -267,10 +267,11 @@ func (w *world) resync(ctx context.Context, opts Options, own *ownRelay) (Result
 	return res, stopErr
 }
 
-// settled reports whether a sidecar knows every repository, tracks every remote relay, and has finished their historic syncs with
+// settled reports whether a sidecar knows every repository and root event,
+// tracks every remote relay, and has finished their historic syncs with
 // nothing pending, queued or in flight.
 func (w *world) settled(st status.Snapshot) bool {
-	if !st.Ready || st.Repositories < len(w.u.Repos) || len(st.Relays) < len(w.remotes) {
+	if !st.Ready || st.Repositories < len(w.u.Repos) || st.RootEvents < w.roots || len(st.Relays) < len(w.remotes) {
 		return false
 	}
 	if st.PendingBatches > 0 || st.Publisher.Queued > 0 || st.Publisher.InFlight > 0 {

@@ -144,7 +144,7 @@ func ourServer(t *testing.T, items []neg.Item, limit int) server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.ReconcileHex
+	return e.Reconcile
 }
 
 // goNostrServer is go-nostr's engine over st as the relay side.

@@ -103,58 +103,71 @@ func newEngine(st *Storage, frameLimit, maxIDs int, client bool) (*Engine, error
 
 // Initiate returns the client's first message: the whole set as 16
 // fingerprinted ranges, or as an id list when it has fewer than 32 items.
-func (e *Engine) Initiate() []byte {
+func (e *Engine) Initiate() string {
 	e.lastOut = 0
-	out := make([]byte, 1, 1+min(e.st.Size(), 2*buckets)*idSize+buckets*(fingerprintSize+12))
-	out[0] = ProtocolVersion
-	return e.splitRange(out, 0, e.st.Size(), infiniteBound)
+	w := hexWriter{b: makeNoZero(2 * (1 + min(e.st.Size(), 2*buckets)*idSize + buckets*(fingerprintSize+12)))}
+	w.byte(ProtocolVersion)
+	e.splitRange(&w, 0, e.st.Size(), infiniteBound)
+	return w.String()
 }
 
-// Reconcile processes one message from the other side and returns the
-// answer. For the client, a nil answer means the reconciliation is complete
-// and Need and Have hold the result. A server answers a message of another
+// Reconcile processes one hex message from the other side and returns the
+// hex answer. For the client, "" means the reconciliation is complete and
+// Result holds the differences. A server answers a message of another
 // protocol version with its own version byte only, as NIP-77 asks.
-func (e *Engine) Reconcile(msg []byte) ([]byte, error) {
-	r := byteReader{b: msg}
+//
+// Messages are read and written as hex directly: ids and fingerprints are
+// decoded where they are compared and encoded where they are written, so a
+// large message is not converted as a whole in either direction.
+func (e *Engine) Reconcile(msg string) (string, error) {
+	if len(msg)%2 != 0 {
+		return "", fmt.Errorf("%w: odd hex length %d", ErrInvalidMessage, len(msg))
+	}
+	r := hexReader{s: msg}
 	v, err := r.byte()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	e.lastIn, e.lastOut = 0, 0
 	// Answers are usually about as large as the message they answer.
-	full := append(makeNoZero(min(len(msg), e.frameLimit)+4096), ProtocolVersion)
+	hint := len(msg)
+	if e.frameLimit < math.MaxInt/4 {
+		hint = min(hint, 2*e.frameLimit)
+	}
+	w := hexWriter{b: makeNoZero(hint + 8192)}
+	w.byte(ProtocolVersion)
 	if v != ProtocolVersion {
 		if e.client {
-			return nil, fmt.Errorf("%w: unsupported protocol version 0x%02x", ErrInvalidMessage, v)
+			return "", fmt.Errorf("%w: unsupported protocol version 0x%02x", ErrInvalidMessage, v)
 		}
-		return full, nil
+		return w.String(), nil
 	}
 
 	size := e.st.Size()
 	var prevBound bound
 	prevIndex := 0
 	skipping := false
-	for r.len() > 0 {
+	for r.left() > 0 {
 		// This range's answer is appended to full from mark on, and cut
 		// off again if it does not fit the frame limit.
-		mark := len(full)
+		mark := w.len()
 		// Enough room for any answer but a server's id list, so appends
 		// never reallocate with Go's 1.25× growth for large slices.
-		full = reserve(full, 2048)
+		w.reserve(2048)
 		finishSkip := func() {
 			if skipping {
 				skipping = false
-				full = e.writeBound(full, &prevBound)
-				full = append(full, modeSkip)
+				e.writeBound(&w, &prevBound)
+				w.byte(modeSkip)
 			}
 		}
 		cur, err := e.readBound(&r)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
-		mode, err := r.uvarint()
+		mode, err := r.varint()
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		lower := prevIndex
 		upper := e.st.lowerBound(prevIndex, size, &cur)
@@ -164,33 +177,35 @@ func (e *Engine) Reconcile(msg []byte) ([]byte, error) {
 			skipping = true
 
 		case modeFingerprint:
-			theirs, err := r.next(fingerprintSize)
-			if err != nil {
-				return nil, err
+			var theirs [fingerprintSize]byte
+			if err := r.read(theirs[:]); err != nil {
+				return "", err
 			}
-			ours := e.st.FingerprintBytes(lower, upper)
-			if bytes.Equal(theirs, ours[:]) {
+			if theirs == e.st.FingerprintBytes(lower, upper) {
 				skipping = true
 			} else {
 				finishSkip()
-				full = e.splitRange(full, lower, upper, cur)
+				e.splitRange(&w, lower, upper, cur)
 			}
 
 		case modeIDList:
-			n, err := r.uvarint()
+			n, err := r.varint()
 			if err != nil {
-				return nil, err
+				return "", err
 			}
-			if n > uint64(r.len()/idSize) {
-				return nil, fmt.Errorf("%w: id list of %d ids in %d bytes", ErrInvalidMessage, n, r.len())
+			if n > uint64(r.left()/idSize) {
+				return "", fmt.Errorf("%w: id list of %d ids in %d bytes", ErrInvalidMessage, n, r.left())
 			}
-			ids, _ := r.next(int(n) * idSize)
 			if e.client {
-				if err := e.diff(ids, lower, upper); err != nil {
-					return nil, err
+				if err := e.diff(&r, int(n), lower, upper); err != nil {
+					return "", err
 				}
 				skipping = true
 				break
+			}
+			// The server does not look at the ids, but checks they are hex.
+			if err := r.skip(int(n) * idSize); err != nil {
+				return "", err
 			}
 			// The server answers with its own ids for the range, as many as
 			// the frame limit allows (counted without this range's skip
@@ -198,7 +213,7 @@ func (e *Engine) Reconcile(msg []byte) ([]byte, error) {
 			finishSkip()
 			end := cur
 			k := upper - lower
-			if room := e.frameLimit - frameMargin - mark; room < 0 {
+			if room := e.frameLimit - frameMargin - mark/2; room < 0 {
 				k = 0
 			} else if room/idSize+1 < k {
 				k = room/idSize + 1
@@ -207,53 +222,39 @@ func (e *Engine) Reconcile(msg []byte) ([]byte, error) {
 				end = itemBound(&e.st.items[lower+k])
 				upper = lower + k
 			}
-			full = reserve(full, k*idSize+64)
-			full = e.writeBound(full, &end)
-			full = append(full, modeIDList)
-			full = appendVarint(full, uint64(k))
+			w.reserve(2 * (k*idSize + 64))
+			e.writeBound(&w, &end)
+			w.byte(modeIDList)
+			w.varint(uint64(k))
 			for i := lower; i < upper; i++ {
-				full = append(full, e.st.items[i].ID[:]...)
+				w.id(&e.st.items[i].ID)
 			}
 			// This answer stays even when it overruns the frame limit: the
 			// limit check below then only adds the closing fingerprint.
-			mark = len(full)
+			mark = w.len()
 
 		default:
-			return nil, fmt.Errorf("%w: unknown mode %d", ErrInvalidMessage, mode)
+			return "", fmt.Errorf("%w: unknown mode %d", ErrInvalidMessage, mode)
 		}
 
-		if e.frameLimit-frameMargin < len(full) {
+		if e.frameLimit-frameMargin < w.size() {
 			// Over the frame limit: drop this range's answer and send one
 			// fingerprint for everything from here on; the other side
 			// splits it again in the next round.
-			full = full[:mark]
+			w.truncate(mark)
 			fp := e.st.FingerprintBytes(upper, size)
-			full = e.writeBound(full, &infiniteBound)
-			full = append(full, modeFingerprint)
-			full = append(full, fp[:]...)
+			e.writeBound(&w, &infiniteBound)
+			w.byte(modeFingerprint)
+			w.bytes(fp[:])
 			break
 		}
 		prevIndex = upper
 		prevBound = cur
 	}
-	if e.client && len(full) == 1 {
-		return nil, nil
+	if e.client && w.size() == 1 {
+		return "", nil
 	}
-	return full, nil
-}
-
-// ReconcileHex is Reconcile over hex messages, for servers and tools. A
-// complete client reconciliation returns "".
-func (e *Engine) ReconcileHex(msg string) (string, error) {
-	b, err := decodeHex(msg)
-	if err != nil || len(b) == 0 {
-		return "", fmt.Errorf("%w: not a hex message: %v", ErrInvalidMessage, err)
-	}
-	out, err := e.Reconcile(b)
-	if err != nil || out == nil {
-		return "", err
-	}
-	return encodeHex(out), nil
+	return w.String(), nil
 }
 
 // NeedCount and HaveCount are the number of ids collected so far.
@@ -313,22 +314,32 @@ func hexIDs(ids [][idSize]byte) []string {
 }
 
 // diff compares the other side's id list with our items in [lower, upper).
-func (e *Engine) diff(ids []byte, lower, upper int) error {
-	n := len(ids) / idSize
+func (e *Engine) diff(r *hexReader, n, lower, upper int) error {
 	ours := e.st.items[lower:upper]
+	var id [idSize]byte
 	if len(ours) <= 64 && n <= 256 {
-		// Small lists (the usual case: fewer than 32 ids on each side):
-		// compare the first 8 bytes as integers, then the rest.
+		// Small lists (the usual case: fewer than 32 ids on each side): a
+		// 128-slot open-addressing table of our first 8 bytes.
 		var keys [64]uint64
-		var matched uint64 // bit j: ours[j] is in their list
+		var slots [128]uint8 // 0: empty, else index into ours + 1
+		var matched uint64   // bit j: ours[j] is in their list
 		for j := range ours {
-			keys[j] = binary.LittleEndian.Uint64(ours[j].ID[:8])
+			k := binary.LittleEndian.Uint64(ours[j].ID[:8])
+			keys[j] = k
+			h := k & 127
+			for slots[h] != 0 {
+				h = (h + 1) & 127
+			}
+			slots[h] = uint8(j + 1)
 		}
-		for i := 0; i < n; i++ {
-			id := ids[i*idSize : (i+1)*idSize]
+		for range n {
+			if err := r.read(id[:]); err != nil {
+				return err
+			}
 			k := binary.LittleEndian.Uint64(id[:8])
 			found := false
-			for j := range ours {
+			for h := k & 127; slots[h] != 0; h = (h + 1) & 127 {
+				j := slots[h] - 1
 				if keys[j] == k && bytes.Equal(ours[j].ID[8:], id[8:]) {
 					matched |= 1 << j
 					found = true
@@ -336,7 +347,7 @@ func (e *Engine) diff(ids []byte, lower, upper int) error {
 				}
 			}
 			if !found {
-				e.need = append(e.need, [idSize]byte(id))
+				e.need = append(e.need, id)
 			}
 		}
 		for j := range ours {
@@ -349,8 +360,11 @@ func (e *Engine) diff(ids []byte, lower, upper int) error {
 			e.theirs = make(map[[idSize]byte]bool, n)
 		}
 		clear(e.theirs)
-		for i := 0; i < n; i++ {
-			e.theirs[[idSize]byte(ids[i*idSize:(i+1)*idSize])] = false
+		for range n {
+			if err := r.read(id[:]); err != nil {
+				return err
+			}
+			e.theirs[id] = false
 		}
 		for j := range ours {
 			if _, ok := e.theirs[ours[j].ID]; ok {
@@ -377,16 +391,17 @@ func (e *Engine) diff(ids []byte, lower, upper int) error {
 // splitRange describes our items in [lower, upper) up to upperBound: as an
 // id list when there are fewer than 32, otherwise as 16 fingerprinted
 // buckets.
-func (e *Engine) splitRange(out []byte, lower, upper int, upperBound bound) []byte {
+func (e *Engine) splitRange(w *hexWriter, lower, upper int, upperBound bound) {
 	n := upper - lower
 	if n < 2*buckets {
-		out = e.writeBound(out, &upperBound)
-		out = append(out, modeIDList)
-		out = appendVarint(out, uint64(n))
+		w.reserve(2 * (n*idSize + 64))
+		e.writeBound(w, &upperBound)
+		w.byte(modeIDList)
+		w.varint(uint64(n))
 		for i := lower; i < upper; i++ {
-			out = append(out, e.st.items[i].ID[:]...)
+			w.id(&e.st.items[i].ID)
 		}
-		return out
+		return
 	}
 	per, extra := n/buckets, n%buckets
 	cur := lower
@@ -401,33 +416,32 @@ func (e *Engine) splitRange(out []byte, lower, upper int, upperBound bound) []by
 		if cur != upper {
 			next = minimalBound(&e.st.items[cur-1], &e.st.items[cur])
 		}
-		out = e.writeBound(out, &next)
-		out = append(out, modeFingerprint)
-		out = append(out, fp[:]...)
+		e.writeBound(w, &next)
+		w.byte(modeFingerprint)
+		w.bytes(fp[:])
 	}
-	return out
 }
 
 // writeBound appends b, its timestamp as a delta from the previous bound
 // written in this message plus one (0 is infinity).
-func (e *Engine) writeBound(out []byte, b *bound) []byte {
+func (e *Engine) writeBound(w *hexWriter, b *bound) {
 	if b.ts == infiniteTS {
 		e.lastOut = infiniteTS
-		out = append(out, 0)
+		w.byte(0)
 	} else {
 		// Bounds are written in ascending order; a smaller timestamp can only
 		// follow from a malformed message, and is written as no step.
 		delta := max(b.ts-e.lastOut, 0)
 		e.lastOut = b.ts
-		out = appendVarint(out, uint64(delta)+1)
+		w.varint(uint64(delta) + 1)
 	}
-	out = appendVarint(out, uint64(b.n))
-	return append(out, b.id[:b.n]...)
+	w.varint(uint64(b.n))
+	w.bytes(b.id[:b.n])
 }
 
-func (e *Engine) readBound(r *byteReader) (bound, error) {
+func (e *Engine) readBound(r *hexReader) (bound, error) {
 	var b bound
-	d, err := r.uvarint()
+	d, err := r.varint()
 	if err != nil {
 		return b, err
 	}
@@ -438,58 +452,13 @@ func (e *Engine) readBound(r *byteReader) (bound, error) {
 		b.ts = int64(min(ts, infiniteTS))
 	}
 	e.lastIn = b.ts
-	n, err := r.uvarint()
+	n, err := r.varint()
 	if err != nil {
 		return b, err
 	}
 	if n > idSize {
 		return b, fmt.Errorf("%w: bound id prefix of %d bytes", ErrInvalidMessage, n)
 	}
-	p, err := r.next(int(n))
-	if err != nil {
-		return b, err
-	}
-	b.n = copy(b.id[:], p)
-	return b, nil
-}
-
-// reserve returns b with room for at least n more bytes, doubling its
-// capacity when it must grow.
-func reserve(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n {
-		return b
-	}
-	return append(makeNoZero(max(2*cap(b), len(b)+n)), b...)
-}
-
-func appendVarint(out []byte, n uint64) []byte {
-	var tmp [10]byte
-	return append(out, tmp[:putVarint(tmp[:], n)]...)
-}
-
-func (r *byteReader) len() int { return len(r.b) - r.pos }
-
-func (r *byteReader) byte() (byte, error) {
-	if r.pos >= len(r.b) {
-		return 0, fmt.Errorf("%w: %w", ErrInvalidMessage, errTruncated)
-	}
-	r.pos++
-	return r.b[r.pos-1], nil
-}
-
-func (r *byteReader) next(n int) ([]byte, error) {
-	if n < 0 || n > r.len() {
-		return nil, fmt.Errorf("%w: %w: %d bytes wanted, %d left", ErrInvalidMessage, errTruncated, n, r.len())
-	}
-	r.pos += n
-	return r.b[r.pos-n : r.pos], nil
-}
-
-// uvarint is varint with the error wrapping ErrInvalidMessage.
-func (r *byteReader) uvarint() (uint64, error) {
-	v, err := r.varint()
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
-	}
-	return v, nil
+	b.n = int(n)
+	return b, r.read(b.id[:b.n])
 }

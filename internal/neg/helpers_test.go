@@ -94,8 +94,8 @@ type hexSide interface {
 
 type ourSide struct{ e *Engine }
 
-func (s ourSide) start() string                      { return hex.EncodeToString(s.e.Initiate()) }
-func (s ourSide) reconcile(m string) (string, error) { return s.e.ReconcileHex(m) }
+func (s ourSide) start() string                      { return s.e.Initiate() }
+func (s ourSide) reconcile(m string) (string, error) { return s.e.Reconcile(m) }
 func (s ourSide) result() (need, have []string)      { return s.e.Result() }
 
 type goNostrSide struct {

@@ -37,6 +37,12 @@ func encodeHex(b []byte) string {
 		return ""
 	}
 	dst := makeNoZero(2 * len(b))[:2*len(b)]
+	encodeInto(dst, b)
+	return unsafe.String(&dst[0], len(dst))
+}
+
+// encodeInto writes b as lower-case hex into dst[:2*len(b)].
+func encodeInto(dst, b []byte) {
 	i := 0
 	for ; i+4 <= len(b); i += 4 {
 		// Spread four bytes into four 16-bit lanes, split each into its
@@ -53,7 +59,6 @@ func encodeHex(b []byte) string {
 		p := hexPairs[b[i]]
 		dst[2*i], dst[2*i+1] = p[0], p[1]
 	}
-	return unsafe.String(&dst[0], len(dst))
 }
 
 var hexPairs [256][2]byte // byte -> two lower-case hex digits
@@ -72,29 +77,8 @@ func decodeHex(s string) ([]byte, error) {
 		return nil, fmt.Errorf("odd hex length %d", len(s))
 	}
 	dst := makeNoZero(len(s) / 2)[:len(s)/2]
-	src := unsafe.Slice(unsafe.StringData(s), len(s))
-	i := 0
-	for ; i+4 <= len(dst); i += 4 {
-		x := binary.LittleEndian.Uint64(src[2*i:])
-		if !validHex8(x) {
-			return nil, badHex(s)
-		}
-		// Nibble values: digits are c&0xf, letters (either case) c&0xf + 9.
-		letters := (x >> 6) & ones
-		n := x&(0x0f*ones) + letters*9
-		// Lane k (16 bits) holds digits 2k (high nibble) and 2k+1.
-		v := (n&0x000f000f000f000f)<<4 | (n>>8)&0x000f000f000f000f
-		v = (v | v>>8) & 0x0000ffff0000ffff
-		v = (v | v>>16) & 0xffffffff
-		binary.LittleEndian.PutUint32(dst[i:], uint32(v))
-	}
-	for ; i < len(dst); i++ {
-		hi, ok1 := hexDigit(s[2*i])
-		lo, ok2 := hexDigit(s[2*i+1])
-		if !ok1 || !ok2 {
-			return nil, badHex(s)
-		}
-		dst[i] = hi<<4 | lo
+	if !decodeInto(dst, s) {
+		return nil, badHex(s)
 	}
 	return dst, nil
 }
@@ -132,4 +116,145 @@ func badHex(s string) error {
 		}
 	}
 	return fmt.Errorf("invalid hex")
+}
+
+// decodeInto decodes the first 2*len(dst) characters of src into dst and
+// reports whether they were all hex digits.
+func decodeInto(dst []byte, src string) bool {
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		x := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(src[2*i:]), 8))
+		if !validHex8(x) {
+			return false
+		}
+		// Nibble values: digits are c&0xf, letters (either case) c&0xf + 9.
+		letters := (x >> 6) & ones
+		n := x&(0x0f*ones) + letters*9
+		// Lane k (16 bits) holds digits 2k (high nibble) and 2k+1.
+		v := (n&0x000f000f000f000f)<<4 | (n>>8)&0x000f000f000f000f
+		v = (v | v>>8) & 0x0000ffff0000ffff
+		v = (v | v>>16) & 0xffffffff
+		binary.LittleEndian.PutUint32(dst[i:], uint32(v))
+	}
+	for ; i < len(dst); i++ {
+		hi, ok1 := hexDigit(src[2*i])
+		lo, ok2 := hexDigit(src[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+// hexReader reads a hex NIP-77 message in binary units, decoding as it
+// goes. Every error wraps ErrInvalidMessage.
+type hexReader struct {
+	s   string
+	pos int // in characters; always even
+}
+
+// left is the number of bytes (character pairs) not read yet.
+func (r *hexReader) left() int { return (len(r.s) - r.pos) / 2 }
+
+func (r *hexReader) byte() (byte, error) {
+	var b [1]byte
+	err := r.read(b[:])
+	return b[0], err
+}
+
+// read decodes len(dst) bytes.
+func (r *hexReader) read(dst []byte) error {
+	if len(dst) > r.left() {
+		return fmt.Errorf("%w: %w: %d bytes wanted at offset %d, %d left", ErrInvalidMessage, errTruncated, len(dst), r.pos/2, r.left())
+	}
+	if !decodeInto(dst, r.s[r.pos:]) {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, badHex(r.s[r.pos:r.pos+2*len(dst)]))
+	}
+	r.pos += 2 * len(dst)
+	return nil
+}
+
+// skip passes over n bytes, checking that they are hex.
+func (r *hexReader) skip(n int) error {
+	if n > r.left() {
+		return fmt.Errorf("%w: %w: %d bytes to skip at offset %d, %d left", ErrInvalidMessage, errTruncated, n, r.pos/2, r.left())
+	}
+	span := r.s[r.pos : r.pos+2*n]
+	i := 0
+	for ; i+8 <= len(span); i += 8 {
+		if !validHex8(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(span[i:]), 8))) {
+			return fmt.Errorf("%w: %w", ErrInvalidMessage, badHex(span))
+		}
+	}
+	for ; i < len(span); i++ {
+		if _, ok := hexDigit(span[i]); !ok {
+			return fmt.Errorf("%w: %w", ErrInvalidMessage, badHex(span))
+		}
+	}
+	r.pos += 2 * n
+	return nil
+}
+
+// varint reads a NIP-77 varint of at most 63 bits.
+func (r *hexReader) varint() (uint64, error) {
+	var v uint64
+	for i := 0; ; i++ {
+		if i == maxVarintBytes {
+			return 0, fmt.Errorf("%w: %w", ErrInvalidMessage, errVarintRange)
+		}
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		v = v<<7 | uint64(c&0x7f)
+		if c&0x80 == 0 {
+			return v, nil
+		}
+	}
+}
+
+// hexWriter builds a hex NIP-77 message; sizes are counted in bytes.
+type hexWriter struct{ b []byte }
+
+func (w *hexWriter) len() int          { return len(w.b) }
+func (w *hexWriter) size() int         { return len(w.b) / 2 }
+func (w *hexWriter) truncate(mark int) { w.b = w.b[:mark] }
+
+// reserve makes room for n more characters, doubling the capacity when it
+// must grow (Go grows large slices by only 1.25×).
+func (w *hexWriter) reserve(n int) {
+	if cap(w.b)-len(w.b) >= n {
+		return
+	}
+	w.b = append(makeNoZero(max(2*cap(w.b), len(w.b)+n)), w.b...)
+}
+
+func (w *hexWriter) byte(c byte) {
+	p := hexPairs[c]
+	w.b = append(w.b, p[0], p[1])
+}
+
+func (w *hexWriter) varint(n uint64) {
+	var tmp [10]byte
+	for _, c := range tmp[:putVarint(tmp[:], n)] {
+		w.byte(c)
+	}
+}
+
+func (w *hexWriter) bytes(p []byte) {
+	w.reserve(2 * len(p))
+	n := len(w.b)
+	w.b = w.b[:n+2*len(p)]
+	encodeInto(w.b[n:], p)
+}
+
+func (w *hexWriter) id(id *[idSize]byte) { w.bytes(id[:]) }
+
+// String returns the message; the writer must not be used afterwards.
+func (w *hexWriter) String() string {
+	if len(w.b) == 0 {
+		return ""
+	}
+	return unsafe.String(&w.b[0], len(w.b))
 }

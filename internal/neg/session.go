@@ -2,7 +2,6 @@ package neg
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,7 +188,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 	}
 	var first string
 	if err := protect(func() error {
-		first = hex.EncodeToString(eng.Initiate())
+		first = eng.Initiate()
 		return nil
 	}); err != nil {
 		return res, fmt.Errorf("neg: start: %w", err)
@@ -258,21 +257,25 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			answered = true
 			res.Rounds++
 			res.BytesReceived += len(r.Msg) / 2
-			msg, err := DecodeMessage(r.Msg, opt.MaxInboundHex)
-			if err != nil {
-				return res, err
+			if len(r.Msg) > opt.MaxInboundHex {
+				return res, fmt.Errorf("%w: %d hex characters, limit %d", ErrInvalidMessage, len(r.Msg), opt.MaxInboundHex)
 			}
-			var out []byte
+			// The engine checks the message as it reads it: every
+			// malformation is an ErrInvalidMessage; protect is a second line.
+			var out string
 			if err := protect(func() (err error) {
-				out, err = eng.Reconcile(msg)
+				out, err = eng.Reconcile(r.Msg)
 				return err
 			}); err != nil {
 				if errors.Is(err, ErrLimit) {
 					return res, err
 				}
-				return res, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+				if !errors.Is(err, ErrInvalidMessage) {
+					err = fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+				}
+				return res, err
 			}
-			if out == nil { // reconciliation complete
+			if out == "" { // reconciliation complete
 				res.Need, res.Have = eng.Result()
 				slices.Sort(res.Have)
 				return res, nil
@@ -280,11 +283,11 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			if res.Rounds >= opt.MaxRounds {
 				return res, fmt.Errorf("%w: more than %d rounds", ErrLimit, opt.MaxRounds)
 			}
-			lastOut = hex.EncodeToString(out)
+			lastOut = out
 			if err := c.NegMsg(ctx, subID, lastOut); err != nil {
 				return res, fmt.Errorf("neg: send NEG-MSG: %w", err)
 			}
-			res.BytesSent += len(out)
+			res.BytesSent += len(out) / 2
 			timer.Reset(opt.IdleTimeout)
 		}
 	}
