@@ -142,18 +142,18 @@ type Engine struct {
 	wg    stdsync.WaitGroup
 
 	// Owned by the Run goroutine.
-	repos     RepoSyncIndex
+	repos RepoSyncIndex
 	// orphans holds root events seen on the own relay before their
 	// repository's announcement (the self-subscription streams newest
 	// first, so a batch can end between a root and its announcement),
 	// by repository reference; attached when the announcement arrives.
 	orphans     map[string]set
 	orphanCount int
-	relays    map[string]*remote
-	pending   map[string][]*PendingBatch
-	nextBatch uint64
-	nextGen   uint64
-	lastEmpty time.Time
+	relays      map[string]*remote
+	pending     map[string][]*PendingBatch
+	nextBatch   uint64
+	nextGen     uint64
+	lastEmpty   time.Time
 
 	running     atomic.Bool
 	ready       atomic.Bool

@@ -20,7 +20,9 @@ func newBareEngine(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noDial := func(context.Context, string, relay.Options) (*relay.Conn, error) { return nil, errors.New("no network in this test") }
+	noDial := func(context.Context, string, relay.Options) (*relay.Conn, error) {
+		return nil, errors.New("no network in this test")
+	}
 	e, err := New(DefaultConfig(), Deps{
 		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial,
 		Publish: func(context.Context, *nostr.Event, func(Outcome, string)) error { return nil },
