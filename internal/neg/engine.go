@@ -129,8 +129,11 @@ func (e *Engine) Reconcile(msg string) (string, error) {
 		return "", err
 	}
 	e.lastIn, e.lastOut = 0, 0
-	// Answers are usually about as large as the message they answer.
-	hint := len(msg)
+	// An answer to fingerprints can be twenty times larger (each range of
+	// about 15 items becomes their ids): reserve that much up to 64 MiB
+	// more, so a large answer is not copied while it grows. Memory that
+	// is reserved but never written costs no pages.
+	hint := min(20*len(msg), len(msg)+64<<20)
 	if e.frameLimit < math.MaxInt/4 {
 		hint = min(hint, 2*e.frameLimit)
 	}

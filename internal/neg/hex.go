@@ -221,13 +221,15 @@ func (w *hexWriter) len() int          { return len(w.b) }
 func (w *hexWriter) size() int         { return len(w.b) / 2 }
 func (w *hexWriter) truncate(mark int) { w.b = w.b[:mark] }
 
-// reserve makes room for n more characters, doubling the capacity when it
-// must grow (Go grows large slices by only 1.25×).
+// reserve makes room for n more characters (Go alone would grow large
+// slices by only 1.25×).
 func (w *hexWriter) reserve(n int) {
 	if cap(w.b)-len(w.b) >= n {
 		return
 	}
-	w.b = append(makeNoZero(max(2*cap(w.b), len(w.b)+n)), w.b...)
+	// Grow fourfold: a client's id lists can be twenty times the message
+	// they answer, and every step copies what was written so far.
+	w.b = append(makeNoZero(max(4*cap(w.b), len(w.b)+n)), w.b...)
 }
 
 func (w *hexWriter) byte(c byte) {
