@@ -200,6 +200,9 @@ type Result struct {
 	// RemoteReceived by message type (REQ, NEG-OPEN, EVENT, ...).
 	RemoteSentByType     map[string]int64 `json:"remote_bytes_sent_by_type,omitempty"`
 	RemoteReceivedByType map[string]int64 `json:"remote_bytes_received_by_type,omitempty"`
+	// RemoteNegOpenMsg is the part of the NEG-OPEN bytes that is the
+	// initial negentropy message (the rest is filters).
+	RemoteNegOpenMsg int64 `json:"remote_neg_open_msg_bytes,omitempty"`
 	// BytesPerEvent is all wire bytes divided by Options.Profile.Events.
 	BytesPerEvent float64 `json:"bytes_per_event"`
 	// Sidecar process figures (sidecar runs only).

@@ -116,6 +116,7 @@ func (w *world) collectBytes(res *Result, own *ownRelay) {
 		res.RemoteReceived += st.BytesOut
 		res.RemoteSentByType = addBytes(res.RemoteSentByType, st.ReceivedBytes)
 		res.RemoteReceivedByType = addBytes(res.RemoteReceivedByType, st.SentBytes)
+		res.RemoteNegOpenMsg += st.NegOpenMsgBytes
 	}
 	if own != nil {
 		st := own.Stats()

@@ -110,6 +110,9 @@ type Stats struct {
 	BytesIn, BytesOut int64
 	// ReceivedBytes and SentBytes split BytesIn and BytesOut by label.
 	ReceivedBytes, SentBytes map[string]int64
+	// NegOpenMsgBytes counts the hex initial messages inside NEG-OPENs
+	// (the rest of a NEG-OPEN is its filter).
+	NegOpenMsgBytes int64
 }
 
 type proxyConn struct {
@@ -416,6 +419,9 @@ func (o *observer) received(c *proxyConn, label, sub, evID string, data []byte) 
 	o.stats.Received[label]++
 	o.stats.BytesIn += int64(len(data))
 	o.stats.ReceivedBytes[label] += int64(len(data))
+	if label == "NEG-OPEN" {
+		o.stats.NegOpenMsgBytes += int64(len(gjson.GetBytes(data, "3").Str))
+	}
 	o.recvLog = o.appendLog(o.recvLog, m)
 	return c.recv
 }
