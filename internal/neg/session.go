@@ -168,10 +168,10 @@ type Result struct {
 
 // Reconcile runs one negentropy session for filter against the relay behind
 // c, as the client, to the end, and returns the ids to fetch and the ids
-// the relay lacks. It sends NEG-CLOSE on every exit path. Messages from the
-// relay are validated before decoding and a panic in the protocol engine is
-// contained, so a hostile relay costs one session. On error the partial
-// Result is returned for its Stats only.
+// the relay lacks. It sends NEG-CLOSE on every exit path. The engine checks
+// every relay message as it reads it (a malformed one is ErrInvalidMessage)
+// and a panic in it would be contained, so a hostile relay costs one
+// session. On error the partial Result is returned for its Stats only.
 func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local *Storage, opt Options) (res Result, err error) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
