@@ -2,11 +2,9 @@ package neg
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 )
 
@@ -68,8 +66,8 @@ type Engine struct {
 
 	lastIn, lastOut int64
 	need            [][idSize]byte
-	have            []int32  // indexes into st
-	haveSeen        []uint64 // bitset over st: index already in have
+	have            [][idSize]byte // copied while the item is in cache
+	haveSeen        []uint64       // bitset over st: item already in have
 	theirs          map[[idSize]byte]bool
 }
 
@@ -266,16 +264,11 @@ func (e *Engine) NeedCount() int { return len(e.need) }
 // HaveCount: see NeedCount.
 func (e *Engine) HaveCount() int { return len(e.have) }
 
-// Result returns the ids the other side has and we do not (need, sorted)
-// and the ids we have and the other side lacks (have, in NIP-77 order), as
-// hex strings without duplicates (a frame limit can make a range, and its
-// ids, come up twice).
+// Result returns the ids the other side has and we do not (need) and the
+// ids we have and the other side lacks (have), as hex strings without
+// duplicates, in the order they were found.
 func (e *Engine) Result() (need, have []string) {
-	ids := make([][idSize]byte, len(e.have))
-	for i, j := range e.have {
-		ids[i] = e.st.items[j].ID
-	}
-	return hexIDs(sortIDs(e.need)), hexIDs(ids)
+	return hexIDs(dedupIDs(e.need)), hexIDs(e.have)
 }
 
 // addHave records our i-th item as one the other side lacks, once.
@@ -287,19 +280,38 @@ func (e *Engine) addHave(i int) {
 		return
 	}
 	e.haveSeen[i/64] |= 1 << (i % 64)
-	e.have = append(e.have, int32(i))
+	e.have = append(e.have, e.st.items[i].ID)
 }
 
-// sortIDs sorts ids and drops duplicates.
-func sortIDs(ids [][idSize]byte) [][idSize]byte {
-	slices.SortFunc(ids, func(a, b [idSize]byte) int {
-		// The first 8 bytes as a big-endian integer: cheap, same order.
-		if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
-			return c
+// dedupIDs drops repeated ids, keeping the first of each, with an
+// open-addressing set over the first 8 bytes (ids are hashes already).
+// An honest peer never reports an id twice; this guards against one that
+// does.
+func dedupIDs(ids [][idSize]byte) [][idSize]byte {
+	if len(ids) < 2 {
+		return ids
+	}
+	size := 1
+	for size < 2*len(ids) {
+		size *= 2
+	}
+	slots := make([]int32, size) // index into out + 1; 0 is empty
+	out := ids[:0]               // in place: out never overtakes the reading index
+	for _, id := range ids {
+		h := binary.LittleEndian.Uint64(id[:8]) & uint64(size-1)
+		dup := false
+		for ; slots[h] != 0; h = (h + 1) & uint64(size-1) {
+			if out[slots[h]-1] == id {
+				dup = true
+				break
+			}
 		}
-		return bytes.Compare(a[8:], b[8:])
-	})
-	return slices.Compact(ids)
+		if !dup {
+			out = append(out, id)
+			slots[h] = int32(len(out))
+		}
+	}
+	return out
 }
 
 // hexIDs encodes ids, sharing one backing string.
@@ -307,9 +319,12 @@ func hexIDs(ids [][idSize]byte) []string {
 	if len(ids) == 0 {
 		return nil
 	}
-	// One backing string for all ids: 64 bytes each, no per-id allocation.
-	s := encodeHex(unsafe.Slice(&ids[0][0], len(ids)*idSize))
-	out := make([]string, len(ids))
+	return splitIDs(encodeHex(unsafe.Slice(&ids[0][0], len(ids)*idSize)), len(ids))
+}
+
+// splitIDs cuts n consecutive 64-character ids out of s.
+func splitIDs(s string, n int) []string {
+	out := make([]string, n)
 	for i := range out {
 		out[i] = s[i*2*idSize : (i+1)*2*idSize]
 	}

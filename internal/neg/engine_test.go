@@ -185,3 +185,24 @@ func FuzzEngine(f *testing.F) {
 		}
 	})
 }
+
+func TestDedupIDs(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var ids [][idSize]byte
+	for range 1000 {
+		var id [idSize]byte
+		for j := range id {
+			id[j] = byte(r.Uint32())
+		}
+		ids = append(ids, id)
+	}
+	// Same first 8 bytes, different rest: distinct ids.
+	twin := ids[0]
+	twin[31] ^= 1
+	in := append(slices.Clone(ids), ids[3], ids[999], twin, ids[0], twin)
+	got := dedupIDs(in)
+	want := append(slices.Clone(ids), twin)
+	if !slices.Equal(got, want) {
+		t.Fatalf("dedupIDs: %d ids, want %d (first occurrences in order)", len(got), len(want))
+	}
+}

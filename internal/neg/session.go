@@ -277,6 +277,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			}
 			if out == "" { // reconciliation complete
 				res.Need, res.Have = eng.Result()
+				slices.Sort(res.Need)
 				slices.Sort(res.Have)
 				return res, nil
 			}
