@@ -314,3 +314,35 @@ func TestFullResync(t *testing.T) {
 		t.Fatal("full resync did not restore the deleted event")
 	}
 }
+
+// TestSelfSubscriptionPagesCappedOwnRelay: an own relay that caps every REQ
+// at 50 events (strfry caps at 500) still yields every announcement and
+// root to the sidecar, which pages through its history; a reply to the
+// oldest root, held only by the remote, arrives through Layer 3.
+func TestSelfSubscriptionPagesCappedOwnRelay(t *testing.T) {
+	own := startRelay(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), ReqCap: 50})
+	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	const repos = 120
+	base := time.Now().Add(-repos * time.Minute)
+	var issues []*nostr.Event
+	for i := range repos {
+		d := fmt.Sprintf("r%03d", i)
+		at := base.Add(time.Duration(i) * time.Minute)
+		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL()), harness.At(at),
+			harness.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/"+d+".git"))
+		issue := alice.Issue(alice.RepoAddress(d), "issue in "+d, harness.At(at.Add(30*time.Second)))
+		mustPublish(t, own, ann, issue)
+		remote.Inject(ann, issue)
+		issues = append(issues, issue)
+	}
+	reply := alice.Comment(issues[0], nil)
+	remote.Inject(reply)
+
+	sc := startSidecar(t, fastConfig(own))
+	harness.Eventually(t, syncTimeout, func() bool {
+		st := sc.Status()
+		return st.Repositories == repos && st.RootEvents == repos
+	}, "the sidecar did not learn every repository and root from the capped own relay")
+	waitHas(t, own, reply)
+}

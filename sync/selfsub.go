@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +51,16 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
 			since = &ts
 		}
-		err = e.selfSession(ctx, conn, since)
+		// Page through what the own relay holds first: a single REQ would
+		// get only the newest few hundred events from a relay that caps
+		// results (strfry: 500). The live subscription then starts a buffer
+		// before the paging did, so nothing published meanwhile is missed.
+		pagingStarted := e.clock.Now()
+		err = e.selfHistory(ctx, conn, since)
+		if err == nil {
+			live := nostr.Timestamp(pagingStarted.Add(-e.cfg.SinceBuffer).Unix())
+			err = e.selfSession(ctx, conn, &live)
+		}
 		e.ownUp.Store(false)
 		lastSeen = e.clock.Now()
 		conn.Close()
@@ -59,6 +69,42 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 		}
 		log.Warn("own relay connection lost; reconnecting", zap.Error(err))
 	}
+}
+
+// selfHistoryBatch is how many paged events make one self batch.
+const selfHistoryBatch = 1000
+
+// selfHistory pages backwards through the own relay's events of the
+// self-subscriber kinds (since, when set) and applies them in batches.
+// Pages come newest first, so roots can precede their announcement; the
+// engine keeps such roots until the announcement arrives.
+func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) error {
+	start := time.Now()
+	var batch []*nostr.Event
+	total := 0
+	flush := func() {
+		evs := batch
+		batch = nil
+		if len(evs) > 0 {
+			e.post(func() { e.applySelfBatch(evs) })
+		}
+	}
+	emit := func(_ context.Context, in Incoming) error {
+		e.seenOnOwnRelay(in.Event)
+		batch = append(batch, in.Event)
+		total++
+		if len(batch) >= selfHistoryBatch {
+			flush()
+		}
+		return nil
+	}
+	err := e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}, 1, emit)
+	flush()
+	if err != nil {
+		return fmt.Errorf("paging the own relay's announcements and roots: %w", err)
+	}
+	e.log.Info("read the own relay's announcements and roots", zap.Int("events", total), zap.Duration("took", time.Since(start)))
+	return nil
 }
 
 // selfSession runs one subscription until the connection ends, batching
