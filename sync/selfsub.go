@@ -51,16 +51,7 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
 			since = &ts
 		}
-		// Page through what the own relay holds first: a single REQ would
-		// get only the newest few hundred events from a relay that caps
-		// results (strfry: 500). The live subscription then starts a buffer
-		// before the paging did, so nothing published meanwhile is missed.
-		pagingStarted := e.clock.Now()
-		err = e.selfHistory(ctx, conn, since)
-		if err == nil {
-			live := nostr.Timestamp(pagingStarted.Add(-e.cfg.SinceBuffer).Unix())
-			err = e.selfSession(ctx, conn, &live)
-		}
+		err = e.selfSession(ctx, conn, since)
 		e.ownUp.Store(false)
 		lastSeen = e.clock.Now()
 		conn.Close()
@@ -107,50 +98,64 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 	return nil
 }
 
-// selfSession runs one subscription until the connection ends, batching
-// events in a window that starts at the first event and is not reset.
+// selfSession watches the own relay until the connection ends: a live
+// subscription (limit 0, so an event is delivered whatever its created_at)
+// opened first, and alongside it a paged read of what the relay already
+// holds (since, when set), so that nothing published in between is missed.
+// A single REQ would get only the newest few hundred stored events from a
+// relay that caps results (strfry: 500). Applying an event twice is
+// harmless. The sidecar's initial fill starts once the paging is done.
+// Live events are batched in a window that starts at the first event and
+// is not reset.
 func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) error {
-	f := nostr.Filter{Kinds: e.cfg.SelfKinds, Since: since}
-	sub, err := conn.Subscribe(ctx, "self", nostr.Filters{f})
+	sub, err := conn.Subscribe(ctx, "self", filters.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
 	if err != nil {
 		return err
 	}
 	defer sub.Close()
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	history := make(chan error, 1)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		err := e.selfHistory(hctx, conn, since)
+		if err == nil {
+			e.post(func() { e.startInitialFill(ctx) })
+		}
+		history <- err
+	}()
+
 	var batch []*nostr.Event
 	var window <-chan time.Time
 	var timer *time.Timer
-	flush := func(markReady bool) {
+	flush := func() {
 		evs := batch
 		batch = nil
 		if timer != nil {
 			timer.Stop()
 			timer, window = nil, nil
 		}
-		e.post(func() {
-			if len(evs) > 0 {
-				e.applySelfBatch(evs)
-			}
-			if markReady {
-				e.startInitialFill(ctx)
-			}
-		})
+		if len(evs) > 0 {
+			e.post(func() { e.applySelfBatch(evs) })
+		}
 	}
+	defer flush()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-conn.Done():
-			if len(batch) > 0 {
-				flush(false)
-			}
 			return conn.Err()
+		case err := <-history:
+			history = nil
+			if err != nil && ctx.Err() == nil {
+				return err // a new session pages again
+			}
 		case <-window:
-			flush(false)
+			flush()
 		case m, ok := <-sub.Messages():
 			if !ok {
-				if len(batch) > 0 {
-					flush(false)
-				}
 				return conn.Err()
 			}
 			switch m.Type {
@@ -161,13 +166,8 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 					timer = time.NewTimer(e.cfg.BatchWindow)
 					window = timer.C
 				}
-			case relay.MsgEOSE:
-				flush(true)
 			case relay.MsgClosed:
 				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
-				if len(batch) > 0 {
-					flush(false)
-				}
 				return nil
 			}
 		}
