@@ -1,0 +1,96 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	gsync "github.com/grasp-sync/grasp-sync/sync"
+)
+
+// resyncBytes re-syncs a set the client already holds in full from a real
+// khatru relay (NIP-77 on, REQs capped at 500 like strfry), over one
+// filter, first with negentropy and then by re-downloading it with paged
+// REQs, and returns the wire bytes (both directions, as the relay's proxy
+// counts them) of each.
+func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
+	tb.Helper()
+	r := startRelayTB(tb, harness.RelayOptions{Name: "archive", Negentropy: true, ReqCap: 500})
+	r.Inject(evs...)
+	items := make([]neg.Item, 0, len(evs))
+	for _, ev := range evs {
+		it, err := neg.ItemFromHex(ev.CreatedAt, ev.ID)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		items = append(items, it)
+	}
+	local := neg.NewStorage(items)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close()
+	filter := nostr.Filter{} // the set: everything the relay holds
+
+	r.ResetStats()
+	opts := neg.DefaultOptions()
+	res, err := neg.ReconcileSplit(ctx, conn, "rs-", filter, func(nostr.Filter) (*neg.Storage, error) { return local, nil }, opts)
+	if err != nil {
+		tb.Fatalf("negentropy re-sync: %v", err)
+	}
+	if len(res.Need) != 0 || len(res.Have) != 0 {
+		tb.Fatalf("identical sets: need %d, have %d", len(res.Need), len(res.Have))
+	}
+	st := r.Stats()
+	negBytes = st.BytesIn + st.BytesOut
+
+	r.ResetStats()
+	got := map[string]bool{} // pages overlap by the second at their edge
+	pager := &gsync.Pager{PageSize: 500, EOSETimeout: 30 * time.Second}
+	if err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in gsync.Incoming) error {
+		got[in.Event.ID] = true
+		return nil
+	}); err != nil {
+		tb.Fatalf("REQ re-download: %v", err)
+	}
+	if len(got) != len(evs) {
+		tb.Fatalf("REQ re-download got %d of %d events", len(got), len(evs))
+	}
+	st = r.Stats()
+	return negBytes, st.BytesIn + st.BytesOut
+}
+
+// TestNegentropyResyncBytes: re-syncing a set both sides already hold
+// costs at most 1% of the bytes of downloading it again (issue 5).
+func TestNegentropyResyncBytes(t *testing.T) {
+	n := scaled(20_000, 5_000)
+	evs := universe(n, true).Events
+	negBytes, reqBytes := resyncBytes(t, evs)
+	ratio := float64(negBytes) / float64(reqBytes)
+	t.Logf("%d events: negentropy %d bytes, REQ re-download %d bytes (%.4f%%)", len(evs), negBytes, reqBytes, 100*ratio)
+	if ratio > 0.01 {
+		t.Fatalf("negentropy re-sync cost %.2f%% of a REQ re-download, want <= 1%%", 100*ratio)
+	}
+}
+
+// BenchmarkNegentropyResync100k is TestNegentropyResyncBytes on 100,000
+// events (GRASP_BENCH_EVENTS scales it): bytes of a negentropy re-sync of an
+// already-synced set against a full REQ re-download of it.
+func BenchmarkNegentropyResync100k(b *testing.B) {
+	evs := benchUniverse().Events
+	for b.Loop() {
+		negBytes, reqBytes := resyncBytes(b, evs)
+		b.ReportMetric(float64(negBytes), "neg-bytes")
+		b.ReportMetric(float64(reqBytes), "req-bytes")
+		b.ReportMetric(100*float64(negBytes)/float64(reqBytes), "neg-%-of-req")
+	}
+}
