@@ -164,6 +164,7 @@ type Limits struct {
 	MaxRepositories          int `yaml:"max_repositories" help:"Repositories tracked at most."`
 	RelayEventRate           int `yaml:"relay_event_rate" help:"Events per second accepted from one relay."`
 	RelayQueue               int `yaml:"relay_queue" help:"Events buffered per relay before it is throttled."`
+	RelayQueueBytes          int `yaml:"relay_queue_bytes" help:"Bytes of events buffered per relay before it is throttled (0: no byte bound)."`
 }
 
 // MiB is 1 << 20 bytes.
@@ -261,6 +262,7 @@ func Default() *Config {
 			MaxRepositories:          50000,
 			RelayEventRate:           2000,
 			RelayQueue:               10000,
+			RelayQueueBytes:          32 * MiB,
 		},
 	}
 }

@@ -259,6 +259,9 @@ func (c *Config) Validate() error {
 	v.positiveInt("limits.max_repositories", l.MaxRepositories)
 	v.positiveInt("limits.relay_event_rate", l.RelayEventRate)
 	v.positiveInt("limits.relay_queue", l.RelayQueue)
+	if l.RelayQueueBytes < 0 {
+		v.fail("limits.relay_queue_bytes", "must be >= 0", l.RelayQueueBytes)
+	}
 
 	return errors.Join(v.errs...)
 }

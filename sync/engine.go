@@ -79,7 +79,7 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Handler:                  HandlerConfig{QueueLen: 20000, RelayQueue: 10000, RelayRate: 2000, MaxEventBytes: 262144, MaxEventTags: 2000, SeenTTL: 20 * time.Minute},
+		Handler:                  HandlerConfig{QueueLen: 20000, RelayQueue: 10000, RelayQueueBytes: 32 << 20, RelayRate: 2000, MaxEventBytes: 262144, MaxEventTags: 2000, SeenTTL: 20 * time.Minute},
 		Rejected:                 RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000},
 		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour},
 		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},

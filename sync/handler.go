@@ -66,6 +66,11 @@ type HandlerConfig struct {
 	RelayRate  int
 	RelayBurst int
 	RelayQueue int
+	// RelayQueueBytes bounds the bytes (frame sizes) of one relay's events
+	// waiting in the shared queue (0: unbounded); a relay over it waits in
+	// Handle and counts as a "relay_queue" limit hit. One event is always
+	// let in.
+	RelayQueueBytes int
 }
 
 // Incoming is one event as received from a relay.
@@ -111,10 +116,12 @@ func NewHandler(cfg HandlerConfig, publish PublishFunc, purg Purgatory, rejected
 	if cfg.SeenMax <= 0 {
 		cfg.SeenMax = 2_000_000
 	}
+	limits := newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, nil,
+		m.limitHits.WithLabelValues("relay_event_rate"), m.limitHits.WithLabelValues("relay_queue"))
+	limits.maxBytes = int64(cfg.RelayQueueBytes)
 	return &Handler{
 		cfg: cfg, log: log, m: m, publish: publish, purg: purg, rejected: rejected,
-		limits: newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, nil,
-			m.limitHits.WithLabelValues("relay_event_rate"), m.limitHits.WithLabelValues("relay_queue")),
+		limits:  limits,
 		seen:    newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
 		in:      make(chan Incoming, cfg.QueueLen),
 		retries: make(chan *nostr.Event, cfg.QueueLen),
@@ -157,7 +164,7 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
 		return nil
 	}
-	release, err := h.limits.admit(ctx, in.Relay)
+	release, err := h.limits.admit(ctx, in.Relay, in.Size)
 	if err != nil {
 		return err
 	}

@@ -10,15 +10,18 @@ import (
 
 // relayLimits keeps one relay from starving the others in the shared
 // handler: each relay has a token bucket (Rate events per second, Burst
-// at once) and may have at most Queue events waiting in the shared queue.
+// at once) and may have at most Queue events, and at most maxBytes bytes of
+// events, waiting in the shared queue (one event is always let in, however
+// large: events over the handler's size bound never get here).
 // A relay over either bound waits in Handle, so its reader stops reading
 // and the relay is slowed down by its own TCP window; a relay that stays
 // blocked longer than the pong timeout is disconnected by its connection.
 type relayLimits struct {
-	rate  float64
-	burst float64
-	queue int
-	now   func() time.Time
+	rate     float64
+	burst    float64
+	queue    int
+	maxBytes int64 // 0: no byte bound
+	now      func() time.Time
 
 	rateHits  prometheus.Counter
 	queueHits prometheus.Counter
@@ -31,6 +34,8 @@ type relayLimit struct {
 	tokens float64
 	last   time.Time
 	slots  chan struct{}
+	bytes  int64         // of this relay's events in the shared queue
+	freed  chan struct{} // closed (and dropped) when bytes go down
 }
 
 // sweepAt is the number of relays remembered before idle ones are swept.
@@ -71,7 +76,7 @@ func (l *relayLimits) get(relay string, now time.Time) *relayLimit {
 func (l *relayLimits) sweep(now time.Time) {
 	for url, r := range l.relays {
 		l.refill(r, now)
-		if r.tokens >= l.burst && (r.slots == nil || len(r.slots) == 0) {
+		if r.tokens >= l.burst && (r.slots == nil || len(r.slots) == 0) && r.bytes == 0 {
 			delete(l.relays, url)
 		}
 	}
@@ -103,9 +108,9 @@ func (l *relayLimits) reserve(relay string) time.Duration {
 	return time.Duration(-r.tokens / l.rate * float64(time.Second))
 }
 
-// admit waits until relay may hand over one more event. The returned
-// release must be called once the event left the shared queue.
-func (l *relayLimits) admit(ctx context.Context, relay string) (release func(), err error) {
+// admit waits until relay may hand over one more event of size bytes. The
+// returned release must be called once the event left the shared queue.
+func (l *relayLimits) admit(ctx context.Context, relay string, size int) (release func(), err error) {
 	if d := l.reserve(relay); d > 0 {
 		if l.rateHits != nil {
 			l.rateHits.Inc()
@@ -118,23 +123,63 @@ func (l *relayLimits) admit(ctx context.Context, relay string) (release func(), 
 			return nil, ctx.Err()
 		}
 	}
-	if l.queue <= 0 {
-		return func() {}, nil
-	}
-	l.mu.Lock()
-	slots := l.get(relay, l.now()).slots
-	l.mu.Unlock()
-	select {
-	case slots <- struct{}{}:
-	default:
-		if l.queueHits != nil {
-			l.queueHits.Inc()
-		}
+	releaseSlot := func() {}
+	if l.queue > 0 {
+		l.mu.Lock()
+		slots := l.get(relay, l.now()).slots
+		l.mu.Unlock()
 		select {
 		case slots <- struct{}{}:
+		default:
+			if l.queueHits != nil {
+				l.queueHits.Inc()
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		releaseSlot = func() { <-slots }
+	}
+	if l.maxBytes <= 0 {
+		return releaseSlot, nil
+	}
+	n := int64(max(size, 0))
+	counted := false
+	for {
+		l.mu.Lock()
+		r := l.get(relay, l.now())
+		if r.bytes == 0 || r.bytes+n <= l.maxBytes {
+			r.bytes += n
+			l.mu.Unlock()
+			break
+		}
+		if r.freed == nil {
+			r.freed = make(chan struct{})
+		}
+		freed := r.freed
+		l.mu.Unlock()
+		if !counted && l.queueHits != nil {
+			l.queueHits.Inc()
+			counted = true
+		}
+		select {
+		case <-freed:
 		case <-ctx.Done():
+			releaseSlot()
 			return nil, ctx.Err()
 		}
 	}
-	return func() { <-slots }, nil
+	return func() {
+		l.mu.Lock()
+		r := l.get(relay, l.now())
+		r.bytes -= n
+		if r.freed != nil {
+			close(r.freed)
+			r.freed = nil
+		}
+		l.mu.Unlock()
+		releaseSlot()
+	}, nil
 }

@@ -117,7 +117,7 @@ func BenchmarkRelayLimitsAdmit(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		release, err := l.admit(ctx, "ws://relay.example.com")
+		release, err := l.admit(ctx, "ws://relay.example.com", 100)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -166,5 +166,55 @@ func TestHandleDropsOversizedBeforeQueueing(t *testing.T) {
 	}
 	if got := counterValue(t, h.m.eventsInvalid.WithLabelValues("too_many_tags")); got != 10 {
 		t.Fatalf("too_many_tags = %v", got)
+	}
+}
+
+// TestRelayLimitsBytes: a relay may have at most maxBytes of events in the
+// shared queue; one event is always let in; the others wait until bytes are
+// released, and give up with the context.
+func TestRelayLimitsBytes(t *testing.T) {
+	l := newRelayLimits(0, 0, 0, nil, nil, nil)
+	l.maxBytes = 1000
+	ctx := context.Background()
+	const relay = "ws://relay.example.com"
+	big, err := l.admit(ctx, relay, 5000) // larger than the bound, but the queue is empty
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.admit(short, relay, 10); err == nil {
+		t.Fatal("admitted past the byte bound")
+	}
+	other, err := l.admit(ctx, "ws://other.example.com", 900) // other relays are not affected
+	if err != nil {
+		t.Fatal(err)
+	}
+	other()
+	done := make(chan func())
+	go func() {
+		r, err := l.admit(ctx, relay, 600)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	select {
+	case <-done:
+		t.Fatal("admitted while the big event is queued")
+	case <-time.After(50 * time.Millisecond):
+	}
+	big()
+	r600 := <-done
+	r400, err := l.admit(ctx, relay, 400) // 600 + 400 fits exactly
+	if err != nil {
+		t.Fatal(err)
+	}
+	r600()
+	r400()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.relays[relay].bytes; b != 0 {
+		t.Fatalf("%d bytes still counted after every release", b)
 	}
 }

@@ -291,11 +291,12 @@ func syncConfig(cfg *config.Config) gsync.Config {
 	scfg.Handler = gsync.HandlerConfig{
 		Workers: cfg.Sync.VerifyWorkers,
 		// One relay may fill half of the shared queue at most.
-		QueueLen:      2 * cfg.Limits.RelayQueue,
-		RelayQueue:    cfg.Limits.RelayQueue,
-		RelayRate:     cfg.Limits.RelayEventRate,
-		MaxEventBytes: cfg.Limits.MaxEventBytes,
-		MaxEventTags:  cfg.Limits.MaxEventTags,
+		QueueLen:        2 * cfg.Limits.RelayQueue,
+		RelayQueue:      cfg.Limits.RelayQueue,
+		RelayQueueBytes: cfg.Limits.RelayQueueBytes,
+		RelayRate:       cfg.Limits.RelayEventRate,
+		MaxEventBytes:   cfg.Limits.MaxEventBytes,
+		MaxEventTags:    cfg.Limits.MaxEventTags,
 		// The dedupe memory must be shorter than the full-resync interval,
 		// or a resync could never re-publish what the own relay lost.
 		SeenTTL: min(20*time.Minute, cfg.Sync.FullResyncMin/2),
