@@ -311,6 +311,16 @@ func TestHostileRelay(t *testing.T) {
 		return tags
 	}()...))
 
+	// Forgeries of events nobody else has: their ids are never seen from an
+	// honest relay first, so they always reach validation (the forged
+	// copies of honest events above may lose that race and be dropped as
+	// already seen instead).
+	lone1, lone2 := mallory.Issue(repoAddr, "only here 1"), mallory.Issue(repoAddr, "only here 2")
+	loneBadID := *lone1
+	loneBadID.Content = "forged: " + lone1.Content
+	loneBadSig := *lone2
+	loneBadSig.Sig = strings.Repeat("0", 128)
+
 	flood := floodSize(t)
 	var flooded atomic.Bool
 	hostile := startFakeRelay(t, &fakeRelay{
@@ -332,7 +342,7 @@ func TestHostileRelay(t *testing.T) {
 					}
 				}
 			}
-			for _, ev := range []*nostr.Event{oversized, manyTags} {
+			for _, ev := range []*nostr.Event{oversized, manyTags, &loneBadID, &loneBadSig} {
 				if fs.Match(ev) && w.send(ctx, "EVENT", sub, ev) != nil {
 					return
 				}
