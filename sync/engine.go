@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -427,14 +428,23 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 }
 
 // maxOrphanRoots bounds the root events kept while their announcement is
-// not known yet.
-const maxOrphanRoots = 1_000_000
+// not known yet (each costs a reference of at most maxRefLen bytes and an
+// id).
+const (
+	maxOrphanRoots = 200_000
+	maxRefLen      = 6 + 64 + 1 + 256
+)
 
 // addOrphan keeps a root whose repository is not known yet, up to
-// maxOrphanRoots in all.
+// maxOrphanRoots in all, when ref is a well-formed repository reference.
+// Orphans whose announcement is not on the own relay are dropped once its
+// history has been read (dropOrphans).
 func (e *Engine) addOrphan(ref, id string) {
 	o := e.orphans[ref]
 	if o.has(id) {
+		return
+	}
+	if !validRepoRef(ref) {
 		return
 	}
 	if e.orphanCount >= maxOrphanRoots {
@@ -447,6 +457,37 @@ func (e *Engine) addOrphan(ref, id string) {
 	}
 	o.add(id)
 	e.orphanCount++
+}
+
+// dropOrphans forgets the roots whose announcement did not come: called
+// once the own relay's history has been read, when any announcement it
+// holds has been applied.
+func (e *Engine) dropOrphans() {
+	if e.orphanCount > 0 {
+		e.log.Info("root events without an announcement on the own relay ignored",
+			zap.Int("roots", e.orphanCount), zap.Int("repositories", len(e.orphans)))
+	}
+	clear(e.orphans)
+	e.orphanCount = 0
+}
+
+// validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a
+// non-empty d of bounded length.
+func validRepoRef(ref string) bool {
+	const prefix = "30617:"
+	if len(ref) > maxRefLen || !strings.HasPrefix(ref, prefix) {
+		return false
+	}
+	rest := ref[len(prefix):]
+	if len(rest) < 66 || rest[64] != ':' {
+		return false
+	}
+	for i := 0; i < 64; i++ {
+		if c := rest[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // isOwn tells whether a normalized relay URL is the own relay or on the

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,36 @@ func TestSelfBatchRootBeforeAnnouncement(t *testing.T) {
 	target, _ := deriveRelayTarget(e.repos, "wss://relay.example.com", false)
 	if len(target.Roots) != len(roots) {
 		t.Errorf("relay target has %d roots, want %d", len(target.Roots), len(roots))
+	}
+}
+
+// TestOrphanRootsBounded: a root tagging a malformed reference is not kept,
+// and roots whose announcement never came are dropped once the own relay's
+// history has been read.
+func TestOrphanRootsBounded(t *testing.T) {
+	e := newBareEngine(t)
+	sk := nostr.GeneratePrivateKey()
+	pk, _ := nostr.GetPublicKey(sk)
+	root := &nostr.Event{Kind: 1621, CreatedAt: 2000, Content: "issue", Tags: nostr.Tags{
+		{"a", RepoRef(pk, "never-announced")}, {"a", "30617:nothex:x"}, {"a", "30617:" + pk + ":"},
+	}}
+	if err := root.Sign(sk); err != nil {
+		t.Fatal(err)
+	}
+	e.applySelfBatch([]*nostr.Event{root})
+	if e.orphanCount != 1 || len(e.orphans) != 1 {
+		t.Fatalf("kept %d orphans under %d refs, want only the well-formed ref", e.orphanCount, len(e.orphans))
+	}
+	e.dropOrphans()
+	if e.orphanCount != 0 || len(e.orphans) != 0 {
+		t.Fatalf("%d orphans left after dropOrphans", e.orphanCount)
+	}
+	for ref, want := range map[string]bool{
+		RepoRef(pk, "d"): true, "30617:" + pk + ":": false, "30617:" + pk: false,
+		"30618:" + pk + ":d": false, "30617:" + strings.ToUpper(pk) + ":d": false,
+	} {
+		if got := validRepoRef(ref); got != want {
+			t.Errorf("validRepoRef(%q) = %t, want %t", ref, got, want)
+		}
 	}
 }

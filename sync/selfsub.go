@@ -51,9 +51,15 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
 			since = &ts
 		}
-		err = e.selfSession(ctx, conn, since)
+		complete, err := e.selfSession(ctx, conn, since)
 		e.ownUp.Store(false)
-		lastSeen = e.clock.Now()
+		if complete {
+			// Everything stored up to the session's start was paged and the
+			// live subscription saw the rest: the next session may start
+			// from here. After an incomplete paging it pages the same range
+			// again (everything, on a first start).
+			lastSeen = e.clock.Now()
+		}
 		conn.Close()
 		if ctx.Err() != nil {
 			return
@@ -107,10 +113,12 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 // harmless. The sidecar's initial fill starts once the paging is done.
 // Live events are batched in a window that starts at the first event and
 // is not reset.
-func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) error {
+//
+// complete reports whether the paging finished.
+func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) (complete bool, err error) {
 	sub, err := conn.Subscribe(ctx, "self", filters.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer sub.Close()
 	hctx, cancel := context.WithCancel(ctx)
@@ -121,7 +129,12 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 		defer e.wg.Done()
 		err := e.selfHistory(hctx, conn, since)
 		if err == nil {
-			e.post(func() { e.startInitialFill(ctx) })
+			e.post(func() {
+				// Roots still waiting now have no announcement on the own
+				// relay: they would wait forever.
+				e.dropOrphans()
+				e.startInitialFill(ctx)
+			})
 		}
 		history <- err
 	}()
@@ -144,19 +157,23 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return complete, ctx.Err()
 		case <-conn.Done():
-			return conn.Err()
+			return complete, conn.Err()
 		case err := <-history:
 			history = nil
-			if err != nil && ctx.Err() == nil {
-				return err // a new session pages again
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				return false, err // a new session pages again
 			}
+			complete = true
 		case <-window:
 			flush()
 		case m, ok := <-sub.Messages():
 			if !ok {
-				return conn.Err()
+				return complete, conn.Err()
 			}
 			switch m.Type {
 			case relay.MsgEvent:
@@ -168,7 +185,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				}
 			case relay.MsgClosed:
 				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
-				return nil
+				return complete, nil
 			}
 		}
 	}

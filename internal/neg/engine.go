@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"unsafe"
 )
@@ -35,7 +36,10 @@ func itemBound(it *Item) bound {
 
 // minimalBound is the shortest bound that separates prev from curr (prev <
 // curr): curr's timestamp alone if they differ, otherwise curr's id up to
-// and including the first byte that differs from prev's.
+// and including the first byte that differs from prev's. Like the C++ and
+// JS references it compares all 32 bytes; go-nostr compares only the first
+// 16, so for two ids of one second sharing 16 or more leading bytes (not
+// seen with sha256 ids) its messages differ from ours, both being valid.
 func minimalBound(prev, curr *Item) bound {
 	if curr.CreatedAt != prev.CreatedAt {
 		return bound{ts: int64(curr.CreatedAt)}
@@ -266,7 +270,7 @@ func (e *Engine) HaveCount() int { return len(e.have) }
 
 // Result returns the ids the other side has and we do not (need) and the
 // ids we have and the other side lacks (have), as hex strings without
-// duplicates, in the order they were found.
+// duplicates.
 func (e *Engine) Result() (need, have []string) {
 	return hexIDs(dedupIDs(e.need)), hexIDs(e.have)
 }
@@ -284,9 +288,10 @@ func (e *Engine) addHave(i int) {
 }
 
 // dedupIDs drops repeated ids, keeping the first of each, with an
-// open-addressing set over the first 8 bytes (ids are hashes already).
-// An honest peer never reports an id twice; this guards against one that
-// does.
+// open-addressing set. The ids come from the relay, which chooses them
+// freely, so they are hashed with a per-call random seed: ids crafted to
+// collide cannot make the probing quadratic. An honest peer never reports
+// an id twice; this guards against one that does.
 func dedupIDs(ids [][idSize]byte) [][idSize]byte {
 	if len(ids) < 2 {
 		return ids
@@ -295,10 +300,11 @@ func dedupIDs(ids [][idSize]byte) [][idSize]byte {
 	for size < 2*len(ids) {
 		size *= 2
 	}
+	seed := maphash.MakeSeed()
 	slots := make([]int32, size) // index into out + 1; 0 is empty
 	out := ids[:0]               // in place: out never overtakes the reading index
 	for _, id := range ids {
-		h := binary.LittleEndian.Uint64(id[:8]) & uint64(size-1)
+		h := maphash.Comparable(seed, id) & uint64(size-1)
 		dup := false
 		for ; slots[h] != 0; h = (h + 1) & uint64(size-1) {
 			if out[slots[h]-1] == id {
@@ -448,9 +454,10 @@ func (e *Engine) writeBound(w *hexWriter, b *bound) {
 		w.byte(0)
 	} else {
 		// Bounds are written in ascending order; a smaller timestamp can only
-		// follow from a malformed message, and is written as no step.
+		// follow from a malformed message, and is written as no step (the
+		// reader then stays where it was, and so does lastOut).
 		delta := max(b.ts-e.lastOut, 0)
-		e.lastOut = b.ts
+		e.lastOut += delta
 		w.varint(uint64(delta) + 1)
 	}
 	w.varint(uint64(b.n))

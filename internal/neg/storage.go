@@ -84,9 +84,11 @@ type Storage struct {
 
 var _ negentropy.Storage = (*Storage)(nil)
 
-// NewStorage sorts items, drops exact duplicates and builds the prefix sums.
+// NewStorage sorts items, drops exact duplicates and items with a negative
+// created_at (NIP-77 timestamps are unsigned), and builds the prefix sums.
 // It may reorder the slice and keep it.
 func NewStorage(items []Item) *Storage {
+	items = slices.DeleteFunc(items, func(it Item) bool { return it.CreatedAt < 0 })
 	items = sortItems(items)
 	items = slices.Compact(items)
 	sums := make([]sum256, len(items)+1)
