@@ -258,7 +258,7 @@ func (w *hexWriter) String() string {
 	if len(w.b) == 0 {
 		return ""
 	}
-	if cap(w.b)-len(w.b) > 1<<20 && cap(w.b) > 2*len(w.b) {
+	if cap(w.b)-len(w.b) > 1<<20 && cap(w.b) > 4*len(w.b) {
 		// Most of the reserved room went unused: do not keep it alive for
 		// as long as the message is.
 		return string(w.b)
