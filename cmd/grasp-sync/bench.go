@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -125,7 +126,7 @@ func writeBenchJSON(path string, rep *bench.Report, stdout io.Writer) error {
 func benchSidecarCommand() *cli.Command {
 	flags := append([]cli.Flag{
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile to this file until exit"},
-		&cli.StringFlag{Name: "memprofile", Usage: "write a Go heap profile to this file at exit"},
+		&cli.StringFlag{Name: "memprofile", Usage: "write a Go heap profile to this file at exit, and one taken at the highest heap seen to FILE.peak"},
 	}, config.Flags()...)
 	return &cli.Command{
 		Name:   "sidecar",
@@ -148,11 +149,44 @@ func benchSidecarCommand() *cli.Command {
 				}()
 			}
 			if path := c.String("memprofile"); path != "" {
-				defer func() { err = errors.Join(err, writeHeapProfile(path)) }()
+				stop := watchPeakHeap(path + ".peak")
+				defer func() { stop(); err = errors.Join(err, writeHeapProfile(path)) }()
 			}
 			return newEnv().runAction(c)
 		},
 	}
+}
+
+// watchPeakHeap writes a heap profile to path each time the heap in use
+// passes its highest value so far by 10 %, so that the file ends up showing
+// what was live near the peak. Call the returned function to stop.
+func watchPeakHeap(path string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		var peak uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse < peak+peak/10 {
+				continue
+			}
+			peak = ms.HeapInuse
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func writeHeapProfile(path string) error {

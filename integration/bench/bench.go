@@ -126,8 +126,10 @@ type Options struct {
 	// this file (the sidecar is started as `grasp-sync bench sidecar
 	// --cpuprofile FILE` instead of `grasp-sync run`).
 	CPUProfile string
-	// MemProfile, when set, makes the sidecar run write a Go heap profile
-	// (live heap at exit, and allocations) to this file.
+	// MemProfile, when set, makes the sidecar run write Go heap profiles:
+	// MemProfile (live heap at exit, and allocations) and MemProfile.peak
+	// (near the highest heap); the resync run writes MemProfile.resync and
+	// MemProfile.resync.peak.
 	MemProfile string
 	// Progress receives one line per phase; nil discards.
 	Progress io.Writer

@@ -232,7 +232,11 @@ func (w *world) resync(ctx context.Context, opts Options, own *ownRelay) (Result
 	before := own.gained(w)
 	w.resetStats(own)
 	start := time.Now()
-	p, err := startSidecar(opts, RunResync, own.URL(), true, "", "")
+	mem := ""
+	if opts.MemProfile != "" {
+		mem = opts.MemProfile + ".resync"
+	}
+	p, err := startSidecar(opts, RunResync, own.URL(), true, "", mem)
 	if err != nil {
 		return res, err
 	}
