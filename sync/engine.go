@@ -585,6 +585,14 @@ func (e *Engine) recomputeRelay(url string) {
 // connectDue starts a dial for every tracked, disconnected relay whose
 // backoff has elapsed.
 func (e *Engine) connectDue() {
+	if !e.ready.Load() {
+		// Remote relays wait until the own relay's history has been read
+		// and the local set filled: publishing meanwhile would put events
+		// with old created_at into the range being paged, and a relay
+		// delivering them live inside a page (khatru does) would make the
+		// pager step over stored events.
+		return
+	}
 	for _, url := range e.d.Health.Due() {
 		r := e.relays[url]
 		if r == nil || r.Status != Disconnected {

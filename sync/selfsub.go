@@ -198,6 +198,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 func (e *Engine) startInitialFill(ctx context.Context) {
 	if e.local == nil {
 		e.ready.Store(true)
+		e.connectDue()
 		return
 	}
 	repos := make([]string, 0, len(e.repos))
@@ -220,6 +221,7 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 				zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Duration("took", time.Since(start)))
 		}
 		e.ready.Store(true)
+		e.post(e.connectDue) // remote relays waited for this
 	}()
 }
 

@@ -167,7 +167,11 @@ func watchPeakHeap(path string) (stop func()) {
 		defer close(finished)
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
-		var peak uint64
+		var peak, peakSys, peakStack uint64
+		defer func() {
+			fmt.Fprintf(os.Stderr, "bench sidecar: peak heap in use %d MiB, heap from the OS %d MiB, stacks %d MiB\n",
+				peak>>20, peakSys>>20, peakStack>>20)
+		}()
 		for {
 			select {
 			case <-done:
@@ -176,6 +180,8 @@ func watchPeakHeap(path string) (stop func()) {
 			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
+			peakSys = max(peakSys, ms.HeapSys)
+			peakStack = max(peakStack, ms.StackSys)
 			if ms.HeapInuse < peak+peak/10 {
 				continue
 			}
