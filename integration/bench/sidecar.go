@@ -134,8 +134,15 @@ func (p *proc) status(ctx context.Context) (status.Snapshot, error) {
 
 // stop sends SIGTERM, waits for the exit and returns the process's CPU
 // time (user + system) and peak resident set size in bytes.
+//
+// The peak RSS is the process's own high-water mark (/proc/PID/status
+// VmHWM, read just before SIGTERM). The rusage of a child is not usable for
+// this on Linux: exec records the high-water mark of the memory it
+// replaces, and a child forked from this large benchmark process starts out
+// sharing its memory, so rusage reports the benchmark's own peak.
 func (p *proc) stop() (cpu time.Duration, maxRSS int64, err error) {
 	defer p.logf.Close()
+	hwm := vmHWM(p.cmd.Process.Pid)
 	if done, _ := p.exited(); !done {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		t := time.NewTimer(2*stopGrace + 5*time.Second)
@@ -153,8 +160,10 @@ func (p *proc) stop() (cpu time.Duration, maxRSS int64, err error) {
 		return 0, 0, fmt.Errorf("bench: sidecar has no exit state: %w", p.err)
 	}
 	cpu = ps.UserTime() + ps.SystemTime()
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		maxRSS = int64(ru.Maxrss) * 1024 // kilobytes on Linux
+	if hwm > 0 {
+		maxRSS = hwm
+	} else if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		maxRSS = int64(ru.Maxrss) * 1024 // kilobytes on Linux; see above
 	}
 	if err == nil && p.err != nil {
 		err = fmt.Errorf("bench: sidecar exited: %w (log: %s)", p.err, p.logf.Name())
