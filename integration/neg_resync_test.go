@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -93,4 +95,52 @@ func BenchmarkNegentropyResync100k(b *testing.B) {
 		b.ReportMetric(float64(reqBytes), "req-bytes")
 		b.ReportMetric(100*float64(negBytes)/float64(reqBytes), "neg-%-of-req")
 	}
+}
+
+// TestPagerGoesPastSaturatedSecond: a second holding more events of one
+// kind than the relay returns per REQ is reported, and the paging still
+// fetches everything older.
+func TestPagerGoesPastSaturatedSecond(t *testing.T) {
+	r := startRelay(t, harness.RelayOptions{Name: "capped", ReqCap: 50})
+	alice := harness.NewKey()
+	repo := alice.RepoAddress("r")
+	crowded := time.Now().Add(-time.Hour)
+	var older []*nostr.Event
+	for i := range 60 {
+		r.Inject(alice.Issue(repo, fmt.Sprintf("same second %d", i), harness.At(crowded)))
+		ev := alice.Issue(repo, "older", harness.At(crowded.Add(-time.Duration(i+1)*time.Minute)))
+		r.Inject(ev)
+		older = append(older, ev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := map[string]bool{}
+	pager := &gsync.Pager{PageSize: 50, EOSETimeout: 10 * time.Second}
+	err = pager.Sync(ctx, conn, []nostr.Filter{{Kinds: []int{1621}}}, 1, func(_ context.Context, in gsync.Incoming) error {
+		got[in.Event.ID] = true
+		return nil
+	})
+	if !errors.Is(err, gsync.ErrSaturatedSecond) {
+		t.Fatalf("err = %v, want ErrSaturatedSecond (got %d events)", err, len(got))
+	}
+	for _, ev := range older {
+		if !got[ev.ID] {
+			t.Fatalf("an event older than the saturated second was not fetched (%d of %d older events)", countIn(got, older), len(older))
+		}
+	}
+}
+
+func countIn(got map[string]bool, evs []*nostr.Event) int {
+	n := 0
+	for _, ev := range evs {
+		if got[ev.ID] {
+			n++
+		}
+	}
+	return n
 }

@@ -72,8 +72,11 @@ func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slot
 	return errors.Join(errs...)
 }
 
-// pageFilter pages one filter backwards.
+// pageFilter pages one filter backwards. A second holding more events of
+// one kind than a page (ErrSaturatedSecond) is reported at the end; the
+// paging goes on past it, so the rest of the history still arrives.
 func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) error {
+	var saturated []error
 	f.LimitZero = false
 	var until *nostr.Timestamp
 	if f.Until != nil {
@@ -91,7 +94,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 			return err
 		}
 		if len(page) == 0 {
-			return nil
+			return errors.Join(saturated...)
 		}
 		minTS := page[0].CreatedAt
 		newCount := 0
@@ -104,16 +107,19 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		if newCount == 0 {
 			// Only already-seen events at the boundary second came back.
 			if until == nil || f.Since != nil && *until <= *f.Since {
-				return nil
+				return errors.Join(saturated...)
 			}
 			if len(page) >= pageSize {
 				// The relay may hold more at this second than it returns.
 				if err := p.splitSecond(ctx, c, f, *until, pageSize, emit); err != nil {
-					return err
+					if !errors.Is(err, ErrSaturatedSecond) {
+						return err
+					}
+					saturated = append(saturated, err)
 				}
 			}
 			if *until == 0 {
-				return nil
+				return errors.Join(saturated...)
 			}
 			next := *until - 1
 			until = &next
@@ -131,7 +137,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		t := minTS
 		until = &t
 		if f.Since != nil && minTS < *f.Since {
-			return nil
+			return errors.Join(saturated...)
 		}
 	}
 }

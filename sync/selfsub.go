@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -97,6 +98,12 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 	}
 	err := e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}, 1, emit)
 	flush()
+	if err != nil && errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil {
+		// The rest of the history was read; waiting would not get past a
+		// second holding more events than the relay returns per REQ.
+		e.log.Warn("some seconds of the own relay's history hold more announcements or roots than it returns per REQ; those beyond are not seen until they change", zap.Error(err))
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("paging the own relay's announcements and roots: %w", err)
 	}
