@@ -280,7 +280,7 @@ func TestHarnessRefusedAndClosedPorts(t *testing.T) {
 			}
 		})
 	}
-	_, err := harness.Dial(ctx, harness.ClosedPortURL())
+	_, err := harness.Dial(ctx, closedPort(t))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("closed port: err = %v, want connection refused", err)
 	}
