@@ -144,3 +144,55 @@ func countIn(got map[string]bool, evs []*nostr.Event) int {
 	}
 	return n
 }
+
+// TestPagerWithOldDatedLiveEvents: while the pager pages a relay, events
+// with old created_at are published to it. khatru (and the harness) deliver
+// them live to the page's subscription, mixed into the stored results; they
+// must not make the pager step over stored events.
+func TestPagerWithOldDatedLiveEvents(t *testing.T) {
+	r := startRelay(t, harness.RelayOptions{Name: "busy", ReqCap: 50})
+	alice, bob := harness.NewKey(), harness.NewKey()
+	repo := alice.RepoAddress("r")
+	base := time.Now().Add(-48 * time.Hour)
+	var stored []*nostr.Event
+	for i := range 400 {
+		ev := alice.Issue(repo, fmt.Sprintf("stored %d", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+		stored = append(stored, ev)
+	}
+	r.Inject(stored...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pubCtx, stopPub := context.WithCancel(ctx)
+	pubDone := make(chan struct{})
+	go func() { // old-dated events, published while the pager runs
+		defer close(pubDone)
+		for i := 0; pubCtx.Err() == nil; i++ {
+			at := base.Add(time.Duration(i%400)*time.Minute - 30*time.Second)
+			ev := bob.Issue(repo, fmt.Sprintf("late %d", i), harness.At(at))
+			if err := r.Publish(pubCtx, ev); err != nil && pubCtx.Err() == nil {
+				t.Errorf("publish: %v", err)
+				return
+			}
+		}
+	}()
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := map[string]bool{}
+	pager := &gsync.Pager{PageSize: 50, EOSETimeout: 10 * time.Second}
+	err = pager.Sync(ctx, conn, []nostr.Filter{{Kinds: []int{1621}}}, 1, func(_ context.Context, in gsync.Incoming) error {
+		got[in.Event.ID] = true
+		return nil
+	})
+	stopPub()
+	<-pubDone
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countIn(got, stored); n != len(stored) {
+		t.Fatalf("the pager fetched %d of %d stored events", n, len(stored))
+	}
+}

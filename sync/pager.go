@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,10 +97,9 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		if len(page) == 0 {
 			return errors.Join(saturated...)
 		}
-		minTS := page[0].CreatedAt
+		minTS := pageBottom(page, pageSize)
 		newCount := 0
 		for _, ev := range page {
-			minTS = min(minTS, ev.CreatedAt)
 			if _, ok := boundary[ev.ID]; !ok {
 				newCount++
 			}
@@ -140,6 +140,30 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 			return errors.Join(saturated...)
 		}
 	}
+}
+
+// pageBottom is the created_at down to which a page is known complete. The
+// relay returns at most limit stored events, the newest first; events it
+// delivers live during the page (published meanwhile, possibly with an old
+// created_at) come on top. With more than limit events, the limit-th newest
+// created_at is at or above the oldest stored one, so taking it never steps
+// over a stored event (at worst the next page repeats a few). With fewer,
+// the relay returned everything up to the page's until, and the oldest
+// event is the bottom.
+func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
+	if limit <= 0 || len(page) <= limit {
+		bottom := page[0].CreatedAt
+		for _, ev := range page {
+			bottom = min(bottom, ev.CreatedAt)
+		}
+		return bottom
+	}
+	ts := make([]nostr.Timestamp, len(page))
+	for i, ev := range page {
+		ts[i] = ev.CreatedAt
+	}
+	slices.SortFunc(ts, func(a, b nostr.Timestamp) int { return cmp.Compare(b, a) })
+	return ts[limit-1]
 }
 
 // pageSize is PageSize, lowered to the relay's announced max_limit.
@@ -198,6 +222,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 	defer timer.Stop()
 	var page []*nostr.Event
 	var sizes = map[*nostr.Event]int{}
+	seen := map[string]bool{}
 	progressed := false
 	for {
 		select {
@@ -222,12 +247,20 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 			}
 			switch m.Type {
 			case relay.MsgEvent:
-				// A hostile relay may answer with events we did not ask
-				// for, or with more than the limit: neither may grow the
-				// page or steer the paging (until), so both are dropped.
-				if !f.Matches(m.Event) || f.Limit > 0 && len(page) >= f.Limit {
+				// Events we did not ask for are dropped. More than the
+				// limit is normal: a relay may deliver newly published
+				// events live to the subscription before its EOSE (khatru
+				// does), mixed into the stored results. Up to twice the
+				// limit is kept (they are real events; pageBottom keeps
+				// them from steering the paging); beyond that a relay is
+				// flooding, and the rest is dropped.
+				if !f.Matches(m.Event) || f.Limit > 0 && len(page) >= 2*f.Limit {
 					continue
 				}
+				if seen[m.Event.ID] {
+					continue
+				}
+				seen[m.Event.ID] = true
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
 				progressed = true
