@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
@@ -21,8 +22,10 @@ var networkCommands = map[string]bool{
 // purgatory copying objects between repositories it built inside the git
 // directory) or a clone URL that passes ResolveCloneURL. For http and https
 // the checked addresses are pinned with http.curloptResolve, so git's own
-// lookup cannot be rebound to another address. git:// URLs are checked
-// before git starts; git resolves their host again itself.
+// lookup cannot be rebound to another address. For git:// the URL's host is
+// replaced by the first checked address (git's own protocol has no
+// equivalent of curl's resolve option; a daemon serving virtual hosts by
+// name then sees the address instead).
 //
 // Commands refused here never start a git process.
 func (p *Policy) GitRunner(next gitx.Runner) gitx.Runner {
@@ -62,6 +65,22 @@ func (g *gitGuard) Run(ctx context.Context, c gitx.Cmd) (gitx.Result, error) {
 		return gitx.Result{}, err
 	}
 	scheme := strings.ToLower(u.Scheme)
+	if len(addrs) > 0 && scheme == "git" {
+		pinned := *u
+		port := u.Port()
+		if port == "" {
+			port = "9418"
+		}
+		pinned.Host = netip.AddrPortFrom(addrs[0], mustPort(port)).String()
+		args := append([]string(nil), c.Args...)
+		for i, a := range args {
+			if a == "--" && i+1 < len(args) {
+				args[i+1] = pinned.String()
+				break
+			}
+		}
+		c.Args = args
+	}
 	if len(addrs) > 0 && (scheme == "http" || scheme == "https") {
 		port := u.Port()
 		if port == "" {
@@ -83,4 +102,14 @@ func curlResolve(host, port string, addrs []netip.Addr) string {
 		}
 	}
 	return host + ":" + port + ":" + strings.Join(parts, ",")
+}
+
+// mustPort parses a port that url.URL.Port already found to be digits; an
+// out-of-range value becomes 0, which no connection reaches.
+func mustPort(p string) uint16 {
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return 0
+	}
+	return uint16(n)
 }

@@ -454,7 +454,11 @@ func TestGitRunner(t *testing.T) {
 		t.Fatalf("https fetch config = %q, want %q", pinned, want)
 	}
 	if len(rec.cmds[3].Config) != 0 || len(rec.cmds[4].Config) != 0 {
-		t.Fatalf("git:// or literal-address fetch got pinning: %q %q", rec.cmds[3].Config, rec.cmds[4].Config)
+		t.Fatalf("git:// or literal-address fetch got curl pinning: %q %q", rec.cmds[3].Config, rec.cmds[4].Config)
+	}
+	// git:// is pinned by replacing the host with the checked address.
+	if got, want := argAfterDashes(rec.cmds[3].Args), "git://93.184.216.34:9418/x.git"; got != want {
+		t.Fatalf("git:// fetch repository = %q, want %q", got, want)
 	}
 }
 
@@ -527,4 +531,13 @@ func BenchmarkDialContextRefused(b *testing.B) {
 			b.Fatal("not refused")
 		}
 	}
+}
+
+func argAfterDashes(args []string) string {
+	for i, a := range args {
+		if a == "--" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }

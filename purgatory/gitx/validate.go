@@ -243,8 +243,10 @@ func IsPublic(a netip.Addr) bool {
 // PinAddress resolves u's host, checks every address is public (unless
 // allowPrivate), and returns the git -c setting that makes the http(s)
 // transport connect to the checked address only (http.curloptResolve), so a
-// second DNS answer cannot point the fetch elsewhere. IP literals and git://
-// URLs need no pinning and return no setting.
+// second DNS answer cannot point the fetch elsewhere. IP literals need no
+// pinning; git:// has no such setting, so none is returned for it (the
+// sidecar's address policy, internal/netpolicy, pins git:// by replacing the
+// host with the checked address).
 func PinAddress(ctx context.Context, r Resolver, u CloneURL, allowPrivate bool) ([]string, error) {
 	if _, err := netip.ParseAddr(u.Host); err == nil {
 		if !allowPrivate {
