@@ -262,12 +262,6 @@ func (e *Engine) Reconcile(msg string) (string, error) {
 	return w.String(), nil
 }
 
-// NeedCount and HaveCount are the number of ids collected so far.
-func (e *Engine) NeedCount() int { return len(e.need) }
-
-// HaveCount: see NeedCount.
-func (e *Engine) HaveCount() int { return len(e.have) }
-
 // Result returns the ids the other side has and we do not (need) and the
 // ids we have and the other side lacks (have), as hex strings without
 // duplicates.

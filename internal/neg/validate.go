@@ -1,7 +1,6 @@
 package neg
 
 import (
-	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -47,7 +46,7 @@ func DecodeMessage(msg string, maxHex int) ([]byte, error) {
 	if len(msg) < 2 || len(msg)%2 != 0 {
 		return nil, fmt.Errorf("%w: odd or empty hex length %d", ErrInvalidMessage, len(msg))
 	}
-	b, err := hex.DecodeString(msg)
+	b, err := decodeHex(msg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
