@@ -36,11 +36,7 @@ func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialTB(tb, ctx, r.URL())
 	filter := nostr.Filter{} // the set: everything the relay holds
 
 	r.ResetStats()
@@ -56,12 +52,8 @@ func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 	negBytes = st.BytesIn + st.BytesOut
 
 	r.ResetStats()
-	got := map[string]bool{} // pages overlap by the second at their edge
-	pager := &gsync.Pager{PageSize: 500, EOSETimeout: 30 * time.Second}
-	if err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in gsync.Incoming) error {
-		got[in.Event.ID] = true
-		return nil
-	}); err != nil {
+	got, err := pageAll(ctx, conn, filter, 500)
+	if err != nil {
 		tb.Fatalf("REQ re-download: %v", err)
 	}
 	if len(got) != len(evs) {
@@ -69,6 +61,30 @@ func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 	}
 	st = r.Stats()
 	return negBytes, st.BytesIn + st.BytesOut
+}
+
+// pageAll pages filter from the relay behind conn with the sidecar's REQ
+// pager and returns the ids it fetched (pages overlap by the second at
+// their edge, so ids, not events, are counted).
+func pageAll(ctx context.Context, conn *relay.Conn, filter nostr.Filter, pageSize int) (map[string]bool, error) {
+	got := map[string]bool{}
+	pager := &gsync.Pager{PageSize: pageSize, EOSETimeout: 30 * time.Second}
+	err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in gsync.Incoming) error {
+		got[in.Event.ID] = true
+		return nil
+	})
+	return got, err
+}
+
+// dialTB connects to url for the length of the test.
+func dialTB(tb testing.TB, ctx context.Context, url string) *relay.Conn {
+	tb.Helper()
+	conn, err := relay.Dial(ctx, url, relay.DefaultOptions())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // TestNegentropyResyncBytes: re-syncing a set both sides already hold
@@ -114,17 +130,7 @@ func TestPagerGoesPastSaturatedSecond(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	got := map[string]bool{}
-	pager := &gsync.Pager{PageSize: 50, EOSETimeout: 10 * time.Second}
-	err = pager.Sync(ctx, conn, []nostr.Filter{{Kinds: []int{1621}}}, 1, func(_ context.Context, in gsync.Incoming) error {
-		got[in.Event.ID] = true
-		return nil
-	})
+	got, err := pageAll(ctx, dialTB(t, ctx, r.URL()), nostr.Filter{Kinds: []int{1621}}, 50)
 	if !errors.Is(err, gsync.ErrSaturatedSecond) {
 		t.Fatalf("err = %v, want ErrSaturatedSecond (got %d events)", err, len(got))
 	}
@@ -176,17 +182,7 @@ func TestPagerWithOldDatedLiveEvents(t *testing.T) {
 			}
 		}
 	}()
-	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	got := map[string]bool{}
-	pager := &gsync.Pager{PageSize: 50, EOSETimeout: 10 * time.Second}
-	err = pager.Sync(ctx, conn, []nostr.Filter{{Kinds: []int{1621}}}, 1, func(_ context.Context, in gsync.Incoming) error {
-		got[in.Event.ID] = true
-		return nil
-	})
+	got, err := pageAll(ctx, dialTB(t, ctx, r.URL()), nostr.Filter{Kinds: []int{1621}}, 50)
 	stopPub()
 	<-pubDone
 	if err != nil {
