@@ -13,7 +13,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 )
 
 // quiet is how long a test waits to conclude that a relay sends nothing.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 )
 
 func TestHarnessObservation(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	stdsync "sync"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/health"
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -37,7 +37,7 @@ import (
 // the handshake, like a relay that is down behind an open port.
 type acceptCounter struct {
 	ln    net.Listener
-	mu    stdsync.Mutex
+	mu    sync.Mutex
 	times []time.Time
 	done  chan struct{}
 }
@@ -187,7 +187,7 @@ func TestClosedPortBackoff(t *testing.T) {
 // with one status code and records when each request came.
 type statusServer struct {
 	srv   *httptest.Server
-	mu    stdsync.Mutex
+	mu    sync.Mutex
 	times []time.Time
 }
 
@@ -645,7 +645,7 @@ func silentPort(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("listen: %v", err)
 	}
-	var mu stdsync.Mutex
+	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
 	go func() {
@@ -719,7 +719,7 @@ func runSidecarTB(tb testing.TB, cfg *config.Config) (sc *sidecar.Sidecar, stop 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(ctx) }()
-	var once stdsync.Once
+	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()

@@ -32,8 +32,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"

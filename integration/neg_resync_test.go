@@ -9,10 +9,10 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	gsync "github.com/grasp-sync/grasp-sync/sync"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
 // resyncBytes re-syncs a set the client already holds in full from a real
@@ -68,8 +68,8 @@ func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 // their edge, so ids, not events, are counted).
 func pageAll(ctx context.Context, conn *relay.Conn, filter nostr.Filter, pageSize int) (map[string]bool, error) {
 	got := map[string]bool{}
-	pager := &gsync.Pager{PageSize: pageSize, EOSETimeout: 30 * time.Second}
-	err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in gsync.Incoming) error {
+	pager := &reposync.Pager{PageSize: pageSize, EOSETimeout: 30 * time.Second}
+	err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in reposync.Incoming) error {
 		got[in.Event.ID] = true
 		return nil
 	})
@@ -131,7 +131,7 @@ func TestPagerGoesPastSaturatedSecond(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	got, err := pageAll(ctx, dialTB(t, ctx, r.URL()), nostr.Filter{Kinds: []int{1621}}, 50)
-	if !errors.Is(err, gsync.ErrSaturatedSecond) {
+	if !errors.Is(err, reposync.ErrSaturatedSecond) {
 		t.Fatalf("err = %v, want ErrSaturatedSecond (got %d events)", err, len(got))
 	}
 	for _, ev := range older {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // BenchmarkPurgatoryArrivalToRelease measures, with default delays (500 ms

@@ -21,9 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/integration/gitserver"
-	"github.com/grasp-sync/grasp-sync/purgatory"
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // pgOwnRelay is the own relay of the purgatory tests: a real khatru relay on

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/integration/gitserver"
-	"github.com/grasp-sync/grasp-sync/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
 
 // The seed's scenario: three state events for one repository from three

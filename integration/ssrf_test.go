@@ -20,11 +20,11 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
-	gsync "github.com/grasp-sync/grasp-sync/sync"
 )
 
 const refusedMsg = "destination refused by the outbound address policy"
@@ -221,7 +221,7 @@ func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 	got := refusals(logs)
 	want := map[string]string{"ws://192.168.7.7": "private"} // derived from a clone URL
 	for u, reason := range hostile {
-		dest, err := gsync.NormalizeRelayURL(u)
+		dest, err := reposync.NormalizeRelayURL(u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/integration/bench"
+	"github.com/grasp-sync/grasp-sync/internal/bench"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 )
 
 func init() { extraCommands = append(extraCommands, benchCommand()) }

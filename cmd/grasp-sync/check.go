@@ -20,7 +20,7 @@ import (
 	"github.com/nbd-wtf/go-nostr/nip42"
 	"github.com/urfave/cli/v2"
 
-	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 )
 
 // DefaultCheckTimeout bounds each probe of `check` (connect, REQ, NIP-11).

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 )
 
 // newLogger builds the process logger: JSON (default) or console, at the

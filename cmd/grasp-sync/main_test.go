@@ -19,7 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 

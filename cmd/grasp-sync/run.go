@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/version"

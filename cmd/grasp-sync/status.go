@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/grasp-sync/grasp-sync/config"
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 

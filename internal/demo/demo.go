@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/integration/harness"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // FuzzURLChecks: no input panics; an accepted URL has an allowed scheme,

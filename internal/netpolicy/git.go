@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // networkCommands are the git subcommands that contact the repository

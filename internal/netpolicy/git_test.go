@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // The git the purgatory runs (gitx.Exec behind the guard) sees none of the

@@ -35,14 +35,14 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	stdsync "sync"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // ErrRefused is wrapped by every refusal (a *RefusedError).
@@ -139,7 +139,7 @@ type Policy struct {
 
 	refused *prometheus.CounterVec
 
-	mu          stdsync.Mutex
+	mu          sync.Mutex
 	logged      map[string]bool
 	rememberMax int
 }

@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	stdsync "sync"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -17,12 +17,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // fakeResolver answers from a table and counts lookups.
 type fakeResolver struct {
-	mu      stdsync.Mutex
+	mu      sync.Mutex
 	answers map[string][]netip.Addr
 	calls   int
 }
@@ -50,7 +50,7 @@ func addrs(ss ...string) []netip.Addr {
 // address and records what it was asked to dial.
 type loopbackOnly struct {
 	t     *testing.T
-	mu    stdsync.Mutex
+	mu    sync.Mutex
 	dials []string
 }
 
@@ -386,7 +386,7 @@ func TestHTTPClient(t *testing.T) {
 
 // recordingRunner records the commands it was asked to run.
 type recordingRunner struct {
-	mu   stdsync.Mutex
+	mu   sync.Mutex
 	cmds []gitx.Cmd
 }
 

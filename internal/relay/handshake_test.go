@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 )
 
 // TestDialHandshakeStatus: a handshake answered with anything but 101 is a

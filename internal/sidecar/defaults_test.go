@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	"github.com/grasp-sync/grasp-sync/purgatory"
-	gsync "github.com/grasp-sync/grasp-sync/sync"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
 // The defaults live twice: in config.Default() (flags, environment, YAML,
@@ -54,7 +54,7 @@ func TestDefaultsAgree(t *testing.T) {
 			},
 		},
 		{
-			name: "sync.Config", mapped: syncConfig(cfg), engine: gsync.DefaultConfig(),
+			name: "sync.Config", mapped: syncConfig(cfg), engine: reposync.DefaultConfig(),
 			exclude: map[string]string{
 				"OwnRelay":                         "site-specific URL, required, no default",
 				"ServiceDomain":                    "site-specific host, no default",

@@ -9,24 +9,24 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	stdsync "sync"
+	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/config"
-	"github.com/grasp-sync/grasp-sync/health"
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/status"
-	"github.com/grasp-sync/grasp-sync/purgatory"
-	"github.com/grasp-sync/grasp-sync/purgatory/gitx"
-	gsync "github.com/grasp-sync/grasp-sync/sync"
 )
 
 // Deps are what the caller provides besides the configuration.
@@ -59,7 +59,7 @@ type Sidecar struct {
 	health *health.Tracker
 	pub    *publish.Publisher
 	purg   *purgatory.Purgatory
-	engine *gsync.Engine
+	engine *reposync.Engine
 	local  *localindex.Index
 }
 
@@ -114,7 +114,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	configured := map[string]bool{}
 	for _, u := range append(append([]string{cfg.OwnRelay}, cfg.BootstrapRelays...), cfg.TrustedRelays...) {
 		configured[u] = true
-		if norm, err := gsync.NormalizeRelayURL(u); err == nil {
+		if norm, err := reposync.NormalizeRelayURL(u); err == nil {
 			configured[norm] = true
 		}
 	}
@@ -126,7 +126,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return pol.CheckRelayURL(url)
 	}
 
-	deps := gsync.Deps{
+	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
 		Dial: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
 			if !configured[url] {
@@ -142,7 +142,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			return relay.Dial(ctx, url, o)
 		},
 		RelayOptions: ropts,
-		Publish: func(ctx context.Context, ev *nostr.Event, done func(gsync.Outcome, string)) error {
+		Publish: func(ctx context.Context, ev *nostr.Event, done func(reposync.Outcome, string)) error {
 			return pub.Submit(ctx, ev, func(r publish.Result) { done(outcome(r.Outcome), resultReason(r)) })
 		},
 		Limits: func(ctx context.Context, url string) (health.Limits, error) {
@@ -197,7 +197,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 	}
 
-	eng, err := gsync.New(scfg, deps)
+	eng, err := reposync.New(scfg, deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
@@ -266,8 +266,8 @@ func negOptions(cfg *config.Config) neg.Options {
 
 // syncConfig maps cfg onto the sync engine's settings (its Deps are wired
 // by New).
-func syncConfig(cfg *config.Config) gsync.Config {
-	scfg := gsync.DefaultConfig()
+func syncConfig(cfg *config.Config) reposync.Config {
+	scfg := reposync.DefaultConfig()
 	scfg.OwnRelay = cfg.OwnRelay
 	scfg.ServiceDomain = cfg.ServiceDomain
 	scfg.Bootstrap = cfg.BootstrapRelays
@@ -288,7 +288,7 @@ func syncConfig(cfg *config.Config) gsync.Config {
 	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
 	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
 	scfg.MaxRepositories = cfg.Limits.MaxRepositories
-	scfg.Handler = gsync.HandlerConfig{
+	scfg.Handler = reposync.HandlerConfig{
 		Workers: cfg.Sync.VerifyWorkers,
 		// One relay may fill half of the shared queue at most.
 		QueueLen:        2 * cfg.Limits.RelayQueue,
@@ -301,15 +301,15 @@ func syncConfig(cfg *config.Config) gsync.Config {
 		// or a resync could never re-publish what the own relay lost.
 		SeenTTL: min(20*time.Minute, cfg.Sync.FullResyncMin/2),
 	}
-	scfg.Rejected = gsync.RejectedConfig{
+	scfg.Rejected = reposync.RejectedConfig{
 		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
 		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
 	}
-	scfg.Negentropy = gsync.NegConfig{
+	scfg.Negentropy = reposync.NegConfig{
 		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
 		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
 	}
-	scfg.Trusted = gsync.TrustedConfig{
+	scfg.Trusted = reposync.TrustedConfig{
 		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
 		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
 	}
@@ -339,7 +339,7 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 }
 
 // Engine exposes the sync engine (tests and the demo read its state).
-func (s *Sidecar) Engine() *gsync.Engine { return s.engine }
+func (s *Sidecar) Engine() *reposync.Engine { return s.engine }
 
 // Run runs every component until ctx is cancelled, then shuts down in
 // order: stop syncing, flush the publisher within the grace period, stop
@@ -350,7 +350,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	engCtx, stopEng := context.WithCancel(ctx)
 	defer stopEng()
 
-	var wg stdsync.WaitGroup
+	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	start := func(name string, ctx context.Context, run func(context.Context) error) {
 		wg.Add(1)
@@ -361,7 +361,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	var engWG stdsync.WaitGroup
+	var engWG sync.WaitGroup
 	engWG.Add(1)
 	go func() {
 		defer engWG.Done()
@@ -414,16 +414,16 @@ func (s *Sidecar) Status() status.Snapshot {
 	return st
 }
 
-func outcome(o publish.Outcome) gsync.Outcome {
+func outcome(o publish.Outcome) reposync.Outcome {
 	switch o {
 	case publish.Accepted:
-		return gsync.Accepted
+		return reposync.Accepted
 	case publish.Duplicate:
-		return gsync.Duplicate
+		return reposync.Duplicate
 	case publish.Rejected:
-		return gsync.Rejected
+		return reposync.Rejected
 	}
-	return gsync.Dropped
+	return reposync.Dropped
 }
 
 func resultReason(r publish.Result) string {
@@ -437,7 +437,7 @@ func resultReason(r publish.Result) string {
 // their outcome to the shared handler.
 type releasePublisher struct {
 	pub    *publish.Publisher
-	settle func(*nostr.Event, gsync.Outcome, string)
+	settle func(*nostr.Event, reposync.Outcome, string)
 }
 
 func (p *releasePublisher) Publish(ctx context.Context, ev *nostr.Event) error {

@@ -1,0 +1,727 @@
+// Package purgatory holds repository state events (kind 30618), pull
+// requests (1618) and PR updates (1619) until the git objects they name exist
+// in the GRASP git directory, fetches those objects from the repositories'
+// clone URLs with git, and releases each event as soon as its data is there:
+// objects copied to every authorised owner repository, refs aligned, event
+// published to the own relay.
+//
+// Syncing is per identifier (the repository's d tag): events arriving in a
+// burst share one fetch round, attempts back off, and git requests are
+// throttled per domain. See DESIGN.md §5 and the purgatory sync seed.
+package purgatory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+)
+
+// Event kinds the purgatory holds or reads.
+const (
+	KindAnnouncement = 30617
+	KindState        = 30618
+	KindPR           = 1618
+	KindPRUpdate     = 1619
+)
+
+// Sentinel errors of Add.
+var (
+	// ErrNotHeld: the event's kind does not go through purgatory.
+	ErrNotHeld = errors.New("purgatory: kind not held")
+	// ErrDisabled: no git directory is configured.
+	ErrDisabled = errors.New("purgatory: disabled (no git directory)")
+	// ErrInvalidEvent: a tag the purgatory relies on is missing or malformed.
+	ErrInvalidEvent = errors.New("purgatory: invalid event")
+	// ErrFull: MaxEntries events are held already.
+	ErrFull = errors.New("purgatory: full")
+	// ErrStale: a newer state event from the same author is already known;
+	// the event must not be published.
+	ErrStale = errors.New("purgatory: newer state from this author known")
+)
+
+// Publisher sends a released event to the own relay and blocks until the
+// relay accepted it (nil, also for "duplicate:") or refused it (error). An
+// event whose publish fails stays held and is retried until it expires.
+type Publisher interface {
+	Publish(ctx context.Context, ev *nostr.Event) error
+}
+
+// Held is an event id the purgatory holds, with its created_at (negentropy
+// counts these as "have").
+type Held struct {
+	ID        string
+	CreatedAt nostr.Timestamp
+}
+
+// Stats is a snapshot of the purgatory's size.
+type Stats struct {
+	States        int
+	PRs           int
+	QueueSize     int
+	Announcements int
+}
+
+// Events returns the number of held events.
+func (s Stats) Events() int { return s.States + s.PRs }
+
+// Options are the collaborators of a Purgatory. Publisher is required.
+type Options struct {
+	Publisher Publisher
+	// Logger defaults to zap.NewNop().
+	Logger *zap.Logger
+	// Registerer receives the metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// Git runs git; defaults to gitx.NewExec with the configured timeout.
+	Git gitx.Runner
+	// Resolver checks clone URL hosts; defaults to net.DefaultResolver.
+	Resolver gitx.Resolver
+	// SyncContext replaces the git-directory implementation (unit tests).
+	SyncContext SyncContext
+}
+
+// entry is one held event.
+type entry struct {
+	ev         *nostr.Event
+	identifier string
+	onOwnRelay bool
+	added      time.Time
+
+	oids []string // objects the event names (state: ref targets; PR: c)
+	// state
+	refs []gitx.RefUpdate
+	head string // branch name HEAD points at, or ""
+	// PR / PR update
+	owners    []string // owner pubkeys from the a tags with this identifier
+	cloneURLs []string
+}
+
+type announcement struct {
+	pubkey      string
+	createdAt   nostr.Timestamp
+	id          string
+	clone       []string
+	maintainers []string
+}
+
+type stamp struct {
+	createdAt nostr.Timestamp
+	id        string
+}
+
+// newer reports whether a wins over b as addressable events do: later
+// created_at, then lower id.
+func (a stamp) newer(b stamp) bool {
+	if a.createdAt != b.createdAt {
+		return a.createdAt > b.createdAt
+	}
+	return a.id < b.id
+}
+
+// Purgatory holds events until their git data is present. Create with New,
+// feed with AddAnnouncement and Add, drive with Run.
+type Purgatory struct {
+	cfg   Config
+	log   *zap.Logger
+	clock Clock
+	pub   Publisher
+	git   gitx.Runner
+	res   gitx.Resolver
+	m     *metrics
+	sc    SyncContext
+	// enabled: a git directory (or a replacement SyncContext) is configured.
+	enabled bool
+	sync    *syncer
+	th      *throttle
+
+	wake chan struct{}
+
+	mu     sync.Mutex
+	byID   map[string]*entry
+	states map[string]map[string]*entry // identifier → author → newest state
+	prs    map[string]map[string]*entry // identifier → event id → PR / update
+	anns   map[string]map[string]*announcement
+	nAnns  int
+	latest map[string]stamp // author + "/" + identifier → newest state known on the own relay or released
+	queue  *syncQueue
+	// lastExpiry is when pass last looked for expired entries.
+	lastExpiry time.Time
+	runCtx     context.Context
+	stopping   bool
+	wg         sync.WaitGroup
+
+	identMu   sync.Mutex
+	identLock map[string]*identLock
+	initMu    sync.Mutex
+}
+
+type identLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// New builds a Purgatory. The configuration is validated.
+func New(cfg Config, opts Options) (*Purgatory, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Publisher == nil && opts.SyncContext == nil {
+		return nil, errors.New("purgatory: Options.Publisher is required")
+	}
+	p := &Purgatory{
+		cfg:       cfg,
+		log:       opts.Logger,
+		clock:     opts.Clock,
+		pub:       opts.Publisher,
+		git:       opts.Git,
+		res:       opts.Resolver,
+		wake:      make(chan struct{}, 1),
+		byID:      map[string]*entry{},
+		states:    map[string]map[string]*entry{},
+		prs:       map[string]map[string]*entry{},
+		anns:      map[string]map[string]*announcement{},
+		latest:    map[string]stamp{},
+		identLock: map[string]*identLock{},
+	}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	p.log = p.log.Named("purgatory")
+	if p.clock == nil {
+		p.clock = SystemClock{}
+	}
+	if p.git == nil {
+		e := gitx.NewExec(cfg.GitCommandTimeout)
+		e.OutputCap = cfg.GitOutputCap
+		p.git = e
+	}
+	if p.res == nil {
+		p.res = defaultResolver
+	}
+	m, err := newMetrics(opts.Registerer, cfg.MaxDomainLabels)
+	if err != nil {
+		return nil, fmt.Errorf("purgatory: register metrics: %w", err)
+	}
+	p.m = m
+	p.queue = newSyncQueue(cfg.backoff)
+	p.sc = opts.SyncContext
+	p.enabled = cfg.GitDir != "" || p.sc != nil
+	if p.sc == nil {
+		p.sc = &gitContext{p: p}
+	}
+	p.th = newThrottle(p.clock, cfg.DomainConcurrency, cfg.DomainRequestsPerWindow, cfg.DomainWindow, m)
+	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log}
+	p.th.spawn = p.spawn
+	p.th.work = func(domain, id string, tried map[string]bool, l *lease) (string, bool) {
+		return p.sync.workQueued(p.ctx(), domain, id, tried, l)
+	}
+	return p, nil
+}
+
+// Needs reports whether ev must go through purgatory before it is published:
+// kinds 30618, 1618 and 1619 when a git directory is configured.
+func (p *Purgatory) Needs(ev *nostr.Event) bool {
+	if !p.enabled {
+		return false
+	}
+	switch ev.Kind {
+	case KindState, KindPR, KindPRUpdate:
+		return true
+	}
+	return false
+}
+
+// AddAnnouncement records an accepted 30617 announcement (newest per
+// pubkey and d): its clone URLs are fetch sources, its maintainers widen
+// authorisation, and its owner's repository is a release target. Held events
+// of that identifier are scheduled again.
+func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
+	if ev == nil || ev.Kind != KindAnnouncement || !gitx.ValidPubKey(ev.PubKey) {
+		return
+	}
+	d := ev.Tags.GetD()
+	if gitx.ValidateIdentifier(d) != nil {
+		return
+	}
+	a := &announcement{pubkey: ev.PubKey, createdAt: ev.CreatedAt, id: ev.ID}
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 {
+			continue
+		}
+		switch tag[0] {
+		case "clone":
+			a.clone = append(a.clone, tag[1:]...)
+		case "maintainers":
+			for _, m := range tag[1:] {
+				if gitx.ValidPubKey(m) {
+					a.maintainers = append(a.maintainers, m)
+				}
+			}
+		}
+	}
+	if len(a.clone) > p.cfg.MaxCloneURLs {
+		a.clone = a.clone[:p.cfg.MaxCloneURLs]
+	}
+	now := p.clock.Now()
+	p.mu.Lock()
+	byOwner := p.anns[d]
+	old := byOwner[ev.PubKey]
+	switch {
+	case old != nil && !(stamp{a.createdAt, a.id}).newer(stamp{old.createdAt, old.id}):
+		p.mu.Unlock()
+		return
+	case old == nil && p.nAnns >= p.cfg.MaxAnnouncements:
+		p.mu.Unlock()
+		p.log.Warn("announcement limit reached", zap.Int("max_announcements", p.cfg.MaxAnnouncements))
+		return
+	}
+	if byOwner == nil {
+		byOwner = map[string]*announcement{}
+		p.anns[d] = byOwner
+	}
+	if old == nil {
+		p.nAnns++
+	}
+	byOwner[ev.PubKey] = a
+	pending := p.pendingLocked(d)
+	if pending {
+		p.queue.add(d, p.cfg.SyncedDelay, now)
+		p.m.queueSize.Set(float64(p.queue.len()))
+	}
+	p.mu.Unlock()
+	if pending {
+		p.nudge()
+	}
+}
+
+// Add takes a state event, PR or PR update into purgatory. onOwnRelay says
+// the event was seen on the own relay (it will not be published again, and
+// its sync waits OwnRelayDelay for the author's push); otherwise it came from
+// a remote relay and is published on release. Adding an event already held
+// only updates onOwnRelay.
+func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
+	if ev == nil {
+		return fmt.Errorf("%w: nil event", ErrInvalidEvent)
+	}
+	if !p.Needs(ev) {
+		if !p.enabled {
+			return ErrDisabled
+		}
+		return fmt.Errorf("%w: kind %d", ErrNotHeld, ev.Kind)
+	}
+	e, err := parseEntry(ev, p.cfg.MaxCloneURLs)
+	if err != nil {
+		return err
+	}
+	now := p.clock.Now()
+	e.onOwnRelay = onOwnRelay
+	e.added = now
+	delay := p.cfg.SyncedDelay
+	if onOwnRelay {
+		delay = p.cfg.OwnRelayDelay
+	}
+
+	p.mu.Lock()
+	if held, ok := p.byID[ev.ID]; ok {
+		held.onOwnRelay = held.onOwnRelay || onOwnRelay
+		p.mu.Unlock()
+		return nil
+	}
+	if ev.Kind == KindState {
+		key := ev.PubKey + "/" + e.identifier
+		st := stamp{ev.CreatedAt, ev.ID}
+		if l, ok := p.latest[key]; ok && !st.newer(l) {
+			p.mu.Unlock()
+			return ErrStale
+		}
+		if old := p.states[e.identifier][ev.PubKey]; old != nil {
+			if !st.newer(stamp{old.ev.CreatedAt, old.ev.ID}) {
+				p.mu.Unlock()
+				return ErrStale
+			}
+			p.removeLocked(old)
+		}
+		if onOwnRelay {
+			// The own relay keeps the newest per author: never apply an
+			// older state of this author over it.
+			p.setLatestLocked(key, st)
+		}
+	}
+	if len(p.byID) >= p.cfg.MaxEntries {
+		p.mu.Unlock()
+		p.m.refused.WithLabelValues(kindLabel(ev.Kind)).Inc()
+		return ErrFull
+	}
+	p.insertLocked(e)
+	p.queue.add(e.identifier, delay, now)
+	p.m.queueSize.Set(float64(p.queue.len()))
+	p.mu.Unlock()
+	p.nudge()
+	return nil
+}
+
+// parseEntry validates ev and extracts what release needs.
+func parseEntry(ev *nostr.Event, maxURLs int) (*entry, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidEvent, ev.ID, fmt.Sprintf(format, args...))
+	}
+	if !gitx.ValidPubKey(ev.PubKey) || len(ev.ID) != 64 {
+		return nil, bad("bad id or pubkey")
+	}
+	e := &entry{ev: ev}
+	switch ev.Kind {
+	case KindState:
+		e.identifier = ev.Tags.GetD()
+		if err := gitx.ValidateIdentifier(e.identifier); err != nil {
+			return nil, bad("d tag: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, tag := range ev.Tags {
+			if len(tag) < 2 {
+				continue
+			}
+			name := tag[0]
+			switch {
+			case name == "HEAD":
+				branch, ok := strings.CutPrefix(tag[1], "ref: refs/heads/")
+				if !ok || gitx.ValidateRefName("refs/heads/"+branch) != nil {
+					return nil, bad("HEAD %q", tag[1])
+				}
+				e.head = branch
+			case strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/"):
+				if strings.HasSuffix(name, "^{}") {
+					continue // peeled entries are ignored
+				}
+				if strings.HasPrefix(name, "refs/nostr/") || gitx.ValidateRefName(name) != nil || !gitx.ValidOID(tag[1]) {
+					return nil, bad("ref %q -> %q", name, tag[1])
+				}
+				if seen[name] {
+					continue
+				}
+				seen[name] = true
+				e.refs = append(e.refs, gitx.RefUpdate{Ref: name, OID: tag[1]})
+				e.oids = append(e.oids, tag[1])
+			}
+		}
+	case KindPR, KindPRUpdate:
+		c := ev.Tags.Find("c")
+		if c == nil || !gitx.ValidOID(c[1]) {
+			return nil, bad("c tag")
+		}
+		e.oids = []string{c[1]}
+		for _, tag := range ev.Tags {
+			if len(tag) < 2 {
+				continue
+			}
+			switch tag[0] {
+			case "a":
+				kind, rest, ok := strings.Cut(tag[1], ":")
+				if !ok || kind != "30617" {
+					continue
+				}
+				owner, d, ok := strings.Cut(rest, ":")
+				if !ok || !gitx.ValidPubKey(owner) || gitx.ValidateIdentifier(d) != nil {
+					continue
+				}
+				if e.identifier == "" {
+					e.identifier = d
+				}
+				if d == e.identifier {
+					e.owners = append(e.owners, owner)
+				}
+			case "clone":
+				e.cloneURLs = append(e.cloneURLs, tag[1:]...)
+			}
+		}
+		if e.identifier == "" {
+			return nil, bad("no repository a tag")
+		}
+		if len(e.cloneURLs) > maxURLs {
+			e.cloneURLs = e.cloneURLs[:maxURLs]
+		}
+	default:
+		return nil, fmt.Errorf("%w: kind %d", ErrNotHeld, ev.Kind)
+	}
+	sort.Strings(e.oids)
+	e.oids = dedupe(e.oids)
+	return e, nil
+}
+
+func dedupe(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (p *Purgatory) insertLocked(e *entry) {
+	p.byID[e.ev.ID] = e
+	if e.ev.Kind == KindState {
+		m := p.states[e.identifier]
+		if m == nil {
+			m = map[string]*entry{}
+			p.states[e.identifier] = m
+		}
+		m[e.ev.PubKey] = e
+	} else {
+		m := p.prs[e.identifier]
+		if m == nil {
+			m = map[string]*entry{}
+			p.prs[e.identifier] = m
+		}
+		m[e.ev.ID] = e
+	}
+	p.m.events.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
+}
+
+// removeLocked drops e if it is still held; it reports whether it was.
+func (p *Purgatory) removeLocked(e *entry) bool {
+	if p.byID[e.ev.ID] != e {
+		return false
+	}
+	delete(p.byID, e.ev.ID)
+	if e.ev.Kind == KindState {
+		if m := p.states[e.identifier]; m != nil && m[e.ev.PubKey] == e {
+			delete(m, e.ev.PubKey)
+			if len(m) == 0 {
+				delete(p.states, e.identifier)
+			}
+		}
+	} else if m := p.prs[e.identifier]; m != nil {
+		delete(m, e.ev.ID)
+		if len(m) == 0 {
+			delete(p.prs, e.identifier)
+		}
+	}
+	p.m.events.WithLabelValues(kindLabel(e.ev.Kind)).Dec()
+	if !p.pendingLocked(e.identifier) {
+		p.queue.remove(e.identifier)
+		p.m.queueSize.Set(float64(p.queue.len()))
+	}
+	return true
+}
+
+// setLatestLocked records the newest known state of an author for an
+// identifier. The map is bounded by MaxAnnouncements: when full, an
+// arbitrary older record is forgotten.
+func (p *Purgatory) setLatestLocked(key string, st stamp) {
+	if l, ok := p.latest[key]; ok && !st.newer(l) {
+		return
+	}
+	if _, ok := p.latest[key]; !ok && len(p.latest) >= p.cfg.MaxAnnouncements {
+		for k := range p.latest {
+			delete(p.latest, k)
+			break
+		}
+	}
+	p.latest[key] = st
+}
+
+func (p *Purgatory) pendingLocked(id string) bool {
+	return len(p.states[id])+len(p.prs[id]) > 0
+}
+
+// Has reports whether the event id is held.
+func (p *Purgatory) Has(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.byID[id]
+	return ok
+}
+
+// Held returns the held event ids with their created_at.
+func (p *Purgatory) Held() []Held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Held, 0, len(p.byID))
+	for id, e := range p.byID {
+		out = append(out, Held{ID: id, CreatedAt: e.ev.CreatedAt})
+	}
+	return out
+}
+
+// IDs returns the held event ids.
+func (p *Purgatory) IDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.byID))
+	for id := range p.byID {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Len returns the number of held events.
+func (p *Purgatory) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.byID)
+}
+
+// Stats returns a snapshot of the purgatory's size.
+func (p *Purgatory) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{QueueSize: p.queue.len(), Announcements: p.nAnns}
+	for _, e := range p.byID {
+		if e.ev.Kind == KindState {
+			s.States++
+		} else {
+			s.PRs++
+		}
+	}
+	return s
+}
+
+// Run drives the sync queue until ctx ends: every Loop (or when the earliest
+// identifier becomes due) it expires old entries and starts a sync for every
+// ready identifier in parallel. It waits for running syncs before returning
+// nil.
+func (p *Purgatory) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.runCtx != nil {
+		p.mu.Unlock()
+		return errors.New("purgatory: Run called twice")
+	}
+	p.runCtx = ctx
+	p.mu.Unlock()
+
+	var timer Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		p.mu.Lock()
+		p.stopping = true
+		p.mu.Unlock()
+		p.th.stop()
+		p.wg.Wait()
+	}()
+	for {
+		p.pass(ctx)
+		if timer != nil {
+			timer.Stop()
+		}
+		wait := p.cfg.Loop
+		p.mu.Lock()
+		if t, ok := p.queue.earliest(); ok {
+			if d := t.Sub(p.clock.Now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		p.mu.Unlock()
+		timer = p.clock.AfterFunc(wait, p.nudge)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wake:
+		}
+	}
+}
+
+func (p *Purgatory) nudge() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Purgatory) ctx() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runCtx == nil {
+		return context.Background()
+	}
+	return p.runCtx
+}
+
+// spawn runs fn in a goroutine Run waits for; false once Run is stopping.
+func (p *Purgatory) spawn(fn func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// pass expires old entries and starts every ready identifier.
+func (p *Purgatory) pass(ctx context.Context) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	// Expiry is checked at most once per Loop (passes also run on every Add).
+	expire := now.Sub(p.lastExpiry) >= p.cfg.Loop
+	if expire {
+		p.lastExpiry = now
+	}
+	for _, e := range p.byID {
+		if expire && now.Sub(e.added) >= p.cfg.Expiry {
+			if p.removeLocked(e) {
+				p.m.expired.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
+				p.log.Info("expired without git data", zap.String("event", e.ev.ID),
+					zap.Int("kind", e.ev.Kind), zap.String("identifier", e.identifier))
+			}
+		}
+	}
+	ready := p.queue.ready(now)
+	var start []string
+	for _, id := range ready {
+		if !p.pendingLocked(id) {
+			p.queue.done(id, true, now)
+			continue
+		}
+		start = append(start, id)
+	}
+	p.m.queueSize.Set(float64(p.queue.len()))
+	p.mu.Unlock()
+
+	for _, id := range start {
+		id := id
+		ok := p.spawn(func() {
+			complete := p.sync.syncIdentifier(ctx, id)
+			p.mu.Lock()
+			complete = complete || !p.pendingLocked(id)
+			p.queue.done(id, complete, p.clock.Now())
+			attempts := 0
+			if e := p.queue.entries[id]; e != nil {
+				attempts = e.attempts
+			}
+			p.m.queueSize.Set(float64(p.queue.len()))
+			p.mu.Unlock()
+			// Repeated failures are logged with their count, at 1, 2, 4, 8… attempts.
+			if !complete && attempts > 0 && attempts&(attempts-1) == 0 && ctx.Err() == nil {
+				p.log.Info("git data still missing; will retry", zap.String("identifier", id), zap.Int("attempts", attempts))
+			}
+			if complete {
+				p.m.attempts.WithLabelValues(resultComplete).Inc()
+			} else {
+				p.m.attempts.WithLabelValues(resultRetry).Inc()
+			}
+			p.nudge()
+		})
+		if !ok {
+			p.mu.Lock()
+			p.queue.done(id, false, now)
+			p.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package purgatory
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+)
+
+// Source is one clone URL an identifier's git data may be fetched from.
+type Source struct {
+	URL string
+	// Domain is host[:port]: the throttling key.
+	Domain string
+}
+
+// ReleaseResult counts what one Release call let out of purgatory.
+type ReleaseResult struct {
+	States int
+	PRs    int
+}
+
+// SyncContext is everything the sync logic needs from git and the relay side.
+// The purgatory's own implementation works on the git directory; unit tests
+// use a fake so selection, throttling and backoff are tested without I/O.
+type SyncContext interface {
+	// Pending reports whether events for identifier are still held.
+	Pending(identifier string) bool
+	// NeededOIDs returns the object ids the held events of identifier still
+	// miss locally (only for events that could be released once present).
+	NeededOIDs(ctx context.Context, identifier string) ([]string, error)
+	// Sources returns the clone URLs to fetch identifier's data from, in
+	// preference order, without the own domain.
+	Sources(ctx context.Context, identifier string) []Source
+	// Fetch fetches oids from url into identifier's local repository and
+	// returns the ids now present. gate is asked before every git request
+	// after the first.
+	Fetch(ctx context.Context, identifier, url string, oids []string, gate gitx.Gate) ([]string, error)
+	// Release lets out every held event of identifier whose data is present:
+	// objects copied to the authorised owners' repositories, refs aligned,
+	// event published, entry removed. Each event releases on its own.
+	Release(ctx context.Context, identifier string) (ReleaseResult, error)
+}
+
+// syncer is the identifier sync logic of the seed, over a SyncContext and the
+// per-domain throttle.
+type syncer struct {
+	sc  SyncContext
+	th  *throttle
+	m   *metrics
+	log *zap.Logger
+}
+
+// syncIdentifier is one attempt from the main loop: it fetches from every
+// clone URL whose domain has capacity, releasing events after each fetch,
+// and hands the identifier to the queues of busy domains that still have
+// untried URLs. It never waits for a throttled domain. It reports whether
+// nothing is held for the identifier any more.
+func (s *syncer) syncIdentifier(ctx context.Context, id string) bool {
+	if !s.sc.Pending(id) {
+		return true
+	}
+	needed, err := s.sc.NeededOIDs(ctx, id)
+	if err != nil {
+		s.log.Debug("cannot compute needed objects", zap.String("identifier", id), zap.Error(err))
+		return false
+	}
+	if len(needed) == 0 {
+		s.release(ctx, id)
+		return !s.sc.Pending(id)
+	}
+	tried := map[string]bool{}
+	for ctx.Err() == nil {
+		src, l := s.nextSource(ctx, id, tried)
+		if l == nil {
+			break
+		}
+		tried[src.URL] = true
+		s.fetchFrom(ctx, id, src, needed, l)
+		if !s.sc.Pending(id) {
+			return true
+		}
+		if needed, err = s.sc.NeededOIDs(ctx, id); err != nil {
+			return false
+		}
+		if len(needed) == 0 {
+			s.release(ctx, id)
+			return !s.sc.Pending(id)
+		}
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	// What is left untried belongs to throttled domains: queue there.
+	byDomain := map[string]map[string]bool{}
+	for _, src := range s.sc.Sources(ctx, id) {
+		if tried[src.URL] {
+			continue
+		}
+		if _, ok := byDomain[src.Domain]; !ok {
+			byDomain[src.Domain] = map[string]bool{}
+		}
+	}
+	for u := range tried {
+		if cu, err := gitx.ParseCloneURL(u); err == nil {
+			if m, ok := byDomain[cu.Domain]; ok {
+				m[u] = true
+			}
+		}
+	}
+	for domain, triedHere := range byDomain {
+		s.log.Debug("waiting for throttled domain", zap.String("identifier", id), zap.String("domain", domain))
+		s.th.enqueue(domain, id, triedHere)
+	}
+	return false
+}
+
+// nextSource returns the first untried source whose domain has capacity,
+// holding a lease on that domain.
+func (s *syncer) nextSource(ctx context.Context, id string, tried map[string]bool) (Source, *lease) {
+	busy := map[string]bool{}
+	for _, src := range s.sc.Sources(ctx, id) {
+		if tried[src.URL] || busy[src.Domain] {
+			continue
+		}
+		if l := s.th.tryAcquire(src.Domain); l != nil {
+			return src, l
+		}
+		busy[src.Domain] = true
+	}
+	return Source{}, nil
+}
+
+// fetchFrom runs one fetch round against src holding l, then releases what
+// became satisfiable.
+func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []string, l *lease) {
+	fetched, err := s.sc.Fetch(ctx, id, src.URL, needed, l)
+	// A URL refused before git ran (invalid, private address, no local
+	// repository) never reached the remote: it does not count as a request.
+	l.release(!errors.Is(err, gitx.ErrInvalid) && !errors.Is(err, ErrNoLocalRepo))
+	result := resultOK
+	if err != nil && !errors.Is(err, gitx.ErrRoundCut) {
+		result = resultError
+	}
+	if s.m != nil {
+		s.m.domainRequests.WithLabelValues(s.m.domain(src.Domain), result).Inc()
+		s.m.oidsFetched.Add(float64(len(fetched)))
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Debug("fetch failed", zap.String("identifier", id), zap.String("url", src.URL),
+			zap.Int("fetched", len(fetched)), zap.Error(err))
+	}
+	if len(fetched) > 0 {
+		s.release(ctx, id)
+	}
+}
+
+func (s *syncer) release(ctx context.Context, id string) {
+	res, err := s.sc.Release(ctx, id)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("release failed", zap.String("identifier", id), zap.Error(err))
+	}
+	if res.States+res.PRs > 0 {
+		s.log.Debug("released", zap.String("identifier", id), zap.Int("states", res.States), zap.Int("prs", res.PRs))
+	}
+}
+
+// workQueued is the throttle's work function: one fetch for identifier from
+// an untried URL of domain.
+func (s *syncer) workQueued(ctx context.Context, domain, id string, tried map[string]bool, l *lease) (string, bool) {
+	if ctx.Err() != nil || !s.sc.Pending(id) {
+		return "", false
+	}
+	needed, err := s.sc.NeededOIDs(ctx, id)
+	if err != nil {
+		return "", false
+	}
+	if len(needed) == 0 {
+		s.release(ctx, id)
+		return "", false
+	}
+	for _, src := range s.sc.Sources(ctx, id) {
+		if src.Domain != domain || tried[src.URL] {
+			continue
+		}
+		s.fetchFrom(ctx, id, src, needed, l)
+		return src.URL, true
+	}
+	return "", false
+}

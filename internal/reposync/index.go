@@ -1,0 +1,215 @@
+package reposync
+
+import (
+	"slices"
+	"time"
+)
+
+// RepoNeeds is what one repository asks of the network: the relays its
+// announcement lists and the root events that reference it.
+type RepoNeeds struct {
+	// AnnouncedAt is created_at of the announcement the relay set came from;
+	// an older announcement never replaces a newer one's relays.
+	AnnouncedAt int64
+	Relays      set
+	Roots       set
+}
+
+// RepoSyncIndex is what we want: repository address ("30617:<pubkey>:<d>")
+// to its needs. It is owned by the manager goroutine.
+type RepoSyncIndex map[string]*RepoNeeds
+
+// Items is a set of repositories and root events.
+type Items struct {
+	Repos set
+	Roots set
+}
+
+func newItems() Items { return Items{Repos: set{}, Roots: set{}} }
+
+// Empty tells whether there is nothing in it.
+func (it Items) Empty() bool { return len(it.Repos) == 0 && len(it.Roots) == 0 }
+
+// PendingBatch is a set of items whose historic sync is in flight on one
+// relay. Each batch confirms on its own when its historic job ends.
+type PendingBatch struct {
+	ID    uint64
+	Items Items
+	// Catchup batches re-fetch confirmed items with since; they confirm
+	// nothing new but keep the relay in Syncing until done.
+	Catchup bool
+}
+
+// RelayStatus is a relay's connection state as the sync engine sees it.
+type RelayStatus int
+
+// Connection states; the numbers are the values of ngit_sync_relay_connected.
+const (
+	Disconnected RelayStatus = iota
+	Connecting
+	Syncing
+	Connected
+	ConnectedHistoricSyncFailures
+)
+
+func (s RelayStatus) String() string {
+	switch s {
+	case Disconnected:
+		return "disconnected"
+	case Connecting:
+		return "connecting"
+	case Syncing:
+		return "syncing"
+	case Connected:
+		return "connected"
+	case ConnectedHistoricSyncFailures:
+		return "connected_historic_sync_failures"
+	}
+	return "unknown"
+}
+
+// IsUp tells whether the relay has a live connection.
+func (s RelayStatus) IsUp() bool { return s >= Syncing }
+
+// RelayState is the confirmed state of one relay plus its connection
+// lifecycle (the seed's RelaySyncIndex entry).
+type RelayState struct {
+	URL            string
+	Confirmed      Items
+	Bootstrap      bool
+	Status         RelayStatus
+	LastConnected  time.Time
+	DisconnectedAt time.Time
+	// HistoricFailed is set when a batch of the current sync failed.
+	HistoricFailed bool
+}
+
+// ClearConfirmed forgets what was confirmed (fresh sync).
+func (r *RelayState) ClearConfirmed() { r.Confirmed = newItems() }
+
+// Target is what we want from one relay.
+type Target = Items
+
+// AddFilters is one decision of computeActions: start syncing these new
+// items from this relay.
+type AddFilters struct {
+	Relay string
+	Items Items
+}
+
+// deriveRelayTargets inverts repo→relays into relay→(repos, roots).
+// Bootstrap relays are asked about every repository.
+func deriveRelayTargets(repos RepoSyncIndex, bootstrap []string) map[string]Target {
+	targets := make(map[string]Target)
+	get := func(url string) Target {
+		t, ok := targets[url]
+		if !ok {
+			t = newItems()
+			targets[url] = t
+		}
+		return t
+	}
+	for ref, needs := range repos {
+		for url := range needs.Relays {
+			t := get(url)
+			t.Repos.add(ref)
+			t.Roots.addAll(needs.Roots)
+		}
+		for _, url := range bootstrap {
+			t := get(url)
+			t.Repos.add(ref)
+			t.Roots.addAll(needs.Roots)
+		}
+	}
+	for _, url := range bootstrap {
+		get(url)
+	}
+	return targets
+}
+
+// deriveRelayTarget is deriveRelayTargets for one relay.
+func deriveRelayTarget(repos RepoSyncIndex, url string, bootstrap bool) (Target, bool) {
+	t := newItems()
+	for ref, needs := range repos {
+		if bootstrap || needs.Relays.has(url) {
+			t.Repos.add(ref)
+			t.Roots.addAll(needs.Roots)
+		}
+	}
+	return t, bootstrap || !t.Empty()
+}
+
+// computeActions is the three-way diff target − pending − confirmed, per
+// relay, skipping relays that are not up. It is the only place that decides
+// new Layer 2/3 subscriptions. The result is sorted by relay URL.
+func computeActions(targets map[string]Target, pending map[string][]*PendingBatch, relays map[string]*RelayState) []AddFilters {
+	var out []AddFilters
+	for url, target := range targets {
+		st := relays[url]
+		if st == nil || !st.Status.IsUp() {
+			continue
+		}
+		add := newItems()
+		for ref := range target.Repos {
+			if !st.Confirmed.Repos.has(ref) && !pendingHas(pending[url], ref, true) {
+				add.Repos.add(ref)
+			}
+		}
+		for id := range target.Roots {
+			if !st.Confirmed.Roots.has(id) && !pendingHas(pending[url], id, false) {
+				add.Roots.add(id)
+			}
+		}
+		if !add.Empty() {
+			out = append(out, AddFilters{Relay: url, Items: add})
+		}
+	}
+	slices.SortFunc(out, func(a, b AddFilters) int {
+		if a.Relay < b.Relay {
+			return -1
+		}
+		if a.Relay > b.Relay {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func pendingHas(batches []*PendingBatch, key string, repo bool) bool {
+	for _, b := range batches {
+		if repo && b.Items.Repos.has(key) || !repo && b.Items.Roots.has(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// set is a set of strings.
+type set map[string]struct{}
+
+func (s set) add(v string)      { s[v] = struct{}{} }
+func (s set) has(v string) bool { _, ok := s[v]; return ok }
+func (s set) addAll(o set) {
+	for v := range o {
+		s[v] = struct{}{}
+	}
+}
+
+// sorted returns the members in order.
+func (s set) sorted() []string {
+	out := make([]string, 0, len(s))
+	for v := range s {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func setOf(vs ...string) set {
+	s := make(set, len(vs))
+	for _, v := range vs {
+		s.add(v)
+	}
+	return s
+}

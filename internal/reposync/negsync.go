@@ -1,0 +1,510 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/filters"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// NegConfig configures NIP-77 historic sync.
+type NegConfig struct {
+	Enabled bool
+	Options neg.Options
+	// FetchBatch is how many ids one fetching REQ asks for.
+	FetchBatch int
+	// SupportTTL is how long a relay's NIP-77 support is remembered.
+	SupportTTL time.Duration
+}
+
+// negMetrics are the negentropy_* metrics.
+type negMetrics struct {
+	lastSync   *prometheus.GaugeVec
+	syncs      *prometheus.CounterVec
+	discovered prometheus.Counter
+	fetched    prometheus.Counter
+	errors     *prometheus.CounterVec
+	duration   prometheus.Histogram
+	bytes      *prometheus.CounterVec
+}
+
+func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
+	m := &negMetrics{
+		lastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "negentropy_last_sync_timestamp_seconds", Help: "Unix time of the last successful reconciliation per relay.",
+		}, []string{"relay"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "negentropy_syncs_total", Help: "Reconciliations per relay by result (ok, error, unsupported).",
+		}, []string{"relay", "result"}),
+		discovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "negentropy_events_discovered_total", Help: "Event ids reconciliation found missing locally.",
+		}),
+		fetched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "negentropy_events_fetched_total", Help: "Events fetched by id after reconciliation.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "negentropy_relay_errors_total", Help: "Reconciliation errors per relay by kind.",
+		}, []string{"relay", "error"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "negentropy_sync_duration_seconds", Help: "Duration of one reconciliation (all windows of one filter).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 3, 10),
+		}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
+		}, []string{"relay", "direction"}),
+	}
+	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// errorKind maps a reconciliation error to a bounded label.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, neg.ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, neg.ErrBlocked):
+		return "blocked"
+	case errors.Is(err, neg.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, neg.ErrInvalidMessage):
+		return "invalid_message"
+	case errors.Is(err, neg.ErrSessionClosed):
+		return "session_closed"
+	case errors.Is(err, neg.ErrLimit):
+		return "limit"
+	case errors.Is(err, neg.ErrRelay):
+		return "relay_error"
+	case errors.Is(err, errMissingIDs):
+		return "missing_ids"
+	}
+	return "other"
+}
+
+var errMissingIDs = errors.New("relay did not return requested ids")
+
+// LocalSet is our side of a negentropy reconciliation: what the own relay
+// holds, plus what we hold elsewhere or do not want.
+type LocalSet interface {
+	// EnsureFilled makes sure the own relay's events matching f are known.
+	EnsureFilled(ctx context.Context, f nostr.Filter) error
+	// Storage returns our items for f.
+	Storage(f nostr.Filter) (*neg.Storage, error)
+}
+
+// NegSyncer is the NIP-77 historic syncer: it reconciles each filter with
+// the relay, then fetches the missing events by id. Relays without NIP-77
+// (cached for SupportTTL) and filters the local set cannot answer go to the
+// Pager.
+type NegSyncer struct {
+	cfg   NegConfig
+	pager *Pager
+	local LocalSet
+	m     *negMetrics
+	log   *zap.Logger
+	now   func() time.Time
+	seq   atomic.Uint64
+
+	mu      sync.Mutex
+	support map[string]supportEntry
+	warned  map[string]bool
+}
+
+type supportEntry struct {
+	supported bool
+	at        time.Time
+}
+
+// NewNegSyncer builds a NegSyncer.
+func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Registerer, log *zap.Logger, now func() time.Time) (*NegSyncer, error) {
+	m, err := newNegMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if cfg.FetchBatch <= 0 {
+		cfg.FetchBatch = 500
+	}
+	return &NegSyncer{cfg: cfg, pager: pager, local: local, m: m, log: log, now: now,
+		support: map[string]supportEntry{}, warned: map[string]bool{}}, nil
+}
+
+// Support reports what is known of a relay's NIP-77 support: "supported",
+// "unsupported" or "unknown".
+func (s *NegSyncer) Support(url string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.support[url]
+	switch {
+	case !ok || s.now().Sub(e.at) > s.cfg.SupportTTL:
+		return "unknown"
+	case e.supported:
+		return "supported"
+	}
+	return "unsupported"
+}
+
+func (s *NegSyncer) setSupport(url string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.support[url] = supportEntry{supported: ok, at: s.now()}
+	if !ok && !s.warned[url] {
+		s.warned[url] = true
+		s.log.Warn("relay does not support NIP-77; using REQ paging", zap.String("relay", url))
+	}
+}
+
+// Sync implements HistoricSyncer.
+func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
+	url := c.URL()
+	if !s.cfg.Enabled || s.Support(url) == "unsupported" {
+		return s.pager.Sync(ctx, c, fs, slots, emit)
+	}
+	var errs []error
+	var fallback []nostr.Filter
+	for i, f := range fs {
+		err := s.reconcile(ctx, c, f, slots, emit)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, neg.ErrUnsupported):
+			s.setSupport(url, false)
+			fallback = append(fallback, fs[i:]...)
+		case errors.Is(err, localindex.ErrCannotAnswer), errors.Is(err, errLocalFill):
+			fallback = append(fallback, f)
+			continue
+		default:
+			errs = append(errs, err)
+			// The relay speaks NIP-77 but this filter failed: page it.
+			fallback = append(fallback, f)
+			continue
+		}
+		if errors.Is(err, neg.ErrUnsupported) {
+			break
+		}
+	}
+	if len(fallback) > 0 {
+		if err := s.pager.Sync(ctx, c, fallback, slots, emit); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		// Paging recovered what negentropy could not.
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+var errLocalFill = errors.New("cannot fill the local set from the own relay")
+
+// ReconcileFilter reconciles one filter and fetches what is missing; max
+// bounds the events fetched (0: no bound). It reports how many ids were
+// missing.
+func (s *NegSyncer) ReconcileFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
+	return s.reconcileMax(ctx, c, f, slots, max, emit)
+}
+
+func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter, slots int, emit Emit) error {
+	_, err := s.reconcileMax(ctx, c, f, slots, 0, emit)
+	return err
+}
+
+func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
+	url := c.URL()
+	if err := s.local.EnsureFilled(ctx, f); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("%w: %v", errLocalFill, err)
+	}
+	f.Limit, f.LimitZero = 0, false
+	opts := s.cfg.Options
+	opts.Now = s.now
+	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, s.local.Storage, opts)
+	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
+	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
+	s.m.duration.Observe(res.Duration.Seconds())
+	if err != nil && !errors.Is(err, neg.ErrUnsupported) {
+		s.m.errors.WithLabelValues(url, errorKind(err)).Inc()
+	}
+	switch {
+	case errors.Is(err, neg.ErrUnsupported):
+		s.m.syncs.WithLabelValues(url, "unsupported").Inc()
+		return 0, err
+	case err != nil:
+		s.m.syncs.WithLabelValues(url, "error").Inc()
+	default:
+		s.m.syncs.WithLabelValues(url, "ok").Inc()
+		s.m.lastSync.WithLabelValues(url).Set(float64(s.now().Unix()))
+	}
+	if res.Sessions > 0 || err == nil {
+		s.setSupport(url, true)
+	}
+	need := res.Need
+	s.m.discovered.Add(float64(len(need)))
+	if max > 0 && len(need) > max {
+		need = need[len(need)-max:]
+	}
+	// Even a failed reconciliation returns what finished windows found.
+	if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
+		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
+		err = errors.Join(err, ferr)
+	}
+	return len(res.Need), err
+}
+
+// fetch asks for ids in batches, up to slots REQs at once, and retries ids
+// the relay did not return once before giving up on them.
+func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slots int, emit Emit) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	slots = max(slots, 1)
+	got := newSyncSet()
+	counting := func(ctx context.Context, in Incoming) error {
+		if !got.add(in.Event.ID) {
+			return nil
+		}
+		s.m.fetched.Inc()
+		return emit(ctx, in)
+	}
+	missing := ids
+	for attempt := 0; attempt < 2 && len(missing) > 0; attempt++ {
+		var batches [][]string
+		for start := 0; start < len(missing); start += s.cfg.FetchBatch {
+			batches = append(batches, missing[start:min(start+s.cfg.FetchBatch, len(missing))])
+		}
+		errs := make([]error, len(batches))
+		sem := make(chan struct{}, slots)
+		var wg sync.WaitGroup
+		for i, b := range batches {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				_, errs[i] = s.pager.fetch(ctx, c, nostr.Filter{IDs: b, Limit: len(b)}, counting)
+			}()
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var still []string
+		for _, id := range missing {
+			if !got.has(id) {
+				still = append(still, id)
+			}
+		}
+		missing = still
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %d of %d", errMissingIDs, len(missing), len(ids))
+	}
+	return nil
+}
+
+// syncSet is a mutex-guarded string set.
+type syncSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func newSyncSet() *syncSet { return &syncSet{m: map[string]struct{}{}} }
+
+func (s *syncSet) add(v string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[v]; ok {
+		return false
+	}
+	s.m[v] = struct{}{}
+	return true
+}
+
+func (s *syncSet) has(v string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[v]
+	return ok
+}
+
+// ---------------------------------------------------------------------------
+
+// OwnLocalSet is the LocalSet backed by the LocalIndex and filled from the
+// own relay: before a filter is reconciled, the own relay's events for the
+// repositories and root events it names are read into the index once
+// (Phase 0 of negentropy-live-ingestion), so a reconciliation never
+// re-downloads what the own relay holds.
+type OwnLocalSet struct {
+	idx   *localindex.Index
+	extra []localindex.Source
+	dial  func(ctx context.Context) (*relay.Conn, error)
+	pager *Pager
+	mark  func(ev *nostr.Event)
+	log   *zap.Logger
+
+	mu     sync.Mutex // serialises fills
+	conn   *relay.Conn
+	filled map[string]bool // "L1", repo refs, root ids, or a filter's JSON
+}
+
+// NewOwnLocalSet builds the local set. mark is told of every event read
+// from the own relay (the dedupe set learns them).
+func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
+	return &OwnLocalSet{
+		idx: idx, extra: extra, dial: dial, mark: mark, log: log,
+		pager:  &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
+		filled: map[string]bool{},
+	}
+}
+
+// Index is the LocalIndex behind the set.
+func (o *OwnLocalSet) Index() *localindex.Index { return o.idx }
+
+// Reset forgets what was filled (the own relay reconnected: it may have
+// received events meanwhile that the index does not know).
+func (o *OwnLocalSet) Reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.filled = map[string]bool{}
+}
+
+// Storage implements LocalSet.
+func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
+	return o.idx.Storage(f, o.extra...)
+}
+
+// FillItems reads the own relay's events for Layer 1 (when l1) and for the
+// given repositories and root events into the index.
+func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []string) error {
+	var fs []nostr.Filter
+	if l1 {
+		fs = append(fs, filters.Layer1(nil))
+	}
+	fs = append(fs, filters.Layers23(repos, roots, filters.DefaultValuesPerFilter, nil)...)
+	for _, f := range fs {
+		if err := o.EnsureFilled(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureFilled implements LocalSet.
+func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keys, fill := o.missingLocked(f)
+	if fill == nil {
+		return nil
+	}
+	conn, err := o.ownConn(ctx)
+	if err != nil {
+		return err
+	}
+	emit := func(_ context.Context, in Incoming) error {
+		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
+			return err
+		}
+		if o.mark != nil {
+			o.mark(in.Event)
+		}
+		return nil
+	}
+	if err := o.pager.Sync(ctx, conn, fill, 1, emit); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		o.filled[k] = true
+	}
+	return nil
+}
+
+// missingLocked returns the keys not yet filled for f and the own-relay
+// filters that fill them (nil when nothing is missing).
+func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
+	f.Since, f.Until, f.Limit, f.LimitZero = nil, nil, 0, false
+	if len(f.Tags) == 0 && slices.Equal(f.Kinds, []int{filters.KindRepoAnnouncement, filters.KindRepoState}) && len(f.Authors) == 0 && len(f.IDs) == 0 {
+		if o.filled["L1"] {
+			return nil, nil
+		}
+		return []string{"L1"}, []nostr.Filter{f}
+	}
+	if len(f.Tags) == 1 && len(f.Kinds) == 0 && len(f.Authors) == 0 && len(f.IDs) == 0 {
+		for tag, values := range f.Tags {
+			if !strings.ContainsAny(tag, "aAqeE") || len(tag) != 1 {
+				break
+			}
+			var repos, roots, keys []string
+			for _, v := range values {
+				if o.filled[v] {
+					continue
+				}
+				keys = append(keys, v)
+				if strings.Contains(v, ":") {
+					repos = append(repos, v)
+				} else {
+					roots = append(roots, v)
+				}
+			}
+			if len(keys) == 0 {
+				return nil, nil
+			}
+			return keys, filters.Layers23(repos, roots, filters.DefaultValuesPerFilter, nil)
+		}
+	}
+	key := filterKey(f)
+	if o.filled[key] {
+		return nil, nil
+	}
+	return []string{key}, []nostr.Filter{f}
+}
+
+func filterKey(f nostr.Filter) string {
+	b, _ := f.MarshalJSON()
+	return string(b)
+}
+
+func (o *OwnLocalSet) ownConn(ctx context.Context) (*relay.Conn, error) {
+	if o.conn != nil && o.conn.Err() == nil {
+		return o.conn, nil
+	}
+	c, err := o.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o.conn = c
+	return c, nil
+}
+
+// Close closes the own-relay connection used for fills.
+func (o *OwnLocalSet) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn != nil {
+		o.conn.Close()
+		o.conn = nil
+	}
+}

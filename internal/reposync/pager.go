@@ -1,0 +1,307 @@
+package reposync
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Sentinel errors of historic sync.
+var (
+	// ErrEOSETimeout: a historic REQ got no EOSE in time.
+	ErrEOSETimeout = errors.New("no EOSE before timeout")
+	// ErrSubscriptionClosed: the relay closed a historic REQ (CLOSED).
+	ErrSubscriptionClosed = errors.New("relay closed the subscription")
+	// ErrSaturatedSecond: more events share one created_at than the relay
+	// returns per REQ, even split by kind; REQ paging cannot get past them.
+	ErrSaturatedSecond = errors.New("too many events share one created_at for REQ paging")
+)
+
+// Emit hands one received event to the shared handler.
+type Emit func(ctx context.Context, in Incoming) error
+
+// HistoricSyncer fetches every stored event matching filters from one
+// relay and emits it. slots is how many subscriptions it may hold open at
+// once on the connection.
+type HistoricSyncer interface {
+	Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error
+}
+
+// Pager is the REQ+EOSE historic syncer: it pages backwards with `until`
+// until the relay has nothing older, which is correct against relays that
+// silently cap results (strfry: 500) and when many events share one
+// created_at (it splits that second by kind).
+type Pager struct {
+	PageSize    int
+	EOSETimeout time.Duration
+	// WaitAllowed, when set, is called before every REQ; it blocks while the
+	// relay is cooling down after a rate limit.
+	WaitAllowed func(ctx context.Context) error
+	// OnClosed, when set, is told the reason of every CLOSED.
+	OnClosed func(reason string)
+	// MaxLimit, when set, returns the relay's announced max_limit (NIP-11;
+	// 0 when unknown): pages are never asked bigger than that.
+	MaxLimit func(url string) int
+
+	seq atomic.Uint64
+}
+
+// splitKinds are the kinds a saturated second is split into when the
+// filter names none: NIP-34 and the kinds that discuss it.
+var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 1633, 30617, 30618, 5, 9735, 10317}
+
+// Sync runs every filter to the end, one after another (slots is not used:
+// paging is sequential per filter, and filters of one batch are few).
+func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
+	var errs []error
+	for _, f := range fs {
+		if err := p.pageFilter(ctx, c, f, emit); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pageFilter pages one filter backwards. A second holding more events of
+// one kind than a page (ErrSaturatedSecond) is reported at the end; the
+// paging goes on past it, so the rest of the history still arrives.
+func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) error {
+	var saturated []error
+	f.LimitZero = false
+	var until *nostr.Timestamp
+	if f.Until != nil {
+		u := *f.Until
+		until = &u
+	}
+	boundary := map[string]struct{}{} // ids seen at created_at == *until
+	pageSize := p.pageSize(c.URL())
+	for {
+		pf := f
+		pf.Until = until
+		pf.Limit = pageSize
+		page, err := p.fetch(ctx, c, pf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return errors.Join(saturated...)
+		}
+		minTS := pageBottom(page, pageSize)
+		newCount := 0
+		for _, ev := range page {
+			if _, ok := boundary[ev.ID]; !ok {
+				newCount++
+			}
+		}
+		if newCount == 0 {
+			// Only already-seen events at the boundary second came back.
+			if until == nil || f.Since != nil && *until <= *f.Since {
+				return errors.Join(saturated...)
+			}
+			if len(page) >= pageSize {
+				// The relay may hold more at this second than it returns.
+				if err := p.splitSecond(ctx, c, f, *until, pageSize, emit); err != nil {
+					if !errors.Is(err, ErrSaturatedSecond) {
+						return err
+					}
+					saturated = append(saturated, err)
+				}
+			}
+			if *until == 0 {
+				return errors.Join(saturated...)
+			}
+			next := *until - 1
+			until = &next
+			clear(boundary)
+			continue
+		}
+		if until == nil || minTS != *until {
+			clear(boundary)
+		}
+		for _, ev := range page {
+			if ev.CreatedAt == minTS {
+				boundary[ev.ID] = struct{}{}
+			}
+		}
+		t := minTS
+		until = &t
+		if f.Since != nil && minTS < *f.Since {
+			return errors.Join(saturated...)
+		}
+	}
+}
+
+// pageBottom is the created_at down to which a page is known complete. The
+// relay returns at most limit stored events, the newest first; events it
+// delivers live during the page (published meanwhile, possibly with an old
+// created_at) come on top. With more than limit events, the limit-th newest
+// created_at is at or above the oldest stored one, so taking it never steps
+// over a stored event (at worst the next page repeats a few). With fewer,
+// the relay returned everything up to the page's until, and the oldest
+// event is the bottom.
+func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
+	if limit <= 0 || len(page) <= limit {
+		bottom := page[0].CreatedAt
+		for _, ev := range page {
+			bottom = min(bottom, ev.CreatedAt)
+		}
+		return bottom
+	}
+	ts := make([]nostr.Timestamp, len(page))
+	for i, ev := range page {
+		ts[i] = ev.CreatedAt
+	}
+	slices.SortFunc(ts, func(a, b nostr.Timestamp) int { return cmp.Compare(b, a) })
+	return ts[limit-1]
+}
+
+// pageSize is PageSize, lowered to the relay's announced max_limit.
+func (p *Pager) pageSize(url string) int {
+	size := p.PageSize
+	if p.MaxLimit != nil {
+		if l := p.MaxLimit(url); l > 0 && l < size {
+			size = l
+		}
+	}
+	return max(size, 1)
+}
+
+// splitSecond fetches events of one second kind by kind. saturated is the
+// page size: a page that full may have been cut.
+func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, ts nostr.Timestamp, saturated int, emit Emit) error {
+	kinds := f.Kinds
+	if len(kinds) <= 1 {
+		if len(kinds) == 1 {
+			return fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, saturated, ts, kinds[0])
+		}
+		kinds = splitKinds
+	}
+	var errs []error
+	for _, k := range kinds {
+		kf := f
+		kf.Kinds = []int{k}
+		kf.Since, kf.Until = &ts, &ts
+		kf.Limit = saturated
+		page, err := p.fetch(ctx, c, kf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) >= saturated {
+			errs = append(errs, fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, len(page), ts, k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fetch runs one REQ to EOSE, emitting its events in dependency order
+// (announcements, then roots, then the rest, oldest first).
+func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, error) {
+	if p.WaitAllowed != nil {
+		if err := p.WaitAllowed(ctx); err != nil {
+			return nil, err
+		}
+	}
+	id := fmt.Sprintf("h%d", p.seq.Add(1))
+	sub, err := c.Subscribe(ctx, id, nostr.Filters{f})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	timer := time.NewTimer(p.EOSETimeout)
+	defer timer.Stop()
+	var page []*nostr.Event
+	var sizes = map[*nostr.Event]int{}
+	seen := map[string]bool{}
+	progressed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			// The timeout is for a silent relay: it does not run while this
+			// subscription receives events, nor while the connection waits
+			// for one of our own slow consumers.
+			if progressed || c.Stalled() {
+				progressed = false
+				timer.Reset(p.EOSETimeout)
+				continue
+			}
+			return nil, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
+		case m, ok := <-sub.Messages():
+			if !ok {
+				if err := c.Err(); err != nil {
+					return nil, err
+				}
+				return nil, ErrSubscriptionClosed
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				// Events we did not ask for are dropped. More than the
+				// limit is normal: a relay may deliver newly published
+				// events live to the subscription before its EOSE (khatru
+				// does), mixed into the stored results. Up to twice the
+				// limit is kept (they are real events; pageBottom keeps
+				// them from steering the paging); beyond that a relay is
+				// flooding, and the rest is dropped.
+				if !f.Matches(m.Event) || f.Limit > 0 && len(page) >= 2*f.Limit {
+					continue
+				}
+				if seen[m.Event.ID] {
+					continue
+				}
+				seen[m.Event.ID] = true
+				page = append(page, m.Event)
+				sizes[m.Event] = m.Size
+				progressed = true
+			case relay.MsgClosed:
+				if p.OnClosed != nil {
+					p.OnClosed(m.Reason)
+				}
+				return nil, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
+			case relay.MsgEOSE:
+				sortForPublish(page)
+				for _, ev := range page {
+					if err := emit(ctx, Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
+						return nil, err
+					}
+				}
+				return page, nil
+			}
+		}
+	}
+}
+
+// publishRank orders kinds so dependencies go first.
+func publishRank(kind int) int {
+	switch kind {
+	case 30617:
+		return 0
+	case 1617, 1618, 1621:
+		return 1
+	case 1619, 30618:
+		return 2
+	}
+	return 3
+}
+
+// sortForPublish orders a page so an announcement precedes what tags it
+// and a root precedes its replies (older first within a rank).
+func sortForPublish(evs []*nostr.Event) {
+	slices.SortStableFunc(evs, func(a, b *nostr.Event) int {
+		if ra, rb := publishRank(a.Kind), publishRank(b.Kind); ra != rb {
+			return ra - rb
+		}
+		return int(a.CreatedAt) - int(b.CreatedAt)
+	})
+}

@@ -1,0 +1,272 @@
+package reposync
+
+import (
+	"encoding/hex"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// RejectedConfig bounds the RejectedIndex.
+type RejectedConfig struct {
+	HotTTL  time.Duration
+	HotMax  int
+	ColdTTL time.Duration
+	ColdMax int
+}
+
+// RejectedIndex remembers events the own relay refused: whole events for a
+// short while (hot), ids for long (cold). Both count as "have" for
+// reconciliation, so they are not fetched again and again. When a
+// dependency (a repository address or a root event id) is accepted, the
+// events referencing it are handed back for another try and forgotten.
+// Safe for concurrent use. Only verified events may be added.
+type RejectedIndex struct {
+	cfg  RejectedConfig
+	now  func() time.Time
+	seed maphash.Seed
+
+	mu       sync.Mutex
+	hot      map[[32]byte]*hotEntry
+	cold     map[[32]byte]coldEntry
+	byRef    map[uint64][][32]byte // ref hash → ids (hot and cold)
+	order    [][32]byte            // insertion order of cold ids, for eviction
+	hotOrder [][32]byte            // insertion order of hot ids, for eviction
+
+	// accepted remembers, for HotTTL, the dependencies accepted lately:
+	// an event whose rejection arrives after its dependency's acceptance
+	// (pipelined publishing) is retried at once instead of waiting for
+	// the next sync. retried makes that happen once per event.
+	accepted map[uint64]time.Time
+	retried  map[[32]byte]time.Time
+}
+
+type hotEntry struct {
+	ev *nostr.Event
+	at time.Time
+}
+
+type coldEntry struct {
+	at        int64 // unix seconds
+	createdAt int64
+	refs      [2]uint64
+	nrefs     uint8
+}
+
+// NewRejectedIndex returns an empty index.
+func NewRejectedIndex(cfg RejectedConfig, now func() time.Time) *RejectedIndex {
+	if now == nil {
+		now = time.Now
+	}
+	return &RejectedIndex{
+		cfg: cfg, now: now, seed: maphash.MakeSeed(),
+		hot:      make(map[[32]byte]*hotEntry),
+		cold:     make(map[[32]byte]coldEntry),
+		byRef:    make(map[uint64][][32]byte),
+		accepted: make(map[uint64]time.Time),
+		retried:  make(map[[32]byte]time.Time),
+	}
+}
+
+func decodeID(id string) ([32]byte, bool) {
+	var out [32]byte
+	if len(id) != 64 {
+		return out, false
+	}
+	_, err := hex.Decode(out[:], []byte(id))
+	return out, err == nil
+}
+
+func (r *RejectedIndex) refHash(ref string) uint64 { return maphash.String(r.seed, ref) }
+
+// Add records ev as rejected. It returns true instead, recording nothing,
+// when one of ev's dependencies was accepted within HotTTL and ev was not
+// retried for that yet: the caller should publish it again now.
+func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
+	id, ok := decodeID(ev.ID)
+	if !ok {
+		return false
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked(now)
+	refs := References(ev)
+	if _, done := r.retried[id]; !done {
+		for _, ref := range refs {
+			if at, ok := r.accepted[r.refHash(ref)]; ok && now.Sub(at) <= r.cfg.HotTTL {
+				r.retried[id] = now
+				return true
+			}
+		}
+	}
+	ce := coldEntry{at: now.Unix(), createdAt: int64(ev.CreatedAt)}
+	for _, ref := range refs {
+		if int(ce.nrefs) == len(ce.refs) {
+			break
+		}
+		ce.refs[ce.nrefs] = r.refHash(ref)
+		ce.nrefs++
+	}
+	if _, exists := r.cold[id]; !exists {
+		r.order = append(r.order, id)
+		for i := 0; i < int(ce.nrefs); i++ {
+			r.byRef[ce.refs[i]] = append(r.byRef[ce.refs[i]], id)
+		}
+	}
+	r.cold[id] = ce
+	if r.cfg.HotMax > 0 {
+		if _, exists := r.hot[id]; !exists {
+			r.hotOrder = append(r.hotOrder, id)
+		}
+		r.hot[id] = &hotEntry{ev: ev, at: now}
+		for len(r.hot) > r.cfg.HotMax && len(r.hotOrder) > 0 {
+			delete(r.hot, r.hotOrder[0])
+			r.hotOrder = r.hotOrder[1:]
+		}
+	}
+	for r.cfg.ColdMax > 0 && len(r.cold) > r.cfg.ColdMax && len(r.order) > 0 {
+		r.removeLocked(r.order[0])
+	}
+	return false
+}
+
+// pruneRecentLocked bounds the accepted and retried memories.
+func (r *RejectedIndex) pruneRecentLocked(now time.Time) {
+	limit := max(4*r.cfg.HotMax, 1024)
+	pruneTimes(r.accepted, now, r.cfg.HotTTL, limit)
+	pruneTimes(r.retried, now, r.cfg.HotTTL, limit)
+}
+
+// pruneTimes drops entries older than ttl once m exceeds limit, and starts
+// over if that is not enough.
+func pruneTimes[K comparable](m map[K]time.Time, now time.Time, ttl time.Duration, limit int) {
+	if len(m) <= limit {
+		return
+	}
+	for k, at := range m {
+		if now.Sub(at) > ttl {
+			delete(m, k)
+		}
+	}
+	if len(m) > limit {
+		clear(m)
+	}
+}
+
+// removeLocked forgets id entirely.
+func (r *RejectedIndex) removeLocked(id [32]byte) {
+	ce, ok := r.cold[id]
+	delete(r.hot, id)
+	delete(r.cold, id)
+	if ok {
+		for i := 0; i < int(ce.nrefs); i++ {
+			ids := r.byRef[ce.refs[i]]
+			for j, x := range ids {
+				if x == id {
+					ids = append(ids[:j], ids[j+1:]...)
+					break
+				}
+			}
+			if len(ids) == 0 {
+				delete(r.byRef, ce.refs[i])
+			} else {
+				r.byRef[ce.refs[i]] = ids
+			}
+		}
+	}
+	if len(r.order) > 0 && r.order[0] == id {
+		r.order = r.order[1:]
+	}
+}
+
+// expireLocked drops hot entries past HotTTL and cold ones past ColdTTL.
+func (r *RejectedIndex) expireLocked(now time.Time) {
+	for len(r.hotOrder) > 0 {
+		id := r.hotOrder[0]
+		if e, ok := r.hot[id]; ok && now.Sub(e.at) <= r.cfg.HotTTL {
+			break
+		}
+		delete(r.hot, id)
+		r.hotOrder = r.hotOrder[1:]
+	}
+	cut := now.Add(-r.cfg.ColdTTL).Unix()
+	for len(r.order) > 0 {
+		id := r.order[0]
+		ce, ok := r.cold[id]
+		if ok && ce.at >= cut {
+			break
+		}
+		if ok {
+			r.removeLocked(id)
+		} else {
+			r.order = r.order[1:]
+		}
+	}
+}
+
+// Expire applies the TTLs now; Add does it too.
+func (r *RejectedIndex) Expire() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked(r.now())
+}
+
+// Has tells whether id is remembered as rejected.
+func (r *RejectedIndex) Has(id string) bool {
+	b, ok := decodeID(id)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, has := r.cold[b]
+	return has
+}
+
+// DependencyAccepted is called when ref (a repository address or an event
+// id) was accepted by the own relay. It returns the hot events that
+// referenced it, for another try, and forgets every event (hot or cold)
+// that referenced it so the next sync fetches the cold ones again. The
+// second result lists the forgotten cold-only ids.
+func (r *RejectedIndex) DependencyAccepted(ref string) (retry []*nostr.Event, forgotten []string) {
+	h := r.refHash(ref)
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.accepted[h] = now
+	r.pruneRecentLocked(now)
+	ids := r.byRef[h]
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ids = append([][32]byte(nil), ids...)
+	for _, id := range ids {
+		if e, ok := r.hot[id]; ok {
+			retry = append(retry, e.ev)
+		} else {
+			forgotten = append(forgotten, hex.EncodeToString(id[:]))
+		}
+		r.removeLocked(id)
+	}
+	return retry, forgotten
+}
+
+// Items calls fn with created_at and id of every remembered event (for the
+// negentropy local set).
+func (r *RejectedIndex) Items(fn func(createdAt int64, id [32]byte)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, ce := range r.cold {
+		fn(ce.createdAt, id)
+	}
+}
+
+// Len returns the number of hot and cold entries.
+func (r *RejectedIndex) Len() (hot, cold int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.hot), len(r.cold)
+}

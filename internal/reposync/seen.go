@@ -1,0 +1,102 @@
+package reposync
+
+import (
+	"sync"
+	"time"
+)
+
+// seenSet is the dedupe set: ids handed to the publisher or purgatory, or
+// known to be on the own relay. It keeps two generations so memory and age
+// stay bounded: when the current one reaches max/2 entries or is older than
+// ttl/2 it becomes the old one and the previous old one is dropped. So an
+// id is remembered for between ttl/2 and ttl: long enough that events
+// arriving from several relays are published once, short enough that a
+// full resync re-publishes what the own relay lost. Forgetting an id only
+// costs a re-publish that the own relay answers with duplicate. Only
+// verified ids are ever added. Safe for concurrent use.
+type seenSet struct {
+	mu       sync.Mutex
+	cur, old map[[32]byte]struct{}
+	half     int
+	ttl      time.Duration
+	now      func() time.Time
+	rotated  time.Time
+}
+
+func newSeenSet(max int, ttl time.Duration, now func() time.Time) *seenSet {
+	if max < 2 {
+		max = 2
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &seenSet{cur: make(map[[32]byte]struct{}), old: map[[32]byte]struct{}{}, half: max / 2, ttl: ttl, now: now, rotated: now()}
+}
+
+// Has tells whether id was marked.
+func (s *seenSet) Has(id [32]byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ageLocked()
+	return s.hasLocked(id)
+}
+
+// ageLocked rotates generations by time: the current one becomes old after
+// ttl/2, and everything is dropped once ttl passed since the last rotation.
+func (s *seenSet) ageLocked() {
+	if s.ttl <= 0 {
+		return
+	}
+	age := s.now().Sub(s.rotated)
+	switch {
+	case age >= s.ttl:
+		s.old = map[[32]byte]struct{}{}
+		s.cur = make(map[[32]byte]struct{})
+		s.rotated = s.now()
+	case age >= s.ttl/2:
+		s.old = s.cur
+		s.cur = make(map[[32]byte]struct{})
+		s.rotated = s.now()
+	}
+}
+
+func (s *seenSet) hasLocked(id [32]byte) bool {
+	if _, ok := s.cur[id]; ok {
+		return true
+	}
+	_, ok := s.old[id]
+	return ok
+}
+
+// Mark adds id and reports whether it was new: of two callers racing on the
+// same id exactly one gets true.
+func (s *seenSet) Mark(id [32]byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ageLocked()
+	if s.hasLocked(id) {
+		return false
+	}
+	if len(s.cur) >= s.half {
+		s.old = s.cur
+		s.cur = make(map[[32]byte]struct{})
+		s.rotated = s.now()
+	}
+	s.cur[id] = struct{}{}
+	return true
+}
+
+// Forget removes id.
+func (s *seenSet) Forget(id [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.cur, id)
+	delete(s.old, id)
+}
+
+// Len is the number of remembered ids.
+func (s *seenSet) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.cur) + len(s.old)
+}

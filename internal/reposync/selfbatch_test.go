@@ -1,0 +1,116 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+func newBareEngine(t *testing.T) *Engine {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	ht, err := health.New(health.DefaultConfig(), health.NewManualClock(time.Unix(1_700_000_000, 0)), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDial := func(context.Context, string, relay.Options) (*relay.Conn, error) {
+		return nil, errors.New("no network in this test")
+	}
+	e, err := New(DefaultConfig(), Deps{
+		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial,
+		Publish: func(context.Context, *nostr.Event, func(Outcome, string)) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not running: the test calls the Run goroutine's methods itself. Dial
+	// attempts the engine starts fail at once and are waited for.
+	ctx, cancel := context.WithCancel(context.Background())
+	e.ctx = ctx
+	t.Cleanup(func() { cancel(); e.wg.Wait() })
+	return e
+}
+
+// TestSelfBatchRootBeforeAnnouncement: the self-subscription streams newest
+// first, so a batch can hold root events whose announcement only comes in
+// a later batch. Those roots must not be lost.
+func TestSelfBatchRootBeforeAnnouncement(t *testing.T) {
+	e := newBareEngine(t)
+	sk := nostr.GeneratePrivateKey()
+	pk, _ := nostr.GetPublicKey(sk)
+	ref := RepoRef(pk, "repo")
+	sign := func(ev *nostr.Event) *nostr.Event {
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	var roots []*nostr.Event
+	for i := range 3 {
+		roots = append(roots, sign(&nostr.Event{Kind: 1621, CreatedAt: nostr.Timestamp(2000 + i), Content: "issue",
+			Tags: nostr.Tags{{"a", ref}}}))
+	}
+	ann := sign(&nostr.Event{Kind: 30617, CreatedAt: 1000, Tags: nostr.Tags{{"d", "repo"}, {"relays", "wss://relay.example.com"}}})
+
+	e.applySelfBatch(roots) // the repository is not known yet
+	if _, ok := e.repos[ref]; ok {
+		t.Fatal("a root event created the repository")
+	}
+	e.applySelfBatch([]*nostr.Event{ann})
+	needs := e.repos[ref]
+	if needs == nil {
+		t.Fatal("announcement not applied")
+	}
+	for _, r := range roots {
+		if !needs.Roots.has(r.ID) {
+			t.Errorf("root %s seen before its announcement was lost", r.ID[:8])
+		}
+	}
+	if e.orphanCount != 0 || len(e.orphans) != 0 {
+		t.Errorf("orphans left: %d in %d repos", e.orphanCount, len(e.orphans))
+	}
+	// The relay the announcement lists is asked about the roots too.
+	target, _ := deriveRelayTarget(e.repos, "wss://relay.example.com", false)
+	if len(target.Roots) != len(roots) {
+		t.Errorf("relay target has %d roots, want %d", len(target.Roots), len(roots))
+	}
+}
+
+// TestOrphanRootsBounded: a root tagging a malformed reference is not kept,
+// and roots whose announcement never came are dropped once the own relay's
+// history has been read.
+func TestOrphanRootsBounded(t *testing.T) {
+	e := newBareEngine(t)
+	sk := nostr.GeneratePrivateKey()
+	pk, _ := nostr.GetPublicKey(sk)
+	root := &nostr.Event{Kind: 1621, CreatedAt: 2000, Content: "issue", Tags: nostr.Tags{
+		{"a", RepoRef(pk, "never-announced")}, {"a", "30617:nothex:x"}, {"a", "30617:" + pk + ":"},
+	}}
+	if err := root.Sign(sk); err != nil {
+		t.Fatal(err)
+	}
+	e.applySelfBatch([]*nostr.Event{root})
+	if e.orphanCount != 1 || len(e.orphans) != 1 {
+		t.Fatalf("kept %d orphans under %d refs, want only the well-formed ref", e.orphanCount, len(e.orphans))
+	}
+	e.dropOrphans()
+	if e.orphanCount != 0 || len(e.orphans) != 0 {
+		t.Fatalf("%d orphans left after dropOrphans", e.orphanCount)
+	}
+	for ref, want := range map[string]bool{
+		RepoRef(pk, "d"): true, "30617:" + pk + ":": false, "30617:" + pk: false,
+		"30618:" + pk + ":d": false, "30617:" + strings.ToUpper(pk) + ":d": false,
+	} {
+		if got := validRepoRef(ref); got != want {
+			t.Errorf("validRepoRef(%q) = %t, want %t", ref, got, want)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/filters"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// runSelfSubscriber keeps a subscription on the own relay for the kinds
+// that define what we sync, reconnecting with capped backoff. The first
+// connection asks for everything; later ones for since = last seen −
+// since_buffer.
+func (e *Engine) runSelfSubscriber(ctx context.Context) {
+	log := e.log.Named("self")
+	var lastSeen time.Time
+	backoff := 250 * time.Millisecond
+	failures := 0
+	for ctx.Err() == nil {
+		opts := e.d.RelayOptions
+		opts.Logger = log
+		dctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
+		conn, err := e.d.DialOwn(dctx, e.cfg.OwnRelay, opts)
+		cancel()
+		if err != nil {
+			failures++
+			if failures == 1 || failures%10 == 0 {
+				log.Warn("cannot connect to own relay", zap.String("relay", e.cfg.OwnRelay), zap.Int("failures", failures), zap.Error(err))
+			}
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, e.cfg.OwnReconnectMax)
+			continue
+		}
+		if failures > 0 || !lastSeen.IsZero() {
+			log.Info("connected to own relay", zap.String("relay", e.cfg.OwnRelay))
+		}
+		failures, backoff = 0, 250*time.Millisecond
+		e.ownUp.Store(true)
+		var since *nostr.Timestamp
+		if !lastSeen.IsZero() {
+			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
+			since = &ts
+		}
+		complete, err := e.selfSession(ctx, conn, since)
+		e.ownUp.Store(false)
+		if complete {
+			// Everything stored up to the session's start was paged and the
+			// live subscription saw the rest: the next session may start
+			// from here. After an incomplete paging it pages the same range
+			// again (everything, on a first start).
+			lastSeen = e.clock.Now()
+		}
+		conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("own relay connection lost; reconnecting", zap.Error(err))
+	}
+}
+
+// selfHistoryBatch is how many paged events make one self batch.
+const selfHistoryBatch = 1000
+
+// selfHistory pages backwards through the own relay's events of the
+// self-subscriber kinds (since, when set) and applies them in batches.
+// Pages come newest first, so roots can precede their announcement; the
+// engine keeps such roots until the announcement arrives.
+func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) error {
+	start := time.Now()
+	var batch []*nostr.Event
+	total := 0
+	flush := func() {
+		evs := batch
+		batch = nil
+		if len(evs) > 0 {
+			e.post(func() { e.applySelfBatch(evs) })
+		}
+	}
+	emit := func(_ context.Context, in Incoming) error {
+		e.seenOnOwnRelay(in.Event)
+		batch = append(batch, in.Event)
+		total++
+		if len(batch) >= selfHistoryBatch {
+			flush()
+		}
+		return nil
+	}
+	err := e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}, 1, emit)
+	flush()
+	if err != nil && errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil {
+		// The rest of the history was read; waiting would not get past a
+		// second holding more events than the relay returns per REQ.
+		e.log.Warn("some seconds of the own relay's history hold more announcements or roots than it returns per REQ; those beyond are not seen until they change", zap.Error(err))
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("paging the own relay's announcements and roots: %w", err)
+	}
+	e.log.Info("read the own relay's announcements and roots", zap.Int("events", total), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+// selfSession watches the own relay until the connection ends: a live
+// subscription (limit 0, so an event is delivered whatever its created_at)
+// opened first, and alongside it a paged read of what the relay already
+// holds (since, when set), so that nothing published in between is missed.
+// A single REQ would get only the newest few hundred stored events from a
+// relay that caps results (strfry: 500). Applying an event twice is
+// harmless. The sidecar's initial fill starts once the paging is done.
+// Live events are batched in a window that starts at the first event and
+// is not reset.
+//
+// complete reports whether the paging finished.
+func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) (complete bool, err error) {
+	sub, err := conn.Subscribe(ctx, "self", filters.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
+	if err != nil {
+		return false, err
+	}
+	defer sub.Close()
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	history := make(chan error, 1)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		err := e.selfHistory(hctx, conn, since)
+		if err == nil {
+			e.post(func() {
+				// Roots still waiting now have no announcement on the own
+				// relay: they would wait forever.
+				e.dropOrphans()
+				e.startInitialFill(ctx)
+			})
+		}
+		history <- err
+	}()
+
+	var batch []*nostr.Event
+	var window <-chan time.Time
+	var timer *time.Timer
+	flush := func() {
+		evs := batch
+		batch = nil
+		if timer != nil {
+			timer.Stop()
+			timer, window = nil, nil
+		}
+		if len(evs) > 0 {
+			e.post(func() { e.applySelfBatch(evs) })
+		}
+	}
+	defer flush()
+	for {
+		select {
+		case <-ctx.Done():
+			return complete, ctx.Err()
+		case <-conn.Done():
+			return complete, conn.Err()
+		case err := <-history:
+			history = nil
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				return false, err // a new session pages again
+			}
+			complete = true
+		case <-window:
+			flush()
+		case m, ok := <-sub.Messages():
+			if !ok {
+				return complete, conn.Err()
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				e.seenOnOwnRelay(m.Event)
+				batch = append(batch, m.Event)
+				if timer == nil {
+					timer = time.NewTimer(e.cfg.BatchWindow)
+					window = timer.C
+				}
+			case relay.MsgClosed:
+				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
+				return complete, nil
+			}
+		}
+	}
+}
+
+// startInitialFill reads the own relay's events for everything the sync
+// layers cover into the local set (negentropy's Phase 0), then declares the
+// sidecar ready. Without a local set it is ready at once. It runs on the
+// Run goroutine; the fill itself on its own.
+func (e *Engine) startInitialFill(ctx context.Context) {
+	if e.local == nil {
+		e.ready.Store(true)
+		e.connectDue()
+		return
+	}
+	repos := make([]string, 0, len(e.repos))
+	roots := set{}
+	for ref, n := range e.repos {
+		repos = append(repos, ref)
+		roots.addAll(n.Roots)
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		start := time.Now()
+		e.local.Reset()
+		if err := e.local.FillItems(ctx, true, repos, roots.sorted()); err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("filling the local set from the own relay failed; reconciliations will fill it per filter", zap.Error(err))
+			}
+		} else {
+			e.log.Info("local set filled from the own relay", zap.Int("events", e.local.Index().Len()),
+				zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Duration("took", time.Since(start)))
+		}
+		e.ready.Store(true)
+		e.post(e.connectDue) // remote relays waited for this
+	}()
+}
+
+// seenOnOwnRelay records an event the own relay holds.
+func (e *Engine) seenOnOwnRelay(ev *nostr.Event) {
+	// An event that went through the handler was published by us (after
+	// the purgatory released it, for states and PRs): its git data is
+	// here. Only events others put on the own relay need checking.
+	ours := e.h.Seen(ev.ID)
+	e.h.MarkPresent(ev)
+	if e.d.OnPresent != nil {
+		e.d.OnPresent(ev)
+	}
+	if e.d.Purgatory == nil {
+		return
+	}
+	switch ev.Kind {
+	case filters.KindRepoAnnouncement:
+		e.d.Purgatory.AddAnnouncement(ev)
+	case filters.KindRepoState, filters.KindPullRequest, filters.KindPRUpdate:
+		if !ours {
+			e.d.Purgatory.Add(ev, true)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// --- status ---------------------------------------------------------------
+
+// refreshSnapshot rebuilds the engine's part of the status document.
+func (e *Engine) refreshSnapshot() {
+	health := map[string]string{}
+	for _, h := range e.d.Health.Snapshot() {
+		health[h.URL] = h.State.String()
+	}
+	s := status.Snapshot{
+		StartedAt:    e.startedAt,
+		Repositories: len(e.repos),
+		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.ownUp.Load(), SelfSubscriptionEOSE: e.ready.Load()},
+	}
+	for _, n := range e.repos {
+		s.RootEvents += len(n.Roots)
+	}
+	for _, r := range e.relays {
+		rs := status.Relay{
+			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
+			ReposConfirmed: len(r.Confirmed.Repos), RootsConfirmed: len(r.Confirmed.Roots),
+			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
+			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
+		}
+		if e.neg != nil {
+			rs.Negentropy = e.neg.Support(r.URL)
+		}
+		for _, b := range e.pending[r.URL] {
+			rs.ReposPending += len(b.Items.Repos)
+			rs.RootsPending += len(b.Items.Roots)
+		}
+		if !r.LastConnected.IsZero() {
+			t := r.LastConnected
+			rs.LastConnected = &t
+		}
+		s.PendingBatches += rs.PendingBatches
+		s.Relays = append(s.Relays, rs)
+	}
+	sortRelays(s.Relays)
+	hot, cold := e.rej.Len()
+	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
+	e.snapMu.Lock()
+	e.snap = s
+	e.snapMu.Unlock()
+}
+
+func sortRelays(rs []status.Relay) {
+	slices.SortFunc(rs, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
+}
+
+// Status returns the engine's latest status (refreshed every tick and on
+// request when the engine is responsive).
+func (e *Engine) Status() status.Snapshot {
+	if e.running.Load() {
+		done := make(chan struct{})
+		select {
+		case e.inbox <- func() { e.refreshSnapshot(); close(done) }:
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+			}
+		default:
+		}
+	}
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	s := e.snap
+	s.Relays = append([]status.Relay(nil), s.Relays...)
+	s.Ready = e.Ready()
+	s.OwnRelay.Connected = e.ownUp.Load()
+	s.OwnRelay.SelfSubscriptionEOSE = e.ready.Load()
+	return s
+}

@@ -1,0 +1,130 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/filters"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+)
+
+// TrustedConfig configures periodic reconciliation with trusted archive
+// relays: every Interval, the events of the last Lookback matching the
+// NIP-34 kinds and the events tagging our repositories and root events
+// are reconciled with NIP-77 and the missing ones fetched (at most
+// MaxEventsPerCycle) through the shared handler.
+type TrustedConfig struct {
+	Relays            []string
+	Interval          time.Duration
+	Lookback          time.Duration
+	MaxEventsPerCycle int
+	// Kinds of the first filter; default all NIP-34 kinds.
+	Kinds []int
+}
+
+// nip34Kinds are the kinds of NIP-34 events.
+var nip34Kinds = []int{
+	filters.KindRepoAnnouncement, filters.KindRepoState, filters.KindPatch, filters.KindPullRequest,
+	filters.KindPRUpdate, filters.KindIssue, filters.KindStatusOpen, filters.KindStatusApplied,
+	filters.KindStatusClosed, filters.KindStatusDraft,
+}
+
+// runTrusted reconciles one trusted relay every Interval until ctx ends.
+// The first cycle starts once the sidecar is ready.
+func (e *Engine) runTrusted(ctx context.Context, url string) {
+	log := e.log.Named("trusted").With(zap.String("relay", url))
+	if e.neg == nil {
+		log.Warn("trusted relay configured but NIP-77 historic sync is off; not reconciling")
+		return
+	}
+	for !e.Ready() {
+		if !sleep(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+	t := time.NewTicker(e.cfg.Trusted.Interval)
+	defer t.Stop()
+	for {
+		if err := e.trustedCycle(ctx, url, log); err != nil && ctx.Err() == nil {
+			log.Warn("trusted reconciliation failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// trustedFilters are the filters of one cycle.
+func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
+	var repos, roots []string
+	done := make(chan struct{})
+	e.post(func() {
+		all := set{}
+		for ref, n := range e.repos {
+			repos = append(repos, ref)
+			all.addAll(n.Roots)
+		}
+		roots = all.sorted()
+		close(done)
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, false
+	}
+	since := nostr.Timestamp(e.clock.Now().Add(-e.cfg.Trusted.Lookback).Unix())
+	kinds := e.cfg.Trusted.Kinds
+	if len(kinds) == 0 {
+		kinds = nip34Kinds
+	}
+	fs := []nostr.Filter{{Kinds: kinds, Since: &since}}
+	return append(fs, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...), true
+}
+
+func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) error {
+	fs, ok := e.trustedFilters(ctx)
+	if !ok {
+		return ctx.Err()
+	}
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
+	conn, err := e.d.DialOwn(dctx, url, e.d.RelayOptions)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	recv := e.m.eventsReceived.WithLabelValues(url)
+	emit := func(ctx context.Context, in Incoming) error {
+		recv.Inc()
+		return e.h.Handle(ctx, in)
+	}
+	start := time.Now()
+	budget := e.cfg.Trusted.MaxEventsPerCycle
+	missing := 0
+	var errs []error
+	for _, f := range fs {
+		if e.cfg.Trusted.MaxEventsPerCycle > 0 && budget <= 0 {
+			log.Warn("per-cycle event limit reached; the rest waits for the next cycle", zap.Int("limit", e.cfg.Trusted.MaxEventsPerCycle))
+			break
+		}
+		n, err := e.neg.ReconcileFilter(ctx, conn, f, 2, budget, emit)
+		missing += n
+		if e.cfg.Trusted.MaxEventsPerCycle > 0 {
+			budget -= n
+		}
+		if errors.Is(err, neg.ErrUnsupported) {
+			return err
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	log.Info("trusted reconciliation done", zap.Int("filters", len(fs)), zap.Int("missing", missing), zap.Duration("took", time.Since(start)))
+	return errors.Join(errs...)
+}

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package sync
-
-import "time"
-
-// threadCPU is unavailable here; benchmarks report 0.
-func threadCPU() time.Duration { return 0 }
