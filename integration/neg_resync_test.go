@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
@@ -69,7 +70,7 @@ func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 func pageAll(ctx context.Context, conn *relay.Conn, filter nostr.Filter, pageSize int) (map[string]bool, error) {
 	got := map[string]bool{}
 	pager := &reposync.Pager{PageSize: pageSize, EOSETimeout: 30 * time.Second}
-	err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in reposync.Incoming) error {
+	err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in ingest.Incoming) error {
 		got[in.Event.ID] = true
 		return nil
 	})

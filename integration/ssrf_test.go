@@ -23,7 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
-	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 )
 
@@ -221,7 +221,7 @@ func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 	got := refusals(logs)
 	want := map[string]string{"ws://192.168.7.7": "private"} // derived from a clone URL
 	for u, reason := range hostile {
-		dest, err := reposync.NormalizeRelayURL(u)
+		dest, err := relay.NormalizeURL(u)
 		if err != nil {
 			t.Fatal(err)
 		}

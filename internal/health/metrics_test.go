@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -179,7 +180,7 @@ func TestTrackerConcurrent(t *testing.T) {
 				case 4:
 					tr.Observe(url, SourceNotice, "ERROR: too many concurrent REQs")
 				case 5:
-					tr.SetLimits(url, Limits{MaxSubscriptions: 10 + i})
+					tr.SetLimits(url, relay.Limits{MaxSubscriptions: 10 + i})
 				case 6:
 					tr.CanAttempt(url)
 					tr.CooldownRemaining(url)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -62,7 +63,7 @@ type relayHealth struct {
 	connecting    bool
 	attemptAt     time.Time
 
-	announced       Limits
+	announced       relay.Limits
 	learnedSubs     int // 0: nothing learned
 	lastBudgetLower time.Time
 
@@ -93,7 +94,7 @@ type RelayHealth struct {
 	// SubscriptionBudget is the number of concurrent subscriptions allowed.
 	SubscriptionBudget int
 	// Limits are the effective limits (see Tracker.Limits).
-	Limits Limits
+	Limits relay.Limits
 }
 
 // New returns a Tracker. It validates cfg, registers the health metrics on
@@ -444,14 +445,14 @@ func (t *Tracker) CooldownRemaining(url string) time.Duration {
 // SetLimits records the limits url announced in its NIP-11 document.
 // Negative values count as not announced. A budget learned from notices
 // stays in force if it is lower.
-func (t *Tracker) SetLimits(url string, l Limits) {
+func (t *Tracker) SetLimits(url string, l relay.Limits) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.relays[url]
 	if !ok {
 		return
 	}
-	r.announced = Limits{
+	r.announced = relay.Limits{
 		MaxSubscriptions: max(l.MaxSubscriptions, 0),
 		MaxFilters:       max(l.MaxFilters, 0),
 		MaxLimit:         max(l.MaxLimit, 0),
@@ -462,17 +463,17 @@ func (t *Tracker) SetLimits(url string, l Limits) {
 // Limits returns the limits the engine must respect on url: the announced
 // NIP-11 limits (0 = unknown) with MaxSubscriptions replaced by
 // SubscriptionBudget. An untracked relay gets the default budget only.
-func (t *Tracker) Limits(url string) Limits {
+func (t *Tracker) Limits(url string) relay.Limits {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.relays[url]
 	if !ok {
-		return Limits{MaxSubscriptions: t.cfg.DefaultSubscriptionBudget}
+		return relay.Limits{MaxSubscriptions: t.cfg.DefaultSubscriptionBudget}
 	}
 	return t.limits(r)
 }
 
-func (t *Tracker) limits(r *relayHealth) Limits {
+func (t *Tracker) limits(r *relayHealth) relay.Limits {
 	l := r.announced
 	l.MaxSubscriptions = t.budget(r)
 	return l

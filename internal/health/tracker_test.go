@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func TestConfigBackoffSequence(t *testing.T) {
@@ -384,7 +386,7 @@ func TestTrackerIgnoresUntrackedRelays(t *testing.T) {
 	tr.Failed(relayA, errors.New("refused"))
 	tr.Connected(relayA)
 	tr.AttemptStarted(relayA)
-	tr.SetLimits(relayA, Limits{MaxSubscriptions: 3})
+	tr.SetLimits(relayA, relay.Limits{MaxSubscriptions: 3})
 	if got := tr.Observe(relayA, SourceNotice, "rate-limited: x"); got != SignalRateLimited {
 		t.Fatalf("Observe on untracked = %s, want the classification", got)
 	}
@@ -417,7 +419,7 @@ func TestTrackerSnapshot(t *testing.T) {
 	tr.Track(relayB)
 	tr.Track(relayA)
 	tr.Connected(relayA)
-	tr.SetLimits(relayA, Limits{MaxSubscriptions: 50, MaxFilters: 10, MaxLimit: 500, MaxMessageLength: 1 << 20})
+	tr.SetLimits(relayA, relay.Limits{MaxSubscriptions: 50, MaxFilters: 10, MaxLimit: 500, MaxMessageLength: 1 << 20})
 	tr.Failed(relayB, errors.New("refused"))
 	tr.Observe(relayB, SourceNotice, "slow down!")
 	snap := tr.Snapshot()
@@ -425,13 +427,13 @@ func TestTrackerSnapshot(t *testing.T) {
 		{
 			URL: relayA, State: Healthy, Connected: true, LastConnected: epoch,
 			SubscriptionBudget: 50,
-			Limits:             Limits{MaxSubscriptions: 50, MaxFilters: 10, MaxLimit: 500, MaxMessageLength: 1 << 20},
+			Limits:             relay.Limits{MaxSubscriptions: 50, MaxFilters: 10, MaxLimit: 500, MaxMessageLength: 1 << 20},
 		},
 		{
 			URL: relayB, State: RateLimited, Failures: 1, LastError: "refused",
 			NextAttempt:        epoch.Add(65 * time.Second),
 			CooldownUntil:      epoch.Add(65 * time.Second),
-			SubscriptionBudget: 20, Limits: Limits{MaxSubscriptions: 20},
+			SubscriptionBudget: 20, Limits: relay.Limits{MaxSubscriptions: 20},
 		},
 	}
 	if !reflect.DeepEqual(snap, want) {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
@@ -89,6 +90,11 @@ type Options struct {
 	Resolver gitx.Resolver
 	// SyncContext replaces the git-directory implementation (unit tests).
 	SyncContext SyncContext
+	// CheckCloneURL, when set, screens the clone URLs of every event and
+	// announcement taken in (except those on OwnDomain) as they arrive, so
+	// that a refused one is reported once with its reason; the git runner
+	// must refuse them again should one ever be tried.
+	CheckCloneURL func(url string) error
 }
 
 // entry is one held event.
@@ -138,6 +144,8 @@ type Purgatory struct {
 	pub   Publisher
 	git   gitx.Runner
 	res   gitx.Resolver
+	check func(url string) error
+	own   string // OwnDomain, normalized
 	m     *metrics
 	sc    SyncContext
 	// enabled: a git directory (or a replacement SyncContext) is configured.
@@ -186,6 +194,8 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		pub:       opts.Publisher,
 		git:       opts.Git,
 		res:       opts.Resolver,
+		check:     opts.CheckCloneURL,
+		own:       gitx.NormalizeDomain("", cfg.OwnDomain),
 		wake:      make(chan struct{}, 1),
 		byID:      map[string]*entry{},
 		states:    map[string]map[string]*entry{},
@@ -247,6 +257,7 @@ func (p *Purgatory) Needs(ev *nostr.Event) bool {
 // authorisation, and its owner's repository is a release target. Held events
 // of that identifier are scheduled again.
 func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
+	p.screen(ev)
 	if ev == nil || ev.Kind != KindAnnouncement || !gitx.ValidPubKey(ev.PubKey) {
 		return
 	}
@@ -314,6 +325,7 @@ func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
 	if ev == nil {
 		return fmt.Errorf("%w: nil event", ErrInvalidEvent)
 	}
+	p.screen(ev)
 	if !p.Needs(ev) {
 		if !p.enabled {
 			return ErrDisabled
@@ -541,6 +553,39 @@ func (p *Purgatory) Has(id string) bool {
 	defer p.mu.Unlock()
 	_, ok := p.byID[id]
 	return ok
+}
+
+// screen runs ev's clone URLs through Options.CheckCloneURL (at most 20).
+func (p *Purgatory) screen(ev *nostr.Event) {
+	if p.check == nil || ev == nil {
+		return
+	}
+	n := 0
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || tag[0] != "clone" {
+			continue
+		}
+		for _, u := range tag[1:] {
+			if n++; n > 20 {
+				return
+			}
+			if cu, err := gitx.ParseCloneURL(u); err == nil && p.own != "" && cu.Domain == p.own {
+				continue
+			}
+			_ = p.check(u)
+		}
+	}
+}
+
+// AppendHeld adds the held events to a negentropy local set (a
+// localindex.Source): we have them.
+func (p *Purgatory) AppendHeld(dst []neg.Item, _ nostr.Filter) []neg.Item {
+	for _, h := range p.Held() {
+		if it, err := neg.ItemFromHex(h.CreatedAt, h.ID); err == nil {
+			dst = append(dst, it)
+		}
+	}
+	return dst
 }
 
 // Held returns the held event ids with their created_at.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ws "github.com/coder/websocket"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	ws "github.com/coder/websocket"
 
 	"github.com/fiatjaf/eventstore/slicestore"
 	"github.com/fiatjaf/khatru"

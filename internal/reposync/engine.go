@@ -15,10 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/filters"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -53,8 +54,6 @@ type Config struct {
 	MaxTrackedRelays         int
 	MaxRepositories          int
 
-	Handler    HandlerConfig
-	Rejected   RejectedConfig
 	Negentropy NegConfig
 	Trusted    TrustedConfig
 }
@@ -80,8 +79,6 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Handler:                  HandlerConfig{QueueLen: 20000, RelayQueue: 10000, RelayQueueBytes: 32 << 20, RelayRate: 2000, MaxEventBytes: 262144, MaxEventTags: 2000, SeenTTL: 20 * time.Minute},
-		Rejected:                 RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000},
 		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour},
 		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
@@ -94,7 +91,7 @@ const progressLogInterval = 10 * time.Second
 type DialFunc func(ctx context.Context, url string, opts relay.Options) (*relay.Conn, error)
 
 // LimitsFunc fetches a relay's NIP-11 limits (best effort).
-type LimitsFunc func(ctx context.Context, url string) (health.Limits, error)
+type LimitsFunc func(ctx context.Context, url string) (relay.Limits, error)
 
 // Deps are the engine's collaborators.
 type Deps struct {
@@ -111,18 +108,17 @@ type Deps struct {
 	AllowRelay func(url string) error
 	// RelayOptions are the base options of every connection.
 	RelayOptions relay.Options
-	Publish      PublishFunc
-	Purgatory    Purgatory
+	// Ingest takes every event received from a relay, and every event
+	// seen on the own relay; the caller runs it alongside the engine.
+	Ingest *ingest.Handler
 	// Historic, when nil, is REQ paging.
 	Historic HistoricSyncer
 	// Limits, when set, is asked for each relay's NIP-11 limits on connect.
 	Limits LimitsFunc
-	// OnPresent is told of every event known to be on the own relay.
-	OnPresent func(ev *nostr.Event)
 	// LocalIndex, when set, enables NIP-77 historic sync: it is our side
 	// of every reconciliation, filled from the own relay (Phase 0) and
-	// kept current through OnPresent. ExtraLocal adds items we hold
-	// elsewhere (purgatory).
+	// kept current by the ingest handler. ExtraLocal adds items we hold
+	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
 	ExtraLocal []localindex.Source
 }
@@ -135,8 +131,7 @@ type Engine struct {
 	log   *zap.Logger
 	m     *metrics
 	clock health.Clock
-	h     *Handler
-	rej   *RejectedIndex
+	h     *ingest.Handler
 
 	inbox chan func()
 	ctx   context.Context
@@ -213,15 +208,15 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	if d.Clock == nil {
 		d.Clock = health.RealClock{}
 	}
-	if d.Health == nil || d.Dial == nil || d.DialOwn == nil || d.Publish == nil || d.Registry == nil {
-		return nil, errors.New("sync: Health, Dial, DialOwn, Publish and Registry are required")
+	if d.Health == nil || d.Dial == nil || d.DialOwn == nil || d.Ingest == nil || d.Registry == nil {
+		return nil, errors.New("reposync: Health, Dial, DialOwn, Ingest and Registry are required")
 	}
 	m, err := newMetrics(d.Registry)
 	if err != nil {
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock,
+		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock, h: d.Ingest,
 		inbox:       make(chan func(), 1024),
 		repos:       RepoSyncIndex{},
 		orphans:     map[string]set{},
@@ -230,16 +225,13 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		bootstrapOK: map[string]bool{},
 		startedAt:   d.Clock.Now(),
 	}
-	e.rej = NewRejectedIndex(cfg.Rejected, d.Clock.Now)
-	e.h = NewHandler(cfg.Handler, d.Publish, d.Purgatory, e.rej, m, e.log.Named("handler"))
-	e.h.onPresent = d.OnPresent
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
 	}
 	e.pager = pager
 	if d.LocalIndex != nil {
-		extra := append([]localindex.Source{localindex.SourceFunc(e.rejectedItems)}, d.ExtraLocal...)
+		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
@@ -257,7 +249,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		}
 	}
 	for _, b := range cfg.Bootstrap {
-		norm, err := NormalizeRelayURL(b)
+		norm, err := relay.NormalizeURL(b)
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap relay %q: %w", b, err)
 		}
@@ -265,21 +257,6 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	return e, nil
 }
-
-// rejectedItems adds the RejectedIndex's ids to a local set: we do not want
-// them again.
-func (e *Engine) rejectedItems(dst []neg.Item, _ nostr.Filter) []neg.Item {
-	e.rej.Items(func(createdAt int64, id [32]byte) {
-		dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(createdAt), ID: id})
-	})
-	return dst
-}
-
-// Handler is the shared event handler (purgatory reports outcomes to it).
-func (e *Engine) Handler() *Handler { return e.h }
-
-// Rejected is the RejectedIndex.
-func (e *Engine) Rejected() *RejectedIndex { return e.rej }
 
 // Ready tells whether the own relay is connected and the
 // self-subscription's first EOSE was processed.
@@ -300,8 +277,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.ctx = ctx
 	e.running.Store(true)
 	defer e.running.Store(false)
-	e.wg.Add(2)
-	go func() { defer e.wg.Done(); _ = e.h.Run(ctx) }()
+	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
 	for _, url := range e.cfg.Trusted.Relays {
 		e.wg.Add(1)
@@ -362,18 +338,18 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 	boot := e.bootstrapList()
 	for _, ev := range evs {
 		switch ev.Kind {
-		case filters.KindRepoAnnouncement:
+		case nip34.KindRepoAnnouncement:
 			a, err := ParseAnnouncement(ev, isOwn, e.cfg.MaxRelaysPerAnnouncement)
 			if err != nil {
 				continue
 			}
 			if a.Dropped > 0 && len(a.Relays) >= e.cfg.MaxRelaysPerAnnouncement {
-				e.m.limitHits.WithLabelValues("relays_per_announcement").Inc()
+				e.h.LimitHit("relays_per_announcement")
 			}
 			needs := e.repos[a.Ref]
 			if needs == nil {
 				if e.cfg.MaxRepositories > 0 && len(e.repos) >= e.cfg.MaxRepositories {
-					e.m.limitHits.WithLabelValues("repositories").Inc()
+					e.h.LimitHit("repositories")
 					continue
 				}
 				needs = &RepoNeeds{Relays: set{}, Roots: set{}}
@@ -401,7 +377,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 				needs.Relays = relays
 			}
 		default:
-			refs, ok := RootRefs(ev)
+			refs, ok := nip34.RootRefs(ev)
 			if !ok {
 				continue
 			}
@@ -448,7 +424,7 @@ func (e *Engine) addOrphan(ref, id string) {
 		return
 	}
 	if e.orphanCount >= maxOrphanRoots {
-		e.m.limitHits.WithLabelValues("orphan_roots").Inc()
+		e.h.LimitHit("orphan_roots")
 		return
 	}
 	if o == nil {
@@ -493,7 +469,7 @@ func validRepoRef(ref string) bool {
 // isOwn tells whether a normalized relay URL is the own relay or on the
 // service domain.
 func (e *Engine) isOwn(norm string) bool {
-	if own, err := NormalizeRelayURL(e.cfg.OwnRelay); err == nil && own == norm {
+	if own, err := relay.NormalizeURL(e.cfg.OwnRelay); err == nil && own == norm {
 		return true
 	}
 	if e.cfg.ServiceDomain != "" {
@@ -529,7 +505,7 @@ func (e *Engine) applyDelta(delta map[string]Items) {
 	for _, url := range urls {
 		if e.relays[url] == nil {
 			if e.cfg.MaxTrackedRelays > 0 && len(e.relays) >= e.cfg.MaxTrackedRelays {
-				e.m.limitHits.WithLabelValues("tracked_relays").Inc()
+				e.h.LimitHit("tracked_relays")
 				delete(delta, url)
 				continue
 			}
@@ -716,7 +692,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 	if fresh {
 		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
 		e.subscribeLayer1(r)
-		e.startBatch(r, newItems(), []nostr.Filter{filters.Layer1(nil)}, true)
+		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
 		// Catch-up and live in one: subscriptions with since return what
 		// was stored meanwhile, then stay open. No pending batch: the
@@ -810,7 +786,7 @@ func (e *Engine) exec(r *remote, fn func(*relay.Conn)) {
 }
 
 func (e *Engine) subscribeLayer1(r *remote) {
-	e.openLive(r, "l1", filters.Live([]nostr.Filter{filters.Layer1(nil)}))
+	e.openLive(r, "l1", nip34.Live([]nostr.Filter{nip34.Layer1(nil)}))
 }
 
 // subscribeLive opens live subscriptions (limit 0) for fs, split into REQs
@@ -819,7 +795,7 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 	if len(fs) == 0 {
 		return
 	}
-	e.openChunked(r, filters.Live(fs))
+	e.openChunked(r, nip34.Live(fs))
 }
 
 // maxReqBytes bounds the filters of one REQ message: relays drop the
@@ -916,10 +892,10 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 				if !sub.Filters.Match(m.Event) {
 					// Answers we did not ask for are dropped before they
 					// cost a queue slot or a signature check.
-					e.m.eventsInvalid.WithLabelValues("no_match").Inc()
+					e.h.Invalid("no_match")
 					continue
 				}
-				if err := e.h.Handle(ctx, Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
+				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
 					return
 				}
 			case relay.MsgClosed:
@@ -1040,7 +1016,7 @@ func (e *Engine) addFilters(a AddFilters) {
 		return
 	}
 	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
-	newFilters := filters.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
+	newFilters := nip34.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
 	budget := e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a
@@ -1055,8 +1031,8 @@ func (e *Engine) addFilters(a AddFilters) {
 		}
 		e.consolidate(r)
 	}
-	e.subscribeLive(r, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
-	e.startBatch(r, a.Items, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
+	e.subscribeLive(r, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
+	e.startBatch(r, a.Items, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
 	e.updateRelayState(r)
 }
 
@@ -1085,8 +1061,8 @@ func (e *Engine) consolidate(r *remote) {
 // subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
 // with since: stored events since then, then live.
 func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
-	e.openLive(r, "l1", []nostr.Filter{filters.Layer1(&since)})
-	fs := filters.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
+	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
+	fs := nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
 	e.openChunked(r, fs)
 }
 
@@ -1120,11 +1096,11 @@ func (e *Engine) startJobs(r *remote) {
 		go func() {
 			defer e.wg.Done()
 			asked := nostr.Filters(j.filters)
-			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in Incoming) error {
+			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
-					e.m.eventsInvalid.WithLabelValues("no_match").Inc()
+					e.h.Invalid("no_match")
 					return nil
 				}
 				return e.h.Handle(ctx, in)
@@ -1258,7 +1234,7 @@ func (e *Engine) onTick() {
 		e.lastEmpty = now
 		e.dropEmptyRelays()
 	}
-	e.rej.Expire()
+	e.h.Rejected().Expire()
 	e.connectDue()
 	e.updateIndexMetrics()
 	e.refreshSnapshot()
@@ -1279,7 +1255,7 @@ func (e *Engine) fullResync(r *remote) {
 	r.baseline = 0
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
 	e.subscribeLayer1(r)
-	e.startBatch(r, newItems(), []nostr.Filter{filters.Layer1(nil)}, true)
+	e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	e.recomputeRelay(r.URL)
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -92,47 +91,6 @@ func TestRelayStatus(t *testing.T) {
 	}
 }
 
-func TestNormalizeRelayURL(t *testing.T) {
-	tests := []struct{ in, want, err string }{
-		{"wss://Relay.Example.com/", "wss://relay.example.com", ""},
-		{"wss://relay.example.com:443", "wss://relay.example.com", ""},
-		{"ws://relay.example.com:80/path/", "ws://relay.example.com/path", ""},
-		{"ws://127.0.0.1:7777", "ws://127.0.0.1:7777", ""},
-		{"ws://[::1]:7777/", "ws://[::1]:7777", ""},
-		{" wss://a.b ", "wss://a.b", ""},
-		{"https://relay.example.com", "", "scheme"},
-		{"file:///etc/passwd", "", "scheme"},
-		{"wss://user:pw@relay.example.com", "", "credentials"},
-		{"wss://", "", "no host"},
-		{"", "", "empty"},
-	}
-	for _, tt := range tests {
-		got, err := NormalizeRelayURL(tt.in)
-		if tt.err != "" {
-			if err == nil || !contains(err.Error(), tt.err) {
-				t.Errorf("%q: err %v, want containing %q", tt.in, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("%q: got %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-}
-
-func contains(s, sub string) bool {
-	return len(sub) == 0 || len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
-
 func TestParseAnnouncement(t *testing.T) {
 	pk := "aa" + fmt.Sprintf("%062d", 0)
 	ev := &nostr.Event{Kind: 30617, PubKey: pk, CreatedAt: 10, Tags: nostr.Tags{
@@ -163,116 +121,6 @@ func TestParseAnnouncement(t *testing.T) {
 	}
 	if _, err := ParseAnnouncement(&nostr.Event{Kind: 30617}, nil, 10); err == nil {
 		t.Fatal("announcement without d accepted")
-	}
-}
-
-func TestRootRefs(t *testing.T) {
-	repo := "30617:" + fmt.Sprintf("%064d", 1) + ":proj"
-	tests := []struct {
-		name string
-		ev   *nostr.Event
-		ok   bool
-	}{
-		{"issue", &nostr.Event{Kind: 1621, Tags: nostr.Tags{{"a", repo}}}, true},
-		{"pr", &nostr.Event{Kind: 1618, Tags: nostr.Tags{{"a", repo}}}, true},
-		{"root patch", &nostr.Event{Kind: 1617, Tags: nostr.Tags{{"a", repo}, {"t", "root"}}}, true},
-		{"patch without e", &nostr.Event{Kind: 1617, Tags: nostr.Tags{{"a", repo}}}, true},
-		{"reply patch", &nostr.Event{Kind: 1617, Tags: nostr.Tags{{"a", repo}, {"e", "x"}}}, false},
-		{"comment", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"a", repo}}}, false},
-		{"issue without a", &nostr.Event{Kind: 1621}, false},
-		{"issue with bad a", &nostr.Event{Kind: 1621, Tags: nostr.Tags{{"a", "1:x"}}}, false},
-	}
-	for _, tt := range tests {
-		refs, ok := RootRefs(tt.ev)
-		if ok != tt.ok || ok && !reflect.DeepEqual(refs, []string{repo}) {
-			t.Errorf("%s: got %v %v", tt.name, refs, ok)
-		}
-	}
-}
-
-func TestRejectedIndex(t *testing.T) {
-	now := time.Unix(1000, 0)
-	clock := func() time.Time { return now }
-	r := NewRejectedIndex(RejectedConfig{HotTTL: time.Minute, HotMax: 2, ColdTTL: time.Hour, ColdMax: 3}, clock)
-	id := func(i int) string { return fmt.Sprintf("%064x", i) }
-	ev := func(i int, ref string) *nostr.Event {
-		return &nostr.Event{ID: id(i), CreatedAt: nostr.Timestamp(i), Kind: 1111, Tags: nostr.Tags{{"e", ref}}}
-	}
-	r.Add(ev(1, "root"))
-	r.Add(ev(2, "root"))
-	r.Add(ev(3, "other"))
-	if hot, cold := r.Len(); hot != 2 || cold != 3 {
-		t.Fatalf("len %d/%d, want 2 hot (bounded) / 3 cold", hot, cold)
-	}
-	// Event 1 was evicted from the hot cache: accepting "root" retries 2
-	// and forgets 1 so the next sync fetches it again.
-	retry, forgotten := r.DependencyAccepted("root")
-	if len(retry) != 1 || retry[0].ID != id(2) || !reflect.DeepEqual(forgotten, []string{id(1)}) {
-		t.Fatalf("retry %v forgotten %v", retry, forgotten)
-	}
-	if r.Has(id(1)) || r.Has(id(2)) || !r.Has(id(3)) {
-		t.Fatal("dependents not forgotten")
-	}
-	r.Add(ev(4, "x"))
-	r.Add(ev(5, "x"))
-	r.Add(ev(6, "x"))
-	if _, cold := r.Len(); cold != 3 {
-		t.Fatalf("cold %d, want bounded at 3", cold)
-	}
-	if r.Has(id(3)) {
-		t.Fatal("oldest cold entry not evicted")
-	}
-	now = now.Add(2 * time.Hour)
-	r.Expire()
-	if hot, cold := r.Len(); hot != 0 || cold != 0 {
-		t.Fatalf("after TTL: %d/%d", hot, cold)
-	}
-	var n int
-	r.Add(ev(7, "y"))
-	r.Items(func(int64, [32]byte) { n++ })
-	if n != 1 {
-		t.Fatalf("Items yielded %d", n)
-	}
-}
-
-func TestSeenSet(t *testing.T) {
-	now := time.Unix(0, 0)
-	s := newSeenSet(4, time.Minute, func() time.Time { return now })
-	k := func(i byte) [32]byte { return [32]byte{i} }
-	if !s.Mark(k(1)) || s.Mark(k(1)) {
-		t.Fatal("Mark is not check-and-set")
-	}
-	s.Mark(k(2))
-	s.Mark(k(3)) // rotates: cur {3}, old {1,2}
-	if !s.Has(k(1)) || !s.Has(k(3)) {
-		t.Fatal("lost an id on size rotation")
-	}
-	s.Mark(k(4))
-	s.Mark(k(5)) // rotates again: old {3,4}
-	if s.Has(k(1)) {
-		t.Fatal("size bound not applied")
-	}
-	now = now.Add(31 * time.Second)
-	if !s.Has(k(5)) {
-		t.Fatal("forgot an id before ttl/2")
-	}
-	now = now.Add(61 * time.Second)
-	if s.Has(k(5)) || s.Len() != 0 {
-		t.Fatal("remembered an id past the ttl")
-	}
-	s.Mark(k(9))
-	s.Forget(k(9))
-	if s.Has(k(9)) {
-		t.Fatal("Forget did not forget")
-	}
-}
-
-func TestReferences(t *testing.T) {
-	ev := &nostr.Event{Kind: 30618, Tags: nostr.Tags{{"d", "proj"}, {"e", "x"}, {"a", "30617:p:proj"}, {"p", "ignored"}, {"E", "y"}, {"q", "z"}}}
-	got := References(ev)
-	want := []string{"30617:*:proj", "x", "30617:p:proj", "y", "z"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
 	}
 }
 
@@ -307,27 +155,5 @@ func BenchmarkComputeActions10kRepos(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = computeActions(deriveRelayTargets(repos, nil), nil, relays)
-	}
-}
-
-func TestRejectedAfterDependencyAcceptedRetriesOnce(t *testing.T) {
-	now := time.Unix(1000, 0)
-	r := NewRejectedIndex(RejectedConfig{HotTTL: time.Minute, HotMax: 10, ColdTTL: time.Hour, ColdMax: 10}, func() time.Time { return now })
-	reply := &nostr.Event{ID: fmt.Sprintf("%064x", 1), Kind: 1111, Tags: nostr.Tags{{"E", "root"}}}
-	// The root's acceptance is reported before the reply's rejection.
-	r.DependencyAccepted("root")
-	if !r.Add(reply) {
-		t.Fatal("a rejection after its dependency's acceptance was not retried")
-	}
-	if r.Has(reply.ID) {
-		t.Fatal("an event to retry was recorded as rejected")
-	}
-	if r.Add(reply) || !r.Has(reply.ID) {
-		t.Fatal("the second rejection was retried again instead of recorded")
-	}
-	other := &nostr.Event{ID: fmt.Sprintf("%064x", 2), Kind: 1111, Tags: nostr.Tags{{"E", "root"}}}
-	now = now.Add(2 * time.Minute)
-	if r.Add(other) {
-		t.Fatal("retried for an acceptance older than the hot TTL")
 	}
 }

@@ -1,8 +1,6 @@
 package reposync
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,10 +9,6 @@ import (
 type metrics struct {
 	relayConnected     *prometheus.GaugeVec
 	connectionAttempts *prometheus.CounterVec
-	eventsSynced       prometheus.Counter
-	eventsRejected     *prometheus.CounterVec
-	eventsDuplicate    prometheus.Counter
-	eventsInvalid      *prometheus.CounterVec
 	eventsReceived     *prometheus.CounterVec
 	relaysTracked      prometheus.Gauge
 	relaysConnected    prometheus.Gauge
@@ -22,7 +16,6 @@ type metrics struct {
 	pendingBatches     *prometheus.GaugeVec
 	repositories       prometheus.Gauge
 	rootEvents         prometheus.Gauge
-	limitHits          *prometheus.CounterVec
 	historicBatches    *prometheus.CounterVec
 }
 
@@ -36,22 +29,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ngit_sync_connection_attempts_total",
 			Help: "Connection attempts per relay by result (success, failure).",
 		}, []string{"relay", "result"}),
-		eventsSynced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ngit_sync_events_synced_total",
-			Help: "Events newly accepted by the own relay.",
-		}),
-		eventsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_events_rejected_total",
-			Help: "Events the own relay refused, by reason prefix.",
-		}, []string{"reason"}),
-		eventsDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ngit_sync_events_duplicate_total",
-			Help: "Events the own relay already had.",
-		}),
-		eventsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_events_invalid_total",
-			Help: "Events dropped before publishing, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match).",
-		}, []string{"reason"}),
 		eventsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_events_received_total",
 			Help: "Events received from remote relays (before dedupe), per relay.",
@@ -80,20 +57,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ngit_sync_root_events",
 			Help: "Root events tracked across repositories.",
 		}),
-		limitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_limit_hits_total",
-			Help: "Times a configured bound refused input, by limit.",
-		}, []string{"limit"}),
 		historicBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_historic_batches_total",
 			Help: "Historic sync batches finished, by result (ok, failed).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.relayConnected, m.connectionAttempts, m.eventsSynced, m.eventsRejected,
-		m.eventsDuplicate, m.eventsInvalid, m.eventsReceived, m.relaysTracked,
+		m.relayConnected, m.connectionAttempts, m.eventsReceived, m.relaysTracked,
 		m.relaysConnected, m.filtersOpen, m.pendingBatches, m.repositories,
-		m.rootEvents, m.limitHits, m.historicBatches,
+		m.rootEvents, m.historicBatches,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -109,18 +81,4 @@ func (m *metrics) forgetRelay(url string) {
 	m.eventsReceived.DeleteLabelValues(url)
 	m.filtersOpen.DeleteLabelValues(url)
 	m.pendingBatches.DeleteLabelValues(url)
-}
-
-// reasonLabel maps an OK reason to a bounded label: its machine-readable
-// prefix when it is one of NIP-01's, otherwise "other".
-func reasonLabel(reason string) string {
-	prefix, _, found := strings.Cut(reason, ":")
-	if !found {
-		return "other"
-	}
-	switch prefix {
-	case "blocked", "restricted", "invalid", "pow", "rate-limited", "auth-required", "error", "mute", "duplicate":
-		return prefix
-	}
-	return "other"
 }

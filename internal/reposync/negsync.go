@@ -14,9 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/filters"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -278,7 +279,7 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 	}
 	slots = max(slots, 1)
 	got := newSyncSet()
-	counting := func(ctx context.Context, in Incoming) error {
+	counting := func(ctx context.Context, in ingest.Incoming) error {
 		if !got.add(in.Event.ID) {
 			return nil
 		}
@@ -401,9 +402,9 @@ func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
 func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []string) error {
 	var fs []nostr.Filter
 	if l1 {
-		fs = append(fs, filters.Layer1(nil))
+		fs = append(fs, nip34.Layer1(nil))
 	}
-	fs = append(fs, filters.Layers23(repos, roots, filters.DefaultValuesPerFilter, nil)...)
+	fs = append(fs, nip34.Layers23(repos, roots, nip34.DefaultValuesPerFilter, nil)...)
 	for _, f := range fs {
 		if err := o.EnsureFilled(ctx, f); err != nil {
 			return err
@@ -424,7 +425,7 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 	if err != nil {
 		return err
 	}
-	emit := func(_ context.Context, in Incoming) error {
+	emit := func(_ context.Context, in ingest.Incoming) error {
 		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
 			return err
 		}
@@ -446,7 +447,7 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 // filters that fill them (nil when nothing is missing).
 func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 	f.Since, f.Until, f.Limit, f.LimitZero = nil, nil, 0, false
-	if len(f.Tags) == 0 && slices.Equal(f.Kinds, []int{filters.KindRepoAnnouncement, filters.KindRepoState}) && len(f.Authors) == 0 && len(f.IDs) == 0 {
+	if len(f.Tags) == 0 && slices.Equal(f.Kinds, []int{nip34.KindRepoAnnouncement, nip34.KindRepoState}) && len(f.Authors) == 0 && len(f.IDs) == 0 {
 		if o.filled["L1"] {
 			return nil, nil
 		}
@@ -472,7 +473,7 @@ func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 			if len(keys) == 0 {
 				return nil, nil
 			}
-			return keys, filters.Layers23(repos, roots, filters.DefaultValuesPerFilter, nil)
+			return keys, nip34.Layers23(repos, roots, nip34.DefaultValuesPerFilter, nil)
 		}
 	}
 	key := filterKey(f)

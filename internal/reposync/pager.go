@@ -11,6 +11,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -26,7 +27,7 @@ var (
 )
 
 // Emit hands one received event to the shared handler.
-type Emit func(ctx context.Context, in Incoming) error
+type Emit func(ctx context.Context, in ingest.Incoming) error
 
 // HistoricSyncer fetches every stored event matching filters from one
 // relay and emits it. slots is how many subscriptions it may hold open at
@@ -272,7 +273,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 			case relay.MsgEOSE:
 				sortForPublish(page)
 				for _, ev := range page {
-					if err := emit(ctx, Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
+					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
 						return nil, err
 					}
 				}

@@ -11,6 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -24,9 +27,12 @@ func newBareEngine(t *testing.T) *Engine {
 	noDial := func(context.Context, string, relay.Options) (*relay.Conn, error) {
 		return nil, errors.New("no network in this test")
 	}
+	in, err := ingest.New(ingest.DefaultConfig(), ingest.Deps{Publisher: nopPublisher{}, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e, err := New(DefaultConfig(), Deps{
-		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial,
-		Publish: func(context.Context, *nostr.Event, func(Outcome, string)) error { return nil },
+		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial, Ingest: in,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +52,7 @@ func TestSelfBatchRootBeforeAnnouncement(t *testing.T) {
 	e := newBareEngine(t)
 	sk := nostr.GeneratePrivateKey()
 	pk, _ := nostr.GetPublicKey(sk)
-	ref := RepoRef(pk, "repo")
+	ref := nip34.RepoRef(pk, "repo")
 	sign := func(ev *nostr.Event) *nostr.Event {
 		if err := ev.Sign(sk); err != nil {
 			t.Fatal(err)
@@ -92,7 +98,7 @@ func TestOrphanRootsBounded(t *testing.T) {
 	sk := nostr.GeneratePrivateKey()
 	pk, _ := nostr.GetPublicKey(sk)
 	root := &nostr.Event{Kind: 1621, CreatedAt: 2000, Content: "issue", Tags: nostr.Tags{
-		{"a", RepoRef(pk, "never-announced")}, {"a", "30617:nothex:x"}, {"a", "30617:" + pk + ":"},
+		{"a", nip34.RepoRef(pk, "never-announced")}, {"a", "30617:nothex:x"}, {"a", "30617:" + pk + ":"},
 	}}
 	if err := root.Sign(sk); err != nil {
 		t.Fatal(err)
@@ -106,11 +112,19 @@ func TestOrphanRootsBounded(t *testing.T) {
 		t.Fatalf("%d orphans left after dropOrphans", e.orphanCount)
 	}
 	for ref, want := range map[string]bool{
-		RepoRef(pk, "d"): true, "30617:" + pk + ":": false, "30617:" + pk: false,
+		nip34.RepoRef(pk, "d"): true, "30617:" + pk + ":": false, "30617:" + pk: false,
 		"30618:" + pk + ":d": false, "30617:" + strings.ToUpper(pk) + ":d": false,
 	} {
 		if got := validRepoRef(ref); got != want {
 			t.Errorf("validRepoRef(%q) = %t, want %t", ref, got, want)
 		}
 	}
+}
+
+// nopPublisher never answers: nothing in these tests is published.
+type nopPublisher struct{}
+
+func (nopPublisher) Submit(context.Context, *nostr.Event, func(publish.Result)) error { return nil }
+func (nopPublisher) Publish(context.Context, *nostr.Event) (publish.Result, error) {
+	return publish.Result{}, errors.New("not publishing in this test")
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/filters"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -87,8 +88,8 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 			e.post(func() { e.applySelfBatch(evs) })
 		}
 	}
-	emit := func(_ context.Context, in Incoming) error {
-		e.seenOnOwnRelay(in.Event)
+	emit := func(_ context.Context, in ingest.Incoming) error {
+		e.h.OnOwnRelay(in.Event)
 		batch = append(batch, in.Event)
 		total++
 		if len(batch) >= selfHistoryBatch {
@@ -123,7 +124,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 //
 // complete reports whether the paging finished.
 func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) (complete bool, err error) {
-	sub, err := conn.Subscribe(ctx, "self", filters.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
+	sub, err := conn.Subscribe(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
 	if err != nil {
 		return false, err
 	}
@@ -184,7 +185,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			}
 			switch m.Type {
 			case relay.MsgEvent:
-				e.seenOnOwnRelay(m.Event)
+				e.h.OnOwnRelay(m.Event)
 				batch = append(batch, m.Event)
 				if timer == nil {
 					timer = time.NewTimer(e.cfg.BatchWindow)
@@ -230,29 +231,6 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this
 	}()
-}
-
-// seenOnOwnRelay records an event the own relay holds.
-func (e *Engine) seenOnOwnRelay(ev *nostr.Event) {
-	// An event that went through the handler was published by us (after
-	// the purgatory released it, for states and PRs): its git data is
-	// here. Only events others put on the own relay need checking.
-	ours := e.h.Seen(ev.ID)
-	e.h.MarkPresent(ev)
-	if e.d.OnPresent != nil {
-		e.d.OnPresent(ev)
-	}
-	if e.d.Purgatory == nil {
-		return
-	}
-	switch ev.Kind {
-	case filters.KindRepoAnnouncement:
-		e.d.Purgatory.AddAnnouncement(ev)
-	case filters.KindRepoState, filters.KindPullRequest, filters.KindPRUpdate:
-		if !ours {
-			e.d.Purgatory.Add(ev, true)
-		}
-	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -304,7 +282,7 @@ func (e *Engine) refreshSnapshot() {
 		s.Relays = append(s.Relays, rs)
 	}
 	sortRelays(s.Relays)
-	hot, cold := e.rej.Len()
+	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
 	e.snapMu.Lock()
 	e.snap = s

@@ -8,8 +8,9 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/filters"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
 // TrustedConfig configures periodic reconciliation with trusted archive
@@ -28,9 +29,9 @@ type TrustedConfig struct {
 
 // nip34Kinds are the kinds of NIP-34 events.
 var nip34Kinds = []int{
-	filters.KindRepoAnnouncement, filters.KindRepoState, filters.KindPatch, filters.KindPullRequest,
-	filters.KindPRUpdate, filters.KindIssue, filters.KindStatusOpen, filters.KindStatusApplied,
-	filters.KindStatusClosed, filters.KindStatusDraft,
+	nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest,
+	nip34.KindPRUpdate, nip34.KindIssue, nip34.KindStatusOpen, nip34.KindStatusApplied,
+	nip34.KindStatusClosed, nip34.KindStatusDraft,
 }
 
 // runTrusted reconciles one trusted relay every Interval until ctx ends.
@@ -84,7 +85,7 @@ func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
 		kinds = nip34Kinds
 	}
 	fs := []nostr.Filter{{Kinds: kinds, Since: &since}}
-	return append(fs, filters.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...), true
+	return append(fs, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...), true
 }
 
 func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) error {
@@ -100,7 +101,7 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) 
 	}
 	defer conn.Close()
 	recv := e.m.eventsReceived.WithLabelValues(url)
-	emit := func(ctx context.Context, in Incoming) error {
+	emit := func(ctx context.Context, in ingest.Incoming) error {
 		recv.Inc()
 		return e.h.Handle(ctx, in)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
@@ -60,10 +61,11 @@ func TestDefaultsAgree(t *testing.T) {
 				"ServiceDomain":                    "site-specific host, no default",
 				"Bootstrap":                        "site-specific relay URLs, no default",
 				"Trusted.Relays":                   "site-specific relay URLs, no default",
-				"Handler.QueueLen":                 "derived by the sidecar: 2×limits.relay_queue, so one relay fills half the queue at most",
-				"Handler.SeenTTL":                  "derived by the sidecar: min(20m, sync.full_resync_min/2), shorter than a resync interval",
 				"Negentropy.Options.MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
 			},
+		},
+		{
+			name: "ingest.Config", mapped: ingestConfig(cfg), engine: ingest.DefaultConfig(),
 		},
 		{
 			name: "purgatory.Config", mapped: purgatoryConfig(cfg), engine: purgatory.DefaultConfig(),

@@ -6,11 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
@@ -60,6 +58,7 @@ type Sidecar struct {
 	pub    *publish.Publisher
 	purg   *purgatory.Purgatory
 	engine *reposync.Engine
+	ingest *ingest.Handler
 	local  *localindex.Index
 }
 
@@ -100,8 +99,6 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s.pub = pub
 
-	scfg := syncConfig(cfg)
-
 	// Relay and clone URLs from announcements go through the outbound
 	// address policy; the operator's configured relays do not.
 	pol, err := netpolicy.New(netpolicy.Options{
@@ -111,50 +108,35 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial policy: %w", err)
 	}
-	configured := map[string]bool{}
-	for _, u := range append(append([]string{cfg.OwnRelay}, cfg.BootstrapRelays...), cfg.TrustedRelays...) {
-		configured[u] = true
-		if norm, err := reposync.NormalizeRelayURL(u); err == nil {
-			configured[norm] = true
+	relays := pol.Relays(append(append([]string{cfg.OwnRelay}, cfg.BootstrapRelays...), cfg.TrustedRelays...), d.HTTPClient)
+
+	var local *localindex.Index
+	var onPresent func(*nostr.Event)
+	if cfg.Negentropy.Enabled {
+		if local, err = localindex.New(localindex.DefaultOptions(), d.Registry); err != nil {
+			return nil, fmt.Errorf("local index: %w", err)
 		}
+		onPresent = func(ev *nostr.Event) { _ = local.Add(ev) }
+		s.local = local
 	}
-	policyClient := pol.HTTPClient(0)
-	allowRelay := func(url string) error {
-		if configured[url] {
-			return nil
-		}
-		return pol.CheckRelayURL(url)
+	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
+		Publisher: pub, OnPresent: onPresent, Now: d.Clock.Now,
+		Log: d.Log.Named("sync").Named("handler"), Registry: d.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
 	}
+	s.ingest = in
 
 	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
-		Dial: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
-			if !configured[url] {
-				if err := pol.CheckRelayURL(url); err != nil {
-					return nil, err
-				}
-				o.HTTPClient = policyClient
-			}
-			return relay.Dial(ctx, url, o)
-		},
-		AllowRelay: allowRelay,
-		DialOwn: func(ctx context.Context, url string, o relay.Options) (*relay.Conn, error) {
-			return relay.Dial(ctx, url, o)
-		},
+		Dial: relays.Dial, AllowRelay: relays.Allow, Limits: relays.Limits,
+		DialOwn:      relay.Dial,
 		RelayOptions: ropts,
-		Publish: func(ctx context.Context, ev *nostr.Event, done func(reposync.Outcome, string)) error {
-			return pub.Submit(ctx, ev, func(r publish.Result) { done(outcome(r.Outcome), resultReason(r)) })
-		},
-		Limits: func(ctx context.Context, url string) (health.Limits, error) {
-			client := d.HTTPClient
-			if !configured[url] {
-				client = policyClient
-			}
-			return fetchLimits(ctx, client, url)
-		},
+		Ingest:       in,
+		LocalIndex:   local,
 	}
 
-	var rel *releasePublisher
 	if cfg.PurgatoryActive() {
 		pc := purgatoryConfig(cfg)
 		git := d.Git
@@ -163,48 +145,26 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			x.OutputCap = pc.GitOutputCap
 			git = x
 		}
-		rel = &releasePublisher{pub: pub}
 		purg, err := purgatory.New(pc, purgatory.Options{
-			Publisher: rel, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
+			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
 			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
+			CheckCloneURL: pol.CheckCloneURL,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("purgatory: %w", err)
 		}
 		s.purg = purg
-		deps.Purgatory = purgatoryAdapter{p: purg, log: d.Log.Named("purgatory"), pol: pol,
-			own: gitx.NormalizeDomain("", cfg.ServiceDomain)}
-	}
-
-	if cfg.Negentropy.Enabled {
-		idx, err := localindex.New(localindex.DefaultOptions(), d.Registry)
-		if err != nil {
-			return nil, fmt.Errorf("local index: %w", err)
-		}
-		s.local = idx
-		deps.LocalIndex = idx
-		deps.OnPresent = func(ev *nostr.Event) { _ = idx.Add(ev) }
-		if s.purg != nil {
-			purg := s.purg
-			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(func(dst []neg.Item, _ nostr.Filter) []neg.Item {
-				for _, h := range purg.Held() {
-					if it, err := neg.ItemFromHex(h.CreatedAt, h.ID); err == nil {
-						dst = append(dst, it)
-					}
-				}
-				return dst
-			}))
+		in.UsePurgatory(purg)
+		if local != nil {
+			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(purg.AppendHeld))
 		}
 	}
 
-	eng, err := reposync.New(scfg, deps)
+	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	s.engine = eng
-	if rel != nil {
-		rel.settle = eng.Handler().Settle
-	}
 	return s, nil
 }
 
@@ -288,23 +248,6 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
 	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
 	scfg.MaxRepositories = cfg.Limits.MaxRepositories
-	scfg.Handler = reposync.HandlerConfig{
-		Workers: cfg.Sync.VerifyWorkers,
-		// One relay may fill half of the shared queue at most.
-		QueueLen:        2 * cfg.Limits.RelayQueue,
-		RelayQueue:      cfg.Limits.RelayQueue,
-		RelayQueueBytes: cfg.Limits.RelayQueueBytes,
-		RelayRate:       cfg.Limits.RelayEventRate,
-		MaxEventBytes:   cfg.Limits.MaxEventBytes,
-		MaxEventTags:    cfg.Limits.MaxEventTags,
-		// The dedupe memory must be shorter than the full-resync interval,
-		// or a resync could never re-publish what the own relay lost.
-		SeenTTL: min(20*time.Minute, cfg.Sync.FullResyncMin/2),
-	}
-	scfg.Rejected = reposync.RejectedConfig{
-		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
-		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
-	}
 	scfg.Negentropy = reposync.NegConfig{
 		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
 		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
@@ -314,6 +257,27 @@ func syncConfig(cfg *config.Config) reposync.Config {
 		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
 	}
 	return scfg
+}
+
+// ingestConfig maps cfg onto the shared event handler's settings.
+func ingestConfig(cfg *config.Config) ingest.Config {
+	icfg := ingest.DefaultConfig()
+	icfg.Workers = cfg.Sync.VerifyWorkers
+	// One relay may fill half of the shared queue at most.
+	icfg.QueueLen = 2 * cfg.Limits.RelayQueue
+	icfg.RelayQueue = cfg.Limits.RelayQueue
+	icfg.RelayQueueBytes = cfg.Limits.RelayQueueBytes
+	icfg.RelayRate = cfg.Limits.RelayEventRate
+	icfg.MaxEventBytes = cfg.Limits.MaxEventBytes
+	icfg.MaxEventTags = cfg.Limits.MaxEventTags
+	// The dedupe memory must be shorter than the full-resync interval, or
+	// a resync could never re-publish what the own relay lost.
+	icfg.SeenTTL = min(ingest.DefaultSeenTTL, cfg.Sync.FullResyncMin/2)
+	icfg.Rejected = ingest.RejectedConfig{
+		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
+		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
+	}
+	return icfg
 }
 
 // purgatoryConfig maps cfg onto the purgatory's settings.
@@ -361,8 +325,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// The handler stops with the engine: both are done before the
+	// publisher is flushed.
 	var engWG sync.WaitGroup
-	engWG.Add(1)
+	engWG.Add(2)
+	go func() { defer engWG.Done(); _ = s.ingest.Run(engCtx) }()
 	go func() {
 		defer engWG.Done()
 		if err := s.engine.Run(engCtx); err != nil && !errors.Is(err, context.Canceled) {
@@ -412,111 +379,4 @@ func (s *Sidecar) Status() status.Snapshot {
 		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
 	}
 	return st
-}
-
-func outcome(o publish.Outcome) reposync.Outcome {
-	switch o {
-	case publish.Accepted:
-		return reposync.Accepted
-	case publish.Duplicate:
-		return reposync.Duplicate
-	case publish.Rejected:
-		return reposync.Rejected
-	}
-	return reposync.Dropped
-}
-
-func resultReason(r publish.Result) string {
-	if r.Err != nil && r.Reason == "" {
-		return r.Err.Error()
-	}
-	return r.Reason
-}
-
-// releasePublisher publishes events the purgatory released and reports
-// their outcome to the shared handler.
-type releasePublisher struct {
-	pub    *publish.Publisher
-	settle func(*nostr.Event, reposync.Outcome, string)
-}
-
-func (p *releasePublisher) Publish(ctx context.Context, ev *nostr.Event) error {
-	r, err := p.pub.Publish(ctx, ev)
-	if err != nil {
-		return err
-	}
-	if p.settle != nil {
-		p.settle(ev, outcome(r.Outcome), resultReason(r))
-	}
-	if !r.Present() {
-		return fmt.Errorf("own relay refused released event: %s", resultReason(r))
-	}
-	return nil
-}
-
-// purgatoryAdapter fits purgatory.Purgatory to the engine's interface.
-type purgatoryAdapter struct {
-	p   *purgatory.Purgatory
-	log *zap.Logger
-	pol *netpolicy.Policy
-	own string // service domain: our own clone URLs
-}
-
-// screen runs an event's clone URLs through the address policy so that
-// each refused one is logged once with its reason; the git guard refuses
-// them again should the purgatory ever try one.
-func (a purgatoryAdapter) screen(ev *nostr.Event) {
-	n := 0
-	for _, tag := range ev.Tags {
-		if len(tag) < 2 || tag[0] != "clone" {
-			continue
-		}
-		for _, u := range tag[1:] {
-			if n++; n > 20 {
-				return
-			}
-			if cu, err := gitx.ParseCloneURL(u); err == nil && a.own != "" && cu.Domain == a.own {
-				continue
-			}
-			_ = a.pol.CheckCloneURL(u)
-		}
-	}
-}
-
-func (a purgatoryAdapter) Needs(ev *nostr.Event) bool { return a.p.Needs(ev) }
-func (a purgatoryAdapter) AddAnnouncement(ev *nostr.Event) {
-	a.screen(ev)
-	a.p.AddAnnouncement(ev)
-}
-func (a purgatoryAdapter) Add(ev *nostr.Event, onOwnRelay bool) {
-	a.screen(ev)
-	if err := a.p.Add(ev, onOwnRelay); err != nil {
-		a.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
-	}
-}
-
-// fetchLimits reads a relay's NIP-11 document and returns its limitation.
-func fetchLimits(ctx context.Context, client *http.Client, wsURL string) (health.Limits, error) {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	httpURL := "http" + strings.TrimPrefix(wsURL, "ws")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpURL, nil)
-	if err != nil {
-		return health.Limits{}, err
-	}
-	req.Header.Set("Accept", "application/nostr+json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return health.Limits{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return health.Limits{}, fmt.Errorf("NIP-11: HTTP %d", resp.StatusCode)
-	}
-	doc, err := io.ReadAll(io.LimitReader(resp.Body, 256<<10))
-	if err != nil {
-		return health.Limits{}, err
-	}
-	return health.ParseNIP11Limits(doc)
 }

@@ -1,8 +1,4 @@
-// Package filters builds the three layers of REQ filters the sidecar sends
-// to remote relays: repository announcements and states (Layer 1), events
-// tagging our repositories (Layer 2) and events tagging our root events
-// (Layer 3).
-package filters
+package nip34
 
 import (
 	"slices"

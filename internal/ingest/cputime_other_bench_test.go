@@ -1,6 +1,6 @@
 //go:build !linux
 
-package reposync
+package ingest
 
 import "time"
 

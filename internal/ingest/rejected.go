@@ -1,4 +1,4 @@
-package reposync
+package ingest
 
 import (
 	"encoding/hex"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
 // RejectedConfig bounds the RejectedIndex.
@@ -15,6 +17,12 @@ type RejectedConfig struct {
 	HotMax  int
 	ColdTTL time.Duration
 	ColdMax int
+}
+
+// DefaultRejectedConfig returns DESIGN.md's bounds: whole events for two
+// minutes, ids for a week.
+func DefaultRejectedConfig() RejectedConfig {
+	return RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000}
 }
 
 // RejectedIndex remembers events the own relay refused: whole events for a
@@ -93,7 +101,7 @@ func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expireLocked(now)
-	refs := References(ev)
+	refs := nip34.References(ev)
 	if _, done := r.retried[id]; !done {
 		for _, ref := range refs {
 			if at, ok := r.accepted[r.refHash(ref)]; ok && now.Sub(at) <= r.cfg.HotTTL {

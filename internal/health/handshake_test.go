@@ -1,4 +1,4 @@
-package relay
+package health_test
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // TestDialHandshakeStatus: a handshake answered with anything but 101 is a
-// *HandshakeError carrying the status, still matches ErrNotWebsocket, and is
+// *relay.HandshakeError carrying the status, still matches relay.ErrNotWebsocket, and is
 // classified by the health tracker from that status.
 func TestDialHandshakeStatus(t *testing.T) {
 	tests := []struct {
@@ -42,14 +43,14 @@ func TestDialHandshakeStatus(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			url := "ws" + strings.TrimPrefix(srv.URL, "http")
-			c, err := Dial(ctx, url, DefaultOptions())
+			c, err := relay.Dial(ctx, url, relay.DefaultOptions())
 			if err == nil {
 				c.Close()
 				t.Fatal("Dial succeeded")
 			}
-			var hs *HandshakeError
+			var hs *relay.HandshakeError
 			if !errors.As(err, &hs) {
-				t.Fatalf("got %T %v, want *HandshakeError", err, err)
+				t.Fatalf("got %T %v, want *relay.HandshakeError", err, err)
 			}
 			if got, want := hs.HandshakeStatus(), tt.status; got != want {
 				t.Errorf("HandshakeStatus() = %d, want %d", got, want)
@@ -57,8 +58,8 @@ func TestDialHandshakeStatus(t *testing.T) {
 			if hs.URL != url {
 				t.Errorf("URL = %q, want %q", hs.URL, url)
 			}
-			if !errors.Is(err, ErrNotWebsocket) {
-				t.Errorf("errors.Is(%v, ErrNotWebsocket) = false", err)
+			if !errors.Is(err, relay.ErrNotWebsocket) {
+				t.Errorf("errors.Is(%v, relay.ErrNotWebsocket) = false", err)
 			}
 			if !strings.Contains(err.Error(), "HTTP "+strconv.Itoa(tt.status)) {
 				t.Errorf("error text %q names no status", err)
@@ -66,7 +67,7 @@ func TestDialHandshakeStatus(t *testing.T) {
 			if got := health.ClassifyError(err); got != tt.wantKind {
 				t.Errorf("health.ClassifyError = %v, want %v", got, tt.wantKind)
 			}
-			if got := IsHardDialError(err); got != tt.wantHard {
+			if got := relay.IsHardDialError(err); got != tt.wantHard {
 				t.Errorf("IsHardDialError = %v, want %v", got, tt.wantHard)
 			}
 		})
@@ -81,18 +82,18 @@ func TestDialRefusedIsNotHandshakeError(t *testing.T) {
 	srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := Dial(ctx, url, DefaultOptions())
+	_, err := relay.Dial(ctx, url, relay.DefaultOptions())
 	if err == nil {
 		t.Fatal("Dial to a closed port succeeded")
 	}
-	var hs *HandshakeError
-	if errors.As(err, &hs) || errors.Is(err, ErrNotWebsocket) {
+	var hs *relay.HandshakeError
+	if errors.As(err, &hs) || errors.Is(err, relay.ErrNotWebsocket) {
 		t.Fatalf("closed port reported as a handshake answer: %v", err)
 	}
 	if got := health.ClassifyError(err); got != health.FailureTransient {
 		t.Errorf("health.ClassifyError = %v, want transient", got)
 	}
-	if IsHardDialError(err) {
+	if relay.IsHardDialError(err) {
 		t.Error("IsHardDialError = true for a closed port")
 	}
 }

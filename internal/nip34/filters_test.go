@@ -1,4 +1,4 @@
-package filters
+package nip34
 
 import (
 	"fmt"

@@ -1,8 +1,11 @@
-package health
+package relay
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -22,11 +25,11 @@ type Limits struct {
 	MaxMessageLength int `json:"max_message_length,omitempty"`
 }
 
-// ParseNIP11Limits extracts Limits from a NIP-11 relay information document
+// ParseLimits extracts Limits from a NIP-11 relay information document
 // (the JSON body served for Accept: application/nostr+json). A document
 // without a limitation object gives zero Limits; values that are not
 // positive integers are treated as not announced.
-func ParseNIP11Limits(doc []byte) (Limits, error) {
+func ParseLimits(doc []byte) (Limits, error) {
 	var d struct {
 		Limitation map[string]json.RawMessage `json:"limitation"`
 	}
@@ -68,3 +71,36 @@ func positiveInt(raw json.RawMessage) int {
 }
 
 const maxInt32 = 1<<31 - 1
+
+// FetchLimits reads the NIP-11 information document of the relay at wsURL
+// with client (http.DefaultClient when nil) and returns its limitation.
+func FetchLimits(ctx context.Context, client *http.Client, wsURL string) (Limits, error) {
+	doc, err := FetchInfo(ctx, client, wsURL)
+	if err != nil {
+		return Limits{}, err
+	}
+	return ParseLimits(doc)
+}
+
+// FetchInfo returns the NIP-11 information document of the relay at wsURL
+// (at most 256 KiB), fetched with client (http.DefaultClient when nil).
+func FetchInfo(ctx context.Context, client *http.Client, wsURL string) ([]byte, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	httpURL := "http" + strings.TrimPrefix(wsURL, "ws")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("NIP-11: HTTP %d", resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 256<<10))
+}

@@ -1,0 +1,450 @@
+// Package ingest is where every event from every relay enters: it
+// validates it, dedupes it, routes it to purgatory or the publisher,
+// settles the outcome and remembers rejections.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+)
+
+// Publisher sends events to the own relay (*publish.Publisher).
+type Publisher interface {
+	// Submit queues ev; done is called exactly once with its result. It
+	// blocks while the publisher's queue is full.
+	Submit(ctx context.Context, ev *nostr.Event, done func(publish.Result)) error
+	// Publish sends ev and waits for its result.
+	Publish(ctx context.Context, ev *nostr.Event) (publish.Result, error)
+}
+
+// Purgatory holds events that need git data (*purgatory.Purgatory): they
+// go there instead of straight to the publisher.
+type Purgatory interface {
+	Needs(ev *nostr.Event) bool
+	Add(ev *nostr.Event, onOwnRelay bool) error
+	AddAnnouncement(ev *nostr.Event)
+}
+
+// Config bounds the handler.
+type Config struct {
+	// Workers verifying signatures; 0 means GOMAXPROCS.
+	Workers int
+	// QueueLen is the number of received events waiting for a worker;
+	// receivers block when it is full.
+	QueueLen      int
+	MaxEventBytes int
+	MaxEventTags  int
+	// SeenMax bounds the dedupe set; SeenTTL is how long an id is
+	// remembered at most (0: until evicted by size).
+	SeenMax int
+	SeenTTL time.Duration
+	// RelayRate bounds the events per second one relay may hand to the
+	// handler (0: unbounded); RelayBurst is how many it may hand at once
+	// (0: one second's worth). RelayQueue bounds one relay's events
+	// waiting in the shared queue (0: only QueueLen bounds them). A relay
+	// over a bound waits in Handle; each wait counts in
+	// ngit_sync_limit_hits_total{limit="relay_event_rate"|"relay_queue"}.
+	RelayRate  int
+	RelayBurst int
+	RelayQueue int
+	// RelayQueueBytes bounds the bytes (frame sizes) of one relay's events
+	// waiting in the shared queue (0: unbounded); a relay over it waits in
+	// Handle and counts as a "relay_queue" limit hit. One event is always
+	// let in.
+	RelayQueueBytes int
+	// Rejected bounds the RejectedIndex.
+	Rejected RejectedConfig
+}
+
+// Defaults (DESIGN.md §4 and the limits of the configuration reference).
+const (
+	DefaultRelayQueue      = 10000
+	DefaultRelayQueueBytes = 32 << 20
+	DefaultRelayRate       = 2000
+	DefaultMaxEventBytes   = 262144
+	DefaultMaxEventTags    = 2000
+	DefaultSeenMax         = 2_000_000
+	DefaultSeenTTL         = 20 * time.Minute
+)
+
+// DefaultConfig returns the handler's defaults: one relay may fill half of
+// the shared queue at most.
+func DefaultConfig() Config {
+	return Config{
+		QueueLen: 2 * DefaultRelayQueue, RelayQueue: DefaultRelayQueue, RelayQueueBytes: DefaultRelayQueueBytes,
+		RelayRate: DefaultRelayRate, MaxEventBytes: DefaultMaxEventBytes, MaxEventTags: DefaultMaxEventTags,
+		SeenMax: DefaultSeenMax, SeenTTL: DefaultSeenTTL,
+		Rejected: DefaultRejectedConfig(),
+	}
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Publisher Publisher
+	// Purgatory is nil without a git directory.
+	Purgatory Purgatory
+	// OnPresent is called for every event known to be on the own relay
+	// (accepted, duplicate, or seen through the self-subscription).
+	OnPresent func(ev *nostr.Event)
+	// Now defaults to time.Now.
+	Now      func() time.Time
+	Log      *zap.Logger
+	Registry prometheus.Registerer
+}
+
+// Incoming is one event as received from a relay.
+type Incoming struct {
+	Event *nostr.Event
+	// Size of the frame it came in (0 if unknown).
+	Size  int
+	Relay string
+
+	release func() // frees the relay's queue slot once processed
+}
+
+// Handler is the shared event handler: every event from every subscription
+// goes through Handle, which validates it, deduplicates it atomically and
+// routes it to purgatory or the publisher. Outcomes feed the RejectedIndex
+// and retry rejected events whose dependency was accepted.
+type Handler struct {
+	cfg       Config
+	log       *zap.Logger
+	m         *metrics
+	pub       Publisher
+	purg      Purgatory
+	rejected  *RejectedIndex
+	seen      *seenSet
+	onPresent func(ev *nostr.Event)
+	limits    *relayLimits
+
+	in      chan Incoming
+	retries chan *nostr.Event
+	wg      sync.WaitGroup
+}
+
+// New builds a handler; it registers its metrics with d.Registry.
+func New(cfg Config, d Deps) (*Handler, error) {
+	if d.Publisher == nil || d.Registry == nil {
+		return nil, errors.New("ingest: Publisher and Registry are required")
+	}
+	if cfg.QueueLen <= 0 || cfg.SeenMax <= 0 {
+		return nil, fmt.Errorf("ingest: QueueLen (%d) and SeenMax (%d) must be positive", cfg.QueueLen, cfg.SeenMax)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if d.Log == nil {
+		d.Log = zap.NewNop()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	m, err := newMetrics(d.Registry)
+	if err != nil {
+		return nil, err
+	}
+	limits := newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, nil,
+		m.limitHits.WithLabelValues("relay_event_rate"), m.limitHits.WithLabelValues("relay_queue"))
+	limits.maxBytes = int64(cfg.RelayQueueBytes)
+	return &Handler{
+		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, purg: d.Purgatory,
+		rejected:  NewRejectedIndex(cfg.Rejected, d.Now),
+		onPresent: d.OnPresent,
+		limits:    limits,
+		seen:      newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
+		in:        make(chan Incoming, cfg.QueueLen),
+		retries:   make(chan *nostr.Event, cfg.QueueLen),
+	}, nil
+}
+
+// UsePurgatory routes events that need git data to p. It is called once,
+// before Run: the purgatory publishes what it releases through the
+// handler, so the two are built one after the other.
+func (h *Handler) UsePurgatory(p Purgatory) { h.purg = p }
+
+// Rejected is the RejectedIndex.
+func (h *Handler) Rejected() *RejectedIndex { return h.rejected }
+
+// AppendRejected adds the RejectedIndex's ids to a negentropy local set
+// (a localindex.Source): we do not want them again.
+func (h *Handler) AppendRejected(dst []neg.Item, _ nostr.Filter) []neg.Item {
+	h.rejected.Items(func(createdAt int64, id [32]byte) {
+		dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(createdAt), ID: id})
+	})
+	return dst
+}
+
+// Invalid counts an event dropped before it reached the handler (for
+// example one that does not match the subscription it came on).
+func (h *Handler) Invalid(reason string) { h.m.eventsInvalid.WithLabelValues(reason).Inc() }
+
+// LimitHit counts a configured bound refusing input.
+func (h *Handler) LimitHit(limit string) { h.m.limitHits.WithLabelValues(limit).Inc() }
+
+// Run starts the workers and blocks until ctx is done and they stopped.
+func (h *Handler) Run(ctx context.Context) error {
+	for i := 0; i < h.cfg.Workers; i++ {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case in := <-h.in:
+					h.process(ctx, in)
+				case ev := <-h.retries:
+					h.route(ctx, ev)
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	h.wg.Wait()
+	return nil
+}
+
+// Handle queues ev for processing; it blocks while the queue is full or
+// the relay is over its rate or queue bound, so a relay that floods is
+// slowed down instead of growing memory or starving the others.
+func (h *Handler) Handle(ctx context.Context, in Incoming) error {
+	if in.Event == nil {
+		return nil
+	}
+	// Events over a bound are dropped before they take a queue slot.
+	if reason, err := h.bounds(in); err != nil {
+		h.m.eventsInvalid.WithLabelValues(reason).Inc()
+		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
+		return nil
+	}
+	release, err := h.limits.admit(ctx, in.Relay, in.Size)
+	if err != nil {
+		return err
+	}
+	in.release = release
+	select {
+	case h.in <- in:
+		return nil
+	case <-ctx.Done():
+		release()
+		return ctx.Err()
+	}
+}
+
+// OnOwnRelay records an event the own relay holds (seen through the
+// self-subscription): it will not be published again, and the purgatory
+// learns of announcements and of states and PRs others put there.
+func (h *Handler) OnOwnRelay(ev *nostr.Event) {
+	id, ok := decodeID(ev.ID)
+	if !ok {
+		return
+	}
+	// An event that went through the handler was published by us (after
+	// the purgatory released it, for states and PRs): its git data is
+	// here. Only events others put on the own relay need checking.
+	ours := h.seen.Has(id)
+	h.seen.Mark(id)
+	if h.onPresent != nil {
+		h.onPresent(ev)
+	}
+	if h.purg == nil {
+		return
+	}
+	switch ev.Kind {
+	case nip34.KindRepoAnnouncement:
+		h.purg.AddAnnouncement(ev)
+	case nip34.KindRepoState, nip34.KindPullRequest, nip34.KindPRUpdate:
+		if !ours {
+			h.hold(ev, true)
+		}
+	}
+}
+
+// MarkPresent records that ev is on the own relay; it will not be
+// published again.
+func (h *Handler) MarkPresent(ev *nostr.Event) {
+	if id, ok := decodeID(ev.ID); ok {
+		h.seen.Mark(id)
+	}
+}
+
+// Seen tells whether an event id went through the handler or is known to
+// be on the own relay.
+func (h *Handler) Seen(id string) bool {
+	b, ok := decodeID(id)
+	return ok && h.seen.Has(b)
+}
+
+// bounds checks the size and tag count. Its error names the reason.
+func (h *Handler) bounds(in Incoming) (string, error) {
+	if h.cfg.MaxEventBytes > 0 && in.Size > h.cfg.MaxEventBytes {
+		return "too_large", fmt.Errorf("event of %d bytes exceeds %d", in.Size, h.cfg.MaxEventBytes)
+	}
+	if h.cfg.MaxEventTags > 0 && len(in.Event.Tags) > h.cfg.MaxEventTags {
+		return "too_many_tags", fmt.Errorf("event has %d tags, limit %d", len(in.Event.Tags), h.cfg.MaxEventTags)
+	}
+	return "", nil
+}
+
+// validate checks bounds, id and signature. Its error names the reason.
+func (h *Handler) validate(in Incoming) (string, error) {
+	ev := in.Event
+	if reason, err := h.bounds(in); err != nil {
+		return reason, err
+	}
+	if !ev.CheckID() {
+		return "bad_id", fmt.Errorf("id does not match content")
+	}
+	ok, err := ev.CheckSignature()
+	if err != nil || !ok {
+		return "bad_signature", fmt.Errorf("signature does not verify")
+	}
+	return "", nil
+}
+
+func (h *Handler) process(ctx context.Context, in Incoming) {
+	if in.release != nil {
+		defer in.release()
+	}
+	if in.Event == nil {
+		return
+	}
+	id, ok := decodeID(in.Event.ID)
+	if !ok {
+		h.m.eventsInvalid.WithLabelValues("bad_id").Inc()
+		return
+	}
+	// Cheap check first: most events arrive from several relays. Only a
+	// verified event is ever marked, so a forged copy cannot shadow it.
+	if h.seen.Has(id) {
+		return
+	}
+	if reason, err := h.validate(in); err != nil {
+		h.m.eventsInvalid.WithLabelValues(reason).Inc()
+		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
+		return
+	}
+	if !h.seen.Mark(id) {
+		return
+	}
+	h.route(ctx, in.Event)
+}
+
+// route sends a verified, deduplicated event on.
+func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
+	if h.purg != nil && h.purg.Needs(ev) {
+		h.hold(ev, false)
+		return
+	}
+	if err := h.pub.Submit(ctx, ev, func(r publish.Result) { h.Settle(ev, r) }); err != nil {
+		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
+	}
+}
+
+// hold hands ev to the purgatory.
+func (h *Handler) hold(ev *nostr.Event, onOwnRelay bool) {
+	if err := h.purg.Add(ev, onOwnRelay); err != nil {
+		h.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
+	}
+}
+
+// Publish sends an event the purgatory released to the own relay, waits
+// for the answer and settles it like any other (the purgatory's
+// Publisher): nil when the own relay has the event.
+func (h *Handler) Publish(ctx context.Context, ev *nostr.Event) error {
+	r, err := h.pub.Publish(ctx, ev)
+	if err != nil {
+		return err
+	}
+	h.Settle(ev, r)
+	if !r.Present() {
+		return fmt.Errorf("own relay refused released event: %s", reason(r))
+	}
+	return nil
+}
+
+// reason is the relay's OK message, or the error of a dropped event.
+func reason(r publish.Result) string {
+	if r.Err != nil && r.Reason == "" {
+		return r.Err.Error()
+	}
+	return r.Reason
+}
+
+// Settle applies a publish result: bookkeeping, metrics, and retries of
+// rejected events that waited for this one.
+func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
+	switch r.Outcome {
+	case publish.Accepted, publish.Duplicate:
+		if r.Outcome == publish.Accepted {
+			h.m.eventsSynced.Inc()
+		} else {
+			h.m.eventsDuplicate.Inc()
+		}
+		if h.onPresent != nil {
+			h.onPresent(ev)
+		}
+		if ev.Kind == nip34.KindRepoAnnouncement && h.purg != nil {
+			h.purg.AddAnnouncement(ev)
+		}
+		h.dependencyAccepted(ev)
+	case publish.Rejected:
+		h.m.eventsRejected.WithLabelValues(reasonLabel(r.Reason)).Inc()
+		if h.rejected.Add(ev) {
+			// Its dependency was accepted while it was in flight.
+			h.retry(ev)
+			return
+		}
+		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
+	case publish.Dropped:
+		if id, ok := decodeID(ev.ID); ok {
+			h.seen.Forget(id)
+		}
+	}
+}
+
+// dependencyAccepted retries the rejected events that referenced ev.
+func (h *Handler) dependencyAccepted(ev *nostr.Event) {
+	refs := []string{ev.ID}
+	if ev.Kind == nip34.KindRepoAnnouncement {
+		if d := ev.Tags.GetD(); d != "" {
+			refs = append(refs, nip34.RepoRef(ev.PubKey, d), nip34.AnyOwnerRef(d))
+		}
+	}
+	for _, ref := range refs {
+		retry, forgotten := h.rejected.DependencyAccepted(ref)
+		for _, id := range forgotten {
+			if b, ok := decodeID(id); ok {
+				h.seen.Forget(b)
+			}
+		}
+		for _, r := range retry {
+			h.retry(r)
+		}
+	}
+}
+
+// retry queues a previously rejected event for another publish. It never
+// blocks (Settle runs on the publisher's goroutine); when the retry queue is
+// full the event is forgotten instead, so the next sync fetches it again.
+func (h *Handler) retry(ev *nostr.Event) {
+	select {
+	case h.retries <- ev:
+	default:
+		if id, ok := decodeID(ev.ID); ok {
+			h.seen.Forget(id)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package ingest
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of the handler: what became of the events it took in.
+type metrics struct {
+	eventsSynced    prometheus.Counter
+	eventsRejected  *prometheus.CounterVec
+	eventsDuplicate prometheus.Counter
+	eventsInvalid   *prometheus.CounterVec
+	limitHits       *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		eventsSynced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_events_synced_total",
+			Help: "Events newly accepted by the own relay.",
+		}),
+		eventsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_events_rejected_total",
+			Help: "Events the own relay refused, by reason prefix.",
+		}, []string{"reason"}),
+		eventsDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_events_duplicate_total",
+			Help: "Events the own relay already had.",
+		}),
+		eventsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_events_invalid_total",
+			Help: "Events dropped before publishing, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match).",
+		}, []string{"reason"}),
+		limitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_limit_hits_total",
+			Help: "Times a configured bound refused input, by limit.",
+		}, []string{"limit"}),
+	}
+	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// reasonLabel maps an OK reason to a bounded label: its machine-readable
+// prefix when it is one of NIP-01's, otherwise "other".
+func reasonLabel(reason string) string {
+	prefix, _, found := strings.Cut(reason, ":")
+	if !found {
+		return "other"
+	}
+	switch prefix {
+	case "blocked", "restricted", "invalid", "pow", "rate-limited", "auth-required", "error", "mute", "duplicate":
+		return prefix
+	}
+	return "other"
+}
