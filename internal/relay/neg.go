@@ -1,5 +1,13 @@
 package relay
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip77"
+)
+
 // NegReply is one message a relay sent for a negentropy session (NIP-77).
 // Exactly one field is set.
 type NegReply struct {
@@ -10,4 +18,80 @@ type NegReply struct {
 	// Notice is a NOTICE the relay sent while the session was open; relays
 	// that do not speak NIP-77 answer NEG-OPEN with a NOTICE.
 	Notice string
+}
+
+// NegOpen registers a negentropy session and sends NEG-OPEN. The returned
+// channel receives the relay's NEG-MSG / NEG-ERR for subID and any NOTICE it
+// sends meanwhile; it is closed by NegClose or when the connection ends.
+// Options.BeforeRequest, when set, runs first.
+func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, msgHex string) (<-chan NegReply, error) {
+	if err := c.beforeRequest(ctx); err != nil {
+		return nil, err
+	}
+	ch := make(chan NegReply, 8)
+	c.mu.Lock()
+	if c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := c.negs[subID]; ok {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrDuplicateSubscription, subID)
+	}
+	c.negs[subID] = ch
+	c.mu.Unlock()
+	msg, err := nip77.OpenEnvelope{SubscriptionID: subID, Filter: filter, Message: msgHex}.MarshalJSON()
+	if err == nil {
+		err = c.write(ctx, msg)
+	}
+	if err != nil {
+		c.dropNeg(subID)
+		return nil, err
+	}
+	return ch, nil
+}
+
+// NegMsg sends a NEG-MSG for an open session.
+func (c *Conn) NegMsg(ctx context.Context, subID string, msgHex string) error {
+	msg, err := nip77.MessageEnvelope{SubscriptionID: subID, Message: msgHex}.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return c.write(ctx, msg)
+}
+
+// NegClose sends NEG-CLOSE (best effort) and unregisters the session.
+func (c *Conn) NegClose(subID string) {
+	if c.dropNeg(subID) && c.ctx.Err() == nil {
+		msg, _ := nip77.CloseEnvelope{SubscriptionID: subID}.MarshalJSON()
+		_ = c.write(context.Background(), msg)
+	}
+}
+
+func (c *Conn) dropNeg(subID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.negs[subID]
+	if ok {
+		delete(c.negs, subID)
+		close(ch)
+	}
+	return ok
+}
+
+func (c *Conn) deliverNeg(subID string, r NegReply) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.negs[subID]
+	if !ok {
+		return
+	}
+	select {
+	case ch <- r:
+	default:
+		// A session reads one reply per message it sends; a relay that
+		// floods replies has broken the protocol. End that session.
+		delete(c.negs, subID)
+		close(ch)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -99,4 +101,248 @@ func graspRelayFromClone(clone, d string) (string, bool) {
 		return "ws://" + u.Host, true
 	}
 	return "", false
+}
+
+// applySelfBatch updates the RepoSyncIndex from events seen on the own
+// relay and starts whatever sync they call for.
+func (e *Engine) applySelfBatch(evs []*nostr.Event) {
+	isOwn := e.isOwn
+	if allow := e.d.AllowRelay; allow != nil {
+		// Refused URLs are left out before the per-announcement limit.
+		isOwn = func(norm string) bool { return e.isOwn(norm) || allow(norm) != nil }
+	}
+	// Announcements first, so roots in the same batch find their repos.
+	slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
+	// delta collects, per relay, only what this batch adds to its target:
+	// everything older was decided by earlier batches, so compute_actions
+	// needs to look at the new items only (the cost of a batch is its own
+	// size, not the size of the whole index).
+	delta := map[string]Items{}
+	add := func(url string) Items {
+		it, ok := delta[url]
+		if !ok {
+			it = newItems()
+			delta[url] = it
+		}
+		return it
+	}
+	boot := e.bootstrapList()
+	for _, ev := range evs {
+		switch ev.Kind {
+		case nip34.KindRepoAnnouncement:
+			a, err := ParseAnnouncement(ev, isOwn, e.cfg.MaxRelaysPerAnnouncement)
+			if err != nil {
+				continue
+			}
+			if a.Dropped > 0 && len(a.Relays) >= e.cfg.MaxRelaysPerAnnouncement {
+				e.h.LimitHit("relays_per_announcement")
+			}
+			needs := e.repos[a.Ref]
+			if needs == nil {
+				if e.cfg.MaxRepositories > 0 && len(e.repos) >= e.cfg.MaxRepositories {
+					e.h.LimitHit("repositories")
+					continue
+				}
+				needs = &RepoNeeds{Relays: set{}, Roots: set{}}
+				e.repos[a.Ref] = needs
+				if o := e.orphans[a.Ref]; o != nil {
+					needs.Roots.addAll(o)
+					e.orphanCount -= len(o)
+					delete(e.orphans, a.Ref)
+				}
+				for _, url := range boot {
+					add(url).Repos.add(a.Ref)
+					add(url).Roots.addAll(needs.Roots)
+				}
+			}
+			if a.CreatedAt >= needs.AnnouncedAt {
+				needs.AnnouncedAt = a.CreatedAt
+				relays := setOf(a.Relays...)
+				for url := range relays {
+					if !needs.Relays.has(url) {
+						it := add(url)
+						it.Repos.add(a.Ref)
+						it.Roots.addAll(needs.Roots)
+					}
+				}
+				needs.Relays = relays
+			}
+		default:
+			refs, ok := nip34.RootRefs(ev)
+			if !ok {
+				continue
+			}
+			for _, ref := range refs {
+				needs := e.repos[ref]
+				if needs == nil {
+					e.addOrphan(ref, ev.ID)
+					continue
+				}
+				if needs.Roots.has(ev.ID) {
+					continue
+				}
+				needs.Roots.add(ev.ID)
+				for url := range needs.Relays {
+					add(url).Roots.add(ev.ID)
+				}
+				for _, url := range boot {
+					add(url).Roots.add(ev.ID)
+				}
+			}
+		}
+	}
+	e.applyDelta(delta)
+}
+
+// maxOrphanRoots bounds the root events kept while their announcement is
+// not known yet (each costs a reference of at most maxRefLen bytes and an
+// id).
+const (
+	maxOrphanRoots = 200_000
+	maxRefLen      = 6 + 64 + 1 + 256
+)
+
+// addOrphan keeps a root whose repository is not known yet, up to
+// maxOrphanRoots in all, when ref is a well-formed repository reference.
+// Orphans whose announcement is not on the own relay are dropped once its
+// history has been read (dropOrphans).
+func (e *Engine) addOrphan(ref, id string) {
+	o := e.orphans[ref]
+	if o.has(id) {
+		return
+	}
+	if !validRepoRef(ref) {
+		return
+	}
+	if e.orphanCount >= maxOrphanRoots {
+		e.h.LimitHit("orphan_roots")
+		return
+	}
+	if o == nil {
+		o = set{}
+		e.orphans[ref] = o
+	}
+	o.add(id)
+	e.orphanCount++
+}
+
+// dropOrphans forgets the roots whose announcement did not come: called
+// once the own relay's history has been read, when any announcement it
+// holds has been applied.
+func (e *Engine) dropOrphans() {
+	if e.orphanCount > 0 {
+		e.log.Info("root events without an announcement on the own relay ignored",
+			zap.Int("roots", e.orphanCount), zap.Int("repositories", len(e.orphans)))
+	}
+	clear(e.orphans)
+	e.orphanCount = 0
+}
+
+// validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a
+// non-empty d of bounded length.
+func validRepoRef(ref string) bool {
+	const prefix = "30617:"
+	if len(ref) > maxRefLen || !strings.HasPrefix(ref, prefix) {
+		return false
+	}
+	rest := ref[len(prefix):]
+	if len(rest) < 66 || rest[64] != ':' {
+		return false
+	}
+	for i := 0; i < 64; i++ {
+		if c := rest[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isOwn tells whether a normalized relay URL is the own relay or on the
+// service domain.
+func (e *Engine) isOwn(norm string) bool {
+	if own, err := relay.NormalizeURL(e.cfg.OwnRelay); err == nil && own == norm {
+		return true
+	}
+	if e.cfg.ServiceDomain != "" {
+		host := relayHost(norm)
+		if host == e.cfg.ServiceDomain || hostOnly(host) == e.cfg.ServiceDomain {
+			return true
+		}
+	}
+	return false
+}
+
+func hostOnly(hostport string) string {
+	for i := len(hostport) - 1; i >= 0; i-- {
+		if hostport[i] == ':' {
+			return hostport[:i]
+		}
+		if hostport[i] == ']' {
+			break
+		}
+	}
+	return hostport
+}
+
+// applyDelta makes sure every relay a batch added items for is tracked,
+// runs compute_actions over those items and connects what is due. Relays
+// that are not up get their whole target on connect (recomputeRelay).
+func (e *Engine) applyDelta(delta map[string]Items) {
+	urls := make([]string, 0, len(delta))
+	for url := range delta {
+		urls = append(urls, url)
+	}
+	slices.Sort(urls)
+	for _, url := range urls {
+		if e.relays[url] == nil {
+			if e.cfg.MaxTrackedRelays > 0 && len(e.relays) >= e.cfg.MaxTrackedRelays {
+				e.h.LimitHit("tracked_relays")
+				delete(delta, url)
+				continue
+			}
+			e.track(url, false)
+		}
+	}
+	e.runActions(delta)
+	e.connectDue()
+	e.updateIndexMetrics()
+}
+
+func (e *Engine) bootstrapList() []string {
+	out := make([]string, 0, len(e.bootstrapOK))
+	for url := range e.bootstrapOK {
+		out = append(out, url)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *Engine) track(url string, bootstrap bool) {
+	if e.relays[url] != nil {
+		return
+	}
+	e.relays[url] = &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	e.d.Health.Track(url)
+	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+}
+
+// runActions is the decision point: compute_actions over all relays and
+// AddFilters for each result.
+func (e *Engine) runActions(targets map[string]Target) {
+	rs := make(map[string]*RelayState, len(e.relays))
+	for url, r := range e.relays {
+		rs[url] = &r.RelayState
+	}
+	for _, a := range computeActions(targets, e.pending, rs) {
+		e.addFilters(a)
+	}
+}
+
+// recomputeRelay runs compute_actions for one relay.
+func (e *Engine) recomputeRelay(url string) {
+	t, ok := deriveRelayTarget(e.repos, url, e.bootstrapOK[url])
+	if !ok {
+		return
+	}
+	e.runActions(map[string]Target{url: t})
 }

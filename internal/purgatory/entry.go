@@ -1,0 +1,235 @@
+package purgatory
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// entry is one held event.
+type entry struct {
+	ev         *nostr.Event
+	identifier string
+	onOwnRelay bool
+	added      time.Time
+
+	oids []string // objects the event names (state: ref targets; PR: c)
+	// state
+	refs []gitx.RefUpdate
+	head string // branch name HEAD points at, or ""
+	// PR / PR update
+	owners    []string // owner pubkeys from the a tags with this identifier
+	cloneURLs []string
+}
+
+type announcement struct {
+	pubkey      string
+	createdAt   nostr.Timestamp
+	id          string
+	clone       []string
+	maintainers []string
+}
+
+type stamp struct {
+	createdAt nostr.Timestamp
+	id        string
+}
+
+// newer reports whether a wins over b as addressable events do: later
+// created_at, then lower id.
+func (a stamp) newer(b stamp) bool {
+	if a.createdAt != b.createdAt {
+		return a.createdAt > b.createdAt
+	}
+	return a.id < b.id
+}
+
+// parseEntry validates ev and extracts what release needs.
+func parseEntry(ev *nostr.Event, maxURLs int) (*entry, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidEvent, ev.ID, fmt.Sprintf(format, args...))
+	}
+	if !gitx.ValidPubKey(ev.PubKey) || len(ev.ID) != 64 {
+		return nil, bad("bad id or pubkey")
+	}
+	e := &entry{ev: ev}
+	switch ev.Kind {
+	case KindState:
+		e.identifier = ev.Tags.GetD()
+		if err := gitx.ValidateIdentifier(e.identifier); err != nil {
+			return nil, bad("d tag: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, tag := range ev.Tags {
+			if len(tag) < 2 {
+				continue
+			}
+			name := tag[0]
+			switch {
+			case name == "HEAD":
+				branch, ok := strings.CutPrefix(tag[1], "ref: refs/heads/")
+				if !ok || gitx.ValidateRefName("refs/heads/"+branch) != nil {
+					return nil, bad("HEAD %q", tag[1])
+				}
+				e.head = branch
+			case strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/"):
+				if strings.HasSuffix(name, "^{}") {
+					continue // peeled entries are ignored
+				}
+				if strings.HasPrefix(name, "refs/nostr/") || gitx.ValidateRefName(name) != nil || !gitx.ValidOID(tag[1]) {
+					return nil, bad("ref %q -> %q", name, tag[1])
+				}
+				if seen[name] {
+					continue
+				}
+				seen[name] = true
+				e.refs = append(e.refs, gitx.RefUpdate{Ref: name, OID: tag[1]})
+				e.oids = append(e.oids, tag[1])
+			}
+		}
+	case KindPR, KindPRUpdate:
+		c := ev.Tags.Find("c")
+		if c == nil || !gitx.ValidOID(c[1]) {
+			return nil, bad("c tag")
+		}
+		e.oids = []string{c[1]}
+		for _, tag := range ev.Tags {
+			if len(tag) < 2 {
+				continue
+			}
+			switch tag[0] {
+			case "a":
+				kind, rest, ok := strings.Cut(tag[1], ":")
+				if !ok || kind != "30617" {
+					continue
+				}
+				owner, d, ok := strings.Cut(rest, ":")
+				if !ok || !gitx.ValidPubKey(owner) || gitx.ValidateIdentifier(d) != nil {
+					continue
+				}
+				if e.identifier == "" {
+					e.identifier = d
+				}
+				if d == e.identifier {
+					e.owners = append(e.owners, owner)
+				}
+			case "clone":
+				e.cloneURLs = append(e.cloneURLs, tag[1:]...)
+			}
+		}
+		if e.identifier == "" {
+			return nil, bad("no repository a tag")
+		}
+		if len(e.cloneURLs) > maxURLs {
+			e.cloneURLs = e.cloneURLs[:maxURLs]
+		}
+	default:
+		return nil, fmt.Errorf("%w: kind %d", ErrNotHeld, ev.Kind)
+	}
+	sort.Strings(e.oids)
+	e.oids = dedupe(e.oids)
+	return e, nil
+}
+
+func dedupe(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (p *Purgatory) insertLocked(e *entry) {
+	p.byID[e.ev.ID] = e
+	if e.ev.Kind == KindState {
+		m := p.states[e.identifier]
+		if m == nil {
+			m = map[string]*entry{}
+			p.states[e.identifier] = m
+		}
+		m[e.ev.PubKey] = e
+	} else {
+		m := p.prs[e.identifier]
+		if m == nil {
+			m = map[string]*entry{}
+			p.prs[e.identifier] = m
+		}
+		m[e.ev.ID] = e
+	}
+	p.m.events.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
+}
+
+// removeLocked drops e if it is still held; it reports whether it was.
+func (p *Purgatory) removeLocked(e *entry) bool {
+	if p.byID[e.ev.ID] != e {
+		return false
+	}
+	delete(p.byID, e.ev.ID)
+	if e.ev.Kind == KindState {
+		if m := p.states[e.identifier]; m != nil && m[e.ev.PubKey] == e {
+			delete(m, e.ev.PubKey)
+			if len(m) == 0 {
+				delete(p.states, e.identifier)
+			}
+		}
+	} else if m := p.prs[e.identifier]; m != nil {
+		delete(m, e.ev.ID)
+		if len(m) == 0 {
+			delete(p.prs, e.identifier)
+		}
+	}
+	p.m.events.WithLabelValues(kindLabel(e.ev.Kind)).Dec()
+	if !p.pendingLocked(e.identifier) {
+		p.queue.remove(e.identifier)
+		p.m.queueSize.Set(float64(p.queue.len()))
+	}
+	return true
+}
+
+// setLatestLocked records the newest known state of an author for an
+// identifier. The map is bounded by MaxAnnouncements: when full, an
+// arbitrary older record is forgotten.
+func (p *Purgatory) setLatestLocked(key string, st stamp) {
+	if l, ok := p.latest[key]; ok && !st.newer(l) {
+		return
+	}
+	if _, ok := p.latest[key]; !ok && len(p.latest) >= p.cfg.MaxAnnouncements {
+		for k := range p.latest {
+			delete(p.latest, k)
+			break
+		}
+	}
+	p.latest[key] = st
+}
+
+func (p *Purgatory) pendingLocked(id string) bool {
+	return len(p.states[id])+len(p.prs[id]) > 0
+}
+
+// screen runs ev's clone URLs through Options.CheckCloneURL (at most 20).
+func (p *Purgatory) screen(ev *nostr.Event) {
+	if p.check == nil || ev == nil {
+		return
+	}
+	n := 0
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || tag[0] != "clone" {
+			continue
+		}
+		for _, u := range tag[1:] {
+			if n++; n > 20 {
+				return
+			}
+			if cu, err := gitx.ParseCloneURL(u); err == nil && p.own != "" && cu.Domain == p.own {
+				continue
+			}
+			_ = p.check(u)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package purgatory
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Run drives the sync queue until ctx ends: every Loop (or when the earliest
+// identifier becomes due) it expires old entries and starts a sync for every
+// ready identifier in parallel. It waits for running syncs before returning
+// nil.
+func (p *Purgatory) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.runCtx != nil {
+		p.mu.Unlock()
+		return errors.New("purgatory: Run called twice")
+	}
+	p.runCtx = ctx
+	p.mu.Unlock()
+
+	var timer Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		p.mu.Lock()
+		p.stopping = true
+		p.mu.Unlock()
+		p.th.stop()
+		p.wg.Wait()
+	}()
+	for {
+		p.pass(ctx)
+		if timer != nil {
+			timer.Stop()
+		}
+		wait := p.cfg.Loop
+		p.mu.Lock()
+		if t, ok := p.queue.earliest(); ok {
+			if d := t.Sub(p.clock.Now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		p.mu.Unlock()
+		timer = p.clock.AfterFunc(wait, p.nudge)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wake:
+		}
+	}
+}
+
+func (p *Purgatory) nudge() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Purgatory) ctx() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runCtx == nil {
+		return context.Background()
+	}
+	return p.runCtx
+}
+
+// spawn runs fn in a goroutine Run waits for; false once Run is stopping.
+func (p *Purgatory) spawn(fn func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// pass expires old entries and starts every ready identifier.
+func (p *Purgatory) pass(ctx context.Context) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	// Expiry is checked at most once per Loop (passes also run on every Add).
+	expire := now.Sub(p.lastExpiry) >= p.cfg.Loop
+	if expire {
+		p.lastExpiry = now
+	}
+	for _, e := range p.byID {
+		if expire && now.Sub(e.added) >= p.cfg.Expiry {
+			if p.removeLocked(e) {
+				p.m.expired.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
+				p.log.Info("expired without git data", zap.String("event", e.ev.ID),
+					zap.Int("kind", e.ev.Kind), zap.String("identifier", e.identifier))
+			}
+		}
+	}
+	ready := p.queue.ready(now)
+	var start []string
+	for _, id := range ready {
+		if !p.pendingLocked(id) {
+			p.queue.done(id, true, now)
+			continue
+		}
+		start = append(start, id)
+	}
+	p.m.queueSize.Set(float64(p.queue.len()))
+	p.mu.Unlock()
+
+	for _, id := range start {
+		id := id
+		ok := p.spawn(func() {
+			complete := p.sync.syncIdentifier(ctx, id)
+			p.mu.Lock()
+			complete = complete || !p.pendingLocked(id)
+			p.queue.done(id, complete, p.clock.Now())
+			attempts := 0
+			if e := p.queue.entries[id]; e != nil {
+				attempts = e.attempts
+			}
+			p.m.queueSize.Set(float64(p.queue.len()))
+			p.mu.Unlock()
+			// Repeated failures are logged with their count, at 1, 2, 4, 8… attempts.
+			if !complete && attempts > 0 && attempts&(attempts-1) == 0 && ctx.Err() == nil {
+				p.log.Info("git data still missing; will retry", zap.String("identifier", id), zap.Int("attempts", attempts))
+			}
+			if complete {
+				p.m.attempts.WithLabelValues(resultComplete).Inc()
+			} else {
+				p.m.attempts.WithLabelValues(resultRetry).Inc()
+			}
+			p.nudge()
+		})
+		if !ok {
+			p.mu.Lock()
+			p.queue.done(id, false, now)
+			p.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Publish sends an EVENT and returns a channel that receives its OK (or the
+// reason none arrived). The channel has room for the result, so a caller may
+// stop reading.
+func (c *Conn) Publish(ctx context.Context, ev *nostr.Event) <-chan OKResult {
+	return c.publish(ctx, ev)
+}
+
+func (c *Conn) publish(ctx context.Context, ev *nostr.Event) chan OKResult {
+	ch := make(chan OKResult, 1)
+	c.mu.Lock()
+	if c.ctx.Err() != nil {
+		c.mu.Unlock()
+		ch <- OKResult{Err: ErrClosed}
+		return ch
+	}
+	c.oks[ev.ID] = append(c.oks[ev.ID], ch)
+	c.mu.Unlock()
+	msg, err := nostr.EventEnvelope{Event: *ev}.MarshalJSON()
+	if err == nil {
+		err = c.write(ctx, msg)
+	}
+	if err != nil {
+		c.resolveOK(ev.ID, ch, OKResult{Err: err})
+	}
+	return ch
+}
+
+// PublishWait publishes ev and waits for its OK.
+func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
+	ch := c.publish(ctx, ev)
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		c.resolveOK(ev.ID, ch, OKResult{Err: ctx.Err()})
+		return <-ch
+	}
+}
+
+// resolveOK delivers r to one waiter (only) and unregisters it.
+func (c *Conn) resolveOK(id string, ch chan OKResult, r OKResult) {
+	c.mu.Lock()
+	list := c.oks[id]
+	for i, w := range list {
+		if w == ch {
+			list = append(list[:i], list[i+1:]...)
+			if len(list) == 0 {
+				delete(c.oks, id)
+			} else {
+				c.oks[id] = list
+			}
+			c.mu.Unlock()
+			ch <- r
+			return
+		}
+	}
+	c.mu.Unlock()
+}
+
+// Challenge is the last AUTH challenge the relay sent ("" if none).
+func (c *Conn) Challenge() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.challenge
+}
+
+// Authenticate answers the relay's AUTH challenge (NIP-42) with an event
+// signed by sign, and waits for the relay's OK.
+func (c *Conn) Authenticate(ctx context.Context, sign func(*nostr.Event) error) error {
+	challenge := c.Challenge()
+	if challenge == "" {
+		return ErrNoChallenge
+	}
+	ev := nostr.Event{
+		Kind:      nostr.KindClientAuthentication,
+		CreatedAt: nostr.Now(),
+		Tags:      nostr.Tags{{"relay", c.url}, {"challenge", challenge}},
+	}
+	if err := sign(&ev); err != nil {
+		return fmt.Errorf("sign AUTH event: %w", err)
+	}
+	ch := make(chan OKResult, 1)
+	c.mu.Lock()
+	c.oks[ev.ID] = append(c.oks[ev.ID], ch)
+	c.mu.Unlock()
+	msg, err := nostr.AuthEnvelope{Event: ev}.MarshalJSON()
+	if err == nil {
+		err = c.write(ctx, msg)
+	}
+	if err != nil {
+		c.resolveOK(ev.ID, ch, OKResult{Err: err})
+	}
+	var r OKResult
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		c.resolveOK(ev.ID, ch, OKResult{Err: ctx.Err()})
+		r = <-ch
+	}
+	if r.Err != nil {
+		return r.Err
+	}
+	if !r.OK {
+		return fmt.Errorf("relay refused AUTH: %s", r.Reason)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip77"
+	"go.uber.org/zap"
+)
+
+func (c *Conn) pingLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, c.opts.PongTimeout)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.shutdown(fmt.Errorf("no pong within %s: %w", c.opts.PongTimeout, err))
+				return
+			}
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer c.teardown()
+	for {
+		data, err := c.readMessage()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.shutdown(fmt.Errorf("read: %w", err))
+			}
+			return
+		}
+		c.bytesIn.Add(uint64(len(data)))
+		c.framesIn.Add(1)
+		c.handle(data)
+	}
+}
+
+// readMessage waits as long as it takes for the next message to start,
+// then gives it PongTimeout to arrive whole: a relay that trickles a
+// message (in fragments, while still answering pings) is dropped.
+func (c *Conn) readMessage() ([]byte, error) {
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	_, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := time.AfterFunc(c.opts.PongTimeout, func() {
+		cancel(fmt.Errorf("message not complete within %s", c.opts.PongTimeout))
+	})
+	defer t.Stop()
+	data, err := io.ReadAll(r)
+	if err != nil && ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return data, err
+}
+
+// handle parses one frame; a frame that cannot be parsed is ignored (and
+// reported to OnFrame as "INVALID"), it never stops the connection.
+func (c *Conn) handle(data []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Debug("panic while parsing relay message", zap.String("relay", c.url), zap.Any("panic", r))
+			if c.opts.OnFrame != nil {
+				c.opts.OnFrame("INVALID", len(data))
+			}
+		}
+	}()
+	msg := string(data)
+	label := frameLabel(msg)
+	if c.opts.OnFrame != nil {
+		c.opts.OnFrame(label, len(data))
+	}
+	switch label {
+	case "EVENT":
+		var env nostr.EventEnvelope
+		if err := env.FromJSON(msg); err != nil || env.SubscriptionID == nil {
+			return
+		}
+		c.mu.Lock()
+		sub := c.subs[*env.SubscriptionID]
+		c.mu.Unlock()
+		if sub == nil {
+			return
+		}
+		ev := env.Event
+		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data)})
+	case "EOSE":
+		var env nostr.EOSEEnvelope
+		if env.FromJSON(msg) != nil {
+			return
+		}
+		c.mu.Lock()
+		sub := c.subs[string(env)]
+		c.mu.Unlock()
+		if sub != nil {
+			c.deliver(sub, SubMsg{Type: MsgEOSE})
+		}
+	case "CLOSED":
+		var env nostr.ClosedEnvelope
+		if env.FromJSON(msg) != nil {
+			return
+		}
+		c.mu.Lock()
+		sub := c.subs[env.SubscriptionID]
+		c.mu.Unlock()
+		if sub != nil {
+			if c.opts.OnClosed != nil {
+				c.opts.OnClosed(env.SubscriptionID, env.Reason)
+			}
+			c.deliver(sub, SubMsg{Type: MsgClosed, Reason: env.Reason})
+			c.unsubscribe(sub, false)
+			close(sub.ch)
+		}
+	case "NOTICE":
+		var env nostr.NoticeEnvelope
+		if env.FromJSON(msg) != nil {
+			return
+		}
+		if c.opts.OnNotice != nil {
+			c.opts.OnNotice(string(env))
+		}
+		c.mu.Lock()
+		ids := make([]string, 0, len(c.negs))
+		for id := range c.negs {
+			ids = append(ids, id)
+		}
+		c.mu.Unlock()
+		for _, id := range ids {
+			c.deliverNeg(id, NegReply{Notice: string(env)})
+		}
+	case "OK":
+		var env nostr.OKEnvelope
+		if env.FromJSON(msg) != nil {
+			return
+		}
+		c.mu.Lock()
+		list := c.oks[env.EventID]
+		delete(c.oks, env.EventID)
+		c.mu.Unlock()
+		for _, ch := range list {
+			ch <- OKResult{OK: env.OK, Reason: env.Reason}
+		}
+	case "AUTH":
+		var env nostr.AuthEnvelope
+		if env.FromJSON(msg) != nil || env.Challenge == nil {
+			return
+		}
+		c.mu.Lock()
+		c.challenge = *env.Challenge
+		c.mu.Unlock()
+	case "NEG-MSG":
+		var env nip77.MessageEnvelope
+		if env.FromJSON(msg) != nil {
+			return
+		}
+		c.deliverNeg(env.SubscriptionID, NegReply{Msg: env.Message})
+	case "NEG-ERR", "NEG-ERROR":
+		var env nip77.ErrorEnvelope
+		if env.FromJSON(msg) != nil {
+			return
+		}
+		reason := env.Reason
+		if reason == "" {
+			reason = "unspecified"
+		}
+		c.deliverNeg(env.SubscriptionID, NegReply{Err: reason})
+	}
+}
+
+// frameLabel extracts the first JSON string of a relay message cheaply.
+func frameLabel(msg string) string {
+	i := strings.IndexByte(msg, '"')
+	if i < 0 || i > 8 {
+		return "INVALID"
+	}
+	j := strings.IndexByte(msg[i+1:], '"')
+	if j < 0 || j > 16 {
+		return "INVALID"
+	}
+	return msg[i+1 : i+1+j]
+}

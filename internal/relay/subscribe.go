@@ -1,0 +1,97 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Subscribe sends REQ with the given id and filters. Options.BeforeRequest,
+// when set, runs first.
+func (c *Conn) Subscribe(ctx context.Context, id string, filters nostr.Filters) (*Subscription, error) {
+	if err := c.beforeRequest(ctx); err != nil {
+		return nil, err
+	}
+	sub := &Subscription{
+		ID: id, Filters: filters, conn: c,
+		ch:   make(chan SubMsg, c.opts.SubscriptionBuffer),
+		done: make(chan struct{}),
+	}
+	c.mu.Lock()
+	if c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := c.subs[id]; ok {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrDuplicateSubscription, id)
+	}
+	c.subs[id] = sub
+	c.mu.Unlock()
+	msg, err := nostr.ReqEnvelope{SubscriptionID: id, Filters: filters}.MarshalJSON()
+	if err == nil {
+		err = c.write(ctx, msg)
+	}
+	if err != nil {
+		c.unsubscribe(sub, false)
+		return nil, err
+	}
+	return sub, nil
+}
+
+// Unsubscribe closes the subscription with the given id, if it is open.
+func (c *Conn) Unsubscribe(id string) {
+	c.mu.Lock()
+	sub := c.subs[id]
+	c.mu.Unlock()
+	if sub != nil {
+		sub.Close()
+	}
+}
+
+// OpenSubscriptions is the number of subscriptions currently registered.
+func (c *Conn) OpenSubscriptions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.subs)
+}
+
+// unsubscribe removes sub; sendClose tells whether to send CLOSE.
+func (c *Conn) unsubscribe(sub *Subscription, sendClose bool) {
+	sub.once.Do(func() {
+		c.mu.Lock()
+		if c.subs[sub.ID] == sub {
+			delete(c.subs, sub.ID)
+		}
+		c.mu.Unlock()
+		close(sub.done)
+		if sendClose && c.ctx.Err() == nil {
+			msg, _ := nostr.CloseEnvelope(sub.ID).MarshalJSON()
+			_ = c.write(context.Background(), msg)
+		}
+	})
+}
+
+// deliver hands msg to sub, waiting while its buffer is full. Only the
+// reader goroutine sends on or closes a subscription's channel.
+func (c *Conn) deliver(sub *Subscription, msg SubMsg) {
+	select {
+	case sub.ch <- msg:
+		return
+	default:
+	}
+	// A consumer is behind: the whole connection waits for it.
+	c.stalls.Add(1)
+	defer c.stalls.Add(-1)
+	select {
+	case sub.ch <- msg:
+	case <-sub.done:
+	case <-c.ctx.Done():
+	}
+}
+
+// Stalled tells whether the reader is waiting for a slow consumer right
+// now. While it is, no subscription on the connection receives anything,
+// so silence is ours, not the relay's.
+func (c *Conn) Stalled() bool { return c.stalls.Load() > 0 }

@@ -1,0 +1,140 @@
+package reposync
+
+import (
+	"context"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+)
+
+func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
+	e.nextBatch++
+	b := &PendingBatch{ID: e.nextBatch, Items: items, Catchup: catchup}
+	e.pending[r.URL] = append(e.pending[r.URL], b)
+	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
+	r.jobs = append(r.jobs, &job{batch: b, filters: fs})
+	e.startJobs(r)
+}
+
+// jobSlots is how many historic subscriptions may run beside the live ones.
+func (e *Engine) jobSlots(r *remote) int {
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
+}
+
+func (e *Engine) startJobs(r *remote) {
+	if !e.allowed(r) {
+		return
+	}
+	for len(r.jobs) > 0 && r.running < e.jobSlots(r) {
+		j := r.jobs[0]
+		r.jobs = r.jobs[1:]
+		r.running++
+		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
+		started := e.clock.Now()
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			asked := nostr.Filters(j.filters)
+			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+				e.m.eventsReceived.WithLabelValues(url).Inc()
+				count.Add(1)
+				if in.Event == nil || !asked.Match(in.Event) {
+					e.h.Invalid("no_match")
+					return nil
+				}
+				return e.h.Handle(ctx, in)
+			})
+			e.post(func() {
+				if err != nil && e.requeueRateLimited(url, gen, j, started) {
+					return
+				}
+				e.onBatchDone(url, gen, j.batch, err)
+			})
+		}()
+	}
+}
+
+// requeueRateLimited puts a failed historic job back in the queue when the
+// relay signalled a rate limit since it started or is cooling down now:
+// the failure is likely a refused REQ (a rate-limit NOTICE names none; a
+// CLOSED's cooldown is visible before rateLimitedAt is), and the job runs again
+// once the cooldown is over instead of leaving its history to the full
+// resync.
+func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time.Time) bool {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return false
+	}
+	if r.rateLimitedAt.Before(started) && e.d.Health.CooldownRemaining(url) <= 0 {
+		return false
+	}
+	r.running--
+	r.jobs = append([]*job{j}, r.jobs...)
+	e.log.Info("historic sync batch hit a rate limit; retrying after the cooldown",
+		zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.Duration("cooldown", e.d.Health.CooldownRemaining(url)))
+	e.startJobs(r)
+	return true
+}
+
+// onBatchDone confirms a batch's items; when no batch is pending the
+// relay's historic sync is complete.
+func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	r.running--
+	batches := e.pending[url]
+	for i, x := range batches {
+		if x == b {
+			e.pending[url] = append(batches[:i:i], batches[i+1:]...)
+			break
+		}
+	}
+	e.m.pendingBatches.WithLabelValues(url).Set(float64(len(e.pending[url])))
+	if err != nil {
+		r.HistoricFailed = true
+		r.lastError = "historic sync: " + err.Error()
+		e.m.historicBatches.WithLabelValues("failed").Inc()
+		e.log.Warn("historic sync batch failed", zap.String("relay", url), zap.Uint64("batch", b.ID), zap.Error(err))
+	} else {
+		e.m.historicBatches.WithLabelValues("ok").Inc()
+	}
+	// Items are confirmed even when the batch failed: their live
+	// subscriptions are open, and the full resync retries the history.
+	r.Confirmed.Repos.addAll(b.Items.Repos)
+	r.Confirmed.Roots.addAll(b.Items.Roots)
+	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
+		e.consolidate(r)
+	}
+	e.startJobs(r)
+	if r.deferred {
+		r.deferred = false
+		e.recomputeRelay(url)
+	}
+	e.updateRelayState(r)
+}
+
+// updateRelayState derives Syncing / Connected / ConnectedHistoricSyncFailures.
+func (e *Engine) updateRelayState(r *remote) {
+	if !r.Status.IsUp() {
+		return
+	}
+	prev := r.Status
+	switch {
+	case len(e.pending[r.URL]) > 0:
+		r.Status = Syncing
+	case r.HistoricFailed:
+		r.Status = ConnectedHistoricSyncFailures
+	default:
+		r.Status = Connected
+	}
+	if prev == Syncing && r.Status != Syncing {
+		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
+			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
+	}
+	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
+}

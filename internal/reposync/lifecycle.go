@@ -1,0 +1,224 @@
+package reposync
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// connectDue starts a dial for every tracked, disconnected relay whose
+// backoff has elapsed.
+func (e *Engine) connectDue() {
+	if !e.ready.Load() {
+		// Remote relays wait until the own relay's history has been read
+		// and the local set filled: publishing meanwhile would put events
+		// with old created_at into the range being paged, and a relay
+		// delivering them live inside a page (khatru does) would make the
+		// pager step over stored events.
+		return
+	}
+	for _, url := range e.d.Health.Due() {
+		r := e.relays[url]
+		if r == nil || r.Status != Disconnected {
+			continue
+		}
+		e.dial(r)
+	}
+}
+
+func (e *Engine) dial(r *remote) {
+	e.nextGen++
+	gen := e.nextGen
+	r.gen = gen
+	r.Status = Connecting
+	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(Connecting))
+	e.d.Health.AttemptStarted(r.URL)
+	timeout := min(e.d.Health.ConnectTimeout(r.URL), e.cfg.ConnectTimeout)
+	if timeout <= 0 {
+		timeout = e.cfg.ConnectTimeout
+	}
+	url := r.URL
+	opts := e.d.RelayOptions
+	opts.OnNotice = func(text string) { e.onNotice(url, text) }
+	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
+	opts.OnClosed = func(_, reason string) { e.onClosed(url, reason) }
+	opts.Logger = e.log
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(e.ctx, timeout)
+		conn, err := e.d.Dial(ctx, url, opts)
+		cancel()
+		if err == nil && e.d.Limits != nil {
+			lctx, lcancel := context.WithTimeout(e.ctx, timeout)
+			if l, lerr := e.d.Limits(lctx, url); lerr == nil {
+				e.d.Health.SetLimits(url, l)
+			}
+			lcancel()
+		}
+		e.post(func() { e.onDialed(url, gen, conn, err) })
+		if err == nil && e.ctx.Err() != nil {
+			conn.Close()
+		}
+	}()
+}
+
+func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || r.Status != Connecting {
+		if conn != nil {
+			conn.Close()
+		}
+		return
+	}
+	if err != nil {
+		r.Status = Disconnected
+		r.failures++
+		r.lastError = err.Error()
+		if r.DisconnectedAt.IsZero() {
+			r.DisconnectedAt = e.clock.Now()
+		}
+		e.d.Health.Failed(url, err)
+		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
+		e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+		if r.failures == 1 || r.failures%10 == 0 {
+			e.log.Info("relay connection failed", zap.String("relay", url), zap.Int("failures", r.failures), zap.Error(err))
+		}
+		return
+	}
+	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
+	e.d.Health.Connected(url)
+	ctx, cancel := context.WithCancel(e.ctx)
+	r.conn, r.cancel = conn, cancel
+	cmds := make(chan func(*relay.Conn), 1024)
+	r.cmds = cmds
+	r.live = map[string]int{}
+	r.jobs, r.running = nil, 0
+	e.wg.Add(2)
+	go func() { // writer: runs subscribe/close commands in order
+		defer e.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case fn := <-cmds:
+				fn(conn)
+			}
+		}
+	}()
+	go func() { // watcher
+		defer e.wg.Done()
+		select {
+		case <-conn.Done():
+			err := conn.Err()
+			e.post(func() { e.onDisconnected(url, gen, err) })
+		case <-ctx.Done():
+		}
+	}()
+	e.connectOrReconnect(r)
+}
+
+// connectOrReconnect is the unified handler of the seed: fresh sync for a
+// first connection or after a long absence, catch-up with since for a quick
+// reconnect; then compute_actions for new items.
+func (e *Engine) connectOrReconnect(r *remote) {
+	now := e.clock.Now()
+	fresh := r.LastConnected.IsZero() || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	lastConnected := r.LastConnected
+	if fresh {
+		r.ClearConfirmed()
+	}
+	r.Status = Syncing
+	r.HistoricFailed = false
+	r.LastConnected = now
+	r.DisconnectedAt = time.Time{}
+	r.lastError = ""
+	r.failures = 0
+	if r.fullResyncAt.IsZero() || fresh {
+		r.fullResyncAt = now.Add(e.fullResyncInterval())
+	}
+	if fresh {
+		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
+		e.subscribeLayer1(r)
+		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	} else {
+		// Catch-up and live in one: subscriptions with since return what
+		// was stored meanwhile, then stay open. No pending batch: the
+		// items are confirmed already.
+		since := nostr.Timestamp(lastConnected.Add(-e.cfg.SinceBuffer).Unix())
+		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
+		e.subscribeCatchup(r, r.Confirmed, since)
+	}
+	e.recomputeRelay(r.URL)
+	e.updateRelayState(r)
+}
+
+func (e *Engine) fullResyncInterval() time.Duration {
+	span := e.cfg.FullResyncMax - e.cfg.FullResyncMin
+	if span <= 0 {
+		return e.cfg.FullResyncMin
+	}
+	return e.cfg.FullResyncMin + time.Duration(rand.Int64N(int64(span)))
+}
+
+// onDisconnected: pending batches are cleared, disconnected_at set, the
+// health tracker told.
+func (e *Engine) onDisconnected(url string, gen uint64, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	e.teardown(r)
+	r.Status = Disconnected
+	r.DisconnectedAt = e.clock.Now()
+	if err != nil {
+		r.lastError = err.Error()
+	}
+	e.d.Health.Failed(url, err)
+	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+	e.log.Info("relay disconnected", zap.String("relay", url), zap.Error(err))
+}
+
+// teardown stops a relay's connection goroutines and clears its pending
+// batches and live subscriptions.
+func (e *Engine) teardown(r *remote) {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.conn != nil {
+		conn := r.conn
+		go conn.Close()
+	}
+	r.conn, r.cancel, r.cmds = nil, nil, nil
+	r.live, r.jobs, r.running, r.baseline = nil, nil, 0, 0
+	r.consolidateBy = time.Time{}
+	r.rebuildLive, r.deferred = false, false
+	delete(e.pending, r.URL)
+	e.m.pendingBatches.WithLabelValues(r.URL).Set(0)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(0)
+}
+
+// dropConnection closes a relay's connection on purpose.
+func (e *Engine) dropConnection(url string) {
+	r := e.relays[url]
+	if r == nil {
+		return
+	}
+	e.teardown(r)
+	r.Status = Disconnected
+}
+
+// forget disconnects a relay and stops tracking it.
+func (e *Engine) forget(url string) {
+	e.dropConnection(url)
+	delete(e.relays, url)
+	e.d.Health.Forget(url)
+	e.m.forgetRelay(url)
+	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
+}

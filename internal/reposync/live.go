@@ -1,0 +1,312 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// exec queues a command for the relay's writer goroutine. A relay whose
+// command queue is full is not reading: it is disconnected.
+func (e *Engine) exec(r *remote, fn func(*relay.Conn)) {
+	if r.cmds == nil {
+		return
+	}
+	select {
+	case r.cmds <- fn:
+	default:
+		e.log.Warn("relay command queue full; disconnecting", zap.String("relay", r.URL))
+		e.onDisconnected(r.URL, r.gen, errors.New("command queue full"))
+	}
+}
+
+func (e *Engine) subscribeLayer1(r *remote) {
+	e.openLive(r, "l1", nip34.Live([]nostr.Filter{nip34.Layer1(nil)}))
+}
+
+// subscribeLive opens live subscriptions (limit 0) for fs, split into REQs
+// of at most the relay's max_filters.
+func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
+	if len(fs) == 0 {
+		return
+	}
+	e.openChunked(r, nip34.Live(fs))
+}
+
+// maxReqBytes bounds the filters of one REQ message: relays drop the
+// connection on larger messages (strfry's default maxWebsocketPayloadSize is
+// 131072 bytes, khatru's MaxMessageSize 512000), and 100 Layer 3 filters of
+// 100 event ids take about 680 kB.
+const maxReqBytes = 120_000
+
+// openChunked opens fs as subscriptions of at most the relay's max_filters
+// filters and maxReqBytes of filter JSON each.
+func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
+	per := e.d.Health.Limits(r.URL).MaxFilters
+	if per <= 0 || per > 100 {
+		per = 100
+	}
+	for start := 0; start < len(fs); {
+		end, size := start, 0
+		for end < len(fs) && end-start < per {
+			n := filterBytes(fs[end])
+			if end > start && size+n > maxReqBytes {
+				break
+			}
+			size += n
+			end++
+		}
+		r.liveSeq++
+		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:end])
+		start = end
+	}
+}
+
+// filterBytes is the size of f's JSON.
+func filterBytes(f nostr.Filter) int {
+	b, err := f.MarshalJSON()
+	if err != nil {
+		return maxReqBytes
+	}
+	return len(b) + 1
+}
+
+func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
+	if _, open := r.live[id]; open {
+		e.closeLive(r, id)
+	}
+	r.live[id] = len(fs)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
+	url, gen, ctx, count := r.URL, r.gen, e.ctx, &r.received
+	e.exec(r, func(c *relay.Conn) {
+		sub, err := c.Subscribe(ctx, id, nostr.Filters(fs))
+		if err != nil {
+			return // the watcher reports the broken connection
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.readLive(ctx, url, gen, sub, count)
+		}()
+	})
+}
+
+func (e *Engine) closeLive(r *remote, id string) {
+	delete(r.live, id)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
+	e.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
+}
+
+// readLive forwards a live subscription's events to the handler.
+func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, count *atomic.Uint64) {
+	recv := e.m.eventsReceived.WithLabelValues(url)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Done():
+			// Closed by us, or the connection ended; drain what is left
+			// of a CLOSED below.
+			select {
+			case m, ok := <-sub.Messages():
+				if ok && m.Type == relay.MsgClosed {
+					reason := m.Reason
+					e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+				}
+			default:
+			}
+			return
+		case m, ok := <-sub.Messages():
+			if !ok {
+				return
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				recv.Inc()
+				count.Add(1)
+				if !sub.Filters.Match(m.Event) {
+					// Answers we did not ask for are dropped before they
+					// cost a queue slot or a signature check.
+					e.h.Invalid("no_match")
+					continue
+				}
+				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
+					return
+				}
+			case relay.MsgClosed:
+				reason := m.Reason
+				e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+				return
+			}
+		}
+	}
+}
+
+// onLiveClosed: the relay closed a live subscription. It is rebuilt once
+// the relay allows new REQs.
+func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	if _, ok := r.live[id]; !ok {
+		return
+	}
+	delete(r.live, id) // the health tracker heard the reason in onClosed
+	r.lastError = "CLOSED: " + reason
+	r.rebuildLive = true
+	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+}
+
+// onClosed hears every CLOSED of a remote relay, live or historic, from
+// its reader before the subscription does, so that a rate limit starts the
+// cooldown before anyone retries.
+func (e *Engine) onClosed(url, reason string) {
+	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
+		at := e.clock.Now()
+		e.post(func() {
+			if r := e.relays[url]; r != nil {
+				r.rateLimitedAt = at
+			}
+		})
+	}
+}
+
+func (e *Engine) onNotice(url, text string) {
+	sig := e.d.Health.Observe(url, health.SourceNotice, text)
+	switch sig {
+	case health.SignalTooManySubscriptions, health.SignalRateLimited:
+		// A NOTICE names no subscription: whatever REQ it refused, rebuild
+		// the live ones once the relay allows it.
+		at := e.clock.Now()
+		e.post(func() {
+			if r := e.relays[url]; r != nil && r.Status.IsUp() {
+				r.rebuildLive = true
+				if sig == health.SignalRateLimited {
+					r.rateLimitedAt = at
+				}
+			}
+		})
+	}
+}
+
+// waitCooldown blocks until url's rate-limit cooldown is over: the relay
+// connection calls it before every REQ and NEG-OPEN.
+func (e *Engine) waitCooldown(ctx context.Context, url string) error {
+	for {
+		d := e.d.Health.CooldownRemaining(url)
+		if d <= 0 {
+			return nil
+		}
+		if err := e.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d on the engine's clock (a test clock's After when it has
+// one), or until ctx is done.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	var wake <-chan time.Time
+	if c, ok := e.clock.(interface {
+		After(time.Duration) <-chan time.Time
+	}); ok {
+		wake = c.After(d)
+	} else {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		wake = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+		return nil
+	}
+}
+
+func (e *Engine) filtersOpen(r *remote) int {
+	n := 0
+	for _, c := range r.live {
+		n += c
+	}
+	return n
+}
+
+// allowed tells whether new REQs may go to the relay now.
+func (e *Engine) allowed(r *remote) bool {
+	return r.Status.IsUp() && e.d.Health.CooldownRemaining(r.URL) <= 0
+}
+
+// addFilters starts syncing new items from a relay: live subscriptions and
+// a historic batch, consolidating first when the relay would carry too
+// many filters or subscriptions.
+func (e *Engine) addFilters(a AddFilters) {
+	r := e.relays[a.Relay]
+	if r == nil || !r.Status.IsUp() {
+		return
+	}
+	if !e.allowed(r) || !r.consolidateBy.IsZero() {
+		r.deferred = true
+		return
+	}
+	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
+	newFilters := nip34.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
+	budget := e.d.Health.SubscriptionBudget(r.URL)
+	// Consolidate when the relay would carry more filters than the
+	// threshold (or, when even its consolidated set exceeds that, half a
+	// threshold more than that set), or would use its last subscription:
+	// historic jobs running now hold subscriptions too.
+	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
+	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+1 >= budget {
+		if len(e.pending[r.URL]) > 0 {
+			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
+			r.deferred = true
+			return
+		}
+		e.consolidate(r)
+	}
+	e.subscribeLive(r, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
+	e.startBatch(r, a.Items, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
+	e.updateRelayState(r)
+}
+
+// consolidate closes every live subscription of the relay and re-opens
+// Layer 1 and Layers 2/3 for everything confirmed or pending in as few
+// filters as possible, with a catch-up batch since now − since_buffer.
+func (e *Engine) consolidate(r *remote) {
+	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)))
+	for id := range r.live {
+		e.closeLive(r, id)
+	}
+	r.consolidateBy = time.Time{}
+	r.rebuildLive = false
+	items := newItems()
+	items.Repos.addAll(r.Confirmed.Repos)
+	items.Roots.addAll(r.Confirmed.Roots)
+	for _, b := range e.pending[r.URL] {
+		items.Repos.addAll(b.Items.Repos)
+		items.Roots.addAll(b.Items.Roots)
+	}
+	since := nostr.Timestamp(e.clock.Now().Add(-e.cfg.SinceBuffer).Unix())
+	e.subscribeCatchup(r, items, since)
+	r.baseline = e.filtersOpen(r)
+}
+
+// subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
+// with since: stored events since then, then live.
+func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
+	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
+	fs := nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
+	e.openChunked(r, fs)
+}

@@ -1,0 +1,176 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// OwnLocalSet is the LocalSet backed by the LocalIndex and filled from the
+// own relay: before a filter is reconciled, the own relay's events for the
+// repositories and root events it names are read into the index once
+// (Phase 0 of negentropy-live-ingestion), so a reconciliation never
+// re-downloads what the own relay holds.
+type OwnLocalSet struct {
+	idx   *localindex.Index
+	extra []localindex.Source
+	dial  func(ctx context.Context) (*relay.Conn, error)
+	pager *Pager
+	mark  func(ev *nostr.Event)
+	log   *zap.Logger
+
+	mu     sync.Mutex // serialises fills
+	conn   *relay.Conn
+	filled map[string]bool // "L1", repo refs, root ids, or a filter's JSON
+}
+
+// NewOwnLocalSet builds the local set. mark is told of every event read
+// from the own relay (the dedupe set learns them).
+func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
+	return &OwnLocalSet{
+		idx: idx, extra: extra, dial: dial, mark: mark, log: log,
+		pager:  &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
+		filled: map[string]bool{},
+	}
+}
+
+// Index is the LocalIndex behind the set.
+func (o *OwnLocalSet) Index() *localindex.Index { return o.idx }
+
+// Reset forgets what was filled (the own relay reconnected: it may have
+// received events meanwhile that the index does not know).
+func (o *OwnLocalSet) Reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.filled = map[string]bool{}
+}
+
+// Storage implements LocalSet.
+func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
+	return o.idx.Storage(f, o.extra...)
+}
+
+// FillItems reads the own relay's events for Layer 1 (when l1) and for the
+// given repositories and root events into the index.
+func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []string) error {
+	var fs []nostr.Filter
+	if l1 {
+		fs = append(fs, nip34.Layer1(nil))
+	}
+	fs = append(fs, nip34.Layers23(repos, roots, nip34.DefaultValuesPerFilter, nil)...)
+	for _, f := range fs {
+		if err := o.EnsureFilled(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureFilled implements LocalSet.
+func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keys, fill := o.missingLocked(f)
+	if fill == nil {
+		return nil
+	}
+	conn, err := o.ownConn(ctx)
+	if err != nil {
+		return err
+	}
+	emit := func(_ context.Context, in ingest.Incoming) error {
+		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
+			return err
+		}
+		if o.mark != nil {
+			o.mark(in.Event)
+		}
+		return nil
+	}
+	if err := o.pager.Sync(ctx, conn, fill, 1, emit); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		o.filled[k] = true
+	}
+	return nil
+}
+
+// missingLocked returns the keys not yet filled for f and the own-relay
+// filters that fill them (nil when nothing is missing).
+func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
+	f.Since, f.Until, f.Limit, f.LimitZero = nil, nil, 0, false
+	if len(f.Tags) == 0 && slices.Equal(f.Kinds, []int{nip34.KindRepoAnnouncement, nip34.KindRepoState}) && len(f.Authors) == 0 && len(f.IDs) == 0 {
+		if o.filled["L1"] {
+			return nil, nil
+		}
+		return []string{"L1"}, []nostr.Filter{f}
+	}
+	if len(f.Tags) == 1 && len(f.Kinds) == 0 && len(f.Authors) == 0 && len(f.IDs) == 0 {
+		for tag, values := range f.Tags {
+			if !strings.ContainsAny(tag, "aAqeE") || len(tag) != 1 {
+				break
+			}
+			var repos, roots, keys []string
+			for _, v := range values {
+				if o.filled[v] {
+					continue
+				}
+				keys = append(keys, v)
+				if strings.Contains(v, ":") {
+					repos = append(repos, v)
+				} else {
+					roots = append(roots, v)
+				}
+			}
+			if len(keys) == 0 {
+				return nil, nil
+			}
+			return keys, nip34.Layers23(repos, roots, nip34.DefaultValuesPerFilter, nil)
+		}
+	}
+	key := filterKey(f)
+	if o.filled[key] {
+		return nil, nil
+	}
+	return []string{key}, []nostr.Filter{f}
+}
+
+func filterKey(f nostr.Filter) string {
+	b, _ := f.MarshalJSON()
+	return string(b)
+}
+
+func (o *OwnLocalSet) ownConn(ctx context.Context) (*relay.Conn, error) {
+	if o.conn != nil && o.conn.Err() == nil {
+		return o.conn, nil
+	}
+	c, err := o.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o.conn = c
+	return c, nil
+}
+
+// Close closes the own-relay connection used for fills.
+func (o *OwnLocalSet) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn != nil {
+		o.conn.Close()
+		o.conn = nil
+	}
+}

@@ -1,0 +1,80 @@
+package reposync
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// refreshSnapshot rebuilds the engine's part of the status document.
+func (e *Engine) refreshSnapshot() {
+	health := map[string]string{}
+	for _, h := range e.d.Health.Snapshot() {
+		health[h.URL] = h.State.String()
+	}
+	s := status.Snapshot{
+		StartedAt:    e.startedAt,
+		Repositories: len(e.repos),
+		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.ownUp.Load(), SelfSubscriptionEOSE: e.ready.Load()},
+	}
+	for _, n := range e.repos {
+		s.RootEvents += len(n.Roots)
+	}
+	for _, r := range e.relays {
+		rs := status.Relay{
+			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
+			ReposConfirmed: len(r.Confirmed.Repos), RootsConfirmed: len(r.Confirmed.Roots),
+			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
+			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
+		}
+		if e.neg != nil {
+			rs.Negentropy = e.neg.Support(r.URL)
+		}
+		for _, b := range e.pending[r.URL] {
+			rs.ReposPending += len(b.Items.Repos)
+			rs.RootsPending += len(b.Items.Roots)
+		}
+		if !r.LastConnected.IsZero() {
+			t := r.LastConnected
+			rs.LastConnected = &t
+		}
+		s.PendingBatches += rs.PendingBatches
+		s.Relays = append(s.Relays, rs)
+	}
+	sortRelays(s.Relays)
+	hot, cold := e.h.Rejected().Len()
+	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
+	e.snapMu.Lock()
+	e.snap = s
+	e.snapMu.Unlock()
+}
+
+func sortRelays(rs []status.Relay) {
+	slices.SortFunc(rs, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
+}
+
+// Status returns the engine's latest status (refreshed every tick and on
+// request when the engine is responsive).
+func (e *Engine) Status() status.Snapshot {
+	if e.running.Load() {
+		done := make(chan struct{})
+		select {
+		case e.inbox <- func() { e.refreshSnapshot(); close(done) }:
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+			}
+		default:
+		}
+	}
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	s := e.snap
+	s.Relays = append([]status.Relay(nil), s.Relays...)
+	s.Ready = e.Ready()
+	s.OwnRelay.Connected = e.ownUp.Load()
+	s.OwnRelay.SelfSubscriptionEOSE = e.ready.Load()
+	return s
+}

@@ -1,0 +1,100 @@
+package reposync
+
+import (
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+)
+
+func (e *Engine) onTick() {
+	now := e.clock.Now()
+	for _, r := range e.relays {
+		if !r.Status.IsUp() {
+			continue
+		}
+		if !r.consolidateBy.IsZero() && !now.Before(r.consolidateBy) {
+			e.consolidate(r)
+			r.deferred = true
+		}
+		if r.rebuildLive && e.allowed(r) && len(e.pending[r.URL]) == 0 {
+			e.consolidate(r)
+		}
+		if !r.fullResyncAt.IsZero() && !now.Before(r.fullResyncAt) {
+			e.fullResync(r)
+		}
+		e.startJobs(r)
+		if r.Status == Syncing && now.Sub(r.progressLogged) >= progressLogInterval {
+			if !r.progressLogged.IsZero() {
+				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
+					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", len(r.Confirmed.Repos)),
+					zap.Int("roots_confirmed", len(r.Confirmed.Roots)), zap.Uint64("events_received", r.received.Load()))
+			}
+			r.progressLogged = now
+		}
+		if r.deferred && e.allowed(r) && r.consolidateBy.IsZero() {
+			r.deferred = false
+			e.recomputeRelay(r.URL)
+		}
+		e.updateRelayState(r)
+	}
+	if now.Sub(e.lastEmpty) >= e.cfg.EmptyRelayCheck {
+		e.lastEmpty = now
+		e.dropEmptyRelays()
+	}
+	e.h.Rejected().Expire()
+	e.connectDue()
+	e.updateIndexMetrics()
+	e.refreshSnapshot()
+}
+
+// fullResync clears a relay's confirmed state and syncs its whole history
+// again (the 23–25 h timer).
+func (e *Engine) fullResync(r *remote) {
+	e.log.Info("full resync", zap.String("relay", r.URL))
+	for id := range r.live {
+		e.closeLive(r, id)
+	}
+	r.jobs = nil
+	delete(e.pending, r.URL)
+	r.ClearConfirmed()
+	r.HistoricFailed = false
+	r.consolidateBy = time.Time{}
+	r.baseline = 0
+	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
+	e.subscribeLayer1(r)
+	e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	e.recomputeRelay(r.URL)
+}
+
+// dropEmptyRelays disconnects relays nothing points at any more.
+func (e *Engine) dropEmptyRelays() {
+	targets := deriveRelayTargets(e.repos, e.bootstrapList())
+	for url, r := range e.relays {
+		if r.Bootstrap || len(e.pending[url]) > 0 {
+			continue
+		}
+		if _, wanted := targets[url]; !wanted {
+			e.forget(url)
+		}
+	}
+}
+
+func (e *Engine) updateIndexMetrics() {
+	roots := 0
+	for _, n := range e.repos {
+		roots += len(n.Roots)
+	}
+	connected := 0
+	for _, r := range e.relays {
+		if r.Status.IsUp() {
+			connected++
+		}
+	}
+	e.m.repositories.Set(float64(len(e.repos)))
+	e.m.rootEvents.Set(float64(roots))
+	e.m.relaysTracked.Set(float64(len(e.relays)))
+	e.m.relaysConnected.Set(float64(connected))
+}
