@@ -90,14 +90,20 @@ func DefaultConfig() Config {
 	}
 }
 
+// Present records what the own relay holds (*localindex.Index).
+type Present interface {
+	Add(ev *nostr.Event) error
+}
+
 // Deps are the handler's collaborators.
 type Deps struct {
 	Publisher Publisher
 	// Purgatory is nil without a git directory.
 	Purgatory Purgatory
-	// OnPresent is called for every event known to be on the own relay
-	// (accepted, duplicate, or seen through the self-subscription).
-	OnPresent func(ev *nostr.Event)
+	// Present, when set, is told of every event known to be on the own
+	// relay (accepted, duplicate, or seen through the self-subscription):
+	// negentropy's local set (*localindex.Index).
+	Present Present
 	// Now defaults to time.Now.
 	Now      func() time.Time
 	Log      *zap.Logger
@@ -126,7 +132,7 @@ type Handler struct {
 	purg      Purgatory
 	rejected  *RejectedIndex
 	seen      *seenSet
-	onPresent func(ev *nostr.Event)
+	present   Present
 	limits    *relayLimits
 
 	in      chan Incoming
@@ -161,7 +167,7 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	return &Handler{
 		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, purg: d.Purgatory,
 		rejected:  NewRejectedIndex(cfg.Rejected, d.Now),
-		onPresent: d.OnPresent,
+		present:   d.Present,
 		limits:    limits,
 		seen:      newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
 		in:        make(chan Incoming, cfg.QueueLen),
@@ -256,8 +262,8 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
-	if h.onPresent != nil {
-		h.onPresent(ev)
+	if h.present != nil {
+		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
 	if h.purg == nil {
 		return
@@ -393,8 +399,8 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		} else {
 			h.m.eventsDuplicate.Inc()
 		}
-		if h.onPresent != nil {
-			h.onPresent(ev)
+		if h.present != nil {
+			_ = h.present.Add(ev)
 		}
 		if ev.Kind == nip34.KindRepoAnnouncement && h.purg != nil {
 			h.purg.AddAnnouncement(ev)

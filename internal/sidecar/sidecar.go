@@ -1,5 +1,6 @@
-// Package sidecar assembles the engine packages (relay connections, sync,
-// health, purgatory, publisher) into one running process.
+// Package sidecar wires the configuration to the engine packages (relay
+// connections, reposync, ingest, health, purgatory, publisher) and runs
+// them as one process.
 package sidecar
 
 import (
@@ -111,17 +112,16 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	relays := pol.Relays(append(append([]string{cfg.OwnRelay}, cfg.BootstrapRelays...), cfg.TrustedRelays...), d.HTTPClient)
 
 	var local *localindex.Index
-	var onPresent func(*nostr.Event)
+	var present ingest.Present
 	if cfg.Negentropy.Enabled {
 		if local, err = localindex.New(localindex.DefaultOptions(), d.Registry); err != nil {
 			return nil, fmt.Errorf("local index: %w", err)
 		}
-		onPresent = func(ev *nostr.Event) { _ = local.Add(ev) }
-		s.local = local
+		s.local, present = local, local
 	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
-		Publisher: pub, OnPresent: onPresent, Now: d.Clock.Now,
-		Log: d.Log.Named("sync").Named("handler"), Registry: d.Registry,
+		Publisher: pub, Present: present, Now: d.Clock.Now,
+		Log: d.Log.Named("ingest"), Registry: d.Registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
