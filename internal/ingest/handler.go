@@ -125,15 +125,15 @@ type Incoming struct {
 // routes it to purgatory or the publisher. Outcomes feed the RejectedIndex
 // and retry rejected events whose dependency was accepted.
 type Handler struct {
-	cfg       Config
-	log       *zap.Logger
-	m         *metrics
-	pub       Publisher
-	purg      Purgatory
-	rejected  *RejectedIndex
-	seen      *seenSet
-	present   Present
-	limits    *relayLimits
+	cfg      Config
+	log      *zap.Logger
+	m        *metrics
+	pub      Publisher
+	purg     Purgatory
+	rejected *RejectedIndex
+	seen     *seenSet
+	present  Present
+	limits   *relayLimits
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -166,12 +166,12 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	limits.maxBytes = int64(cfg.RelayQueueBytes)
 	return &Handler{
 		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, purg: d.Purgatory,
-		rejected:  NewRejectedIndex(cfg.Rejected, d.Now),
-		present:   d.Present,
-		limits:    limits,
-		seen:      newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
-		in:        make(chan Incoming, cfg.QueueLen),
-		retries:   make(chan *nostr.Event, cfg.QueueLen),
+		rejected: NewRejectedIndex(cfg.Rejected, d.Now),
+		present:  d.Present,
+		limits:   limits,
+		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
+		in:       make(chan Incoming, cfg.QueueLen),
+		retries:  make(chan *nostr.Event, cfg.QueueLen),
 	}, nil
 }
 
