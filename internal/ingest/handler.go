@@ -265,6 +265,12 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
+	if !ours {
+		// Someone else put it there (our own publishes settled this on
+		// their OK): events the own relay refused for want of it may be
+		// accepted now.
+		h.dependencyAccepted(ev)
+	}
 	if h.purg == nil {
 		return
 	}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/hex"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ type RejectedConfig struct {
 	ColdTTL time.Duration
 	ColdMax int
 }
+
+// MaxRejectedRefs bounds the dependencies remembered per rejected event:
+// any one of them being accepted brings the event back.
+const MaxRejectedRefs = 32
 
 // DefaultRejectedConfig returns DESIGN.md's bounds: whole events for two
 // minutes, ids for a week.
@@ -59,8 +64,7 @@ type hotEntry struct {
 type coldEntry struct {
 	at        int64 // unix seconds
 	createdAt int64
-	refs      [2]uint64
-	nrefs     uint8
+	refs      []uint64 // hashes of its dependencies, at most MaxRejectedRefs
 }
 
 // NewRejectedIndex returns an empty index.
@@ -110,21 +114,27 @@ func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
 			}
 		}
 	}
-	ce := coldEntry{at: now.Unix(), createdAt: int64(ev.CreatedAt)}
-	for _, ref := range refs {
-		if int(ce.nrefs) == len(ce.refs) {
-			break
+	if old, exists := r.cold[id]; exists {
+		// Rejected again: keep its place and references, refresh its age.
+		old.at = now.Unix()
+		r.cold[id] = old
+	} else {
+		ce := coldEntry{at: now.Unix(), createdAt: int64(ev.CreatedAt)}
+		for _, ref := range refs {
+			if len(ce.refs) == MaxRejectedRefs {
+				break
+			}
+			h := r.refHash(ref)
+			if !slices.Contains(ce.refs, h) {
+				ce.refs = append(ce.refs, h)
+			}
 		}
-		ce.refs[ce.nrefs] = r.refHash(ref)
-		ce.nrefs++
-	}
-	if _, exists := r.cold[id]; !exists {
 		r.order = append(r.order, id)
-		for i := 0; i < int(ce.nrefs); i++ {
-			r.byRef[ce.refs[i]] = append(r.byRef[ce.refs[i]], id)
+		for _, h := range ce.refs {
+			r.byRef[h] = append(r.byRef[h], id)
 		}
+		r.cold[id] = ce
 	}
-	r.cold[id] = ce
 	if r.cfg.HotMax > 0 {
 		if _, exists := r.hot[id]; !exists {
 			r.hotOrder = append(r.hotOrder, id)
@@ -170,8 +180,8 @@ func (r *RejectedIndex) removeLocked(id [32]byte) {
 	delete(r.hot, id)
 	delete(r.cold, id)
 	if ok {
-		for i := 0; i < int(ce.nrefs); i++ {
-			ids := r.byRef[ce.refs[i]]
+		for _, h := range ce.refs {
+			ids := r.byRef[h]
 			for j, x := range ids {
 				if x == id {
 					ids = append(ids[:j], ids[j+1:]...)
@@ -179,9 +189,9 @@ func (r *RejectedIndex) removeLocked(id [32]byte) {
 				}
 			}
 			if len(ids) == 0 {
-				delete(r.byRef, ce.refs[i])
+				delete(r.byRef, h)
 			} else {
-				r.byRef[ce.refs[i]] = ids
+				r.byRef[h] = ids
 			}
 		}
 	}

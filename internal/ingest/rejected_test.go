@@ -1,12 +1,18 @@
 package ingest
 
 import (
+	"context"
 	"fmt"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestRejectedIndex(t *testing.T) {
@@ -105,5 +111,134 @@ func TestRejectedAfterDependencyAcceptedRetriesOnce(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	if r.Add(other) {
 		t.Fatal("retried for an acceptance older than the hot TTL")
+	}
+}
+
+// rejectFirst is a Publisher that refuses each event the first time it is
+// published ("blocked: ..."), as a GRASP relay refuses an event whose
+// dependency it does not hold yet, and accepts it after that.
+type rejectFirst struct {
+	mu   sync.Mutex
+	seen map[string]int
+	pub  chan string // ids, in publish order
+}
+
+func newRejectFirst() *rejectFirst {
+	return &rejectFirst{seen: map[string]int{}, pub: make(chan string, 64)}
+}
+
+func (p *rejectFirst) Publish(_ context.Context, ev *nostr.Event) (publish.Result, error) {
+	p.mu.Lock()
+	p.seen[ev.ID]++
+	n := p.seen[ev.ID]
+	p.mu.Unlock()
+	p.pub <- ev.ID
+	if n == 1 {
+		return publish.Result{ID: ev.ID, Outcome: publish.Rejected, Reason: "blocked: no accepted announcement"}, nil
+	}
+	return publish.Result{ID: ev.ID, Outcome: publish.Accepted}, nil
+}
+
+func (p *rejectFirst) Submit(ctx context.Context, ev *nostr.Event, done func(publish.Result)) error {
+	r, err := p.Publish(ctx, ev)
+	if err == nil {
+		done(r)
+	}
+	return err
+}
+
+// next waits for the next publish.
+func (p *rejectFirst) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case id := <-p.pub:
+		return id
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing published")
+		return ""
+	}
+}
+
+func runRejectFirst(t *testing.T) (*Handler, *rejectFirst) {
+	t.Helper()
+	pub := newRejectFirst()
+	cfg := DefaultConfig()
+	cfg.QueueLen = 64
+	h, err := New(cfg, Deps{Publisher: pub, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h, pub
+}
+
+// TestRejectedInvalidatedByThirdATag: a patch tagging three repositories is
+// refused; the announcement of the third being accepted brings it back.
+func TestRejectedInvalidatedByThirdATag(t *testing.T) {
+	h, pub := runRejectFirst(t)
+	owner := nostr.GeneratePrivateKey()
+	ownerPK, _ := nostr.GetPublicKey(owner)
+	refs := []string{nip34.RepoRef(ownerPK, "one"), nip34.RepoRef(ownerPK, "two"), nip34.RepoRef(ownerPK, "three")}
+	patch := signed(t, nostr.Event{Kind: nip34.KindPatch, CreatedAt: 1700000000, Content: "patch",
+		Tags: nostr.Tags{{"a", refs[0]}, {"a", refs[1]}, {"a", refs[2]}, {"t", "root"}}})
+	ctx := context.Background()
+	if err := h.Handle(ctx, Incoming{Event: patch, Relay: "ws://r"}); err != nil {
+		t.Fatal(err)
+	}
+	if id := pub.next(t); id != patch.ID {
+		t.Fatalf("published %s first, want the patch", id)
+	}
+	waitRejected(t, h, patch.ID)
+
+	ann := &nostr.Event{Kind: nip34.KindRepoAnnouncement, CreatedAt: 1700000001, Tags: nostr.Tags{{"d", "three"}}}
+	if err := ann.Sign(owner); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle(ann, publish.Result{ID: ann.ID, Outcome: publish.Accepted})
+	if id := pub.next(t); id != patch.ID {
+		t.Fatalf("published %s, want the patch again", id)
+	}
+}
+
+// TestRejectedInvalidatedByRootOnOwnRelay: a comment refused for want of
+// its root comes back when another client posts the root to the own relay
+// (seen through the self-subscription, not through our publishes).
+func TestRejectedInvalidatedByRootOnOwnRelay(t *testing.T) {
+	h, pub := runRejectFirst(t)
+	root := signed(t, nostr.Event{Kind: nip34.KindIssue, CreatedAt: 1700000000, Content: "issue",
+		Tags: nostr.Tags{{"a", nip34.RepoRef(strings.Repeat("a", 64), "repo")}}})
+	comment := signed(t, nostr.Event{Kind: nip34.KindComment, CreatedAt: 1700000001, Content: "reply",
+		Tags: nostr.Tags{{"E", root.ID}, {"e", root.ID}}})
+	ctx := context.Background()
+	if err := h.Handle(ctx, Incoming{Event: comment, Relay: "ws://r"}); err != nil {
+		t.Fatal(err)
+	}
+	if id := pub.next(t); id != comment.ID {
+		t.Fatalf("published %s first, want the comment", id)
+	}
+	waitRejected(t, h, comment.ID)
+
+	h.OnOwnRelay(root)
+	if id := pub.next(t); id != comment.ID {
+		t.Fatalf("published %s, want the comment again", id)
+	}
+	if h.Rejected().Has(comment.ID) {
+		t.Fatal("comment still in the RejectedIndex")
+	}
+}
+
+// waitRejected waits until id is in the RejectedIndex (its OK is settled
+// after the publish returns).
+func waitRejected(t *testing.T, h *Handler, id string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.Rejected().Has(id) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never entered the RejectedIndex", id)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
