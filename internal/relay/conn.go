@@ -28,6 +28,9 @@ var (
 	// ErrNoChallenge is returned by Authenticate before the relay sent an
 	// AUTH challenge.
 	ErrNoChallenge = errors.New("relay sent no AUTH challenge")
+	// ErrAuthRefused is returned by Authenticate, wrapped in an
+	// AuthRefusedError, when the relay answered the AUTH event with OK false.
+	ErrAuthRefused = errors.New("relay refused AUTH")
 	// ErrNotWebsocket marks a dial that reached an HTTP server which did not
 	// upgrade to a websocket: a hard failure, not worth quick retries.
 	ErrNotWebsocket = errors.New("not a websocket endpoint")
@@ -523,10 +526,23 @@ func (c *Conn) Authenticate(ctx context.Context, sign func(*nostr.Event) error) 
 		return r.Err
 	}
 	if !r.OK {
-		return fmt.Errorf("relay refused AUTH: %s", r.Reason)
+		return &AuthRefusedError{Reason: r.Reason}
 	}
 	return nil
 }
+
+// AuthRefusedError is Authenticate's error when the relay refused the AUTH
+// event; errors.Is(err, ErrAuthRefused) holds for it.
+type AuthRefusedError struct {
+	// Reason is the message of the relay's OK false.
+	Reason string
+}
+
+// Error is "relay refused AUTH: <reason>".
+func (e *AuthRefusedError) Error() string { return ErrAuthRefused.Error() + ": " + e.Reason }
+
+// Unwrap returns ErrAuthRefused.
+func (e *AuthRefusedError) Unwrap() error { return ErrAuthRefused }
 
 // NegOpen registers a negentropy session and sends NEG-OPEN. The returned
 // channel receives the relay's NEG-MSG / NEG-ERR for subID and any NOTICE it
