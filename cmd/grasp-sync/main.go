@@ -19,11 +19,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
 
-// extraCommands are appended to the app's commands. Files that add commands
-// (demo.go's demoCommand) register them here from init, so main.go needs no
-// edit when they appear.
-var extraCommands []*cli.Command
-
 func main() {
 	os.Exit(newEnv().main(os.Args))
 }
@@ -70,7 +65,6 @@ func (e *env) app() *cli.App {
 		e.statusCommand(),
 		e.versionCommand(),
 	}
-	cmds = append(cmds, extraCommands...)
 	return &cli.App{
 		Name:      "grasp-sync",
 		Usage:     "sync sidecar for Nostr git relays (NIP-34 / GRASP)",

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
@@ -342,17 +341,6 @@ func TestVersionCommand(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("version output lacks %q:\n%s", want, out)
 		}
-	}
-}
-
-func TestExtraCommandsAreRegistered(t *testing.T) {
-	saved := extraCommands
-	defer func() { extraCommands = saved }()
-	ran := false
-	extraCommands = append(extraCommands, &cli.Command{Name: "demo-test", Action: func(*cli.Context) error { ran = true; return nil }})
-	h := newHarness(t)
-	if c := h.run("demo-test"); c != 0 || !ran {
-		t.Fatalf("extra command: exit %d ran %v", c, ran)
 	}
 }
 

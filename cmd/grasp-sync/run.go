@@ -14,6 +14,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
+	"github.com/grasp-sync/grasp-sync/internal/profiling"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
@@ -39,16 +40,25 @@ func (e *env) runCommand() *cli.Command {
 		Description: "Connects to the own relay, discovers the repositories it hosts, syncs their events\n" +
 			"from other relays and publishes them into it. SIGTERM/SIGINT shut down gracefully;\n" +
 			"a second signal exits at once.",
-		Flags:  config.Flags(),
+		Flags: append(config.Flags(),
+			// The end-to-end benchmark profiles the sidecar it measures.
+			&cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a Go CPU profile to this file until exit"},
+			&cli.StringFlag{Name: "memprofile", Hidden: true, Usage: "write a Go heap profile to this file at exit, and one taken near the highest heap to FILE.peak"},
+		),
 		Action: e.runAction,
 	}
 }
 
-func (e *env) runAction(c *cli.Context) error {
+func (e *env) runAction(c *cli.Context) (err error) {
 	cfg, err := config.FromCLI(c)
 	if err != nil {
 		return err
 	}
+	stopProfiling, err := profiling.Start(c.String("cpuprofile"), c.String("memprofile"), e.stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfiling()) }()
 	log, err := newLogger(cfg.Log, e.stderr)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -101,7 +102,7 @@ func fetchStatus(ctx context.Context, u string) ([]byte, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrStatusUnavailable, u, oneLine(rootCause(err)))
+		return nil, fmt.Errorf("%w: %s: %s", ErrStatusUnavailable, u, oneLineCause(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -180,4 +181,14 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 	}
 	fmt.Fprintln(w, "\nREPOS and ROOTS are confirmed/total (total = confirmed + pending).")
 	return nil
+}
+
+// oneLineCause is err on one line, without the url.Error layers that only
+// repeat the URL.
+func oneLineCause(err error) string {
+	var ue *url.Error
+	for errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

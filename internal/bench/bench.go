@@ -1,4 +1,4 @@
-// Package bench is the end-to-end benchmark behind `grasp-sync bench`.
+// Package bench is the end-to-end benchmark behind `grasp-sync-demo bench`.
 //
 // On 127.0.0.1 only, it starts R remote khatru relays (harness relays:
 // NIP-77 on, strfry-like REQ cap of 500) holding a generated universe of N
@@ -55,6 +55,25 @@ var Profiles = map[string]Profile{
 	"medium":    {Name: "medium", Events: 100_000, Relays: 10, Repos: 2_000},
 	"large":     {Name: "large", Events: 1_000_000, Relays: 20, Repos: 10_000},
 	"one-relay": {Name: "one-relay", Events: 100_000, Relays: 1, Repos: 2_000},
+}
+
+// Resized returns p with the given sizes in place of its own (zero keeps
+// a size), named "<name>-custom" when anything changed.
+func (p Profile) Resized(events, relays, repos int) Profile {
+	q := p
+	if events > 0 {
+		q.Events = events
+	}
+	if relays > 0 {
+		q.Relays = relays
+	}
+	if repos > 0 {
+		q.Repos = repos
+	}
+	if q != p {
+		q.Name = p.Name + "-custom"
+	}
+	return q
 }
 
 // ProfileNames returns the names of Profiles, sorted by size.
@@ -123,8 +142,8 @@ type Options struct {
 	// "--limits.relay-event-rate=100000").
 	SidecarArgs []string
 	// CPUProfile, when set, makes the sidecar run write a Go CPU profile to
-	// this file (the sidecar is started as `grasp-sync bench sidecar
-	// --cpuprofile FILE` instead of `grasp-sync run`).
+	// this file (the sidecar is started as `grasp-sync run --cpuprofile
+	// FILE`).
 	CPUProfile string
 	// MemProfile, when set, makes the sidecar run write Go heap profiles:
 	// MemProfile (live heap at exit, and allocations) and MemProfile.peak

@@ -4,26 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
-// buildBinary builds the grasp-sync executable the sidecar runs use (always
-// without the race detector: it is a separate process being measured).
+// buildBinary builds the grasp-sync executable the sidecar runs use.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "grasp-sync")
-	goTool, err := exec.LookPath("go")
+	bin, err := BuildBinary(context.Background(), t.TempDir())
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/grasp-sync/grasp-sync/cmd/grasp-sync")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build grasp-sync: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

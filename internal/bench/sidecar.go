@@ -48,17 +48,19 @@ func sidecarArgs(opts Options, ownURL, listen string, negentropy bool) []string 
 	return append(args, opts.SidecarArgs...)
 }
 
-// startSidecar starts grasp-sync against ownURL. With a profile path set it
-// runs `grasp-sync bench sidecar --cpuprofile FILE --memprofile FILE` (the
-// run command while profiling) instead of `grasp-sync run`.
+// startSidecar starts `grasp-sync run` against ownURL, with the hidden
+// --cpuprofile/--memprofile flags when a profile path is set.
 func startSidecar(opts Options, name, ownURL string, negentropy bool, cpuProfile, memProfile string) (*proc, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"run"}
-	if cpuProfile != "" || memProfile != "" {
-		args = []string{"bench", "sidecar", "--cpuprofile", cpuProfile, "--memprofile", memProfile}
+	if cpuProfile != "" {
+		args = append(args, "--cpuprofile", cpuProfile)
+	}
+	if memProfile != "" {
+		args = append(args, "--memprofile", memProfile)
 	}
 	args = append(args, sidecarArgs(opts, ownURL, listen, negentropy)...)
 	logf, err := os.Create(filepath.Join(opts.WorkDir, name+".log"))

@@ -35,7 +35,7 @@ type Options struct {
 	Log *zap.Logger
 }
 
-// DefaultOptions are the options of `grasp-sync demo`.
+// DefaultOptions are the defaults of `grasp-sync-demo` (its demo command).
 func DefaultOptions() Options {
 	return Options{Repos: 4, Timeout: 50 * time.Second, Progress: 500 * time.Millisecond}
 }

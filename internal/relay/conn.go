@@ -25,6 +25,9 @@ var (
 	// ErrNoChallenge is returned by Authenticate before the relay sent an
 	// AUTH challenge.
 	ErrNoChallenge = errors.New("relay sent no AUTH challenge")
+	// ErrAuthRefused is returned by Authenticate, wrapped in an
+	// AuthRefusedError, when the relay answered the AUTH event with OK false.
+	ErrAuthRefused = errors.New("relay refused AUTH")
 	// ErrNotWebsocket marks a dial that reached an HTTP server which did not
 	// upgrade to a websocket: a hard failure, not worth quick retries.
 	ErrNotWebsocket = errors.New("not a websocket endpoint")

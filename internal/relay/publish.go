@@ -110,7 +110,20 @@ func (c *Conn) Authenticate(ctx context.Context, sign func(*nostr.Event) error) 
 		return r.Err
 	}
 	if !r.OK {
-		return fmt.Errorf("relay refused AUTH: %s", r.Reason)
+		return &AuthRefusedError{Reason: r.Reason}
 	}
 	return nil
 }
+
+// AuthRefusedError is Authenticate's error when the relay refused the AUTH
+// event; errors.Is(err, ErrAuthRefused) holds for it.
+type AuthRefusedError struct {
+	// Reason is the message of the relay's OK false.
+	Reason string
+}
+
+// Error is "relay refused AUTH: <reason>".
+func (e *AuthRefusedError) Error() string { return ErrAuthRefused.Error() + ": " + e.Reason }
+
+// Unwrap returns ErrAuthRefused.
+func (e *AuthRefusedError) Unwrap() error { return ErrAuthRefused }

@@ -8,16 +8,15 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/demo"
 )
 
-func init() { extraCommands = append(extraCommands, demoCommand()) }
-
 // demoCommand runs the sidecar against in-process relays on 127.0.0.1.
 func demoCommand() *cli.Command {
+	def := demo.DefaultOptions()
 	return &cli.Command{
 		Name:  "demo",
-		Usage: "sync seeded NIP-34 repositories between in-process relays on 127.0.0.1 and print what happened",
+		Usage: "sync seeded NIP-34 repositories between in-process relays on 127.0.0.1 and print what happened (default command)",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "repos", Value: demo.DefaultOptions().Repos, Usage: "repositories to seed on the remote relays"},
-			&cli.DurationFlag{Name: "timeout", Value: demo.DefaultOptions().Timeout, Usage: "give up after this long"},
+			&cli.IntFlag{Name: "repos", Value: def.Repos, Usage: "repositories to seed on the remote relays"},
+			&cli.DurationFlag{Name: "timeout", Value: def.Timeout, Usage: "give up after this long"},
 		},
 		Action: func(c *cli.Context) error {
 			opts := demo.DefaultOptions()
