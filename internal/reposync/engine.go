@@ -55,10 +55,11 @@ type Config struct {
 	Trusted    TrustedConfig
 }
 
-// DefaultConfig returns the design's defaults (DESIGN.md §4).
+// DefaultConfig returns the design's defaults (DESIGN.md §4). The tick is
+// the health tracker's and the connect timeout the relay package's.
 func DefaultConfig() Config {
 	return Config{
-		SelfKinds:                []int{30617, 30618, 1617, 1618, 1619, 1621},
+		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
@@ -70,8 +71,8 @@ func DefaultConfig() Config {
 		EmptyRelayCheck:          60 * time.Second,
 		PageSize:                 500,
 		EOSETimeout:              60 * time.Second,
-		Tick:                     2 * time.Second,
-		ConnectTimeout:           5 * time.Second,
+		Tick:                     health.DefaultConfig().Tick,
+		ConnectTimeout:           relay.DefaultConnectTimeout,
 		OwnReconnectMax:          30 * time.Second,
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
