@@ -10,11 +10,20 @@
 // flag table, the environment names, CONFIGURATION.md and the reference
 // grasp-sync.example.yml are all derived from it (see Settings).
 //
-// The package imports no engine package, so every engine package may import it.
+// Defaults are not written here: Default copies each engine package's own
+// (DefaultConfig, DefaultOptions), so no engine package may import config.
 package config
 
 import (
+	"slices"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
 // Config is the whole configuration of a grasp-sync process.
@@ -172,7 +181,19 @@ const MiB = 1 << 20
 
 // Default returns the configuration with every default filled in. OwnRelay
 // is empty and must be set before Validate succeeds.
+//
+// Each engine package owns the defaults of the settings it reads (its
+// DefaultConfig or DefaultOptions); Default copies them, so every number is
+// written once. Only settings no engine reads (the HTTP surface, shutdown,
+// logging, the dial allow list, whether purgatory runs) are defined here.
 func Default() *Config {
+	ropts := relay.DefaultOptions()
+	sync := reposync.DefaultConfig()
+	nopts := sync.Negentropy.Options
+	hcfg := health.DefaultConfig()
+	pub := publish.DefaultConfig()
+	purg := purgatory.DefaultConfig()
+	in := ingest.DefaultConfig()
 	return &Config{
 		BootstrapRelays: []string{},
 		TrustedRelays:   []string{},
@@ -181,88 +202,88 @@ func Default() *Config {
 		Log:             Log{Level: "info", Format: "json"},
 		Dial:            Dial{Allow: []string{}},
 		Relay: Relay{
-			MaxMessageBytes: 4 * MiB,
-			WriteTimeout:    10 * time.Second,
-			PingInterval:    30 * time.Second,
-			PongTimeout:     60 * time.Second,
-			ConnectTimeout:  5 * time.Second,
+			MaxMessageBytes: int(ropts.MaxMessageBytes),
+			WriteTimeout:    ropts.WriteTimeout,
+			PingInterval:    ropts.PingInterval,
+			PongTimeout:     ropts.PongTimeout,
+			ConnectTimeout:  relay.DefaultConnectTimeout,
 		},
 		Sync: Sync{
-			SelfKinds:              []int{30617, 30618, 1617, 1618, 1619, 1621},
-			BatchWindow:            5 * time.Second,
-			QuickReconnectWindow:   15 * time.Minute,
-			SinceBuffer:            15 * time.Minute,
-			ValuesPerFilter:        100,
-			ConsolidationThreshold: 70,
-			ConsolidationWait:      30 * time.Second,
-			FullResyncMin:          23 * time.Hour,
-			FullResyncMax:          25 * time.Hour,
-			EmptyRelayCheck:        60 * time.Second,
-			PageSize:               500,
-			EOSETimeout:            60 * time.Second,
-			VerifyWorkers:          0,
+			SelfKinds:              slices.Clone(sync.SelfKinds),
+			BatchWindow:            sync.BatchWindow,
+			QuickReconnectWindow:   sync.QuickReconnectWindow,
+			SinceBuffer:            sync.SinceBuffer,
+			ValuesPerFilter:        sync.ValuesPerFilter,
+			ConsolidationThreshold: sync.ConsolidationThreshold,
+			ConsolidationWait:      sync.ConsolidationWait,
+			FullResyncMin:          sync.FullResyncMin,
+			FullResyncMax:          sync.FullResyncMax,
+			EmptyRelayCheck:        sync.EmptyRelayCheck,
+			PageSize:               sync.PageSize,
+			EOSETimeout:            sync.EOSETimeout,
+			VerifyWorkers:          in.Workers,
 		},
 		Health: Health{
-			BackoffBase:               5 * time.Second,
-			BackoffMax:                time.Hour,
-			DeadAfter:                 24 * time.Hour,
-			DeadRetry:                 24 * time.Hour,
-			RateLimitCooldown:         65 * time.Second,
-			StabilityPeriod:           5 * time.Minute,
-			Tick:                      2 * time.Second,
-			NaughtyPeriod:             12 * time.Hour,
-			Jitter:                    0.2,
-			DefaultSubscriptionBudget: 20,
+			BackoffBase:               hcfg.BackoffBase,
+			BackoffMax:                hcfg.BackoffMax,
+			DeadAfter:                 hcfg.DeadAfter,
+			DeadRetry:                 hcfg.DeadRetryInterval,
+			RateLimitCooldown:         hcfg.RateLimitCooldown,
+			StabilityPeriod:           hcfg.StabilityPeriod,
+			Tick:                      hcfg.Tick,
+			NaughtyPeriod:             hcfg.NaughtyPeriod,
+			Jitter:                    hcfg.JitterFraction,
+			DefaultSubscriptionBudget: hcfg.DefaultSubscriptionBudget,
 		},
 		Publisher: Publisher{
-			Window:    200,
-			OKTimeout: 15 * time.Second,
-			RetryBase: time.Second,
-			RetryMax:  60 * time.Second,
-			QueueSize: 100000,
+			Window:    pub.Window,
+			OKTimeout: pub.OKTimeout,
+			RetryBase: pub.RetryBase,
+			RetryMax:  pub.RetryMax,
+			QueueSize: pub.QueueSize,
 		},
 		Purgatory: Purgatory{
 			Enabled:                 true,
-			Loop:                    time.Second,
-			SyncedDelay:             500 * time.Millisecond,
-			OwnRelayDelay:           3 * time.Minute,
-			Backoff:                 []time.Duration{20 * time.Second, 40 * time.Second, 80 * time.Second, 120 * time.Second},
-			Expiry:                  30 * time.Minute,
-			DomainConcurrency:       5,
-			DomainRequestsPerWindow: 30,
-			DomainWindow:            time.Minute,
-			GitTimeout:              2 * time.Minute,
-			CreateMissingRepos:      false,
-			MaxEntries:              10000,
+			Loop:                    purg.Loop,
+			SyncedDelay:             purg.SyncedDelay,
+			OwnRelayDelay:           purg.OwnRelayDelay,
+			Backoff:                 slices.Clone(purg.Backoff),
+			Expiry:                  purg.Expiry,
+			DomainConcurrency:       purg.DomainConcurrency,
+			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
+			DomainWindow:            purg.DomainWindow,
+			GitTimeout:              purg.GitCommandTimeout,
+			CreateMissingRepos:      purg.CreateMissingRepos,
+			MaxEntries:              purg.MaxEntries,
 		},
 		Negentropy: Negentropy{
-			Enabled:         true,
-			FrameLimit:      60000,
-			InitialTimeout:  10 * time.Second,
-			IdleTimeout:     30 * time.Second,
-			FetchBatch:      500,
-			SupportCacheTTL: 24 * time.Hour,
+			Enabled:         sync.Negentropy.Enabled,
+			FrameLimit:      nopts.FrameLimit,
+			InitialTimeout:  nopts.InitialTimeout,
+			IdleTimeout:     nopts.IdleTimeout,
+			FetchBatch:      sync.Negentropy.FetchBatch,
+			SupportCacheTTL: sync.Negentropy.SupportTTL,
 		},
 		Trusted: Trusted{
-			Interval:          10 * time.Minute,
-			Lookback:          168 * time.Hour,
-			MaxEventsPerCycle: 50000,
+			Interval:          sync.Trusted.Interval,
+			Lookback:          sync.Trusted.Lookback,
+			MaxEventsPerCycle: sync.Trusted.MaxEventsPerCycle,
 		},
 		Rejected: Rejected{
-			HotTTL:  2 * time.Minute,
-			HotMax:  10000,
-			ColdTTL: 168 * time.Hour,
-			ColdMax: 1000000,
+			HotTTL:  in.Rejected.HotTTL,
+			HotMax:  in.Rejected.HotMax,
+			ColdTTL: in.Rejected.ColdTTL,
+			ColdMax: in.Rejected.ColdMax,
 		},
 		Limits: Limits{
-			MaxEventBytes:            262144,
-			MaxEventTags:             2000,
-			MaxRelaysPerAnnouncement: 20,
-			MaxTrackedRelays:         500,
-			MaxRepositories:          50000,
-			RelayEventRate:           2000,
-			RelayQueue:               10000,
-			RelayQueueBytes:          32 * MiB,
+			MaxEventBytes:            in.MaxEventBytes,
+			MaxEventTags:             in.MaxEventTags,
+			MaxRelaysPerAnnouncement: sync.MaxRelaysPerAnnouncement,
+			MaxTrackedRelays:         sync.MaxTrackedRelays,
+			MaxRepositories:          sync.MaxRepositories,
+			RelayEventRate:           in.RelayRate,
+			RelayQueue:               in.RelayQueue,
+			RelayQueueBytes:          in.RelayQueueBytes,
 		},
 	}
 }

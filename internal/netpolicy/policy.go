@@ -43,6 +43,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // ErrRefused is wrapped by every refusal (a *RefusedError).
@@ -114,7 +115,8 @@ type Options struct {
 	// address (tests use it to prove nothing else is ever dialled). The
 	// default is a net.Dialer whose Control function re-checks the peer.
 	Dial DialFunc
-	// DialTimeout bounds one connect of the default dialer (default 10s).
+	// DialTimeout bounds one connect of the default dialer (default
+	// relay.DefaultConnectTimeout, as the configuration's connect_timeout).
 	DialTimeout time.Duration
 	// RememberMax bounds the refused destinations remembered so that each
 	// is logged once (default 4096; when full, further refusals are
@@ -178,7 +180,7 @@ func New(opts Options) (*Policy, error) {
 	}
 	timeout := opts.DialTimeout
 	if timeout <= 0 {
-		timeout = 10 * time.Second
+		timeout = relay.DefaultConnectTimeout
 	}
 	p.strict = &net.Dialer{Timeout: timeout, ControlContext: p.control}
 	p.plain = &net.Dialer{Timeout: timeout}

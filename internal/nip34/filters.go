@@ -21,7 +21,10 @@ const (
 	KindComment          = 1111
 )
 
-// DefaultValuesPerFilter is how many tag values one filter carries.
+// DefaultValuesPerFilter is how many tag values one filter carries by
+// default (sync.values_per_filter). The functions below fall back to it
+// only for perFilter <= 0; the sync engine always passes its configured
+// value.
 const DefaultValuesPerFilter = 100
 
 // Layer1 is the announcement filter: kinds 30617 and 30618, with since when

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -31,7 +33,8 @@ type Config struct {
 	// AuthTimeout bounds one NIP-42 attempt: waiting for the relay's
 	// challenge and for the OK of the AUTH event. Default 10s.
 	AuthTimeout time.Duration
-	// DialTimeout bounds one connection attempt. Default 5s.
+	// DialTimeout bounds one connection attempt. Default
+	// relay.DefaultConnectTimeout (5s).
 	DialTimeout time.Duration
 }
 
@@ -45,7 +48,7 @@ func DefaultConfig() Config {
 		RetryMax:    60 * time.Second,
 		QueueSize:   100000,
 		AuthTimeout: 10 * time.Second,
-		DialTimeout: 5 * time.Second,
+		DialTimeout: relay.DefaultConnectTimeout,
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -76,8 +78,8 @@ func DefaultConfig() Config {
 		DomainConcurrency:       5,
 		DomainRequestsPerWindow: 30,
 		DomainWindow:            time.Minute,
-		GitCommandTimeout:       2 * time.Minute,
-		GitOutputCap:            16 << 20,
+		GitCommandTimeout:       gitx.DefaultTimeout,
+		GitOutputCap:            gitx.DefaultOutputCap,
 		MaxEntries:              10000,
 		MaxAnnouncements:        50000,
 		MaxCloneURLs:            32,

@@ -61,8 +61,8 @@ func (e *HandshakeError) Is(target error) bool { return target == ErrNotWebsocke
 // Unwrap returns the websocket library's error.
 func (e *HandshakeError) Unwrap() error { return e.Err }
 
-// Options configure a connection. The zero value is not useful; start from
-// DefaultOptions.
+// Options configure a connection. Dial requires every bound (it applies
+// no defaults of its own); start from DefaultOptions.
 type Options struct {
 	// MaxMessageBytes bounds one inbound frame. strfry sends NEG-MSG frames
 	// near 1 MiB, so keep it at least that.
@@ -103,6 +103,11 @@ type Options struct {
 	BeforeRequest func(ctx context.Context) error
 }
 
+// DefaultConnectTimeout bounds establishing one connection (the
+// configuration's relay.connect_timeout); callers apply it to the context
+// they give Dial.
+const DefaultConnectTimeout = 5 * time.Second
+
 // DefaultOptions returns the defaults documented on Options.
 func DefaultOptions() Options {
 	return Options{
@@ -113,6 +118,26 @@ func DefaultOptions() Options {
 		SubscriptionBuffer: 256,
 		Header:             http.Header{"User-Agent": {"grasp-sync"}},
 	}
+}
+
+// validate requires every bound of the connection: Dial applies no
+// defaults of its own (start from DefaultOptions). A nil Header sends none.
+func (o Options) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxMessageBytes", o.MaxMessageBytes},
+		{"WriteTimeout", int64(o.WriteTimeout)},
+		{"PingInterval", int64(o.PingInterval)},
+		{"PongTimeout", int64(o.PongTimeout)},
+		{"SubscriptionBuffer", int64(o.SubscriptionBuffer)},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("relay: Options.%s must be positive, got %d", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // MsgType tells what a SubMsg carries.
@@ -199,24 +224,8 @@ type Conn struct {
 
 // Dial connects to url. ctx bounds the handshake only.
 func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
-	def := DefaultOptions()
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = def.MaxMessageBytes
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = def.WriteTimeout
-	}
-	if opts.PingInterval <= 0 {
-		opts.PingInterval = def.PingInterval
-	}
-	if opts.PongTimeout <= 0 {
-		opts.PongTimeout = def.PongTimeout
-	}
-	if opts.SubscriptionBuffer <= 0 {
-		opts.SubscriptionBuffer = def.SubscriptionBuffer
-	}
-	if opts.Header == nil {
-		opts.Header = def.Header
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {

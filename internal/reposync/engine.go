@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -54,14 +55,15 @@ type Config struct {
 	Trusted    TrustedConfig
 }
 
-// DefaultConfig returns the design's defaults (DESIGN.md §4).
+// DefaultConfig returns the design's defaults (DESIGN.md §4). The tick is
+// the health tracker's and the connect timeout the relay package's.
 func DefaultConfig() Config {
 	return Config{
-		SelfKinds:                []int{30617, 30618, 1617, 1618, 1619, 1621},
+		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
-		ValuesPerFilter:          100,
+		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
 		ConsolidationThreshold:   70,
 		ConsolidationWait:        30 * time.Second,
 		FullResyncMin:            23 * time.Hour,
@@ -69,8 +71,8 @@ func DefaultConfig() Config {
 		EmptyRelayCheck:          60 * time.Second,
 		PageSize:                 500,
 		EOSETimeout:              60 * time.Second,
-		Tick:                     2 * time.Second,
-		ConnectTimeout:           5 * time.Second,
+		Tick:                     health.DefaultConfig().Tick,
+		ConnectTimeout:           relay.DefaultConnectTimeout,
 		OwnReconnectMax:          30 * time.Second,
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
@@ -78,6 +80,24 @@ func DefaultConfig() Config {
 		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour},
 		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
+}
+
+// validate requires the settings that have no meaningful zero value and
+// that no code path falls back for: each engine setting comes from the
+// caller (DefaultConfig, or the sidecar's mapping of the configuration).
+func (c Config) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"ValuesPerFilter", c.ValuesPerFilter},
+		{"PageSize", c.PageSize},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("reposync: %s must be positive, got %d", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // progressLogInterval is how often a relay's ongoing historic sync is logged.
@@ -207,6 +227,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	if d.Health == nil || d.Dial == nil || d.DialOwn == nil || d.Ingest == nil || d.Registry == nil {
 		return nil, errors.New("reposync: Health, Dial, DialOwn, Ingest and Registry are required")
 	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	m, err := newMetrics(d.Registry)
 	if err != nil {
 		return nil, err
@@ -230,7 +253,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
-		}, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
+		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
 		if err != nil {
 			return nil, err

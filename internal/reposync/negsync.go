@@ -22,7 +22,8 @@ import (
 type NegConfig struct {
 	Enabled bool
 	Options neg.Options
-	// FetchBatch is how many ids one fetching REQ asks for.
+	// FetchBatch is how many ids one fetching REQ asks for; required
+	// (positive).
 	FetchBatch int
 	// SupportTTL is how long a relay's NIP-77 support is remembered.
 	SupportTTL time.Duration
@@ -131,15 +132,15 @@ type supportEntry struct {
 
 // NewNegSyncer builds a NegSyncer.
 func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Registerer, log *zap.Logger, now func() time.Time) (*NegSyncer, error) {
+	if cfg.FetchBatch <= 0 {
+		return nil, fmt.Errorf("reposync: Negentropy.FetchBatch must be positive, got %d", cfg.FetchBatch)
+	}
 	m, err := newNegMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	if now == nil {
 		now = time.Now
-	}
-	if cfg.FetchBatch <= 0 {
-		cfg.FetchBatch = 500
 	}
 	return &NegSyncer{cfg: cfg, pager: pager, local: local, m: m, log: log, now: now,
 		support: map[string]supportEntry{}, warned: map[string]bool{}}, nil

@@ -30,17 +30,20 @@ type OwnLocalSet struct {
 	pager *Pager
 	mark  func(ev *nostr.Event)
 	log   *zap.Logger
+	// perFilter is the tag values per fill filter (sync.values_per_filter).
+	perFilter int
 
 	mu     sync.Mutex // serialises fills
 	conn   *relay.Conn
 	filled map[string]bool // "L1", repo refs, root ids, or a filter's JSON
 }
 
-// NewOwnLocalSet builds the local set. mark is told of every event read
-// from the own relay (the dedupe set learns them).
-func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
+// NewOwnLocalSet builds the local set. Fill filters carry valuesPerFilter
+// tag values each and are paged by pageSize. mark is told of every event
+// read from the own relay (the dedupe set learns them).
+func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), valuesPerFilter, pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
 	return &OwnLocalSet{
-		idx: idx, extra: extra, dial: dial, mark: mark, log: log,
+		idx: idx, extra: extra, dial: dial, mark: mark, log: log, perFilter: valuesPerFilter,
 		pager:  &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
 		filled: map[string]bool{},
 	}
@@ -65,17 +68,21 @@ func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
 // FillItems reads the own relay's events for Layer 1 (when l1) and for the
 // given repositories and root events into the index.
 func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []string) error {
-	var fs []nostr.Filter
-	if l1 {
-		fs = append(fs, nip34.Layer1(nil))
-	}
-	fs = append(fs, nip34.Layers23(repos, roots, nip34.DefaultValuesPerFilter, nil)...)
-	for _, f := range fs {
+	for _, f := range o.fillFilters(l1, repos, roots) {
 		if err := o.EnsureFilled(ctx, f); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fillFilters are the own-relay filters FillItems reads.
+func (o *OwnLocalSet) fillFilters(l1 bool, repos, roots []string) []nostr.Filter {
+	var fs []nostr.Filter
+	if l1 {
+		fs = append(fs, nip34.Layer1(nil))
+	}
+	return append(fs, nip34.Layers23(repos, roots, o.perFilter, nil)...)
 }
 
 // EnsureFilled implements LocalSet.
@@ -138,7 +145,7 @@ func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 			if len(keys) == 0 {
 				return nil, nil
 			}
-			return keys, nip34.Layers23(repos, roots, nip34.DefaultValuesPerFilter, nil)
+			return keys, nip34.Layers23(repos, roots, o.perFilter, nil)
 		}
 	}
 	key := filterKey(f)

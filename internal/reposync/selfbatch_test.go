@@ -12,12 +12,20 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func newBareEngine(t *testing.T) *Engine {
+	t.Helper()
+	return newBareEngineWith(t, DefaultConfig(), nil)
+}
+
+// newBareEngineWith is newBareEngine with cfg and, when local is set, a
+// LocalIndex (so the engine builds its own-relay local set).
+func newBareEngineWith(t *testing.T, cfg Config, local *localindex.Index) *Engine {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	ht, err := health.New(health.DefaultConfig(), health.NewManualClock(time.Unix(1_700_000_000, 0)), reg, nil)
@@ -31,8 +39,8 @@ func newBareEngine(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(DefaultConfig(), Deps{
-		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial, Ingest: in,
+	e, err := New(cfg, Deps{
+		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial, Ingest: in, LocalIndex: local,
 	})
 	if err != nil {
 		t.Fatal(err)

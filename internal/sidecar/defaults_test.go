@@ -17,12 +17,12 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
-// The defaults live twice: in config.Default() (flags, environment, YAML,
-// CONFIGURATION.md) and in each engine package's DefaultConfig or
-// DefaultOptions (used by tests, the demo and anyone embedding an engine).
-// TestDefaultsAgree maps config.Default() through the same functions New
-// uses and requires the result to equal each engine's own default, field
-// by field, so a default changed in one place only fails here.
+// Each default lives once, in its engine package's DefaultConfig or
+// DefaultOptions; config.Default() (flags, environment, YAML,
+// CONFIGURATION.md) copies them. TestDefaultsAgree maps config.Default()
+// through the same functions New uses and requires the result to equal each
+// engine's own default, field by field, so a setting copied into the wrong
+// field, or mapped onto the wrong engine field, fails here.
 //
 // Each exclusion names a field that is not a default, with the reason.
 // An exclusion that names no field fails the test, so renaming a field

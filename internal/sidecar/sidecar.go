@@ -171,9 +171,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 // The functions below map the configuration onto each engine's own
 // settings. They are pure: every field an engine reads from the
 // configuration is set here and nowhere else, and fields the configuration
-// does not cover keep the engine's default. defaults_test.go checks that
-// config.Default() maps onto each engine's default, so the two sets of
-// defaults cannot drift apart.
+// does not cover keep the engine's default. config.Default() copies each
+// engine's default; defaults_test.go checks that these functions map it
+// back onto that default, field by field.
 
 // healthConfig maps cfg onto the health tracker's settings.
 func healthConfig(cfg *config.Config) health.Config {

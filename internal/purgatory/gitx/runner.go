@@ -91,13 +91,19 @@ type Exec struct {
 
 var _ Runner = (*Exec)(nil)
 
-// NewExec returns an Exec with the given default timeout and the other
-// defaults filled in.
+// Defaults of Exec (purgatory's git_timeout and output cap).
+const (
+	DefaultTimeout   = 2 * time.Minute
+	DefaultOutputCap = 16 << 20
+)
+
+// NewExec returns an Exec with the given default timeout (DefaultTimeout
+// when not positive) and the other defaults filled in.
 func NewExec(timeout time.Duration) *Exec {
 	if timeout <= 0 {
-		timeout = 2 * time.Minute
+		timeout = DefaultTimeout
 	}
-	return &Exec{Binary: "git", Timeout: timeout, OutputCap: 16 << 20, WaitDelay: 5 * time.Second}
+	return &Exec{Binary: "git", Timeout: timeout, OutputCap: DefaultOutputCap, WaitDelay: 5 * time.Second}
 }
 
 // hardening are the -c settings every command gets: no credential helper,
@@ -128,7 +134,7 @@ func (e *Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 		limit = c.OutputCap
 	}
 	if limit <= 0 {
-		limit = 16 << 20
+		limit = DefaultOutputCap
 	}
 	bin := e.Binary
 	if bin == "" {
