@@ -23,6 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 )
 
 // DefaultTimeout bounds each probe (connect, REQ, NIP-11).
@@ -78,7 +79,7 @@ func Run(ctx context.Context, cfg *config.Config, timeout time.Duration, file st
 	// WebSocket connect and one REQ.
 	start := time.Now()
 	connectCtx, cancel := context.WithTimeout(ctx, min(timeout, cfg.Relay.ConnectTimeout))
-	conn, err := relay.Dial(connectCtx, cfg.OwnRelay, relay.Options{MaxMessageBytes: int64(cfg.Relay.MaxMessageBytes)})
+	conn, err := relay.Dial(connectCtx, cfg.OwnRelay, sidecar.RelayOptions(cfg))
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %s", ErrOwnRelayUnreachable, cfg.OwnRelay, dialProblem(err))

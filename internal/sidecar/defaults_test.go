@@ -39,7 +39,7 @@ func TestDefaultsAgree(t *testing.T) {
 			name: "health.Config", mapped: healthConfig(cfg), engine: health.DefaultConfig(),
 		},
 		{
-			name: "relay.Options", mapped: relayOptions(cfg), engine: relay.DefaultOptions(),
+			name: "relay.Options", mapped: RelayOptions(cfg), engine: relay.DefaultOptions(),
 			exclude: map[string]string{
 				"HTTPClient": "dependency injected by New from Deps.HTTPClient",
 				"Logger":     "dependency injected by New per component",

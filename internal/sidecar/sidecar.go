@@ -82,7 +82,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s.health = ht
 
-	ropts := relayOptions(cfg)
+	ropts := RelayOptions(cfg)
 	ropts.HTTPClient = d.HTTPClient
 
 	var signer publish.Signer
@@ -191,9 +191,10 @@ func healthConfig(cfg *config.Config) health.Config {
 	return hcfg
 }
 
-// relayOptions maps cfg onto the base options of every relay connection
-// (without the HTTP client and logger, which New injects).
-func relayOptions(cfg *config.Config) relay.Options {
+// RelayOptions maps cfg onto the base options of every relay connection
+// (without the HTTP client and logger, which New injects); check uses it
+// too.
+func RelayOptions(cfg *config.Config) relay.Options {
 	ropts := relay.DefaultOptions()
 	ropts.MaxMessageBytes = int64(cfg.Relay.MaxMessageBytes)
 	ropts.WriteTimeout = cfg.Relay.WriteTimeout
