@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 )
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -134,11 +136,5 @@ func (c Config) Validate() error {
 
 // backoff returns the wait after the n-th (1-based) failed attempt.
 func (c Config) backoff(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	if n > len(c.Backoff) {
-		n = len(c.Backoff)
-	}
-	return c.Backoff[n-1]
+	return backoff.Schedule(c.Backoff).Delay(n)
 }
