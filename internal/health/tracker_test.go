@@ -301,7 +301,7 @@ func TestTrackerHandshake429IsRateLimit(t *testing.T) {
 	tr, clock, _ := newTestTracker(t, nil)
 	tr.Track(relayA)
 	tr.AttemptStarted(relayA)
-	tr.Failed(relayA, &HandshakeError{URL: relayA, StatusCode: 429})
+	tr.Failed(relayA, &relay.HandshakeError{URL: relayA, StatusCode: 429})
 	wantState(t, tr, relayA, RateLimited)
 	wantAttempt(t, tr, relayA, false, 65*time.Second)
 	clock.Advance(65 * time.Second)
@@ -316,8 +316,7 @@ func TestTrackerNaughtyList(t *testing.T) {
 	}{
 		{"dns not found", &net.DNSError{Err: "no such host", Name: "nope.invalid", IsNotFound: true}},
 		{"tls", fmt.Errorf("dial: %w", x509.UnknownAuthorityError{})},
-		{"not a websocket", &HandshakeError{URL: relayA, StatusCode: 200}},
-		{"protocol garbage", HardFailure(errors.New("unparseable frame"))},
+		{"not a websocket", &relay.HandshakeError{URL: relayA, StatusCode: 200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, clock, _ := newTestTracker(t, nil)
@@ -451,7 +450,7 @@ func TestTrackerDeadRelayRefusedWith429KeepsDailyRetry(t *testing.T) {
 	_, wait := tr.CanAttempt(relayA)
 	clock.Advance(wait)
 	tr.AttemptStarted(relayA)
-	tr.Failed(relayA, &HandshakeError{URL: relayA, StatusCode: 429})
+	tr.Failed(relayA, &relay.HandshakeError{URL: relayA, StatusCode: 429})
 	wantState(t, tr, relayA, RateLimited)
 	wantAttempt(t, tr, relayA, false, 24*time.Hour)
 	clock.Advance(65 * time.Second)
