@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // ClassifyMessage says what a NOTICE text or a CLOSED, OK or NEG-ERR reason
@@ -27,7 +29,8 @@ import (
 //     are rate limits.
 func ClassifyMessage(text string) Signal {
 	t := strings.ToLower(strings.TrimSpace(text))
-	if strings.HasPrefix(t, "rate-limited:") {
+	prefix := relay.ReasonPrefix(t)
+	if prefix == relay.ReasonRateLimited {
 		return SignalRateLimited
 	}
 	if containsAny(t, subscriptionPhrases) {
@@ -36,7 +39,9 @@ func ClassifyMessage(text string) Signal {
 	if containsAny(t, filterPhrases) {
 		return SignalTooManyFilters
 	}
-	if p, _, ok := strings.Cut(t, ":"); ok && nip01Prefixes[p] {
+	// "error:" does not count: relays such as strfry prefix every NOTICE
+	// with "ERROR:", rate limits included.
+	if prefix != "" && prefix != relay.ReasonError {
 		return SignalNone
 	}
 	if containsAny(t, rateLimitPhrases) {
@@ -69,18 +74,6 @@ var (
 		"too many",
 		"slow down",
 		"throttl",
-	}
-	// nip01Prefixes are the machine-readable reason prefixes of NIP-01
-	// other than "rate-limited". "error" is left out: relays such as strfry
-	// prefix every NOTICE with "ERROR:", rate limits included.
-	nip01Prefixes = map[string]bool{
-		"duplicate":     true,
-		"pow":           true,
-		"blocked":       true,
-		"invalid":       true,
-		"restricted":    true,
-		"mute":          true,
-		"auth-required": true,
 	}
 )
 

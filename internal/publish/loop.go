@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -357,16 +356,17 @@ func (r *runner) handleOK(m okMsg) {
 }
 
 func (r *runner) handleReply(it *item, ok bool, reason string) {
+	prefix := relay.ReasonPrefix(reason)
 	switch {
-	case strings.HasPrefix(reason, "duplicate:"):
+	case prefix == relay.ReasonDuplicate:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Duplicate, Reason: reason})
 	case ok:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Accepted, Reason: reason})
-	case strings.HasPrefix(reason, "rate-limited:"):
+	case prefix == relay.ReasonRateLimited:
 		r.rateLimited(it, reason)
-	case strings.HasPrefix(reason, "auth-required:"):
+	case prefix == relay.ReasonAuthRequired:
 		r.authRequired(it, reason)
 	default:
 		r.answered(it)
