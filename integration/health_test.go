@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/health"
@@ -159,7 +160,7 @@ func TestClosedPortBackoff(t *testing.T) {
 	tolerance := base / 4
 	for i := 1; i < len(accepts); i++ {
 		gap := accepts[i].Sub(accepts[i-1])
-		want := health.Config{BackoffBase: base, BackoffMax: cfg.Health.BackoffMax}.Backoff(i)
+		want := backoff.Policy{Base: base, Max: cfg.Health.BackoffMax}.Nominal(i)
 		if gap < want-tolerance {
 			t.Errorf("attempt %d came %s after attempt %d; backoff after %d failures is %s", i+1, gap, i, i, want)
 		}
@@ -282,9 +283,9 @@ func TestHandshakeStatusDecidesRetry(t *testing.T) {
 			}
 		}
 	}
-	backoff := health.Config{BackoffBase: base, BackoffMax: cfg.Health.BackoffMax}.Backoff
+	nominal := backoff.Policy{Base: base, Max: cfg.Health.BackoffMax}.Nominal
 	check("429", limited, 3, func(int) time.Duration { return cooldown })
-	check("503", restarting, 4, backoff)
+	check("503", restarting, 4, nominal)
 	if n := len(notRelay.Requests()); n != 1 {
 		t.Errorf("404: %d attempts, want 1 (naughty period %s)", n, cfg.Health.NaughtyPeriod)
 	}

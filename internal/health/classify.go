@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // ClassifyMessage says what a NOTICE text or a CLOSED, OK or NEG-ERR reason
@@ -27,7 +29,8 @@ import (
 //     are rate limits.
 func ClassifyMessage(text string) Signal {
 	t := strings.ToLower(strings.TrimSpace(text))
-	if strings.HasPrefix(t, "rate-limited:") {
+	prefix := relay.ReasonPrefix(t)
+	if prefix == relay.ReasonRateLimited {
 		return SignalRateLimited
 	}
 	if containsAny(t, subscriptionPhrases) {
@@ -36,7 +39,9 @@ func ClassifyMessage(text string) Signal {
 	if containsAny(t, filterPhrases) {
 		return SignalTooManyFilters
 	}
-	if p, _, ok := strings.Cut(t, ":"); ok && nip01Prefixes[p] {
+	// "error:" does not count: relays such as strfry prefix every NOTICE
+	// with "ERROR:", rate limits included.
+	if prefix != "" && prefix != relay.ReasonError {
 		return SignalNone
 	}
 	if containsAny(t, rateLimitPhrases) {
@@ -69,18 +74,6 @@ var (
 		"too many",
 		"slow down",
 		"throttl",
-	}
-	// nip01Prefixes are the machine-readable reason prefixes of NIP-01
-	// other than "rate-limited". "error" is left out: relays such as strfry
-	// prefix every NOTICE with "ERROR:", rate limits included.
-	nip01Prefixes = map[string]bool{
-		"duplicate":     true,
-		"pow":           true,
-		"blocked":       true,
-		"invalid":       true,
-		"restricted":    true,
-		"mute":          true,
-		"auth-required": true,
 	}
 )
 
@@ -120,42 +113,8 @@ func (k FailureKind) String() string {
 	return fmt.Sprintf("failure(%d)", int(k))
 }
 
-// ErrHardFailure matches (errors.Is) every error wrapped by HardFailure.
-var ErrHardFailure = errors.New("hard failure")
-
-// HardFailure marks err as a hard failure (e.g. protocol garbage from the
-// relay, an unsupported URL scheme) so that Failed puts the relay on the
-// naughty list. It returns nil for a nil err.
-func HardFailure(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &hardError{err: err}
-}
-
-type hardError struct{ err error }
-
-func (e *hardError) Error() string        { return e.err.Error() }
-func (e *hardError) Unwrap() error        { return e.err }
-func (e *hardError) Is(target error) bool { return target == ErrHardFailure }
-
-// HandshakeError reports a websocket handshake answered with an HTTP status
-// other than 101 Switching Protocols. Any error in a chain that has a
-// HandshakeStatus() int method is classified the same way, so connection
-// code need not import this package.
-type HandshakeError struct {
-	URL        string
-	StatusCode int
-}
-
-// Error describes the refused handshake.
-func (e *HandshakeError) Error() string {
-	return fmt.Sprintf("websocket handshake with %s: HTTP %d", e.URL, e.StatusCode)
-}
-
-// HandshakeStatus returns the HTTP status code of the handshake response.
-func (e *HandshakeError) HandshakeStatus() int { return e.StatusCode }
-
+// handshakeStatuser is an error from a websocket handshake answered with
+// an HTTP status other than 101, such as *relay.HandshakeError.
 type handshakeStatuser interface{ HandshakeStatus() int }
 
 // ClassifyError decides how Failed treats a connection error:
@@ -163,7 +122,7 @@ type handshakeStatuser interface{ HandshakeStatus() int }
 //   - transient: a handshake answered 5xx or 408 (a proxy or relay
 //     restarting), DNS timeouts and temporary resolver errors, refused or
 //     reset connections, timeouts, and anything not listed below;
-//   - hard: errors marked with HardFailure, DNS names that do not exist,
+//   - hard: DNS names that do not exist,
 //     TLS certificate and record errors (the peer is not speaking TLS or
 //     presents a certificate we do not trust), and any other handshake
 //     status (the URL is not a websocket endpoint). net/http reports a
@@ -172,9 +131,6 @@ type handshakeStatuser interface{ HandshakeStatus() int }
 func ClassifyError(err error) FailureKind {
 	if err == nil {
 		return FailureTransient
-	}
-	if errors.Is(err, ErrHardFailure) {
-		return FailureHard
 	}
 	var hs handshakeStatuser
 	if errors.As(err, &hs) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	ws "github.com/coder/websocket"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // dialWS dials like the relay package does and, as connection code should,
@@ -28,7 +30,7 @@ func dialWS(t *testing.T, url string) error {
 		return nil
 	}
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-		return fmt.Errorf("dial %s: %w", url, &HandshakeError{URL: url, StatusCode: resp.StatusCode})
+		return fmt.Errorf("dial %s: %w", url, &relay.HandshakeError{URL: url, StatusCode: resp.StatusCode})
 	}
 	return fmt.Errorf("dial %s: %w", url, err)
 }

@@ -10,6 +10,8 @@ import (
 	"net"
 	"syscall"
 	"testing"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func TestClassifyMessage(t *testing.T) {
@@ -89,14 +91,12 @@ func TestClassifyError(t *testing.T) {
 		{"x509 invalid", x509.CertificateInvalidError{Reason: x509.Expired}, FailureHard},
 		{"tls verification", &tls.CertificateVerificationError{Err: errors.New("bad")}, FailureHard},
 		{"tls record header", fmt.Errorf("handshake: %w", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), FailureHard},
-		{"marked hard", HardFailure(errors.New("garbage frame")), FailureHard},
-		{"marked hard wrapped", fmt.Errorf("read: %w", HardFailure(io.EOF)), FailureHard},
-		{"handshake 200", &HandshakeError{StatusCode: 200}, FailureHard},
-		{"handshake 404", fmt.Errorf("dial: %w", &HandshakeError{StatusCode: 404}), FailureHard},
-		{"handshake 403", &HandshakeError{StatusCode: 403}, FailureHard},
-		{"handshake 429", &HandshakeError{StatusCode: 429}, FailureRateLimited},
-		{"handshake 408", &HandshakeError{StatusCode: 408}, FailureTransient},
-		{"handshake 502", &HandshakeError{StatusCode: 502}, FailureTransient},
+		{"handshake 200", &relay.HandshakeError{StatusCode: 200}, FailureHard},
+		{"handshake 404", fmt.Errorf("dial: %w", &relay.HandshakeError{StatusCode: 404}), FailureHard},
+		{"handshake 403", &relay.HandshakeError{StatusCode: 403}, FailureHard},
+		{"handshake 429", &relay.HandshakeError{StatusCode: 429}, FailureRateLimited},
+		{"handshake 408", &relay.HandshakeError{StatusCode: 408}, FailureTransient},
+		{"handshake 502", &relay.HandshakeError{StatusCode: 502}, FailureTransient},
 		{"handshake 503 foreign type", fmt.Errorf("dial: %w", statusErr(503)), FailureTransient},
 		{"handshake 400 foreign type", statusErr(400), FailureHard},
 	} {
@@ -105,22 +105,5 @@ func TestClassifyError(t *testing.T) {
 				t.Fatalf("ClassifyError(%v) = %s, want %s", tc.err, got, tc.want)
 			}
 		})
-	}
-}
-
-func TestHardFailureWrapping(t *testing.T) {
-	if HardFailure(nil) != nil {
-		t.Fatal("HardFailure(nil) != nil")
-	}
-	inner := io.ErrUnexpectedEOF
-	err := HardFailure(inner)
-	if !errors.Is(err, ErrHardFailure) || !errors.Is(err, inner) {
-		t.Fatalf("HardFailure(%v) does not match ErrHardFailure and its cause", inner)
-	}
-	if err.Error() != inner.Error() {
-		t.Fatalf("Error() = %q, want %q", err.Error(), inner.Error())
-	}
-	if errors.Is(inner, ErrHardFailure) {
-		t.Fatal("plain error matches ErrHardFailure")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
@@ -129,19 +131,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Backoff returns the nominal (unjittered) wait after the given number of
-// consecutive failures: BackoffBase·2^(failures−1), capped at BackoffMax.
-// It returns 0 for failures ≤ 0.
-func (c Config) Backoff(failures int) time.Duration {
-	if failures <= 0 {
-		return 0
-	}
-	d := c.BackoffBase
-	for i := 1; i < failures; i++ {
-		if d >= c.BackoffMax/2 {
-			return c.BackoffMax
-		}
-		d *= 2
-	}
-	return min(d, c.BackoffMax)
+// policy is the reconnect backoff: BackoffBase·2^(failures−1), capped at
+// BackoffMax, spread by JitterFraction either way.
+func (c Config) policy() backoff.Policy {
+	return backoff.Policy{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: c.JitterFraction}
 }

@@ -37,9 +37,8 @@
 // Config.Tick) connects the relays returned by Due, calling AttemptStarted
 // before dialling with ConnectTimeout and Connected or Failed after; Run (or
 // the engine's own call to Tick on the same tick) keeps the metrics and the
-// time-based transitions current. Connection code marks errors that retrying
-// soon cannot fix with HardFailure, and handshake refusals with an error
-// exposing HandshakeStatus() int (such as HandshakeError), so that
+// time-based transitions current. Handshake refusals are errors exposing
+// HandshakeStatus() int (such as relay.HandshakeError), so that
 // ClassifyError can tell a 429 from a page that is not a websocket.
 //
 // # Metrics

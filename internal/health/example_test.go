@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 )
 
 // The sync engine's retry tick: connect every relay that is due, report the
 // outcome, and feed relay messages to Observe.
 func Example() {
-	clock := health.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := health.DefaultConfig()
 	cfg.JitterFraction = 0 // deterministic output
 	tr, err := health.New(cfg, clock, prometheus.NewRegistry(), nil)

@@ -23,15 +23,14 @@ func TestDialHandshakeStatus(t *testing.T) {
 		name     string
 		status   int
 		wantKind health.FailureKind
-		wantHard bool
 	}{
-		{"rate limited", http.StatusTooManyRequests, health.FailureRateLimited, false},
-		{"restarting behind a proxy", http.StatusServiceUnavailable, health.FailureTransient, false},
-		{"bad gateway", http.StatusBadGateway, health.FailureTransient, false},
-		{"request timeout", http.StatusRequestTimeout, health.FailureTransient, false},
-		{"no relay at this path", http.StatusNotFound, health.FailureHard, true},
-		{"forbidden", http.StatusForbidden, health.FailureHard, true},
-		{"plain web page", http.StatusOK, health.FailureHard, true},
+		{"rate limited", http.StatusTooManyRequests, health.FailureRateLimited},
+		{"restarting behind a proxy", http.StatusServiceUnavailable, health.FailureTransient},
+		{"bad gateway", http.StatusBadGateway, health.FailureTransient},
+		{"request timeout", http.StatusRequestTimeout, health.FailureTransient},
+		{"no relay at this path", http.StatusNotFound, health.FailureHard},
+		{"forbidden", http.StatusForbidden, health.FailureHard},
+		{"plain web page", http.StatusOK, health.FailureHard},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,9 +66,6 @@ func TestDialHandshakeStatus(t *testing.T) {
 			if got := health.ClassifyError(err); got != tt.wantKind {
 				t.Errorf("health.ClassifyError = %v, want %v", got, tt.wantKind)
 			}
-			if got := relay.IsHardDialError(err); got != tt.wantHard {
-				t.Errorf("IsHardDialError = %v, want %v", got, tt.wantHard)
-			}
 		})
 	}
 }
@@ -92,8 +88,5 @@ func TestDialRefusedIsNotHandshakeError(t *testing.T) {
 	}
 	if got := health.ClassifyError(err); got != health.FailureTransient {
 		t.Errorf("health.ClassifyError = %v, want transient", got)
-	}
-	if relay.IsHardDialError(err) {
-		t.Error("IsHardDialError = true for a closed port")
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -13,16 +15,16 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const relayA = "wss://a.example.com"
 const relayB = "wss://b.example.com"
 
-// newTestTracker returns a Tracker on a ManualClock with jitter disabled,
+// newTestTracker returns a Tracker on a manual clock with jitter disabled,
 // registered on a fresh registry. mut may adjust the config.
-func newTestTracker(t *testing.T, mut func(*Config), opts ...Option) (*Tracker, *ManualClock, *prometheus.Registry) {
+func newTestTracker(t *testing.T, mut func(*Config), opts ...Option) (*Tracker, *clock.Manual, *prometheus.Registry) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.JitterFraction = 0
 	if mut != nil {
 		mut(&cfg)
 	}
-	clock := NewManualClock(epoch)
+	clock := clock.NewManual(epoch)
 	reg := prometheus.NewRegistry()
 	tr, err := New(cfg, clock, reg, nil, opts...)
 	if err != nil {

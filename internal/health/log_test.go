@@ -10,13 +10,15 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
 
 func TestTrackerLogsFailuresSparsely(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	cfg := DefaultConfig()
 	cfg.JitterFraction = 0
-	clock := NewManualClock(epoch)
+	clock := clock.NewManual(epoch)
 	tr, err := New(cfg, clock, prometheus.NewRegistry(), zap.New(core))
 	if err != nil {
 		t.Fatal(err)

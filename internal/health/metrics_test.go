@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func TestTrackerMetrics(t *testing.T) {
@@ -120,7 +122,7 @@ func TestTrackerRun(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Tick = time.Millisecond
 	reg := prometheus.NewRegistry()
-	clock := NewManualClock(epoch)
+	clock := clock.NewManual(epoch)
 	tr, err := New(cfg, clock, reg, nil)
 	if err != nil {
 		t.Fatal(err)

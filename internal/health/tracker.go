@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // ErrAttemptExpired is the failure recorded when an attempt announced with
@@ -36,7 +38,7 @@ func WithRand(rnd func() float64) Option {
 // its metric series.
 type Tracker struct {
 	cfg     Config
-	clock   Clock
+	clock   clock.Clock
 	log     *zap.Logger
 	rand    func() float64
 	metrics *metrics
@@ -100,12 +102,12 @@ type RelayHealth struct {
 // New returns a Tracker. It validates cfg, registers the health metrics on
 // reg (nil: metrics are kept but not registered) and logs through
 // log.Named("health") (nil: no logging).
-func New(cfg Config, clock Clock, reg prometheus.Registerer, log *zap.Logger, opts ...Option) (*Tracker, error) {
+func New(cfg Config, clk clock.Clock, reg prometheus.Registerer, log *zap.Logger, opts ...Option) (*Tracker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if clock == nil {
-		clock = RealClock{}
+	if clk == nil {
+		clk = clock.Real{}
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -116,9 +118,9 @@ func New(cfg Config, clock Clock, reg prometheus.Registerer, log *zap.Logger, op
 	}
 	t := &Tracker{
 		cfg:     cfg,
-		clock:   clock,
+		clock:   clk,
 		log:     log.Named("health"),
-		rand:    rand.Float64,
+		rand:    backoff.Rand,
 		metrics: m,
 		relays:  make(map[string]*relayHealth),
 	}
@@ -317,7 +319,7 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	if r.failingSince.IsZero() {
 		r.failingSince = now
 	}
-	wait := t.jitter(t.cfg.Backoff(r.failures))
+	wait := t.jitter(t.cfg.policy().Nominal(r.failures))
 	dead := now.Sub(r.failingSince) >= t.cfg.DeadAfter
 	if dead {
 		wait = t.cfg.DeadRetryInterval
@@ -351,12 +353,7 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 
 // jitter spreads d over [1−f, 1+f]·d.
 func (t *Tracker) jitter(d time.Duration) time.Duration {
-	f := t.cfg.JitterFraction
-	if f == 0 || d <= 0 {
-		return d
-	}
-	factor := 1 + f*(2*t.rand()-1)
-	return time.Duration(float64(d) * factor)
+	return t.cfg.policy().Jittered(d, t.rand())
 }
 
 // Disconnected records that the connection to url closed without a failure

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -18,11 +19,11 @@ func TestConfigBackoffSequence(t *testing.T) {
 	cfg := DefaultConfig()
 	want := []time.Duration{0, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 3600, 3600, 3600}
 	for n, w := range want {
-		if got := cfg.Backoff(n); got != w*time.Second {
+		if got := cfg.policy().Nominal(n); got != w*time.Second {
 			t.Errorf("Backoff(%d) = %s, want %s", n, got, w*time.Second)
 		}
 	}
-	if got := cfg.Backoff(1 << 30); got != time.Hour {
+	if got := cfg.policy().Nominal(1 << 30); got != time.Hour {
 		t.Errorf("Backoff(huge) = %s, want 1h", got)
 	}
 }
@@ -84,7 +85,7 @@ func TestTrackerJitterDefaultRandStaysInBounds(t *testing.T) {
 }
 
 // failUntil fails relayA at every allowed attempt until the clock reaches end.
-func failUntil(t *testing.T, tr *Tracker, clock *ManualClock, end time.Time) {
+func failUntil(t *testing.T, tr *Tracker, clock *clock.Manual, end time.Time) {
 	t.Helper()
 	for clock.Now().Before(end) {
 		ok, wait := tr.CanAttempt(relayA)
@@ -234,13 +235,13 @@ func TestTrackerCleanDisconnectDuringStability(t *testing.T) {
 func TestTrackerRateLimitCooldownReturnsToPreviousState(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func(tr *Tracker, clock *ManualClock)
+		setup func(tr *Tracker, clock *clock.Manual)
 		want  State
 	}{
-		{"healthy", func(tr *Tracker, _ *ManualClock) { tr.Connected(relayA) }, Healthy},
-		{"disconnected", func(*Tracker, *ManualClock) {}, Disconnected},
-		{"degraded", func(tr *Tracker, _ *ManualClock) { tr.Failed(relayA, errors.New("refused")) }, Degraded},
-		{"recovering", func(tr *Tracker, clock *ManualClock) {
+		{"healthy", func(tr *Tracker, _ *clock.Manual) { tr.Connected(relayA) }, Healthy},
+		{"disconnected", func(*Tracker, *clock.Manual) {}, Disconnected},
+		{"degraded", func(tr *Tracker, _ *clock.Manual) { tr.Failed(relayA, errors.New("refused")) }, Degraded},
+		{"recovering", func(tr *Tracker, clock *clock.Manual) {
 			tr.Failed(relayA, errors.New("refused"))
 			clock.Advance(5 * time.Second)
 			tr.Connected(relayA)
@@ -300,7 +301,7 @@ func TestTrackerHandshake429IsRateLimit(t *testing.T) {
 	tr, clock, _ := newTestTracker(t, nil)
 	tr.Track(relayA)
 	tr.AttemptStarted(relayA)
-	tr.Failed(relayA, &HandshakeError{URL: relayA, StatusCode: 429})
+	tr.Failed(relayA, &relay.HandshakeError{URL: relayA, StatusCode: 429})
 	wantState(t, tr, relayA, RateLimited)
 	wantAttempt(t, tr, relayA, false, 65*time.Second)
 	clock.Advance(65 * time.Second)
@@ -315,8 +316,7 @@ func TestTrackerNaughtyList(t *testing.T) {
 	}{
 		{"dns not found", &net.DNSError{Err: "no such host", Name: "nope.invalid", IsNotFound: true}},
 		{"tls", fmt.Errorf("dial: %w", x509.UnknownAuthorityError{})},
-		{"not a websocket", &HandshakeError{URL: relayA, StatusCode: 200}},
-		{"protocol garbage", HardFailure(errors.New("unparseable frame"))},
+		{"not a websocket", &relay.HandshakeError{URL: relayA, StatusCode: 200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, clock, _ := newTestTracker(t, nil)
@@ -450,7 +450,7 @@ func TestTrackerDeadRelayRefusedWith429KeepsDailyRetry(t *testing.T) {
 	_, wait := tr.CanAttempt(relayA)
 	clock.Advance(wait)
 	tr.AttemptStarted(relayA)
-	tr.Failed(relayA, &HandshakeError{URL: relayA, StatusCode: 429})
+	tr.Failed(relayA, &relay.HandshakeError{URL: relayA, StatusCode: 429})
 	wantState(t, tr, relayA, RateLimited)
 	wantAttempt(t, tr, relayA, false, 24*time.Hour)
 	clock.Advance(65 * time.Second)

@@ -1,9 +1,9 @@
 package ingest
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // metrics of the handler: what became of the events it took in.
@@ -49,12 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // reasonLabel maps an OK reason to a bounded label: its machine-readable
 // prefix when it is one of NIP-01's, otherwise "other".
 func reasonLabel(reason string) string {
-	prefix, _, found := strings.Cut(reason, ":")
-	if !found {
-		return "other"
-	}
-	switch prefix {
-	case "blocked", "restricted", "invalid", "pow", "rate-limited", "auth-required", "error", "mute", "duplicate":
+	if prefix := relay.ReasonPrefix(reason); prefix != "" {
 		return prefix
 	}
 	return "other"

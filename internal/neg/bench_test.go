@@ -104,20 +104,3 @@ func BenchmarkNewStorage1M(b *testing.B) {
 		NewStorage(buf)
 	}
 }
-
-// BenchmarkValidateMessage measures the validator on a full 1 MiB reply.
-func BenchmarkValidateMessage(b *testing.B) {
-	d := makeDataset(97, 40_000, 1)
-	srv := negentropy.New(ourStorage(d.server), 0)
-	msg, err := srv.Reconcile("6100" + "00" + "0200") // infinite bound, empty id list: server lists all ids
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(msg)))
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := ValidateMessage(msg, 4<<20); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -7,6 +7,19 @@ import (
 	"unsafe"
 )
 
+const (
+	// ProtocolVersion is the NIP-77 protocol version byte (version 1).
+	ProtocolVersion = 0x61
+
+	maxVarintBytes = 9 // 63 bits: every accepted value fits an int64
+	idSize         = 32
+)
+
+var (
+	errTruncated   = fmt.Errorf("truncated")
+	errVarintRange = fmt.Errorf("varint longer than %d bytes", maxVarintBytes)
+)
+
 // NIP-77 messages travel as hex and reach tens of megabytes when sets differ
 // a lot, so encoding and decoding them is a large part of a session's CPU.
 // Both directions work on eight digits per 64-bit word (SWAR) and write into

@@ -223,7 +223,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 			}
 			switch {
 			case r.Err != "":
-				if strings.HasPrefix(r.Err, "blocked:") {
+				if relay.ReasonPrefix(r.Err) == relay.ReasonBlocked {
 					return res, fmt.Errorf("%w: %s", ErrBlocked, r.Err)
 				}
 				if r.Err == "CLOSED" || strings.HasPrefix(r.Err, "closed:") {

@@ -1,9 +1,9 @@
 // Package neg runs NIP-77 negentropy reconciliation sessions for the sidecar:
 // a protocol engine over 32-byte ids (Engine, byte-for-byte compatible with
 // go-nostr's and the reference implementations'), a prefix-sum item storage
-// that also serves go-nostr's engine, a validator for relay messages, a
-// session runner over a small connection interface, and time-window
-// splitting when a relay refuses a filter as too large ("blocked:").
+// that also serves go-nostr's engine, a session runner over a small
+// connection interface, and time-window splitting when a relay refuses a
+// filter as too large ("blocked:").
 package neg
 
 import (

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // maxAuthRetries bounds how often one event is sent again because of
@@ -355,16 +356,17 @@ func (r *runner) handleOK(m okMsg) {
 }
 
 func (r *runner) handleReply(it *item, ok bool, reason string) {
+	prefix := relay.ReasonPrefix(reason)
 	switch {
-	case strings.HasPrefix(reason, "duplicate:"):
+	case prefix == relay.ReasonDuplicate:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Duplicate, Reason: reason})
 	case ok:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Accepted, Reason: reason})
-	case strings.HasPrefix(reason, "rate-limited:"):
+	case prefix == relay.ReasonRateLimited:
 		r.rateLimited(it, reason)
-	case strings.HasPrefix(reason, "auth-required:"):
+	case prefix == relay.ReasonAuthRequired:
 		r.authRequired(it, reason)
 	default:
 		r.answered(it)
@@ -426,7 +428,7 @@ func (r *runner) rateLimited(it *item, reason string) {
 		r.pace = now.Sub(r.paceFrom) / time.Duration(r.paceCount)
 		r.paceFrom, r.paceCount = now, 0
 	}
-	d := backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.rlStreak, r.p.rnd)
+	d := r.p.retry.Delay(r.rlStreak, backoff.Rand())
 	r.holdStart, r.notBefore = now, now.Add(d)
 	r.hold.Reset(d)
 	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= failureLogEvery {
@@ -581,7 +583,7 @@ func (r *runner) closeConn(conn *relay.Conn) {
 }
 
 func (r *runner) scheduleReconnect() {
-	r.reconnect.Reset(backoff(r.cfg.RetryBase, r.cfg.RetryMax, r.dialFailures, r.p.rnd))
+	r.reconnect.Reset(r.p.retry.Delay(r.dialFailures, backoff.Rand()))
 }
 
 // logFailure logs the first failure of a streak, then at most once per

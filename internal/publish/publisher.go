@@ -6,10 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // Sentinel errors.
@@ -61,7 +63,8 @@ type Publisher struct {
 	sign Signer
 	log  *zap.Logger
 	m    *metrics
-	rnd  func(int64) int64
+	// retry paces redials and rate-limit holds.
+	retry backoff.Policy
 
 	// slots holds one token per submission not yet answered (QueueSize).
 	slots chan struct{}
@@ -107,7 +110,7 @@ func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.R
 		sign:    sign,
 		log:     log.Named("publish"),
 		m:       m,
-		rnd:     defaultRand,
+		retry:   backoff.Policy{Base: cfg.RetryBase, Max: cfg.RetryMax, Jitter: 0.5, Shorten: true},
 		slots:   make(chan struct{}, cfg.QueueSize),
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),

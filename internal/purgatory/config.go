@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
@@ -136,11 +137,5 @@ func (c Config) Validate() error {
 
 // backoff returns the wait after the n-th (1-based) failed attempt.
 func (c Config) backoff(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	if n > len(c.Backoff) {
-		n = len(c.Backoff)
-	}
-	return c.Backoff[n-1]
+	return backoff.Schedule(c.Backoff).Delay(n)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
 
 // Run drives the sync queue until ctx ends: every Loop (or when the earliest
@@ -21,7 +23,7 @@ func (p *Purgatory) Run(ctx context.Context) error {
 	p.runCtx = ctx
 	p.mu.Unlock()
 
-	var timer Timer
+	var timer clock.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()

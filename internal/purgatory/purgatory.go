@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
@@ -80,8 +81,8 @@ type Options struct {
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
-	// Clock defaults to SystemClock.
-	Clock Clock
+	// Clock defaults to the wall clock.
+	Clock clock.Clock
 	// Git runs git; defaults to gitx.NewExec with the configured timeout.
 	Git gitx.Runner
 	// Resolver checks clone URL hosts; defaults to net.DefaultResolver.
@@ -100,7 +101,7 @@ type Options struct {
 type Purgatory struct {
 	cfg   Config
 	log   *zap.Logger
-	clock Clock
+	clock clock.Clock
 	pub   Publisher
 	git   gitx.Runner
 	res   gitx.Resolver
@@ -169,7 +170,7 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 	}
 	p.log = p.log.Named("purgatory")
 	if p.clock == nil {
-		p.clock = SystemClock{}
+		p.clock = clock.Real{}
 	}
 	if p.git == nil {
 		e := gitx.NewExec(cfg.GitCommandTimeout)

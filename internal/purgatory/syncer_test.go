@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
@@ -150,7 +152,7 @@ func (f *fakeSC) fetchLog() []string {
 type testEnv struct {
 	p   *Purgatory
 	sc  *fakeSC
-	clk *manualClock
+	clk *clock.Manual
 	reg *prometheus.Registry
 }
 
@@ -523,14 +525,8 @@ func TestRunWakesAtDueTime(t *testing.T) {
 	}
 	// Wait until Run armed its timer for the due time (500 ms), then move there.
 	waitFor(t, "timer armed", func() bool {
-		env.clk.mu.Lock()
-		defer env.clk.mu.Unlock()
-		for _, tm := range env.clk.timers {
-			if !tm.stopped && tm.at.Equal(env.clk.now.Add(500*time.Millisecond)) {
-				return true
-			}
-		}
-		return false
+		due := env.clk.Now().Add(500 * time.Millisecond)
+		return slices.ContainsFunc(env.clk.Deadlines(), due.Equal)
 	})
 	env.clk.Advance(500 * time.Millisecond)
 	waitFor(t, "released", func() bool { return !env.p.Has(ev.ID) })

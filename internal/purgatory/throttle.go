@@ -3,6 +3,8 @@ package purgatory
 import (
 	"sync"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
 
 // throttle limits git requests per domain: at most concurrency in flight and
@@ -14,7 +16,7 @@ import (
 // end, so a server counting requests by arrival never sees more than
 // perWindow in any window.
 type throttle struct {
-	clock       Clock
+	clock       clock.Clock
 	concurrency int
 	perWindow   int
 	window      time.Duration
@@ -41,7 +43,7 @@ type domainState struct {
 	queued map[string]*queuedIdentifier
 	rr     int
 
-	timer Timer
+	timer clock.Timer
 }
 
 type queuedIdentifier struct {
@@ -49,8 +51,8 @@ type queuedIdentifier struct {
 	inProgress bool
 }
 
-func newThrottle(clock Clock, concurrency, perWindow int, window time.Duration, m *metrics) *throttle {
-	return &throttle{clock: clock, concurrency: concurrency, perWindow: perWindow, window: window, m: m,
+func newThrottle(clk clock.Clock, concurrency, perWindow int, window time.Duration, m *metrics) *throttle {
+	return &throttle{clock: clk, concurrency: concurrency, perWindow: perWindow, window: window, m: m,
 		domains: map[string]*domainState{}}
 }
 

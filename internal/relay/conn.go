@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -364,20 +363,4 @@ func (c *Conn) teardown() {
 			ch <- OKResult{Err: err}
 		}
 	}
-}
-
-// IsHardDialError reports failures that quick retries will not fix: DNS
-// failures and endpoints that are not websockets. A handshake answered 408,
-// 429 or 5xx is not hard: the relay is busy or restarting.
-func IsHardDialError(err error) bool {
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) && !dnsErr.IsTemporary && !dnsErr.IsTimeout {
-		return true
-	}
-	var hs *HandshakeError
-	if errors.As(err, &hs) {
-		code := hs.StatusCode
-		return code != http.StatusRequestTimeout && code != http.StatusTooManyRequests && code < 500
-	}
-	return errors.Is(err, ErrNotWebsocket)
 }

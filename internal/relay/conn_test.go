@@ -253,7 +253,7 @@ func TestDialNotWebsocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), DefaultOptions())
-	if !errors.Is(err, ErrNotWebsocket) || !IsHardDialError(err) {
+	if !errors.Is(err, ErrNotWebsocket) {
 		t.Fatalf("got %v, want ErrNotWebsocket", err)
 	}
 }

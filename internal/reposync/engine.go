@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
@@ -113,7 +114,7 @@ type LimitsFunc func(ctx context.Context, url string) (relay.Limits, error)
 type Deps struct {
 	Log      *zap.Logger
 	Registry prometheus.Registerer
-	Clock    health.Clock
+	Clock    clock.Clock
 	Health   *health.Tracker
 	// Dial connects to remote relays (with the outbound address policy);
 	// DialOwn connects to the own relay.
@@ -146,7 +147,7 @@ type Engine struct {
 	d     Deps
 	log   *zap.Logger
 	m     *metrics
-	clock health.Clock
+	clock clock.Clock
 	h     *ingest.Handler
 
 	inbox chan func()
@@ -222,7 +223,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		d.Log = zap.NewNop()
 	}
 	if d.Clock == nil {
-		d.Clock = health.RealClock{}
+		d.Clock = clock.Real{}
 	}
 	if d.Health == nil || d.Dial == nil || d.DialOwn == nil || d.Ingest == nil || d.Registry == nil {
 		return nil, errors.New("reposync: Health, Dial, DialOwn, Ingest and Registry are required")

@@ -16,7 +16,7 @@ type RepoNeeds struct {
 }
 
 // RepoSyncIndex is what we want: repository address ("30617:<pubkey>:<d>")
-// to its needs. It is owned by the manager goroutine.
+// to its needs. It is owned by the engine's Run goroutine.
 type RepoSyncIndex map[string]*RepoNeeds
 
 // Items is a set of repositories and root events.

@@ -214,23 +214,12 @@ func (e *Engine) waitCooldown(ctx context.Context, url string) error {
 	}
 }
 
-// sleep waits d on the engine's clock (a test clock's After when it has
-// one), or until ctx is done.
+// sleep waits d on the engine's clock, or until ctx is done.
 func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
-	var wake <-chan time.Time
-	if c, ok := e.clock.(interface {
-		After(time.Duration) <-chan time.Time
-	}); ok {
-		wake = c.After(d)
-	} else {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		wake = t.C
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-wake:
+	case <-e.clock.After(d):
 		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
@@ -28,7 +29,7 @@ func newBareEngine(t *testing.T) *Engine {
 func newBareEngineWith(t *testing.T, cfg Config, local *localindex.Index) *Engine {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	ht, err := health.New(health.DefaultConfig(), health.NewManualClock(time.Unix(1_700_000_000, 0)), reg, nil)
+	ht, err := health.New(health.DefaultConfig(), clock.NewManual(time.Unix(1_700_000_000, 0)), reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

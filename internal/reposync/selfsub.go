@@ -9,10 +9,15 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
+
+// ownReconnectBase is the first wait before redialling the own relay; it
+// doubles per failure up to Config.OwnReconnectMax, without jitter.
+const ownReconnectBase = 250 * time.Millisecond
 
 // runSelfSubscriber keeps a subscription on the own relay for the kinds
 // that define what we sync, reconnecting with capped backoff. The first
@@ -21,7 +26,7 @@ import (
 func (e *Engine) runSelfSubscriber(ctx context.Context) {
 	log := e.log.Named("self")
 	var lastSeen time.Time
-	backoff := 250 * time.Millisecond
+	retry := backoff.Policy{Base: ownReconnectBase, Max: e.cfg.OwnReconnectMax}
 	failures := 0
 	for ctx.Err() == nil {
 		opts := e.d.RelayOptions
@@ -34,16 +39,15 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 			if failures == 1 || failures%10 == 0 {
 				log.Warn("cannot connect to own relay", zap.String("relay", e.cfg.OwnRelay), zap.Int("failures", failures), zap.Error(err))
 			}
-			if !sleep(ctx, backoff) {
+			if e.sleep(ctx, retry.Delay(failures, 0)) != nil {
 				return
 			}
-			backoff = min(backoff*2, e.cfg.OwnReconnectMax)
 			continue
 		}
 		if failures > 0 || !lastSeen.IsZero() {
 			log.Info("connected to own relay", zap.String("relay", e.cfg.OwnRelay))
 		}
-		failures, backoff = 0, 250*time.Millisecond
+		failures = 0
 		e.ownUp.Store(true)
 		var since *nostr.Timestamp
 		if !lastSeen.IsZero() {
@@ -228,15 +232,4 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this
 	}()
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -43,7 +43,7 @@ func (e *Engine) runTrusted(ctx context.Context, url string) {
 		return
 	}
 	for !e.Ready() {
-		if !sleep(ctx, 100*time.Millisecond) {
+		if e.sleep(ctx, 100*time.Millisecond) != nil {
 			return
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -34,7 +35,7 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Version  string
 	// Clock, when set, replaces the wall clock in time-based logic.
-	Clock health.Clock
+	Clock clock.Clock
 	// HTTPClient, when set, is used for websocket handshakes and NIP-11 of
 	// the configured relays (own, bootstrap, trusted). Relays discovered
 	// in announcements always go through the outbound address policy.
@@ -72,7 +73,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		d.Registry = prometheus.NewRegistry()
 	}
 	if d.Clock == nil {
-		d.Clock = health.RealClock{}
+		d.Clock = clock.Real{}
 	}
 	s := &Sidecar{cfg: cfg, d: d, log: d.Log}
 

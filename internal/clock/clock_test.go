@@ -1,4 +1,4 @@
-package health
+package clock
 
 import (
 	"sync"
@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-func TestManualClock(t *testing.T) {
-	c := NewManualClock(epoch)
+func TestManual(t *testing.T) {
+	c := NewManual(epoch)
 	if !c.Now().Equal(epoch) {
 		t.Fatalf("Now = %s, want %s", c.Now(), epoch)
 	}
@@ -53,8 +53,8 @@ func TestManualClock(t *testing.T) {
 	}
 }
 
-func TestManualClockConcurrent(t *testing.T) {
-	c := NewManualClock(epoch)
+func TestManualConcurrent(t *testing.T) {
+	c := NewManual(epoch)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -74,16 +74,39 @@ func TestManualClockConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-func TestRealClock(t *testing.T) {
-	var c Clock = RealClock{}
+func TestReal(t *testing.T) {
+	var c Clock = Real{}
 	before := time.Now()
 	got := c.Now()
 	if got.Before(before) || got.Sub(before) > time.Minute {
-		t.Fatalf("RealClock.Now = %s, wall clock %s", got, before)
+		t.Fatalf("Real.Now = %s, wall clock %s", got, before)
 	}
 	select {
-	case <-RealClock{}.After(time.Millisecond):
+	case <-Real{}.After(time.Millisecond):
 	case <-time.After(10 * time.Second):
-		t.Fatal("RealClock.After(1ms) did not fire within 10s")
+		t.Fatal("Real.After(1ms) did not fire within 10s")
+	}
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestManualAfterFunc(t *testing.T) {
+	c := NewManual(epoch)
+	var ran []int
+	c.AfterFunc(2*time.Second, func() { ran = append(ran, 2) })
+	c.AfterFunc(time.Second, func() { ran = append(ran, 1) })
+	stopped := c.AfterFunc(time.Second, func() { ran = append(ran, 0) })
+	if !stopped.Stop() || stopped.Stop() {
+		t.Fatal("Stop reports true once, then false")
+	}
+	if got := c.Waiters(); got != 2 {
+		t.Fatalf("Waiters = %d, want 2", got)
+	}
+	c.Advance(3 * time.Second)
+	if len(ran) != 2 || ran[0] != 1 || ran[1] != 2 {
+		t.Fatalf("ran %v, want [1 2] in deadline order", ran)
+	}
+	if c.Waiters() != 0 {
+		t.Fatalf("Waiters = %d after Advance", c.Waiters())
 	}
 }

@@ -1,0 +1,34 @@
+package relay
+
+import "strings"
+
+// The machine-readable prefixes of NIP-01 OK and CLOSED reasons (also used
+// in NIP-77 NEG-ERR reasons), without their colon.
+const (
+	ReasonDuplicate    = "duplicate"
+	ReasonPoW          = "pow"
+	ReasonBlocked      = "blocked"
+	ReasonRateLimited  = "rate-limited"
+	ReasonInvalid      = "invalid"
+	ReasonRestricted   = "restricted"
+	ReasonMute         = "mute"
+	ReasonError        = "error"
+	ReasonAuthRequired = "auth-required"
+)
+
+// ReasonPrefix returns the machine-readable NIP-01 prefix of reason (one of
+// the Reason constants: "blocked" for "blocked: too many query results"),
+// or "" when reason does not start with one followed by a colon. Matching
+// is exact: callers lower-case the reason first where relays vary.
+func ReasonPrefix(reason string) string {
+	prefix, _, ok := strings.Cut(reason, ":")
+	if !ok {
+		return ""
+	}
+	switch prefix {
+	case ReasonDuplicate, ReasonPoW, ReasonBlocked, ReasonRateLimited, ReasonInvalid,
+		ReasonRestricted, ReasonMute, ReasonError, ReasonAuthRequired:
+		return prefix
+	}
+	return ""
+}
