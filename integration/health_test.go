@@ -86,29 +86,6 @@ func announceURLs(k *harness.Key, d string, own *harness.Relay, urls ...string) 
 	return k.Announcement(d, harness.WithRelays(append([]string{own.URL()}, urls...)...), harness.WithClone(clones...))
 }
 
-// gauge returns the value of the gauge name{relay=url} in reg, and whether
-// the series exists.
-func gauge(t testing.TB, reg prometheus.Gatherer, name, url string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "relay" && l.GetValue() == url {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
 // TestClosedPortBackoff: a relay that is down is retried on the backoff
 // schedule base·2^(n−1) (jitter off): attempts at ~0, B, 3B, 7B, 15B … after
 // the first, so a window of 11B holds at most 4 attempts, and consecutive
@@ -137,7 +114,7 @@ func TestClosedPortBackoff(t *testing.T) {
 	// The closed port was announced in the same batch, so it has had the
 	// same window: its consecutive failures (the tracker's gauge, updated
 	// every tick) follow the same schedule.
-	closedFailures, _ := gauge(t, sc.Registry, health.MetricRelayFailures, refusing)
+	closedFailures, _ := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": refusing})
 	accepts := down.Accepts()
 	n := 0
 	for _, at := range accepts {
@@ -178,7 +155,7 @@ func TestClosedPortBackoff(t *testing.T) {
 		t.Errorf("status of the down relay: %+v, want health degraded, disconnected, ≥%d failures", r, maxN-1)
 	}
 	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("%s{relay=%q} never counted the failures", health.MetricRelayFailures, down.URL()), func() bool {
-		v, ok := gauge(t, sc.Registry, health.MetricRelayFailures, down.URL())
+		v, ok := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": down.URL()})
 		return ok && v >= maxN-1
 	})
 }
@@ -252,8 +229,8 @@ func TestHandshakeStatusDecidesRetry(t *testing.T) {
 	})
 	// The gauges follow on the tracker's tick; a 429 counts no failure.
 	testkit.WaitFor(t, syncTimeout, "gauges of the 429 relay never showed rate_limited without failures", func() bool {
-		s, _ := gauge(t, sc.Registry, health.MetricRelayStatus, limited.URL())
-		f, ok := gauge(t, sc.Registry, health.MetricRelayFailures, limited.URL())
+		s, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": limited.URL()})
+		f, ok := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": limited.URL()})
 		return s == float64(health.RateLimited) && ok && f == 0
 	})
 
@@ -342,7 +319,7 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 
 	testkit.WaitFor(t, syncTimeout, "the dropping relay was never reported degraded (status and gauge)", func() bool {
 		r, _ := relayStatus(sc, url)
-		v, _ := gauge(t, sc.Registry, health.MetricRelayStatus, url)
+		v, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": url})
 		return flaky.Stats().Connections >= 3 && r.Health == health.Degraded.String() && v == float64(health.Degraded)
 	})
 
@@ -371,8 +348,8 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 		t.Errorf("healthy %s after the connection was made, before the stability period %s", held, cfg.Health.StabilityPeriod)
 	}
 	testkit.WaitFor(t, syncTimeout, "gauges never showed the relay healthy with no failures", func() bool {
-		s, _ := gauge(t, sc.Registry, health.MetricRelayStatus, url)
-		f, _ := gauge(t, sc.Registry, health.MetricRelayFailures, url)
+		s, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": url})
+		f, _ := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": url})
 		return s == float64(health.Healthy) && f == 0
 	})
 	waitHas(t, own, issue)

@@ -173,40 +173,6 @@ var hostileNegMessages = []string{
 	"",                             // empty
 }
 
-// metricSum adds up the samples of a metric whose labels include want.
-func metricSum(t testing.TB, reg prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // heapSampler records the peak HeapInuse until stopped.
 type heapSampler struct {
 	peak atomic.Uint64
@@ -377,18 +343,18 @@ func TestHostileRelay(t *testing.T) {
 	waitHas(t, own, honest...)
 	synced := time.Since(start)
 	testkit.WaitFor(t, syncTimeout, "the flood was not dropped as no_match", func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"}) >= float64(flood)
+		return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"}) >= float64(flood)
 	})
 	flushed := time.Since(start)
 	for _, reason := range []string{"bad_id", "bad_signature", "too_large", "too_many_tags"} {
 		reason := reason
 		testkit.WaitFor(t, syncTimeout, fmt.Sprintf("no event dropped as %s", reason), func() bool {
-			return metricSum(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": reason}) > 0
+			return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": reason}) > 0
 		})
 	}
 	// The subscriptions that never see EOSE fail their historic batch.
 	testkit.WaitFor(t, syncTimeout, "no historic batch against the hostile relay failed", func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}) > 0
+		return testkit.Metric(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}) > 0
 	})
 	peak := heap.Stop()
 	// The honest relays are unaffected.
@@ -413,7 +379,7 @@ func TestHostileRelay(t *testing.T) {
 			t.Errorf("event over a bound published: %s", ev.ID)
 		}
 	}
-	if n := metricSum(t, sc.Registry, "ngit_sync_events_rejected_total", nil); n != 0 {
+	if n := testkit.Metric(t, sc.Registry, "ngit_sync_events_rejected_total", nil); n != 0 {
 		t.Errorf("the own relay rejected %v events the sidecar sent", n)
 	}
 	if n := hostile.conns.Load(); n > 3 {

@@ -216,7 +216,7 @@ func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 	// Names resolving to refused addresses are retried with backoff; wait
 	// for several refusals so that "logged once" means something.
 	testkit.WaitFor(t, syncTimeout, "refusals were not repeated", func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "relay", "reason": "loopback"}) >= 8
+		return testkit.Metric(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "relay", "reason": "loopback"}) >= 8
 	})
 
 	got := refusals(logs)
@@ -316,7 +316,7 @@ func TestSSRFCloneURLsAndIdentifiers(t *testing.T) {
 	// The git guard refuses the private clone URLs each time the purgatory
 	// tries them (the announcement screening counted each once more).
 	testkit.WaitFor(t, syncTimeout, "the purgatory did not try the private clone URLs repeatedly", func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "clone", "reason": "private"}) >= 6 &&
+		return testkit.Metric(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "clone", "reason": "private"}) >= 6 &&
 			res.count("internal.test") >= 2
 	})
 
