@@ -274,54 +274,6 @@ func submitAll(t testing.TB, p *Publisher, evs []*nostr.Event, res *results) {
 	}
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		case <-tick.C:
-		}
-	}
-}
-
-// metricValue returns the value of a counter or gauge (with the given label
-// pair, if any) from reg.
-func metricValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := label == ""
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					match = true
-				}
-			}
-			if !match {
-				continue
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("metric %s{%s=%q} not found", name, label, value)
-	return 0
-}
-
 func signer(t testing.TB) Signer {
 	sk := nostr.GeneratePrivateKey()
 	return func(ev *nostr.Event) error { return ev.Sign(sk) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fiatjaf/khatru"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -49,7 +50,7 @@ func TestKhatruAuthRequired(t *testing.T) {
 		h := startPublisher(t, testConfig(), dial, func(ev *nostr.Event) error { return ev.Sign(sk) })
 		res := newResults()
 		submitAll(t, h.p, evs[:20], res)
-		waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == 20 })
+		testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == 20 })
 		for _, ev := range evs[:20] {
 			if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 				t.Fatalf("event %s: results %+v", ev.ID, r)
