@@ -185,14 +185,14 @@ func testConfig() Config {
 	return c
 }
 
-type harness struct {
+type pubHarness struct {
 	p    *Publisher
 	reg  *prometheus.Registry
 	stop func() // cancels Run and waits for it
 }
 
 // startPublisher runs a publisher until the test ends (or stop is called).
-func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *harness {
+func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *pubHarness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	p, err := New(cfg, dial, sign, zaptest.NewLogger(t), reg)
@@ -217,7 +217,7 @@ func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *harness
 		})
 	}
 	t.Cleanup(stop)
-	return &harness{p: p, reg: reg, stop: stop}
+	return &pubHarness{p: p, reg: reg, stop: stop}
 }
 
 // results collects outcomes reported to done callbacks.

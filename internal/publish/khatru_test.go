@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fiatjaf/khatru"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
@@ -23,7 +24,8 @@ func TestKhatruAuthRequired(t *testing.T) {
 	pk, _ := nostr.GetPublicKey(sk)
 	var mu sync.Mutex
 	authedAs := make(map[string]int)
-	url, store := startKhatru(t, func(rl *khatru.Relay) {
+	store := harness.NewStore()
+	url := harness.StartKhatru(t, store, func(rl *khatru.Relay) {
 		rl.RejectEvent = append(rl.RejectEvent, func(ctx context.Context, ev *nostr.Event) (bool, string) {
 			who := khatru.GetAuthed(ctx)
 			mu.Lock()
@@ -56,7 +58,7 @@ func TestKhatruAuthRequired(t *testing.T) {
 				t.Fatalf("event %s: results %+v", ev.ID, r)
 			}
 		}
-		if n := store.len(); n != 20 {
+		if n := store.Len(); n != 20 {
 			t.Fatalf("relay stores %d events, want 20", n)
 		}
 		mu.Lock()
