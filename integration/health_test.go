@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // Relay health end to end (issue 4): backoff against a relay that is down,
@@ -87,29 +87,6 @@ func announceURLs(k *harness.Key, d string, own *harness.Relay, urls ...string) 
 	return k.Announcement(d, harness.WithRelays(append([]string{own.URL()}, urls...)...), harness.WithClone(clones...))
 }
 
-// gauge returns the value of the gauge name{relay=url} in reg, and whether
-// the series exists.
-func gauge(t testing.TB, reg prometheus.Gatherer, name, url string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "relay" && l.GetValue() == url {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
 // TestClosedPortBackoff: a relay that is down is retried on the backoff
 // schedule base·2^(n−1) (jitter off): attempts at ~0, B, 3B, 7B, 15B … after
 // the first, so a window of 11B holds at most 4 attempts, and consecutive
@@ -117,7 +94,7 @@ func gauge(t testing.TB, reg prometheus.Gatherer, name, url string) (float64, bo
 func TestClosedPortBackoff(t *testing.T) {
 	own := ownRelay(t)
 	down := newAcceptCounter(t)
-	refusing := closedPort(t) // attempts cannot be counted here, failures can
+	refusing := harness.ClosedPort(t) // attempts cannot be counted here, failures can
 	alice := harness.NewKey()
 	mustPublish(t, own, announceURLs(alice, "down", own, down.URL()), announceURLs(alice, "refusing", own, refusing))
 
@@ -129,7 +106,7 @@ func TestClosedPortBackoff(t *testing.T) {
 	cfg.Health.Tick = 20 * time.Millisecond
 	sc := startSidecar(t, cfg)
 
-	harness.Eventually(t, syncTimeout, func() bool { return len(down.Accepts()) > 0 }, "the down relay was never dialled")
+	testkit.WaitFor(t, syncTimeout, "the down relay was never dialled", func() bool { return len(down.Accepts()) > 0 })
 	first := down.Accepts()[0]
 	const window = 11 * base // nominal attempts at 0, B, 3B, 7B; the next at 15B
 	wait := time.NewTimer(time.Until(first.Add(window)))
@@ -138,7 +115,7 @@ func TestClosedPortBackoff(t *testing.T) {
 	// The closed port was announced in the same batch, so it has had the
 	// same window: its consecutive failures (the tracker's gauge, updated
 	// every tick) follow the same schedule.
-	closedFailures, _ := gauge(t, sc.Registry, health.MetricRelayFailures, refusing)
+	closedFailures, _ := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": refusing})
 	accepts := down.Accepts()
 	n := 0
 	for _, at := range accepts {
@@ -178,10 +155,10 @@ func TestClosedPortBackoff(t *testing.T) {
 	if r.Health != health.Degraded.String() || r.State != "disconnected" || r.Failures < maxN-1 {
 		t.Errorf("status of the down relay: %+v, want health degraded, disconnected, ≥%d failures", r, maxN-1)
 	}
-	harness.Eventually(t, syncTimeout, func() bool {
-		v, ok := gauge(t, sc.Registry, health.MetricRelayFailures, down.URL())
+	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("%s{relay=%q} never counted the failures", health.MetricRelayFailures, down.URL()), func() bool {
+		v, ok := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": down.URL()})
 		return ok && v >= maxN-1
-	}, "%s{relay=%q} never counted the failures", health.MetricRelayFailures, down.URL())
+	})
 }
 
 // statusServer answers every HTTP request (websocket handshakes included)
@@ -239,24 +216,24 @@ func TestHandshakeStatusDecidesRetry(t *testing.T) {
 	sc := startSidecar(t, cfg)
 
 	servers := []*statusServer{limited, restarting, notRelay}
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "not every relay was dialled", func() bool {
 		for _, s := range servers {
 			if len(s.Requests()) == 0 {
 				return false
 			}
 		}
 		return true
-	}, "not every relay was dialled")
-	harness.Eventually(t, syncTimeout, func() bool {
+	})
+	testkit.WaitFor(t, syncTimeout, "the 429 relay was never reported rate_limited", func() bool {
 		r, _ := relayStatus(sc, limited.URL())
 		return r.Health == health.RateLimited.String()
-	}, "the 429 relay was never reported rate_limited")
+	})
 	// The gauges follow on the tracker's tick; a 429 counts no failure.
-	harness.Eventually(t, syncTimeout, func() bool {
-		s, _ := gauge(t, sc.Registry, health.MetricRelayStatus, limited.URL())
-		f, ok := gauge(t, sc.Registry, health.MetricRelayFailures, limited.URL())
+	testkit.WaitFor(t, syncTimeout, "gauges of the 429 relay never showed rate_limited without failures", func() bool {
+		s, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": limited.URL()})
+		f, ok := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": limited.URL()})
 		return s == float64(health.RateLimited) && ok && f == 0
-	}, "gauges of the 429 relay never showed rate_limited without failures")
+	})
 
 	// A window after each relay's first attempt: 429 every cooldown (at
 	// most 3 attempts at 0, C, 2C), 503 at 0, B, 3B, 7B (at most 4 before
@@ -325,7 +302,7 @@ func offsets(ts []time.Time, t0 time.Time) []time.Duration {
 // status gauge following (3, then 1) and its failures cleared.
 func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	own := ownRelay(t)
-	flaky := startRelay(t, harness.RelayOptions{Name: "flaky", Faults: harness.Faults{DropAfterSend: 1}})
+	flaky := harness.Start(t, harness.RelayOptions{Name: "flaky", Faults: harness.Faults{DropAfterSend: 1}})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "flaky", own, flaky)
 	mustPublish(t, own, repo)
@@ -341,23 +318,23 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	sc := startSidecar(t, cfg)
 	url := flaky.URL()
 
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "the dropping relay was never reported degraded (status and gauge)", func() bool {
 		r, _ := relayStatus(sc, url)
-		v, _ := gauge(t, sc.Registry, health.MetricRelayStatus, url)
+		v, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": url})
 		return flaky.Stats().Connections >= 3 && r.Health == health.Degraded.String() && v == float64(health.Degraded)
-	}, "the dropping relay was never reported degraded (status and gauge)")
+	})
 
 	flaky.SetFaults(harness.Faults{})
 	var connectedDegraded bool
 	var healthy status.Relay
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "the relay never became healthy again", func() bool {
 		r, _ := relayStatus(sc, url)
 		if r.Health == health.Degraded.String() && r.State != "disconnected" && r.State != "connecting" {
 			connectedDegraded = true
 		}
 		healthy = r
 		return r.Health == health.Healthy.String()
-	}, "the relay never became healthy again")
+	})
 	healthyAt := time.Now()
 	if !connectedDegraded {
 		t.Error("never saw the relay connected but still degraded (stability period)")
@@ -371,11 +348,11 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	if held := healthyAt.Sub(*healthy.LastConnected); held < cfg.Health.StabilityPeriod-50*time.Millisecond {
 		t.Errorf("healthy %s after the connection was made, before the stability period %s", held, cfg.Health.StabilityPeriod)
 	}
-	harness.Eventually(t, syncTimeout, func() bool {
-		s, _ := gauge(t, sc.Registry, health.MetricRelayStatus, url)
-		f, _ := gauge(t, sc.Registry, health.MetricRelayFailures, url)
+	testkit.WaitFor(t, syncTimeout, "gauges never showed the relay healthy with no failures", func() bool {
+		s, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": url})
+		f, _ := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": url})
 		return s == float64(health.Healthy) && f == 0
-	}, "gauges never showed the relay healthy with no failures")
+	})
 	waitHas(t, own, issue)
 }
 
@@ -396,7 +373,7 @@ func TestRateLimitClosedCooldown(t *testing.T) {
 
 func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 	own := ownRelay(t)
-	limited := startRelay(t, harness.RelayOptions{Name: "limited"})
+	limited := harness.Start(t, harness.RelayOptions{Name: "limited"})
 	alice := harness.NewKey()
 	first := repoFor(alice, "first", own, limited)
 	mustPublish(t, own, first)
@@ -420,7 +397,7 @@ func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 	mustPublish(t, own, second)
 
 	var notice time.Time
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "the relay never refused a REQ as rate limited", func() bool {
 		for _, m := range limited.Sent(t0) {
 			if (m.Type == "NOTICE" || m.Type == "CLOSED") && strings.Contains(m.Raw, "rate-limited") {
 				notice = m.Time
@@ -428,11 +405,11 @@ func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 			}
 		}
 		return false
-	}, "the relay never refused a REQ as rate limited")
-	harness.Eventually(t, syncTimeout, func() bool {
+	})
+	testkit.WaitFor(t, syncTimeout, "the relay was never reported rate limited", func() bool {
 		r, _ := relayStatus(sc, url)
 		return r.Health == health.RateLimited.String()
-	}, "the relay was never reported rate limited")
+	})
 	// Lift the fault half-way: whatever the engine sends from now on would
 	// be served, so only the cooldown keeps it quiet.
 	wait := time.NewTimer(time.Until(notice.Add(cooldown / 2)))
@@ -477,7 +454,7 @@ func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 func TestMaxSubscriptionsRespected(t *testing.T) {
 	own := ownRelay(t)
 	const maxSubs = 5
-	remote := startRelay(t, harness.RelayOptions{Name: "five", MaxSubscriptions: maxSubs, EnforceMaxSubscriptions: true})
+	remote := harness.Start(t, harness.RelayOptions{Name: "five", MaxSubscriptions: maxSubs, EnforceMaxSubscriptions: true})
 	alice, bob := harness.NewKey(), harness.NewKey()
 	cfg := fastConfig(own)
 	sc := startSidecar(t, cfg)
@@ -517,10 +494,10 @@ func TestMaxSubscriptionsRespected(t *testing.T) {
 		logRefusals(t, remote)
 		t.Errorf("relay refused %d REQs for too many subscriptions", refused)
 	}
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "not all 50 repositories confirmed on the relay", func() bool {
 		r, _ := relayStatus(sc, remote.URL())
 		return r.ReposConfirmed == 50
-	}, "not all 50 repositories confirmed on the relay")
+	})
 }
 
 // deadRelaySync is one sync measurement: 2 healthy relays hold the
@@ -537,12 +514,12 @@ type deadRelaySync struct {
 // own relay.
 func (s deadRelaySync) run(tb testing.TB) time.Duration {
 	tb.Helper()
-	own := startRelayTB(tb, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy()})
-	a := startRelayTB(tb, harness.RelayOptions{Name: "a"})
-	b := startRelayTB(tb, harness.RelayOptions{Name: "b"})
+	own := harness.Start(tb, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy()})
+	a := harness.Start(tb, harness.RelayOptions{Name: "a"})
+	b := harness.Start(tb, harness.RelayOptions{Name: "b"})
 	urls := []string{a.URL(), b.URL()}
 	for i := 0; i < s.dead; i++ {
-		urls = append(urls, closedPort(tb))
+		urls = append(urls, harness.ClosedPort(tb))
 	}
 	for i := 0; i < s.silent; i++ {
 		urls = append(urls, silentPort(tb))
@@ -583,9 +560,8 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 		}
 		return n
 	}
-	if !harness.WaitFor(ctx, syncTimeout, func() bool { return missing() == 0 }) {
-		tb.Fatalf("with %d dead and %d silent relays: %d of %d events missing after %s", s.dead, s.silent, missing(), len(issues), syncTimeout)
-	}
+	testkit.WaitFor(tb, syncTimeout, fmt.Sprintf("all %d events with %d dead and %d silent relays", len(issues), s.dead, s.silent),
+		func() bool { return missing() == 0 })
 	took := time.Since(start)
 	// The dead relays were really tried: each failed at least once.
 	failed := func() int {
@@ -597,9 +573,8 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 		}
 		return n
 	}
-	if !harness.WaitFor(ctx, syncTimeout, func() bool { return failed() >= s.dead+s.silent }) {
-		tb.Fatalf("only %d of %d dead relays were tried", failed(), s.dead+s.silent)
-	}
+	testkit.WaitFor(tb, syncTimeout, fmt.Sprintf("all %d dead relays to be tried", s.dead+s.silent),
+		func() bool { return failed() >= s.dead+s.silent })
 	return took
 }
 
@@ -673,38 +648,6 @@ func silentPort(tb testing.TB) string {
 	return "ws://" + ln.Addr().String()
 }
 
-// closedPort returns the URL of a port that refuses connections and that
-// no relay started later can take: a socket bound to it never listens.
-// (harness.ClosedPortURL frees its port, which a relay started later in
-// the same process may get.)
-func closedPort(tb testing.TB) string {
-	tb.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		tb.Fatalf("socket: %v", err)
-	}
-	tb.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		tb.Fatalf("bind: %v", err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		tb.Fatalf("getsockname: %v", err)
-	}
-	return fmt.Sprintf("ws://127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-}
-
-// startRelayTB is startRelay for benchmarks too.
-func startRelayTB(tb testing.TB, opts harness.RelayOptions) *harness.Relay {
-	tb.Helper()
-	r, err := harness.StartRelay(opts)
-	if err != nil {
-		tb.Fatalf("StartRelay: %v", err)
-	}
-	tb.Cleanup(func() { r.Close() })
-	return r
-}
-
 // runSidecarTB runs a sidecar until the returned stop is called (or the
 // test ends); it waits until the sidecar is ready.
 func runSidecarTB(tb testing.TB, cfg *config.Config) (sc *sidecar.Sidecar, stop func()) {
@@ -735,7 +678,7 @@ func runSidecarTB(tb testing.TB, cfg *config.Config) (sc *sidecar.Sidecar, stop 
 		})
 	}
 	tb.Cleanup(stop)
-	harness.Eventually(tb, syncTimeout, sc.Ready, "sidecar never became ready")
+	testkit.WaitFor(tb, syncTimeout, "sidecar never became ready", sc.Ready)
 	return sc, stop
 }
 

@@ -38,6 +38,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // fakeRelay is a websocket server that speaks just enough NIP-01 and
@@ -172,40 +173,6 @@ var hostileNegMessages = []string{
 	"",                             // empty
 }
 
-// metricSum adds up the samples of a metric whose labels include want.
-func metricSum(t testing.TB, reg prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // heapSampler records the peak HeapInuse until stopped.
 type heapSampler struct {
 	peak atomic.Uint64
@@ -283,8 +250,8 @@ func junkEvent(rng *rand.Rand, sub string) []byte {
 // everything from the honest relays, and its memory stays bounded.
 func TestHostileRelay(t *testing.T) {
 	own := ownRelay(t)
-	honest1 := startRelay(t, harness.RelayOptions{Name: "honest1", Negentropy: true})
-	honest2 := startRelay(t, harness.RelayOptions{Name: "honest2"})
+	honest1 := harness.Start(t, harness.RelayOptions{Name: "honest1", Negentropy: true})
+	honest2 := harness.Start(t, harness.RelayOptions{Name: "honest2"})
 	alice, mallory := harness.NewKey(), harness.NewKey()
 	const d = "hostile"
 	repoAddr := alice.RepoAddress(d)
@@ -375,20 +342,20 @@ func TestHostileRelay(t *testing.T) {
 	sc := startSidecar(t, cfg)
 	waitHas(t, own, honest...)
 	synced := time.Since(start)
-	harness.Eventually(t, syncTimeout, func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"}) >= float64(flood)
-	}, "the flood was not dropped as no_match")
+	testkit.WaitFor(t, syncTimeout, "the flood was not dropped as no_match", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"}) >= float64(flood)
+	})
 	flushed := time.Since(start)
 	for _, reason := range []string{"bad_id", "bad_signature", "too_large", "too_many_tags"} {
 		reason := reason
-		harness.Eventually(t, syncTimeout, func() bool {
-			return metricSum(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": reason}) > 0
-		}, "no event dropped as %s", reason)
+		testkit.WaitFor(t, syncTimeout, fmt.Sprintf("no event dropped as %s", reason), func() bool {
+			return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": reason}) > 0
+		})
 	}
 	// The subscriptions that never see EOSE fail their historic batch.
-	harness.Eventually(t, syncTimeout, func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}) > 0
-	}, "no historic batch against the hostile relay failed")
+	testkit.WaitFor(t, syncTimeout, "no historic batch against the hostile relay failed", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}) > 0
+	})
 	peak := heap.Stop()
 	// The honest relays are unaffected.
 	waitState(t, sc, honest1.URL(), "connected")
@@ -412,7 +379,7 @@ func TestHostileRelay(t *testing.T) {
 			t.Errorf("event over a bound published: %s", ev.ID)
 		}
 	}
-	if n := metricSum(t, sc.Registry, "ngit_sync_events_rejected_total", nil); n != 0 {
+	if n := testkit.Metric(t, sc.Registry, "ngit_sync_events_rejected_total", nil); n != 0 {
 		t.Errorf("the own relay rejected %v events the sidecar sent", n)
 	}
 	if n := hostile.conns.Load(); n > 3 {
@@ -566,8 +533,8 @@ func TestSlowLorisRelay(t *testing.T) {
 // own relay with the NIP-42 key never shows the key in /status, /metrics
 // or its logs (debug level).
 func TestSecretKeyNeverExposed(t *testing.T) {
-	own := startRelay(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), AuthWrites: true})
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), AuthWrites: true})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	sk := nostr.GeneratePrivateKey()
 	key, err := config.ParseSecretKey(sk)
 	if err != nil {

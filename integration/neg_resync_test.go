@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ import (
 // counts them) of each.
 func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 	tb.Helper()
-	r := startRelayTB(tb, harness.RelayOptions{Name: "archive", Negentropy: true, ReqCap: 500})
+	r := harness.Start(tb, harness.RelayOptions{Name: "archive", Negentropy: true, ReqCap: 500})
 	r.Inject(evs...)
 	items := make([]neg.Item, 0, len(evs))
 	for _, ev := range evs {
@@ -88,11 +91,33 @@ func dialTB(tb testing.TB, ctx context.Context, url string) *relay.Conn {
 	return conn
 }
 
+// resyncEvents is a deterministic universe of n events with right ids and
+// no signatures (a re-sync never verifies them).
+func resyncEvents(n int) []*nostr.Event {
+	u, err := harness.NewUniverse(harness.UniverseOptions{
+		Seed: 42, Repos: max(1, n/200), Relays: []string{"ws://127.0.0.1:1", "ws://127.0.0.1:2"}, Events: n,
+		SkipSignatures: true,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return u.Events
+}
+
+// benchResyncEvents is resyncEvents of GRASP_BENCH_EVENTS (default 100,000).
+var benchResyncEvents = sync.OnceValue(func() []*nostr.Event {
+	n, err := strconv.Atoi(os.Getenv("GRASP_BENCH_EVENTS"))
+	if err != nil || n <= 0 {
+		n = 100_000
+	}
+	return resyncEvents(n)
+})
+
 // TestNegentropyResyncBytes: re-syncing a set both sides already hold
 // costs at most 1% of the bytes of downloading it again (issue 5).
 func TestNegentropyResyncBytes(t *testing.T) {
 	n := scaled(20_000, 5_000)
-	evs := universe(n, true).Events
+	evs := resyncEvents(n)
 	negBytes, reqBytes := resyncBytes(t, evs)
 	ratio := float64(negBytes) / float64(reqBytes)
 	t.Logf("%d events: negentropy %d bytes, REQ re-download %d bytes (%.4f%%)", len(evs), negBytes, reqBytes, 100*ratio)
@@ -105,7 +130,7 @@ func TestNegentropyResyncBytes(t *testing.T) {
 // events (GRASP_BENCH_EVENTS scales it): bytes of a negentropy re-sync of an
 // already-synced set against a full REQ re-download of it.
 func BenchmarkNegentropyResync100k(b *testing.B) {
-	evs := benchUniverse().Events
+	evs := benchResyncEvents()
 	for b.Loop() {
 		negBytes, reqBytes := resyncBytes(b, evs)
 		b.ReportMetric(float64(negBytes), "neg-bytes")
@@ -118,7 +143,7 @@ func BenchmarkNegentropyResync100k(b *testing.B) {
 // kind than the relay returns per REQ is reported, and the paging still
 // fetches everything older.
 func TestPagerGoesPastSaturatedSecond(t *testing.T) {
-	r := startRelay(t, harness.RelayOptions{Name: "capped", ReqCap: 50})
+	r := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 50})
 	alice := harness.NewKey()
 	repo := alice.RepoAddress("r")
 	crowded := time.Now().Add(-time.Hour)
@@ -157,7 +182,7 @@ func countIn(got map[string]bool, evs []*nostr.Event) int {
 // them live to the page's subscription, mixed into the stored results; they
 // must not make the pager step over stored events.
 func TestPagerWithOldDatedLiveEvents(t *testing.T) {
-	r := startRelay(t, harness.RelayOptions{Name: "busy", ReqCap: 50})
+	r := harness.Start(t, harness.RelayOptions{Name: "busy", ReqCap: 50})
 	alice, bob := harness.NewKey(), harness.NewKey()
 	repo := alice.RepoAddress("r")
 	base := time.Now().Add(-48 * time.Hour)

@@ -63,7 +63,7 @@ func universeRepo(t *testing.T, own, remote *harness.Relay, d string, n int) (*n
 // fetches exactly the events it lacks, by id, and pages nothing.
 func TestNegentropyFreshStartFetchesOnlyMissing(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "nip77", Negentropy: true, ReqCap: 500})
+	remote := harness.Start(t, harness.RelayOptions{Name: "nip77", Negentropy: true, ReqCap: 500})
 	_, evs := universeRepo(t, own, remote, "neg", 600)
 	// The own relay has every other root already (and their comments);
 	// inject through the store so the sidecar learns them only through
@@ -113,7 +113,7 @@ func TestNegentropyFreshStartFetchesOnlyMissing(t *testing.T) {
 // everything, by REQ paging, and is remembered as unsupported.
 func TestNegentropyFallbackToPaging(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "plain", ReqCap: 500})
+	remote := harness.Start(t, harness.RelayOptions{Name: "plain", ReqCap: 500})
 	_, evs := universeRepo(t, own, remote, "plain", 700)
 	sc := startSidecar(t, fastConfig(own))
 	waitHas(t, own, evs...)
@@ -127,7 +127,7 @@ func TestNegentropyFallbackToPaging(t *testing.T) {
 // results" above 100 events is reconciled in smaller time windows.
 func TestNegentropyBlockedSplits(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "strict", Negentropy: true, NegMaxEvents: 100})
+	remote := harness.Start(t, harness.RelayOptions{Name: "strict", Negentropy: true, NegMaxEvents: 100})
 	_, evs := universeRepo(t, own, remote, "blocked", 400)
 	t0 := time.Now()
 	sc := startSidecar(t, fastConfig(own))
@@ -153,8 +153,8 @@ func TestNegentropyBlockedSplits(t *testing.T) {
 // periodic reconciliation and published once.
 func TestTrustedRelayReconciliation(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote", Negentropy: true})
-	archive := startRelay(t, harness.RelayOptions{Name: "archive", Negentropy: true})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
+	archive := harness.Start(t, harness.RelayOptions{Name: "archive", Negentropy: true})
 	repo, evs := universeRepo(t, own, remote, "archived", 20)
 	archive.Inject(repo)
 	archive.Inject(evs...)

@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -163,7 +164,7 @@ func pubFlush(t *testing.T, p *publish.Publisher) {
 // 10,000 events (pubEvents) go through the window into khatru; every one
 // gets its outcome and is stored, each sent exactly once.
 func TestPublisherTenThousandEvents(t *testing.T) {
-	own := startRelay(t, harness.RelayOptions{Name: "own"})
+	own := harness.Start(t, harness.RelayOptions{Name: "own"})
 	evs := pubCorpus()
 	pub := startPub(t, own.URL(), nil)
 	o := newPubOutcomes()
@@ -190,7 +191,7 @@ func TestPublisherTenThousandEvents(t *testing.T) {
 // are sent again, events submitted while it is down wait in the queue, and
 // none is lost.
 func TestPublisherOwnRelayRestart(t *testing.T) {
-	own := startRelay(t, harness.RelayOptions{Name: "own"})
+	own := harness.Start(t, harness.RelayOptions{Name: "own"})
 	evs := pubCorpus()
 	n := len(evs)
 	first, second := evs[:n*6/10], evs[n*6/10:]
@@ -198,11 +199,11 @@ func TestPublisherOwnRelayRestart(t *testing.T) {
 	o := newPubOutcomes()
 	pubSubmit(t, pub.p, first, o)
 
-	harness.Eventually(t, syncTimeout, func() bool { return o.count() >= n*3/10 }, "30% of the outcomes before the restart")
+	testkit.WaitFor(t, syncTimeout, "30% of the outcomes before the restart", func() bool { return o.count() >= n*3/10 })
 	if err := own.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, syncTimeout, func() bool { return !pub.p.Connected() }, "the publisher to notice the stop")
+	testkit.WaitFor(t, syncTimeout, "the publisher to notice the stop", func() bool { return !pub.p.Connected() })
 	outcomesAtStop := o.count()
 	pubSubmit(t, pub.p, second, o) // queued while the relay is down
 	if st := pub.p.Stats(); st.Queued < len(second) {
@@ -262,7 +263,7 @@ func TestPublisherRateLimitedRelay(t *testing.T) {
 	if pubRace() {
 		total, lim.window, lim.perWindow = 60, 500*time.Millisecond, 5
 	}
-	own := startRelay(t, harness.RelayOptions{Name: "own", Policy: lim.policy})
+	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: lim.policy})
 	evs := pubCorpus()[:total]
 	pub := startPub(t, own.URL(), func(c *publish.Config) { c.Window = window })
 	o := newPubOutcomes()

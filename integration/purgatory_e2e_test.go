@@ -16,7 +16,7 @@ import (
 // and both events are in the own relay.
 func TestSidecarPurgatoryEndToEnd(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	gitDir := t.TempDir()
 	alice := harness.NewKey()
 	const d = "tool"

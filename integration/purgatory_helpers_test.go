@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,8 +19,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // pgOwnRelay is the own relay of the purgatory tests: a real khatru relay on
@@ -39,26 +38,25 @@ type pgOwnRelay struct {
 func startPgOwnRelay(t testing.TB) *pgOwnRelay {
 	t.Helper()
 	r := &pgOwnRelay{events: map[string]*nostr.Event{}, at: map[string]time.Time{}}
-	relay := khatru.NewRelay()
-	relay.Log = log.New(io.Discard, "", 0)
-	relay.StoreEvent = append(relay.StoreEvent, func(_ context.Context, ev *nostr.Event) error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if _, ok := r.events[ev.ID]; ok {
-			return errors.New("duplicate: have it")
-		}
-		r.events[ev.ID] = ev
-		r.at[ev.ID] = time.Now()
-		return nil
+	r.URL = harness.StartKhatru(t, nil, func(relay *khatru.Relay) {
+		// only StoreEvent and an empty QueryEvents, as the purgatory expects
+		relay.ReplaceEvent, relay.DeleteEvent, relay.CountEvents = nil, nil, nil
+		relay.StoreEvent = []func(context.Context, *nostr.Event) error{func(_ context.Context, ev *nostr.Event) error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if _, ok := r.events[ev.ID]; ok {
+				return errors.New("duplicate: have it")
+			}
+			r.events[ev.ID] = ev
+			r.at[ev.ID] = time.Now()
+			return nil
+		}}
+		relay.QueryEvents = []func(context.Context, nostr.Filter) (chan *nostr.Event, error){func(context.Context, nostr.Filter) (chan *nostr.Event, error) {
+			ch := make(chan *nostr.Event)
+			close(ch)
+			return ch, nil
+		}}
 	})
-	relay.QueryEvents = append(relay.QueryEvents, func(context.Context, nostr.Filter) (chan *nostr.Event, error) {
-		ch := make(chan *nostr.Event)
-		close(ch)
-		return ch, nil
-	})
-	srv := httptest.NewServer(relay)
-	t.Cleanup(srv.Close)
-	r.URL = "ws" + strings.TrimPrefix(srv.URL, "http")
 	return r
 }
 
@@ -334,5 +332,5 @@ func mustRefs(t testing.TB, r *gitserver.Repo) map[string]string {
 // all of want.
 func (e *pgEnv) metric(t testing.TB, name string, want map[string]string) float64 {
 	t.Helper()
-	return metricSum(t, e.Reg, name, want)
+	return testkit.Metric(t, e.Reg, name, want)
 }

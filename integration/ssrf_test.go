@@ -25,6 +25,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 const refusedMsg = "destination refused by the outbound address policy"
@@ -144,7 +145,7 @@ func startPolicySidecar(t *testing.T, cfg *config.Config, d sidecar.Deps) (*runn
 	rs := &runningSidecar{Sidecar: sc, Registry: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { rs.done <- sc.Run(ctx) }()
 	t.Cleanup(func() { rs.Stop(t) })
-	harness.Eventually(t, syncTimeout, sc.Ready, "sidecar never became ready")
+	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	return rs, logs
 }
 
@@ -167,7 +168,7 @@ func refusals(logs *observer.ObservedLogs) map[string][]string {
 func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 	own := ownRelay(t)
 	// The only remote the operator allows: 127.0.0.2, reached by name.
-	good := startRelay(t, harness.RelayOptions{Name: "good", Addr: "127.0.0.2:0"})
+	good := harness.Start(t, harness.RelayOptions{Name: "good", Addr: "127.0.0.2:0"})
 	_, goodPort, _ := net.SplitHostPort(good.Addr())
 	target := listenCounting(t, "127.0.0.1:0") // must never be reached
 	res := &ssrfResolver{asked: map[string]int{}, answers: map[string][]netip.Addr{
@@ -214,9 +215,9 @@ func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 	waitHas(t, own, issue)
 	// Names resolving to refused addresses are retried with backoff; wait
 	// for several refusals so that "logged once" means something.
-	harness.Eventually(t, syncTimeout, func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "relay", "reason": "loopback"}) >= 8
-	}, "refusals were not repeated")
+	testkit.WaitFor(t, syncTimeout, "refusals were not repeated", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "relay", "reason": "loopback"}) >= 8
+	})
 
 	got := refusals(logs)
 	want := map[string]string{"ws://192.168.7.7": "private"} // derived from a clone URL
@@ -314,10 +315,10 @@ func TestSSRFCloneURLsAndIdentifiers(t *testing.T) {
 
 	// The git guard refuses the private clone URLs each time the purgatory
 	// tries them (the announcement screening counted each once more).
-	harness.Eventually(t, syncTimeout, func() bool {
-		return metricSum(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "clone", "reason": "private"}) >= 6 &&
+	testkit.WaitFor(t, syncTimeout, "the purgatory did not try the private clone URLs repeatedly", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "clone", "reason": "private"}) >= 6 &&
 			res.count("internal.test") >= 2
-	}, "the purgatory did not try the private clone URLs repeatedly")
+	})
 
 	got := refusals(logs)
 	for u, reason := range hostile {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // syncTimeout bounds how long a scenario waits for convergence: generous,
@@ -98,7 +100,7 @@ func startSidecar(t *testing.T, cfg *config.Config) *runningSidecar {
 			rs.Stop(t)
 		}
 	})
-	harness.Eventually(t, syncTimeout, sc.Ready, "sidecar never became ready")
+	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	return rs
 }
 
@@ -114,15 +116,13 @@ func waitHas(t *testing.T, r *harness.Relay, evs ...*nostr.Event) {
 		}
 		return n
 	}
-	if !harness.WaitFor(context.Background(), syncTimeout, func() bool { return missing() == 0 }) {
-		t.Fatalf("after %s: %d of %d events missing on %s", syncTimeout, missing(), len(evs), r.URL())
-	}
+	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("%d events on %s", len(evs), r.URL()), func() bool { return missing() == 0 })
 }
 
 // ownRelay starts an own relay with the GRASP-like acceptance policy.
 func ownRelay(t *testing.T) *harness.Relay {
 	t.Helper()
-	return startRelay(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy()})
+	return harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy()})
 }
 
 // repoFor builds an announcement for d listing own and the given relays in

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // relayStatus returns the status of one relay as the sidecar reports it.
@@ -27,15 +27,10 @@ func relayStatus(sc *runningSidecar, url string) (status.Relay, bool) {
 // waitState waits until the sidecar reports relay url in state.
 func waitState(t *testing.T, sc *runningSidecar, url, state string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
-	defer cancel()
-	if !harness.WaitFor(ctx, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("relay %s to reach state %s", url, state), func() bool {
 		r, ok := relayStatus(sc, url)
 		return ok && r.State == state
-	}) {
-		r, _ := relayStatus(sc, url)
-		t.Fatalf("relay %s never reached state %s: %+v", url, state, r)
-	}
+	})
 }
 
 // reqsAfter returns the REQ messages relay r received after t0.
@@ -54,7 +49,7 @@ func reqsAfter(r *harness.Relay, t0 time.Time) []harness.Msg {
 // reconnect carry since (or are live, limit 0).
 func TestQuickReconnect(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "quick", own, remote)
 	mustPublish(t, own, repo)
@@ -65,10 +60,10 @@ func TestQuickReconnect(t *testing.T) {
 	waitHas(t, own, issue)
 	// The issue is a root: wait until its Layer 3 is confirmed too, so
 	// that everything is caught up with since after the reconnect.
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "the issue never became a confirmed root", func() bool {
 		r, _ := relayStatus(sc, remote.URL())
 		return r.State == "connected" && r.RootsConfirmed == 1
-	}, "the issue never became a confirmed root")
+	})
 
 	if err := remote.Stop(); err != nil {
 		t.Fatal(err)
@@ -99,7 +94,7 @@ func TestQuickReconnect(t *testing.T) {
 // from scratch, so even old events written while it was away arrive.
 func TestStaleReconnect(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "stale", own, remote)
 	mustPublish(t, own, repo)
@@ -140,7 +135,7 @@ func TestStaleReconnect(t *testing.T) {
 // terminates.
 func TestPagination(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "capped", ReqCap: 500})
+	remote := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 500})
 	alice, bob := harness.NewKey(), harness.NewKey()
 	repo := repoFor(alice, "big", own, remote)
 	mustPublish(t, own, repo)
@@ -170,7 +165,7 @@ func TestPagination(t *testing.T) {
 // sync everything.
 func TestConsolidation(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	cfg := fastConfig(own)
 	sc := startSidecar(t, cfg)
@@ -240,8 +235,8 @@ func TestRejectedThenAccepted(t *testing.T) {
 		}
 		return harness.GraspPolicy()(r, ev)
 	}
-	own := startRelay(t, harness.RelayOptions{Name: "own", Policy: strict})
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: strict})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice, bob := harness.NewKey(), harness.NewKey()
 	r1 := repoFor(alice, "one", own, remote)
 	r2 := repoFor(bob, "two", own, remote)
@@ -250,7 +245,7 @@ func TestRejectedThenAccepted(t *testing.T) {
 	remote.Inject(r1, issue)
 
 	sc := startSidecar(t, fastConfig(own))
-	harness.Eventually(t, syncTimeout, func() bool { return sc.Status().Rejected.Hot > 0 }, "the issue was never rejected")
+	testkit.WaitFor(t, syncTimeout, "the issue was never rejected", func() bool { return sc.Status().Rejected.Hot > 0 })
 	if own.Has(issue.ID) {
 		t.Fatal("issue accepted before its repository")
 	}
@@ -262,7 +257,7 @@ func TestRejectedThenAccepted(t *testing.T) {
 // nothing is lost.
 func TestOwnRelayRestart(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "restart", own, remote)
 	mustPublish(t, own, repo)
@@ -274,9 +269,9 @@ func TestOwnRelayRestart(t *testing.T) {
 	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
 
 	startSidecar(t, fastConfig(own))
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "sync never started", func() bool {
 		return own.Count(nostr.Filter{Kinds: []int{harness.KindIssue}}) > 200
-	}, "sync never started")
+	})
 	if err := own.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +286,7 @@ func TestOwnRelayRestart(t *testing.T) {
 // the own relay's store behind the sidecar's back.
 func TestFullResync(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "resync", own, remote)
 	mustPublish(t, own, repo)
@@ -308,11 +303,7 @@ func TestFullResync(t *testing.T) {
 	if own.Has(issue.ID) {
 		t.Fatal("delete did not work")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
-	defer cancel()
-	if !harness.WaitFor(ctx, syncTimeout, func() bool { return own.Has(issue.ID) }) {
-		t.Fatal("full resync did not restore the deleted event")
-	}
+	testkit.WaitFor(t, syncTimeout, "the full resync to restore the deleted event", func() bool { return own.Has(issue.ID) })
 }
 
 // TestSelfSubscriptionPagesCappedOwnRelay: an own relay that caps every REQ
@@ -320,8 +311,8 @@ func TestFullResync(t *testing.T) {
 // root to the sidecar, which pages through its history; a reply to the
 // oldest root, held only by the remote, arrives through Layer 3.
 func TestSelfSubscriptionPagesCappedOwnRelay(t *testing.T) {
-	own := startRelay(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), ReqCap: 50})
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), ReqCap: 50})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	const repos = 120
 	base := time.Now().Add(-repos * time.Minute)
@@ -340,9 +331,9 @@ func TestSelfSubscriptionPagesCappedOwnRelay(t *testing.T) {
 	remote.Inject(reply)
 
 	sc := startSidecar(t, fastConfig(own))
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "the sidecar did not learn every repository and root from the capped own relay", func() bool {
 		st := sc.Status()
 		return st.Repositories == repos && st.RootEvents == repos
-	}, "the sidecar did not learn every repository and root from the capped own relay")
+	})
 	waitHas(t, own, reply)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // TestDiscoveryChain: the own relay hosts R1, which lists remote A; A holds
@@ -15,8 +16,8 @@ import (
 // the own relay.
 func TestDiscoveryChain(t *testing.T) {
 	own := ownRelay(t)
-	a := startRelay(t, harness.RelayOptions{Name: "A"})
-	b := startRelay(t, harness.RelayOptions{Name: "B"})
+	a := harness.Start(t, harness.RelayOptions{Name: "A"})
+	b := harness.Start(t, harness.RelayOptions{Name: "B"})
 	alice, bob := harness.NewKey(), harness.NewKey()
 
 	r1 := repoFor(alice, "r1", own, a)
@@ -40,7 +41,7 @@ func TestDiscoveryChain(t *testing.T) {
 // replies, including A-, E- and q-tagged events.
 func TestFreshStartAllLayers(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
 	alice, bob := harness.NewKey(), harness.NewKey()
 	repo := repoFor(alice, "proj", own, remote)
 	mustPublish(t, own, repo)
@@ -73,16 +74,16 @@ func TestFreshStartAllLayers(t *testing.T) {
 // relay within the batch window plus a second.
 func TestLiveEvent(t *testing.T) {
 	own := ownRelay(t)
-	remote := startRelay(t, harness.RelayOptions{Name: "remote"})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "live", own, remote)
 	mustPublish(t, own, repo)
 	remote.Inject(repo)
 	sc := startSidecar(t, fastConfig(own))
-	harness.Eventually(t, syncTimeout, func() bool {
+	testkit.WaitFor(t, syncTimeout, "remote never confirmed the repository", func() bool {
 		st := sc.Status()
 		return len(st.Relays) == 1 && st.Relays[0].State == "connected" && st.Relays[0].ReposConfirmed == 1
-	}, "remote never confirmed the repository")
+	})
 
 	issue := alice.Issue(alice.RepoAddress("live"), "fresh")
 	mustPublish(t, remote, issue)

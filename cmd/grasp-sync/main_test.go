@@ -20,6 +20,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test to share.
@@ -120,18 +121,6 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func httpGet(url string) (int, string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -154,7 +143,7 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 
 	<-h.engine.started
 	base := "http://" + addr
-	waitFor(t, "/healthz", func() bool { c, _, err := httpGet(base + "/healthz"); return err == nil && c == 200 })
+	testkit.WaitFor(t, 10*time.Second, "/healthz", func() bool { c, _, err := httpGet(base + "/healthz"); return err == nil && c == 200 })
 	if c, body, _ := httpGet(base + "/readyz"); c != 503 || !strings.Contains(body, "own relay ws://own.test:7777 not connected") {
 		t.Errorf("/readyz: %d %q", c, body)
 	}

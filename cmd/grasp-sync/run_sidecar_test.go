@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // The production engine, wired by run, against a real relay: it becomes
@@ -20,7 +22,7 @@ func TestRunRealSidecar(t *testing.T) {
 			"--sync.batch-window", "50ms", "--health.tick", "50ms")
 	}()
 	base := "http://" + addr
-	waitFor(t, "/readyz 200", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "/readyz 200", func() bool {
 		select {
 		case c := <-code:
 			t.Fatalf("run exited early with %d:\n%s", c, h.stderr)

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/coder/websocket"
@@ -106,60 +104,6 @@ func PublishWindow(ctx context.Context, url string, window int, evs ...*nostr.Ev
 	}
 	conn.Close(websocket.StatusNormalClosure, "")
 	return errors.Join(errs...)
-}
-
-// ClosedPortURL returns a ws:// URL on 127.0.0.1 where nothing listens: the
-// port was free a moment ago, so connecting fails with "connection refused".
-func ClosedPortURL() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("harness: reserve port: %v", err))
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "ws://" + addr
-}
-
-// PollInterval is how often Eventually checks its condition.
-const PollInterval = 10 * time.Millisecond
-
-// Eventually polls cond every PollInterval until it returns true, and fails
-// the test (t.Fatalf with msgAndArgs) if it has not within timeout.
-func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
-	t.Helper()
-	if !WaitFor(context.Background(), timeout, cond) {
-		msg := "condition not met"
-		if len(msgAndArgs) > 0 {
-			if f, ok := msgAndArgs[0].(string); ok {
-				msg = fmt.Sprintf(f, msgAndArgs[1:]...)
-			}
-		}
-		t.Fatalf("harness.Eventually: after %v: %s", timeout, msg)
-	}
-}
-
-// WaitFor polls cond every PollInterval until it returns true (true), the
-// timeout passes or ctx ends (false).
-func WaitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
-	if cond() {
-		return true
-	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-deadline.C:
-			return cond()
-		case <-tick.C:
-			if cond() {
-				return true
-			}
-		}
-	}
 }
 
 // Client is a minimal Nostr WebSocket client for tests: it sends raw

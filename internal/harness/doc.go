@@ -10,7 +10,8 @@
 // keep the port and the store. RelayOptions add NIP-77, a strfry-like silent
 // REQ cap (newest ReqCap events, no NOTICE), a NEG-ERR cap, a GRASP-like
 // acceptance policy (GraspPolicy), NIP-11 max_subscriptions with optional
-// strfry-style enforcement, and NIP-42 AUTH for reads or writes.
+// strfry-style enforcement, and NIP-42 AUTH for reads or writes. StartKhatru
+// serves plain khatru, without the proxy, for tests of khatru's own behaviour.
 //
 //	r, err := harness.StartRelay(harness.RelayOptions{Negentropy: true, ReqCap: 500})
 //	defer r.Close()
@@ -18,7 +19,7 @@
 //	ann := k.Announcement("repo", harness.WithClone(cloneURL), harness.WithRelays(r.URL()))
 //	err = r.Publish(ctx, ann)                       // through the front door, waits for OK
 //	r.Inject(k.Issue(harness.Address(ann), "bug"))  // behind the subscriptions' back
-//	harness.Eventually(t, 10*time.Second, func() bool { return r.Count(f) == 2 })
+//	testkit.WaitFor(t, 10*time.Second, "both events", func() bool { return r.Count(f) == 2 })
 //
 // Why not plain khatru: eventstore's slicestore caps every query (negentropy
 // sets included) at MaxLimit, 500 by default, and its SaveEvent does not lock;

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
@@ -47,34 +46,4 @@ func wantState(t *testing.T, tr *Tracker, url string, want State) {
 	if got := tr.State(url); got != want {
 		t.Fatalf("State(%s) = %s, want %s", url, got, want)
 	}
-}
-
-// gathered returns the value of the gauge name{relay=url} (url "" for an
-// unlabelled gauge) and whether the series exists.
-func gathered(t *testing.T, reg *prometheus.Registry, name, url string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelValue(m, "relay") == url {
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func labelValue(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }

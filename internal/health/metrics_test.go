@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func TestTrackerMetrics(t *testing.T) {
@@ -41,17 +42,17 @@ func TestTrackerMetrics(t *testing.T) {
 		{c, 5, 0},
 		{d, 4, 1},
 	} {
-		if got, ok := gathered(t, reg, MetricRelayStatus, tc.url); !ok || got != tc.status {
+		if got, ok := testkit.Series(t, reg, MetricRelayStatus, map[string]string{"relay": tc.url}); !ok || got != tc.status {
 			t.Errorf("%s{relay=%q} = %v (present %v), want %v", MetricRelayStatus, tc.url, got, ok, tc.status)
 		}
-		if got, ok := gathered(t, reg, MetricRelayFailures, tc.url); !ok || got != tc.failures {
+		if got, ok := testkit.Series(t, reg, MetricRelayFailures, map[string]string{"relay": tc.url}); !ok || got != tc.failures {
 			t.Errorf("%s{relay=%q} = %v (present %v), want %v", MetricRelayFailures, tc.url, got, ok, tc.failures)
 		}
 	}
-	if got, _ := gathered(t, reg, MetricRelaysDead, ""); got != 2 {
+	if got, _ := testkit.Series(t, reg, MetricRelaysDead, map[string]string{"relay": ""}); got != 2 {
 		t.Errorf("%s = %v, want 2", MetricRelaysDead, got)
 	}
-	if got, _ := gathered(t, reg, MetricRelaysRateLimited, ""); got != 1 {
+	if got, _ := testkit.Series(t, reg, MetricRelaysRateLimited, map[string]string{"relay": ""}); got != 1 {
 		t.Errorf("%s = %v, want 1", MetricRelaysRateLimited, got)
 	}
 
@@ -59,19 +60,19 @@ func TestTrackerMetrics(t *testing.T) {
 	tr.Forget(relayB)
 	tr.Forget(relayB) // twice is harmless
 	for _, name := range []string{MetricRelayStatus, MetricRelayFailures} {
-		if _, ok := gathered(t, reg, name, relayB); ok {
+		if _, ok := testkit.Series(t, reg, name, map[string]string{"relay": relayB}); ok {
 			t.Errorf("%s{relay=%q} still present after Forget", name, relayB)
 		}
 	}
 	clock.Advance(65 * time.Second)
 	tr.Tick()
-	if got, _ := gathered(t, reg, MetricRelaysDead, ""); got != 1 {
+	if got, _ := testkit.Series(t, reg, MetricRelaysDead, map[string]string{"relay": ""}); got != 1 {
 		t.Errorf("%s after Forget = %v, want 1", MetricRelaysDead, got)
 	}
-	if got, _ := gathered(t, reg, MetricRelaysRateLimited, ""); got != 0 {
+	if got, _ := testkit.Series(t, reg, MetricRelaysRateLimited, map[string]string{"relay": ""}); got != 0 {
 		t.Errorf("%s after cooldown = %v, want 0", MetricRelaysRateLimited, got)
 	}
-	if got, _ := gathered(t, reg, MetricRelayStatus, c); got != 2 {
+	if got, _ := testkit.Series(t, reg, MetricRelayStatus, map[string]string{"relay": c}); got != 2 {
 		t.Errorf("status of %s after cooldown = %v, want 2 (disconnected)", c, got)
 	}
 }
@@ -139,7 +140,7 @@ func TestTrackerRun(t *testing.T) {
 	clock.Advance(24 * time.Hour)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if v, _ := gathered(t, reg, MetricRelaysDead, ""); v == 1 {
+		if v, _ := testkit.Series(t, reg, MetricRelaysDead, map[string]string{"relay": ""}); v == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 func TestConfigBackoffSequence(t *testing.T) {
@@ -399,7 +400,7 @@ func TestTrackerIgnoresUntrackedRelays(t *testing.T) {
 	if got := tr.SubscriptionBudget(relayA); got != 20 {
 		t.Fatalf("SubscriptionBudget(untracked) = %d, want 20", got)
 	}
-	if _, ok := gathered(t, reg, MetricRelayStatus, relayA); ok {
+	if _, ok := testkit.Series(t, reg, MetricRelayStatus, map[string]string{"relay": relayA}); ok {
 		t.Fatal("untracked relay has a status series")
 	}
 }

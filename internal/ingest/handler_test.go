@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -127,7 +126,7 @@ func TestHandlerBounds(t *testing.T) {
 		t.Fatalf("published %v", got)
 	}
 	for reason, want := range map[string]float64{"too_large": 1, "too_many_tags": 1, "bad_id": 1} {
-		if got := counterValue(t, h.m.eventsInvalid.WithLabelValues(reason)); got != want {
+		if got := testkit.Value(t, h.m.eventsInvalid.WithLabelValues(reason)); got != want {
 			t.Errorf("invalid{%s} = %v, want %v", reason, got, want)
 		}
 	}
@@ -170,13 +169,4 @@ func FuzzHandler(f *testing.F) {
 			t.Fatal("an invalid event was remembered")
 		}
 	})
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -74,7 +75,7 @@ func TestHandlerRelayQueueIsolatesRelays(t *testing.T) {
 	default:
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for counterValue(t, h.m.limitHits.WithLabelValues("relay_queue")) != 1 {
+	for testkit.Value(t, h.m.limitHits.WithLabelValues("relay_queue")) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("relay_queue hit not counted")
 		}
@@ -107,7 +108,7 @@ func TestHandlerRelayRateCountsHits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := counterValue(t, h.m.limitHits.WithLabelValues("relay_event_rate")); got != 2 {
+	if got := testkit.Value(t, h.m.limitHits.WithLabelValues("relay_event_rate")); got != 2 {
 		t.Fatalf("relay_event_rate hits = %v, want 2", got)
 	}
 }
@@ -161,10 +162,10 @@ func TestHandleDropsOversizedBeforeQueueing(t *testing.T) {
 	if n := len(h.in); n != 0 {
 		t.Fatalf("%d oversized events queued", n)
 	}
-	if got := counterValue(t, h.m.eventsInvalid.WithLabelValues("too_large")); got != 10 {
+	if got := testkit.Value(t, h.m.eventsInvalid.WithLabelValues("too_large")); got != 10 {
 		t.Fatalf("too_large = %v", got)
 	}
-	if got := counterValue(t, h.m.eventsInvalid.WithLabelValues("too_many_tags")); got != 10 {
+	if got := testkit.Value(t, h.m.eventsInvalid.WithLabelValues("too_many_tags")); got != 10 {
 		t.Fatalf("too_many_tags = %v", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -191,7 +192,7 @@ func TestRejectedInvalidatedByThirdATag(t *testing.T) {
 	if id := pub.next(t); id != patch.ID {
 		t.Fatalf("published %s first, want the patch", id)
 	}
-	waitRejected(t, h, patch.ID)
+	testkit.WaitFor(t, 5*time.Second, "rejection recorded", func() bool { return h.Rejected().Has(patch.ID) })
 
 	ann := &nostr.Event{Kind: nip34.KindRepoAnnouncement, CreatedAt: 1700000001, Tags: nostr.Tags{{"d", "three"}}}
 	if err := ann.Sign(owner); err != nil {
@@ -219,7 +220,7 @@ func TestRejectedInvalidatedByRootOnOwnRelay(t *testing.T) {
 	if id := pub.next(t); id != comment.ID {
 		t.Fatalf("published %s first, want the comment", id)
 	}
-	waitRejected(t, h, comment.ID)
+	testkit.WaitFor(t, 5*time.Second, "rejection recorded", func() bool { return h.Rejected().Has(comment.ID) })
 
 	h.OnOwnRelay(root)
 	if id := pub.next(t); id != comment.ID {
@@ -227,18 +228,5 @@ func TestRejectedInvalidatedByRootOnOwnRelay(t *testing.T) {
 	}
 	if h.Rejected().Has(comment.ID) {
 		t.Fatal("comment still in the RejectedIndex")
-	}
-}
-
-// waitRejected waits until id is in the RejectedIndex (its OK is settled
-// after the publish returns).
-func waitRejected(t *testing.T, h *Handler, id string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !h.Rejected().Has(id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never entered the RejectedIndex", id)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

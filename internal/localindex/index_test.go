@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // randomFilter builds a filter from values that occur in events (and some
@@ -229,17 +230,17 @@ func TestFullAndMetrics(t *testing.T) {
 	if !x.Full() {
 		t.Error("Full() = false at capacity")
 	}
-	if got := gatheredValue(t, reg, "grasp_sync_localindex_full"); got != 1 {
+	if got := testkit.Metric(t, reg, "grasp_sync_localindex_full", nil); got != 1 {
 		t.Errorf("full gauge = %g, want 1", got)
 	}
-	if got := gatheredValue(t, reg, "grasp_sync_localindex_dropped_total"); got != 2 {
+	if got := testkit.Metric(t, reg, "grasp_sync_localindex_dropped_total", nil); got != 2 {
 		t.Errorf("dropped = %g, want 2", got)
 	}
-	if got := gatheredValue(t, reg, "grasp_sync_localindex_events"); got != 10 {
+	if got := testkit.Metric(t, reg, "grasp_sync_localindex_events", nil); got != 10 {
 		t.Errorf("events gauge = %g, want 10", got)
 	}
 	x.Remove(events[0].ID)
-	if x.Full() || gatheredValue(t, reg, "grasp_sync_localindex_full") != 0 {
+	if x.Full() || testkit.Metric(t, reg, "grasp_sync_localindex_full", nil) != 0 {
 		t.Error("still full after a removal")
 	}
 	if _, err := New(opt, reg); err == nil {
@@ -472,25 +473,4 @@ func BenchmarkAppendMatching100k(b *testing.B) {
 			}
 		})
 	}
-}
-
-// gatheredValue returns the value of a single-series gauge or counter.
-func gatheredValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		if g := m.GetGauge(); g != nil {
-			return g.GetValue()
-		}
-		return m.GetCounter().GetValue()
-	}
-	t.Fatalf("metric %s not gathered", name)
-	return 0
 }

@@ -13,11 +13,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // fakeResolver answers from a table and counts lookups.
@@ -340,10 +340,10 @@ func TestRefusalsLoggedOnceAndCounted(t *testing.T) {
 	if e.ContextMap()["reason"] != ReasonMetadata || e.ContextMap()["destination"] != "ws://169.254.169.254/" {
 		t.Fatalf("log entry %v", e.ContextMap())
 	}
-	if got := counter(t, p.refused.WithLabelValues("relay", ReasonMetadata)); got != 3 {
+	if got := testkit.Value(t, p.refused.WithLabelValues("relay", ReasonMetadata)); got != 3 {
 		t.Fatalf("relay/metadata refusals = %v, want 3", got)
 	}
-	if got := counter(t, p.refused.WithLabelValues("clone", ReasonPrivate)); got != 1 {
+	if got := testkit.Value(t, p.refused.WithLabelValues("clone", ReasonPrivate)); got != 1 {
 		t.Fatalf("clone/private refusals = %v, want 1", got)
 	}
 	mfs, err := reg.Gather()
@@ -469,15 +469,6 @@ func mustPolicy(t *testing.T, o Options) *Policy {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 func TestResolverAnswersOnlyAllowedAddresses(t *testing.T) {

@@ -3,114 +3,16 @@ package publish
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fiatjaf/eventstore/slicestore"
-	"github.com/fiatjaf/khatru"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 )
-
-// lockedStore is a slicestore made safe for khatru, which handles every
-// message in its own goroutine (SliceStore does not lock its slice). Kind 5
-// deletions live in a second slicestore: khatru looks for a deletion of every
-// event it stores, and a query for kind 5 over the whole slice (SliceStore has
-// no kind index) would make each save O(stored events) and the benchmark
-// measure that scan.
-type lockedStore struct {
-	mu              sync.RWMutex
-	main, deletions slicestore.SliceStore
-}
-
-func newLockedStore() *lockedStore {
-	ls := &lockedStore{
-		main:      slicestore.SliceStore{MaxLimit: 1 << 30},
-		deletions: slicestore.SliceStore{MaxLimit: 1 << 30},
-	}
-	_ = ls.main.Init()
-	_ = ls.deletions.Init()
-	return ls
-}
-
-func (ls *lockedStore) part(kind int) *slicestore.SliceStore {
-	if kind == nostr.KindDeletion {
-		return &ls.deletions
-	}
-	return &ls.main
-}
-
-func (ls *lockedStore) save(ctx context.Context, ev *nostr.Event) error {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.part(ev.Kind).SaveEvent(ctx, ev)
-}
-
-func (ls *lockedStore) del(ctx context.Context, ev *nostr.Event) error {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.part(ev.Kind).DeleteEvent(ctx, ev)
-}
-
-// query collects the result under the read lock (SliceStore reads its slice
-// from a goroutine after QueryEvents returns).
-func (ls *lockedStore) query(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
-	parts := []*slicestore.SliceStore{&ls.main, &ls.deletions}
-	if len(f.Kinds) == 1 {
-		parts = parts[:1]
-		parts[0] = ls.part(f.Kinds[0])
-	}
-	var evs []*nostr.Event
-	ls.mu.RLock()
-	for _, part := range parts {
-		ch, err := part.QueryEvents(ctx, f)
-		if err != nil {
-			ls.mu.RUnlock()
-			return nil, err
-		}
-		for ev := range ch {
-			evs = append(evs, ev)
-		}
-	}
-	ls.mu.RUnlock()
-	out := make(chan *nostr.Event, len(evs))
-	for _, ev := range evs {
-		out <- ev
-	}
-	close(out)
-	return out, nil
-}
-
-func (ls *lockedStore) len() int {
-	n := 0
-	ch, _ := ls.query(context.Background(), nostr.Filter{})
-	for range ch {
-		n++
-	}
-	return n
-}
-
-// startKhatru serves a khatru relay backed by a lockedStore on 127.0.0.1;
-// setup (optional) adds policies.
-func startKhatru(tb testing.TB, setup ...func(*khatru.Relay)) (string, *lockedStore) {
-	tb.Helper()
-	store := newLockedStore()
-	rl := khatru.NewRelay()
-	rl.StoreEvent = append(rl.StoreEvent, store.save)
-	rl.QueryEvents = append(rl.QueryEvents, store.query)
-	rl.DeleteEvent = append(rl.DeleteEvent, store.del)
-	for _, f := range setup {
-		f(rl)
-	}
-	srv := httptest.NewServer(rl)
-	tb.Cleanup(srv.Close)
-	return "ws" + strings.TrimPrefix(srv.URL, "http"), store
-}
 
 var (
 	benchMu     sync.Mutex
@@ -132,7 +34,7 @@ func signedEvents(tb testing.TB, n int) []*nostr.Event {
 // window sizes (one op is one event; run it with a fixed count, e.g.
 // -benchtime=10000x):
 //
-//   - khatru: into a local khatru relay (in-process, slicestore), which
+//   - khatru: into a local khatru relay (in-process, harness.Store), which
 //     checks every signature: the real own-relay case on loopback.
 //   - fake1ms: into the fake relay answering each EVENT after 1ms without
 //     checking anything: the publisher's own ceiling when the relay is a
@@ -144,9 +46,10 @@ func BenchmarkPublish(b *testing.B) {
 	for _, window := range windows {
 		b.Run(fmt.Sprintf("khatru/window=%d", window), func(b *testing.B) {
 			evs := signedEvents(b, b.N)
-			url, store := startKhatru(b)
+			store := harness.NewStore()
+			url := harness.StartKhatru(b, store, nil)
 			benchPublish(b, url, window, evs)
-			if got := store.len(); got != b.N {
+			if got := store.Len(); got != b.N {
 				b.Fatalf("relay holds %d events, want %d", got, b.N)
 			}
 		})

@@ -185,14 +185,14 @@ func testConfig() Config {
 	return c
 }
 
-type harness struct {
+type pubHarness struct {
 	p    *Publisher
 	reg  *prometheus.Registry
 	stop func() // cancels Run and waits for it
 }
 
 // startPublisher runs a publisher until the test ends (or stop is called).
-func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *harness {
+func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *pubHarness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	p, err := New(cfg, dial, sign, zaptest.NewLogger(t), reg)
@@ -217,7 +217,7 @@ func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *harness
 		})
 	}
 	t.Cleanup(stop)
-	return &harness{p: p, reg: reg, stop: stop}
+	return &pubHarness{p: p, reg: reg, stop: stop}
 }
 
 // results collects outcomes reported to done callbacks.
@@ -272,54 +272,6 @@ func submitAll(t testing.TB, p *Publisher, evs []*nostr.Event, res *results) {
 			t.Fatalf("Submit: %v", err)
 		}
 	}
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		case <-tick.C:
-		}
-	}
-}
-
-// metricValue returns the value of a counter or gauge (with the given label
-// pair, if any) from reg.
-func metricValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := label == ""
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					match = true
-				}
-			}
-			if !match {
-				continue
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("metric %s{%s=%q} not found", name, label, value)
-	return 0
 }
 
 func signer(t testing.TB) Signer {

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/fiatjaf/khatru"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -22,7 +24,8 @@ func TestKhatruAuthRequired(t *testing.T) {
 	pk, _ := nostr.GetPublicKey(sk)
 	var mu sync.Mutex
 	authedAs := make(map[string]int)
-	url, store := startKhatru(t, func(rl *khatru.Relay) {
+	store := harness.NewStore()
+	url := harness.StartKhatru(t, store, func(rl *khatru.Relay) {
 		rl.RejectEvent = append(rl.RejectEvent, func(ctx context.Context, ev *nostr.Event) (bool, string) {
 			who := khatru.GetAuthed(ctx)
 			mu.Lock()
@@ -49,13 +52,13 @@ func TestKhatruAuthRequired(t *testing.T) {
 		h := startPublisher(t, testConfig(), dial, func(ev *nostr.Event) error { return ev.Sign(sk) })
 		res := newResults()
 		submitAll(t, h.p, evs[:20], res)
-		waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == 20 })
+		testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == 20 })
 		for _, ev := range evs[:20] {
 			if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 				t.Fatalf("event %s: results %+v", ev.ID, r)
 			}
 		}
-		if n := store.len(); n != 20 {
+		if n := store.Len(); n != 20 {
 			t.Fatalf("relay stores %d events, want 20", n)
 		}
 		mu.Lock()

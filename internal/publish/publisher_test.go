@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -58,11 +59,11 @@ func TestOKAnswersMapToOutcomes(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	for result, want := range map[string]float64{"accepted": 2, "duplicate": 2, "rejected": 4} {
-		if got := metricValue(t, h.reg, MetricResults, "result", result); got != want {
+		if got := testkit.Metric(t, h.reg, MetricResults, map[string]string{"result": result}); got != want {
 			t.Errorf("%s{result=%q} = %v, want %v", MetricResults, result, got, want)
 		}
 	}
-	if got := metricValue(t, h.reg, MetricConnected, "", ""); got != 1 {
+	if got := testkit.Metric(t, h.reg, MetricConnected, nil); got != 1 {
 		t.Errorf("%s = %v, want 1", MetricConnected, got)
 	}
 }
@@ -94,7 +95,7 @@ func TestPipelinesUpToWindow(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for _, ev := range evs {
 		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 			t.Fatalf("event %s: results %+v", ev.ID, r)
@@ -131,13 +132,13 @@ func TestSameEventSubmittedTwiceIsSentOnce(t *testing.T) {
 	ev := makeEvents(t, 1)[0]
 	res := newResults()
 	submitAll(t, h.p, []*nostr.Event{ev}, res)
-	waitFor(t, 10*time.Second, "the EVENT to arrive", func() bool { n, _, _ := f.snapshot(); return n == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the EVENT to arrive", func() bool { n, _, _ := f.snapshot(); return n == 1 })
 	submitAll(t, h.p, []*nostr.Event{ev}, res)
-	waitFor(t, 10*time.Second, "both submissions counted", func() bool { return h.p.Stats().InFlight == 1 })
+	testkit.WaitFor(t, 10*time.Second, "both submissions counted", func() bool { return h.p.Stats().InFlight == 1 })
 	f.mu.Lock()
 	held.answer(heldID, true, "")
 	f.mu.Unlock()
-	waitFor(t, 10*time.Second, "two outcomes", func() bool { return res.count() == 2 })
+	testkit.WaitFor(t, 10*time.Second, "two outcomes", func() bool { return res.count() == 2 })
 	for _, r := range res.get(ev.ID) {
 		if r.Outcome != Accepted || r.Attempts != 1 {
 			t.Fatalf("result %+v", r)
@@ -193,7 +194,7 @@ func TestRateLimitedSlowsDownAndRetries(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 20*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 20*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for _, ev := range evs {
 		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 			t.Fatalf("event %s: results %+v", ev.ID, r)
@@ -212,7 +213,7 @@ func TestRateLimitedSlowsDownAndRetries(t *testing.T) {
 	if max := total + cfg.Window + 12; frames > max {
 		t.Fatalf("relay received %d EVENT frames (%d rate-limited) for %d events, want <= %d", frames, lim, total, max)
 	}
-	retries := metricValue(t, h.reg, MetricRetries, "reason", reasonRateLimited)
+	retries := testkit.Metric(t, h.reg, MetricRetries, map[string]string{"reason": reasonRateLimited})
 	if int(retries) != lim {
 		t.Fatalf("%s{reason=rate_limited} = %v, want %d", MetricRetries, retries, lim)
 	}
@@ -286,7 +287,7 @@ func TestRateLimitedShrinksWindowAndGrowsBack(t *testing.T) {
 	res := newResults()
 	submitAll(t, h.p, evs, res)
 	close(gate)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for _, ev := range evs {
 		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 			t.Fatalf("event %s: results %+v", ev.ID, r)
@@ -335,7 +336,7 @@ func TestRateLimitedPacesToRelayRate(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 20*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 20*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for _, ev := range evs {
 		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 			t.Fatalf("event %s: results %+v", ev.ID, r)
@@ -357,7 +358,7 @@ func TestAuthRequiredAuthenticatesAndResends(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for _, ev := range evs {
 		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted {
 			t.Fatalf("event %s: results %+v", ev.ID, r)
@@ -370,7 +371,7 @@ func TestAuthRequiredAuthenticatesAndResends(t *testing.T) {
 	if frames > 2*total {
 		t.Fatalf("%d EVENT frames for %d events", frames, total)
 	}
-	if got := metricValue(t, h.reg, MetricRetries, "reason", reasonAuth); got == 0 || int(got) != frames-total {
+	if got := testkit.Metric(t, h.reg, MetricRetries, map[string]string{"reason": reasonAuth}); got == 0 || int(got) != frames-total {
 		t.Fatalf("%s{reason=auth} = %v, want %d", MetricRetries, got, frames-total)
 	}
 }
@@ -402,7 +403,7 @@ func TestAuthRefusedIsRejected(t *testing.T) {
 	evs := makeEvents(t, 5)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == len(evs) })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == len(evs) })
 	// The first event is sent again after the AUTH attempt; events sent
 	// after the failed attempt are rejected at once.
 	for i, ev := range evs {
@@ -433,14 +434,14 @@ func TestMissingOKIsResent(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for i, ev := range evs {
 		want := 1 + (i+1)%2
 		if r := res.get(ev.ID); len(r) != 1 || r[0].Outcome != Accepted || r[0].Attempts != want {
 			t.Fatalf("event %d: results %+v, want accepted after %d attempts", i, r, want)
 		}
 	}
-	if got := metricValue(t, h.reg, MetricRetries, "reason", reasonTimeout); got != total/2 {
+	if got := testkit.Metric(t, h.reg, MetricRetries, map[string]string{"reason": reasonTimeout}); got != total/2 {
 		t.Fatalf("%s{reason=timeout} = %v, want %d", MetricRetries, got, total/2)
 	}
 	if _, conns, _ := f.snapshot(); conns != 1 {
@@ -466,7 +467,7 @@ func TestRepeatedTimeoutsReconnect(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
 	for i, ev := range evs {
 		// The first window went to the silent connection. (An event may
 		// be a duplicate if an OK on the second connection was slower than
@@ -479,7 +480,7 @@ func TestRepeatedTimeoutsReconnect(t *testing.T) {
 	if _, conns, _ := f.snapshot(); conns < 2 {
 		t.Fatalf("%d connections, want a reconnect", conns)
 	}
-	if got := metricValue(t, h.reg, MetricRetries, "reason", reasonTimeout); got < 3 {
+	if got := testkit.Metric(t, h.reg, MetricRetries, map[string]string{"reason": reasonTimeout}); got < 3 {
 		t.Fatalf("%s{reason=timeout} = %v, want >= 3", MetricRetries, got)
 	}
 }
@@ -506,7 +507,7 @@ func TestDisconnectResendsUnacknowledged(t *testing.T) {
 	evs := makeEvents(t, total)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == total })
 	dups := 0
 	for _, ev := range evs {
 		r := res.get(ev.ID)
@@ -528,7 +529,7 @@ func TestDisconnectResendsUnacknowledged(t *testing.T) {
 	if dups < 11 {
 		t.Fatalf("%d duplicates, want at least the 11 events stored without OK", dups)
 	}
-	if got := metricValue(t, h.reg, MetricRetries, "reason", reasonDisconnect); got < 11 {
+	if got := testkit.Metric(t, h.reg, MetricRetries, map[string]string{"reason": reasonDisconnect}); got < 11 {
 		t.Fatalf("%s{reason=disconnect} = %v, want >= 11", MetricRetries, got)
 	}
 }
@@ -550,15 +551,15 @@ func TestQueuesWhileDisconnected(t *testing.T) {
 	evs := makeEvents(t, 20)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "a few dial attempts", func() bool { return dials.Load() >= 3 })
+	testkit.WaitFor(t, 10*time.Second, "a few dial attempts", func() bool { return dials.Load() >= 3 })
 	if h.p.Connected() || res.count() != 0 || h.p.Stats().Queued != len(evs) {
 		t.Fatalf("connected %v, %d outcomes, stats %+v", h.p.Connected(), res.count(), h.p.Stats())
 	}
-	waitFor(t, 10*time.Second, "the queue gauge", func() bool {
-		return metricValue(t, h.reg, MetricQueueLength, "", "") == float64(len(evs))
+	testkit.WaitFor(t, 10*time.Second, "the queue gauge", func() bool {
+		return testkit.Metric(t, h.reg, MetricQueueLength, nil) == float64(len(evs))
 	})
 	up.Store(true)
-	waitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == len(evs) })
+	testkit.WaitFor(t, 10*time.Second, "all outcomes", func() bool { return res.count() == len(evs) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.p.Flush(ctx); err != nil {
@@ -632,7 +633,7 @@ func TestFlushWaitsForOutcomes(t *testing.T) {
 	evs := makeEvents(t, 5)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "EVENTs to arrive", func() bool { n, _, _ := f.snapshot(); return n == len(evs) })
+	testkit.WaitFor(t, 10*time.Second, "EVENTs to arrive", func() bool { n, _, _ := f.snapshot(); return n == len(evs) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	if err := h.p.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -686,7 +687,7 @@ func TestStopDropsInFlight(t *testing.T) {
 	evs := makeEvents(t, 5)
 	res := newResults()
 	submitAll(t, h.p, evs, res)
-	waitFor(t, 10*time.Second, "EVENTs in flight", func() bool { return h.p.Stats().InFlight == len(evs) })
+	testkit.WaitFor(t, 10*time.Second, "EVENTs in flight", func() bool { return h.p.Stats().InFlight == len(evs) })
 	if res.count() != 0 {
 		t.Fatalf("%d outcomes before the stop", res.count())
 	}

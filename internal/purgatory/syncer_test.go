@@ -15,6 +15,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // fakeSC is the git side in memory: a set of local objects, remotes that
@@ -223,10 +224,10 @@ func TestSyncIdentifierPartialRelease(t *testing.T) {
 	if sc.releases != 2 {
 		t.Errorf("releases = %d, want one after each successful fetch", sc.releases)
 	}
-	if got := metricValue(t, env.p.m.domainRequests.WithLabelValues("dead", resultError)); got != 1 {
+	if got := testkit.Value(t, env.p.m.domainRequests.WithLabelValues("dead", resultError)); got != 1 {
 		t.Errorf("domain_requests{dead,error} = %v", got)
 	}
-	if got := metricValue(t, env.p.m.oidsFetched); got != 2 {
+	if got := testkit.Value(t, env.p.m.oidsFetched); got != 2 {
 		t.Errorf("oids_fetched = %v", got)
 	}
 }
@@ -283,7 +284,7 @@ func TestDomainConcurrencyManyIdentifiers(t *testing.T) {
 	}
 	env.clk.Advance(500 * time.Millisecond)
 	env.p.pass(context.Background())
-	waitFor(t, "5 fetches in flight", func() bool { sc.mu.Lock(); defer sc.mu.Unlock(); return sc.inFetch["one"] == 5 })
+	testkit.WaitFor(t, 10*time.Second, "5 fetches in flight", func() bool { sc.mu.Lock(); defer sc.mu.Unlock(); return sc.inFetch["one"] == 5 })
 	close(block)
 	env.p.wg.Wait()
 	if env.p.Len() != 0 {
@@ -321,7 +322,7 @@ func TestPassTimingBackoffExpiry(t *testing.T) {
 		step(time.Millisecond, n)
 		elapsed += b * time.Second
 	}
-	if got := metricValue(t, env.p.m.attempts.WithLabelValues(resultRetry)); got != float64(n) {
+	if got := testkit.Value(t, env.p.m.attempts.WithLabelValues(resultRetry)); got != float64(n) {
 		t.Errorf("attempts{retry} = %v, want %d", got, n)
 	}
 	env.clk.Advance(30*time.Minute - elapsed)
@@ -329,10 +330,10 @@ func TestPassTimingBackoffExpiry(t *testing.T) {
 	if env.p.Len() != 0 {
 		t.Fatal("not expired after 30 minutes")
 	}
-	if got := metricValue(t, env.p.m.expired.WithLabelValues(kindState)); got != 1 {
+	if got := testkit.Value(t, env.p.m.expired.WithLabelValues(kindState)); got != 1 {
 		t.Errorf("expired{30618} = %v", got)
 	}
-	if got := metricValue(t, env.p.m.queueSize); got != 0 {
+	if got := testkit.Value(t, env.p.m.queueSize); got != 0 {
 		t.Errorf("queue size = %v after expiry", got)
 	}
 }
@@ -358,7 +359,7 @@ func TestBurstOneRound(t *testing.T) {
 	if env.p.Len() != 0 {
 		t.Fatalf("%d held", env.p.Len())
 	}
-	if got := metricValue(t, env.p.m.released.WithLabelValues(kindState)); got != 10 {
+	if got := testkit.Value(t, env.p.m.released.WithLabelValues(kindState)); got != 10 {
 		t.Errorf("released = %v", got)
 	}
 }
@@ -435,10 +436,10 @@ func TestAdd(t *testing.T) {
 	if err := p.Add(stateEv(t, newKey(t), "r4", 1, oid(1)), false); !errors.Is(err, ErrFull) {
 		t.Errorf("over MaxEntries: %v", err)
 	}
-	if got := metricValue(t, p.m.refused.WithLabelValues(kindState)); got != 1 {
+	if got := testkit.Value(t, p.m.refused.WithLabelValues(kindState)); got != 1 {
 		t.Errorf("refused = %v", got)
 	}
-	if got := metricValue(t, p.m.events.WithLabelValues(kindState)); got != 2 {
+	if got := testkit.Value(t, p.m.events.WithLabelValues(kindState)); got != 2 {
 		t.Errorf("events{30618} = %v", got)
 	}
 	held := p.Held()
@@ -524,12 +525,12 @@ func TestRunWakesAtDueTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until Run armed its timer for the due time (500 ms), then move there.
-	waitFor(t, "timer armed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "timer armed", func() bool {
 		due := env.clk.Now().Add(500 * time.Millisecond)
 		return slices.ContainsFunc(env.clk.Deadlines(), due.Equal)
 	})
 	env.clk.Advance(500 * time.Millisecond)
-	waitFor(t, "released", func() bool { return !env.p.Has(ev.ID) })
+	testkit.WaitFor(t, 10*time.Second, "released", func() bool { return !env.p.Has(ev.ID) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 func TestDomainRoundRobin(t *testing.T) {
@@ -125,7 +127,7 @@ func TestThrottleQueueTrigger(t *testing.T) {
 	}
 	hold.release(true) // 1 of 2 window units used
 	wg.Wait()
-	waitFor(t, "first queued identifier", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 1 })
+	testkit.WaitFor(t, 10*time.Second, "first queued identifier", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 1 })
 	wg.Wait()
 	mu.Lock()
 	got := append([]string(nil), order...)
@@ -134,7 +136,7 @@ func TestThrottleQueueTrigger(t *testing.T) {
 		t.Fatalf("order = %v, want [a] before the window frees", got)
 	}
 	clk.Advance(time.Minute)
-	waitFor(t, "queue drained", func() bool { return th.queuedCount("x") == 0 })
+	testkit.WaitFor(t, 10*time.Second, "queue drained", func() bool { return th.queuedCount("x") == 0 })
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()

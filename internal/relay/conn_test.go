@@ -11,32 +11,12 @@ import (
 	"time"
 
 	ws "github.com/coder/websocket"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 
-	"github.com/fiatjaf/eventstore/slicestore"
 	"github.com/fiatjaf/khatru"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 )
-
-func startKhatru(t *testing.T, setup func(*khatru.Relay)) string {
-	t.Helper()
-	rl := khatru.NewRelay()
-	store := &slicestore.SliceStore{MaxLimit: 1 << 30}
-	if err := store.Init(); err != nil {
-		t.Fatal(err)
-	}
-	rl.StoreEvent = append(rl.StoreEvent, store.SaveEvent)
-	rl.QueryEvents = append(rl.QueryEvents, store.QueryEvents)
-	rl.DeleteEvent = append(rl.DeleteEvent, store.DeleteEvent)
-	rl.ReplaceEvent = append(rl.ReplaceEvent, store.ReplaceEvent)
-	rl.CountEvents = append(rl.CountEvents, store.CountEvents)
-	if setup != nil {
-		setup(rl)
-	}
-	srv := httptest.NewServer(rl)
-	t.Cleanup(srv.Close)
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
-}
 
 func signed(t testing.TB, sk string, kind int, content string, tags nostr.Tags) *nostr.Event {
 	t.Helper()
@@ -60,7 +40,7 @@ func dial(t *testing.T, url string, opts Options) *Conn {
 }
 
 func TestPublishSubscribeEOSEAndLive(t *testing.T) {
-	url := startKhatru(t, nil)
+	url := harness.StartKhatru(t, nil, nil)
 	c := dial(t, url, DefaultOptions())
 	ctx := context.Background()
 	sk := nostr.GeneratePrivateKey()
@@ -131,7 +111,7 @@ func TestPublishSubscribeEOSEAndLive(t *testing.T) {
 }
 
 func TestDuplicateSubscriptionID(t *testing.T) {
-	url := startKhatru(t, nil)
+	url := harness.StartKhatru(t, nil, nil)
 	c := dial(t, url, DefaultOptions())
 	ctx := context.Background()
 	if _, err := c.Subscribe(ctx, "x", nostr.Filters{{Kinds: []int{1}}}); err != nil {
@@ -143,7 +123,7 @@ func TestDuplicateSubscriptionID(t *testing.T) {
 }
 
 func TestClosedReasonAndRejectedOK(t *testing.T) {
-	url := startKhatru(t, func(rl *khatru.Relay) {
+	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
 		rl.RejectFilter = append(rl.RejectFilter, func(ctx context.Context, f nostr.Filter) (bool, string) {
 			if len(f.Kinds) == 1 && f.Kinds[0] == 7 {
 				return true, "rate-limited: slow down"
@@ -176,7 +156,7 @@ func TestClosedReasonAndRejectedOK(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	url := startKhatru(t, func(rl *khatru.Relay) {
+	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
 		rl.RejectEvent = append(rl.RejectEvent, func(ctx context.Context, ev *nostr.Event) (bool, string) {
 			if khatru.GetAuthed(ctx) == "" {
 				return true, "auth-required: please authenticate"
@@ -259,7 +239,7 @@ func TestDialNotWebsocket(t *testing.T) {
 }
 
 func TestNegentropyPassthrough(t *testing.T) {
-	url := startKhatru(t, func(rl *khatru.Relay) { rl.Negentropy = true })
+	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) { rl.Negentropy = true })
 	c := dial(t, url, DefaultOptions())
 	ctx := context.Background()
 	// An empty client message (version byte only, one full-range IdList of

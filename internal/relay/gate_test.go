@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fiatjaf/khatru"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -16,7 +17,7 @@ import (
 func gatedRelay(t *testing.T) (url string, filters *atomic.Int64) {
 	t.Helper()
 	filters = new(atomic.Int64)
-	url = startKhatru(t, func(rl *khatru.Relay) {
+	url = harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
 		rl.Negentropy = true
 		rl.RejectFilter = append(rl.RejectFilter, func(context.Context, nostr.Filter) (bool, string) {
 			filters.Add(1)
@@ -154,7 +155,7 @@ const emptyNegMessage = "6100000200"
 // subscription id and reason, before the subscription's reader does.
 func TestOnClosedBeforeSubscription(t *testing.T) {
 	const reason = "rate-limited: slow down"
-	url := startKhatru(t, func(rl *khatru.Relay) {
+	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
 		rl.RejectFilter = append(rl.RejectFilter, func(context.Context, nostr.Filter) (bool, string) {
 			return true, reason
 		})

@@ -1,4 +1,4 @@
-package integration
+package harness_test
 
 import (
 	"context"
@@ -11,19 +11,10 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 const waitTimeout = 10 * time.Second
-
-func startRelay(t *testing.T, opts harness.RelayOptions) *harness.Relay {
-	t.Helper()
-	r, err := harness.StartRelay(opts)
-	if err != nil {
-		t.Fatalf("StartRelay: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -80,7 +71,7 @@ func ids(evs []*nostr.Event) map[string]bool {
 
 func TestHarnessPublishAndQuery(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{})
+	r := harness.Start(t, harness.RelayOptions{})
 	k := harness.NewKey()
 	evs := notes(k, 20, 1_700_000_000)
 
@@ -139,7 +130,7 @@ func TestHarnessPublishAndQuery(t *testing.T) {
 
 func TestHarnessUncappedReturnsEverything(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Negentropy: true})
+	r := harness.Start(t, harness.RelayOptions{Negentropy: true})
 	r.Inject(corpus()...)
 	c := dial(t, ctx, r.URL())
 	got := req(t, ctx, c, "all", nostr.Filter{Kinds: []int{1}})
@@ -155,7 +146,7 @@ func TestHarnessUncappedReturnsEverything(t *testing.T) {
 func TestHarnessReqCapTruncatesToNewest(t *testing.T) {
 	ctx := testCtx(t)
 	const capN = 500
-	r := startRelay(t, harness.RelayOptions{ReqCap: capN})
+	r := harness.Start(t, harness.RelayOptions{ReqCap: capN})
 	evs := corpus()
 	r.Inject(evs...)
 
@@ -196,20 +187,9 @@ func TestHarnessReqCapTruncatesToNewest(t *testing.T) {
 	}
 }
 
-func TestHarnessEventually(t *testing.T) {
-	n := 0
-	harness.Eventually(t, waitTimeout, func() bool { n++; return n == 3 })
-	if n != 3 {
-		t.Fatalf("cond called %d times, want 3", n)
-	}
-	if harness.WaitFor(context.Background(), 30*time.Millisecond, func() bool { return false }) {
-		t.Fatal("WaitFor reported success for a false condition")
-	}
-}
-
 func TestHarnessPublishReportsRejections(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Policy: func(_ *harness.Relay, ev *nostr.Event) (bool, string) {
+	r := harness.Start(t, harness.RelayOptions{Policy: func(_ *harness.Relay, ev *nostr.Event) (bool, string) {
 		return ev.Content != "bad", "blocked: bad content"
 	}})
 	k := harness.NewKey()
@@ -230,7 +210,7 @@ func TestHarnessPublishReportsRejections(t *testing.T) {
 
 func TestHarnessLiveDelivery(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{})
+	r := harness.Start(t, harness.RelayOptions{})
 	k := harness.NewKey()
 	c := dial(t, ctx, r.URL())
 	req(t, ctx, c, "notes", nostr.Filter{Kinds: []int{1}, LimitZero: true})
@@ -260,7 +240,7 @@ func TestHarnessLiveDelivery(t *testing.T) {
 	if err := c.CloseSub(ctx, "notes"); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, waitTimeout, func() bool { return r.Stats().Closes == 1 })
+	testkit.WaitFor(t, waitTimeout, "the close", func() bool { return r.Stats().Closes == 1 })
 	note2 := notes(k, 1, 1_700_000_100)[0]
 	if err := r.Publish(ctx, note2); err != nil {
 		t.Fatal(err)

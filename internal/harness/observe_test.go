@@ -1,4 +1,4 @@
-package integration
+package harness_test
 
 import (
 	"strings"
@@ -8,11 +8,12 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 func TestHarnessObservation(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{})
+	r := harness.Start(t, harness.RelayOptions{})
 	start := time.Now()
 
 	c1 := dial(t, ctx, r.URL())
@@ -22,7 +23,7 @@ func TestHarnessObservation(t *testing.T) {
 	if err := c1.CloseSub(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, waitTimeout, func() bool { return r.Stats().Closes == 1 })
+	testkit.WaitFor(t, waitTimeout, "the close", func() bool { return r.Stats().Closes == 1 })
 	st := r.Stats()
 	if st.Reqs != 3 || st.OpenSubs != 2 || st.PeakSubs != 3 || st.PeakSubsPerConn != 3 || st.Connections != 1 {
 		t.Fatalf("after conn 1: %+v", st)
@@ -54,7 +55,7 @@ func TestHarnessObservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1.Close()
-	harness.Eventually(t, waitTimeout, func() bool { return r.Stats().OpenConnections == 1 })
+	testkit.WaitFor(t, waitTimeout, "one open connection", func() bool { return r.Stats().OpenConnections == 1 })
 	st = r.Stats()
 	if st.Events != 2 || st.OpenSubs != 2 || st.Connections != 3 || st.Sent["OK"] != 2 || st.Sent["EOSE"] != 5 {
 		t.Fatalf("after publish and close: %+v", st)

@@ -1,4 +1,4 @@
-package integration
+package harness_test
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ func publishOne(t *testing.T, r *harness.Relay, ev *nostr.Event) string {
 
 func TestHarnessGraspPolicy(t *testing.T) {
 	const gitHost = "git.example.org"
-	r := startRelay(t, harness.RelayOptions{Policy: harness.GraspPolicy(gitHost)})
+	r := harness.Start(t, harness.RelayOptions{Policy: harness.GraspPolicy(gitHost)})
 	owner, maint, stranger := harness.NewKey(), harness.NewKey(), harness.NewKey()
 	ownClone := "http://" + r.Addr() + "/" + owner.Npub() + "/repo.git"
 	gitClone := "https://" + gitHost + "/" + owner.Npub() + "/repo.git"

@@ -1,4 +1,4 @@
-package integration
+package harness_test
 
 import (
 	"context"

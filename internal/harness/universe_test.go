@@ -1,4 +1,4 @@
-package integration
+package harness_test
 
 import (
 	"os"
@@ -95,7 +95,7 @@ func TestHarnessUniverse(t *testing.T) {
 // checks both the generator's tags and the policy.
 func TestHarnessUniverseIntoGraspRelay(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Policy: harness.GraspPolicy()})
+	r := harness.Start(t, harness.RelayOptions{Policy: harness.GraspPolicy()})
 	u, err := harness.NewUniverse(harness.UniverseOptions{Seed: 1, Repos: 3, Relays: []string{r.URL()}, Events: 60})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package integration
+package harness_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // quiet is how long a test waits to conclude that a relay sends nothing.
@@ -30,7 +31,7 @@ func nextWithin(c *harness.Client, d time.Duration) string {
 
 func TestHarnessNegentropyOn(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Negentropy: true, ReqCap: 50})
+	r := harness.Start(t, harness.RelayOptions{Negentropy: true, ReqCap: 50})
 	evs := corpus()[:100]
 	r.Inject(evs...)
 	local := append([]*nostr.Event{}, evs[:60]...)
@@ -54,7 +55,7 @@ func TestHarnessNegentropyOn(t *testing.T) {
 	if len(extra) != len(clientOnly) {
 		t.Fatalf("extra = %d ids, want %d", len(extra), len(clientOnly))
 	}
-	harness.Eventually(t, waitTimeout, func() bool { return r.Stats().NegCloses == 1 }, "NEG-CLOSE not seen")
+	testkit.WaitFor(t, waitTimeout, "NEG-CLOSE not seen", func() bool { return r.Stats().NegCloses == 1 })
 	if st := r.Stats(); st.NegOpens != 1 || st.NegMsgs < 1 {
 		t.Fatalf("NegOpens %d, NegMsgs %d; want 1, >=1", st.NegOpens, st.NegMsgs)
 	}
@@ -68,7 +69,7 @@ func TestHarnessNegentropyOn(t *testing.T) {
 
 func TestHarnessNegentropyOffAnswersNotice(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{})
+	r := harness.Start(t, harness.RelayOptions{})
 	r.Inject(corpus()[:10]...)
 	c := dial(t, ctx, r.URL())
 	_, _, err := c.Negentropy(ctx, "neg", nostr.Filter{}, nil)
@@ -82,7 +83,7 @@ func TestHarnessNegentropyOffAnswersNotice(t *testing.T) {
 
 func TestHarnessNegMaxEvents(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Negentropy: true, NegMaxEvents: 20})
+	r := harness.Start(t, harness.RelayOptions{Negentropy: true, NegMaxEvents: 20})
 	r.Inject(corpus()[:30]...)
 	c := dial(t, ctx, r.URL())
 	_, _, err := c.Negentropy(ctx, "big", nostr.Filter{}, nil)
@@ -168,7 +169,7 @@ func TestHarnessFaultsOnReq(t *testing.T) {
 			}
 		}},
 		{"drop on receive", harness.Faults{DropOnReceive: 1}, func(t *testing.T, ctx context.Context, c *harness.Client) {
-			harness.Eventually(t, waitTimeout, c.Closed, "connection not dropped")
+			testkit.WaitFor(t, waitTimeout, "connection not dropped", c.Closed)
 			if m, err := c.Next(ctx); err == nil {
 				t.Fatalf("relay answered before dropping: %s", m)
 			}
@@ -177,7 +178,7 @@ func TestHarnessFaultsOnReq(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			r := startRelay(t, harness.RelayOptions{Faults: tt.faults})
+			r := harness.Start(t, harness.RelayOptions{Faults: tt.faults})
 			r.Inject(corpus()[:5]...)
 			c := dial(t, ctx, r.URL())
 			if err := c.Send(ctx, []any{"REQ", "sub", nostr.Filter{}}); err != nil {
@@ -200,13 +201,13 @@ func TestHarnessFaultsOnReq(t *testing.T) {
 
 func TestHarnessDropOnReceiveCountsMessages(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Faults: harness.Faults{DropOnReceive: 2}})
+	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{DropOnReceive: 2}})
 	c := dial(t, ctx, r.URL())
 	req(t, ctx, c, "first", nostr.Filter{})
 	if err := c.Send(ctx, []any{"REQ", "second", nostr.Filter{}}); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, waitTimeout, c.Closed, "connection not dropped on the 2nd message")
+	testkit.WaitFor(t, waitTimeout, "connection not dropped on the 2nd message", c.Closed)
 	if m := nextWithin(c, quiet); m != "" {
 		t.Fatalf("relay answered the dropping message: %s", m)
 	}
@@ -214,7 +215,7 @@ func TestHarnessDropOnReceiveCountsMessages(t *testing.T) {
 
 func TestHarnessIgnoreNegentropy(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Negentropy: true, Faults: harness.Faults{IgnoreNegentropy: true}})
+	r := harness.Start(t, harness.RelayOptions{Negentropy: true, Faults: harness.Faults{IgnoreNegentropy: true}})
 	c := dial(t, ctx, r.URL())
 	if err := c.Send(ctx, []any{"NEG-OPEN", "n", nostr.Filter{}, "6100000200"}); err != nil {
 		t.Fatal(err)
@@ -230,14 +231,14 @@ func TestHarnessEventFaults(t *testing.T) {
 	k := harness.NewKey()
 	evs := notes(k, 3, 1_700_000_000)
 
-	r := startRelay(t, harness.RelayOptions{Faults: harness.Faults{EventReject: "rate-limited: slow down"}})
+	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{EventReject: "rate-limited: slow down"}})
 	err := harness.Publish(ctx, r.URL(), evs[0])
 	var rej *harness.RejectedError
 	if !errors.As(err, &rej) || rej.Reason != "rate-limited: slow down" || r.Has(evs[0].ID) {
 		t.Fatalf("EventReject: err %v", err)
 	}
 
-	r2 := startRelay(t, harness.RelayOptions{Faults: harness.Faults{EventLimit: 2}})
+	r2 := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{EventLimit: 2}})
 	err = harness.Publish(ctx, r2.URL(), evs...)
 	if !errors.As(err, &rej) || rej.ID != evs[2].ID || !strings.HasPrefix(rej.Reason, "rate-limited:") {
 		t.Fatalf("EventLimit: err %v", err)
@@ -262,7 +263,7 @@ func TestHarnessRefusedAndClosedPorts(t *testing.T) {
 		{"plain http", harness.Faults{PlainHTTP: true}, http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := startRelay(t, harness.RelayOptions{Faults: tt.faults})
+			r := harness.Start(t, harness.RelayOptions{Faults: tt.faults})
 			if c, err := harness.Dial(ctx, r.URL()); err == nil {
 				c.Close()
 				t.Fatal("websocket dial succeeded")
@@ -280,7 +281,7 @@ func TestHarnessRefusedAndClosedPorts(t *testing.T) {
 			}
 		})
 	}
-	_, err := harness.Dial(ctx, closedPort(t))
+	_, err := harness.Dial(ctx, harness.ClosedPort(t))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("closed port: err = %v, want connection refused", err)
 	}
@@ -288,7 +289,7 @@ func TestHarnessRefusedAndClosedPorts(t *testing.T) {
 
 func TestHarnessMaxSubscriptions(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{MaxSubscriptions: 2, EnforceMaxSubscriptions: true})
+	r := harness.Start(t, harness.RelayOptions{MaxSubscriptions: 2, EnforceMaxSubscriptions: true})
 	if info := nip11(t, r); info.Limitation == nil || info.Limitation.MaxSubscriptions != 2 {
 		t.Fatalf("NIP-11 limitation = %+v", info.Limitation)
 	}
@@ -318,7 +319,7 @@ func TestHarnessMaxSubscriptions(t *testing.T) {
 	}
 
 	// announced but not enforced: REQs go through
-	r2 := startRelay(t, harness.RelayOptions{MaxSubscriptions: 1})
+	r2 := harness.Start(t, harness.RelayOptions{MaxSubscriptions: 1})
 	c3 := dial(t, ctx, r2.URL())
 	req(t, ctx, c3, "a", nostr.Filter{})
 	req(t, ctx, c3, "b", nostr.Filter{})
@@ -326,7 +327,7 @@ func TestHarnessMaxSubscriptions(t *testing.T) {
 
 func TestHarnessRestartKeepsPortAndData(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{Negentropy: true})
+	r := harness.Start(t, harness.RelayOptions{Negentropy: true})
 	url := r.URL()
 	r.Inject(corpus()[:10]...)
 	c := dial(t, ctx, url)
@@ -335,7 +336,7 @@ func TestHarnessRestartKeepsPortAndData(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	harness.Eventually(t, waitTimeout, c.Closed, "client connection survived Stop")
+	testkit.WaitFor(t, waitTimeout, "client connection survived Stop", c.Closed)
 	if _, err := harness.Dial(ctx, url); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial stopped relay: %v, want connection refused", err)
 	}
@@ -358,7 +359,7 @@ func TestHarnessRestartKeepsPortAndData(t *testing.T) {
 	if err := r.Restart(); err != nil {
 		t.Fatalf("Restart running: %v", err)
 	}
-	harness.Eventually(t, waitTimeout, c2.Closed, "connection survived Restart")
+	testkit.WaitFor(t, waitTimeout, "connection survived Restart", c2.Closed)
 	if st := r.Stats(); st.Connections != 2 || st.OpenSubs != 0 {
 		t.Fatalf("Connections %d, OpenSubs %d", st.Connections, st.OpenSubs)
 	}
@@ -372,11 +373,11 @@ func TestHarnessRestartKeepsPortAndData(t *testing.T) {
 
 func TestHarnessDropConnections(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{})
+	r := harness.Start(t, harness.RelayOptions{})
 	c := dial(t, ctx, r.URL())
 	req(t, ctx, c, "s", nostr.Filter{})
 	r.DropConnections()
-	harness.Eventually(t, waitTimeout, c.Closed, "connection not dropped")
+	testkit.WaitFor(t, waitTimeout, "connection not dropped", c.Closed)
 	c2 := dial(t, ctx, r.URL())
 	req(t, ctx, c2, "s", nostr.Filter{})
 }
@@ -422,7 +423,7 @@ func containsNIP(nips []int, n int) bool {
 
 func TestHarnessAuth(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{AuthWrites: true, AuthReads: true})
+	r := harness.Start(t, harness.RelayOptions{AuthWrites: true, AuthReads: true})
 	k := harness.NewKey()
 	ev := notes(k, 1, 1_700_000_000)[0]
 	err := r.Publish(ctx, ev)
@@ -474,7 +475,7 @@ func TestHarnessAuth(t *testing.T) {
 
 func TestHarnessDelayAndNIP11Extra(t *testing.T) {
 	ctx := testCtx(t)
-	r := startRelay(t, harness.RelayOptions{
+	r := harness.Start(t, harness.RelayOptions{
 		Faults:     harness.Faults{Delay: quiet},
 		NIP11Extra: map[string]any{"supported_grasps": []string{"GRASP-01"}},
 	})
@@ -508,7 +509,7 @@ func TestHarnessDelayAndNIP11Extra(t *testing.T) {
 }
 
 func TestHarnessPublishToMuteRelayTimesOut(t *testing.T) {
-	r := startRelay(t, harness.RelayOptions{Faults: harness.Faults{Mute: true}})
+	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{Mute: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), quiet)
 	defer cancel()
 	err := r.Publish(ctx, notes(harness.NewKey(), 1, 1_700_000_000)...)
