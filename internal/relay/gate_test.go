@@ -9,6 +9,7 @@ import (
 
 	"github.com/fiatjaf/khatru"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -98,6 +99,9 @@ func TestBeforeRequestHoldsREQAndNegOpen(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no EOSE after release")
 	}
+	// NegOpen returns once NEG-OPEN is sent; the relay counts its filter
+	// when it reads it, which may come after the REQ's EOSE.
+	testkit.WaitFor(t, 5*time.Second, "the relay to see both filters", func() bool { return filters.Load() >= 2 })
 	if n := filters.Load(); n != 2 {
 		t.Fatalf("relay saw %d filters after release, want 2", n)
 	}
