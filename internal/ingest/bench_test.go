@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grasp-sync/grasp-sync/internal/nip34"
-	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
 )
 
 // benchEvents returns n signed events shaped like NIP-34 traffic: a third
@@ -133,4 +134,43 @@ func (c countingPublish) Submit(_ context.Context, ev *nostr.Event, done func(pu
 func (c countingPublish) Publish(_ context.Context, ev *nostr.Event) (publish.Result, error) {
 	c <- struct{}{}
 	return publish.Result{ID: ev.ID, Outcome: publish.Accepted}, nil
+}
+
+// BenchmarkOnOwnRelay is the self-subscription's cost per event: "ours"
+// is an event the handler already saw (our own publish coming back), the
+// path that existed before; "others" is one another client posted, which
+// also asks the RejectedIndex (here holding 10,000 refused events) whether
+// something waited for it.
+func BenchmarkOnOwnRelay(b *testing.B) {
+	pk := strings.Repeat("ab", 32)
+	repo := nip34.RepoRef(pk, "bench")
+	mk := func(n int) []*nostr.Event {
+		evs := make([]*nostr.Event, n)
+		for i := range evs {
+			var id [32]byte
+			_, _ = rand.Read(id[:])
+			evs[i] = &nostr.Event{ID: fmt.Sprintf("%x", id), PubKey: pk, Kind: 1111, CreatedAt: 1_700_000_000,
+				Tags: nostr.Tags{{"a", repo}, {"E", fmt.Sprintf("%x", id)}}}
+		}
+		return evs
+	}
+	for _, mode := range []string{"ours", "others"} {
+		b.Run(mode, func(b *testing.B) {
+			h, _, _ := newTestHandler(b, Config{})
+			h.rejected = NewRejectedIndex(DefaultRejectedConfig(), nil)
+			for _, ev := range mk(10_000) {
+				h.rejected.Add(ev)
+			}
+			evs := mk(b.N)
+			if mode == "ours" {
+				for _, ev := range evs {
+					h.MarkPresent(ev)
+				}
+			}
+			b.ResetTimer()
+			for _, ev := range evs {
+				h.OnOwnRelay(ev)
+			}
+		})
+	}
 }
