@@ -179,7 +179,7 @@ func probeREQ(ctx context.Context, conn *relay.Conn, key config.SecretKey) (prob
 		}
 		res.answer = fmt.Sprintf("CLOSED %q", reason)
 		// A CLOSED still proves a Nostr relay.
-		authNeeded := strings.HasPrefix(reason, "auth-required:")
+		authNeeded := relay.ReasonPrefix(reason) == relay.ReasonAuthRequired
 		if !authNeeded || res.authedAs != "" || conn.Challenge() == "" {
 			res.authRequired = authNeeded && res.authedAs == ""
 			return res, nil
@@ -192,7 +192,7 @@ func probeREQ(ctx context.Context, conn *relay.Conn, key config.SecretKey) (prob
 		if err != nil {
 			return res, err
 		}
-		err = conn.Authenticate(ctx, func(ev *nostr.Event) error { return ev.Sign(key.Hex()) })
+		err = conn.Authenticate(ctx, key.Sign)
 		var refused *relay.AuthRefusedError
 		switch {
 		case errors.As(err, &refused):

@@ -4,8 +4,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/nbd-wtf/go-nostr/nip19"
 	"strings"
+
+	"github.com/nbd-wtf/go-nostr/nip19"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -59,6 +60,9 @@ func ParseSecretKey(s string) (SecretKey, error) {
 // Hex returns the key as 64 lower-case hex characters, or "" when unset.
 // Do not log the result.
 func (k SecretKey) Hex() string { return k.hex }
+
+// Sign signs ev with the key (the signer of NIP-42 AUTH events).
+func (k SecretKey) Sign(ev *nostr.Event) error { return ev.Sign(k.hex) }
 
 // IsZero reports whether no key is loaded.
 func (k SecretKey) IsZero() bool { return k.hex == "" }

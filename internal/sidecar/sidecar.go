@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -88,8 +87,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 
 	var signer publish.Signer
 	if !cfg.Auth.Key.IsZero() {
-		key := cfg.Auth.Key
-		signer = func(ev *nostr.Event) error { return ev.Sign(key.Hex()) }
+		signer = cfg.Auth.Key.Sign
 	}
 	ownOpts := ropts
 	ownOpts.Logger = d.Log.Named("publisher")
