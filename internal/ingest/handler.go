@@ -132,6 +132,7 @@ type Handler struct {
 	purg     Purgatory
 	rejected *RejectedIndex
 	seen     *seenSet
+	flying   *flights
 	present  Present
 	limits   *relayLimits
 
@@ -170,6 +171,7 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		present:  d.Present,
 		limits:   limits,
 		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
+		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),
 		retries:  make(chan *nostr.Event, cfg.QueueLen),
 	}, nil
@@ -310,20 +312,26 @@ func (h *Handler) bounds(in Incoming) (string, error) {
 	return "", nil
 }
 
-// validate checks bounds, id and signature. Its error names the reason.
+// validate checks bounds and the id hash (the signature is the own
+// relay's to check, or checkSig's). Its error names the reason.
 func (h *Handler) validate(in Incoming) (string, error) {
-	ev := in.Event
 	if reason, err := h.bounds(in); err != nil {
 		return reason, err
 	}
-	if !ev.CheckID() {
+	if !in.Event.CheckID() {
 		return "bad_id", fmt.Errorf("id does not match content")
 	}
-	ok, err := ev.CheckSignature()
-	if err != nil || !ok {
-		return "bad_signature", fmt.Errorf("signature does not verify")
-	}
 	return "", nil
+}
+
+// checkSig verifies ev's signature, counting and logging a failure.
+func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
+	if verifySig(ev) {
+		return true
+	}
+	h.m.eventsInvalid.WithLabelValues("bad_signature").Inc()
+	h.log.Debug("dropped invalid event", zap.String("relay", relay), zap.String("id", ev.ID), zap.String("reason", "bad_signature"))
+	return false
 }
 
 func (h *Handler) process(ctx context.Context, in Incoming) {
@@ -333,33 +341,58 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	if in.Event == nil {
 		return
 	}
-	id, ok := decodeID(in.Event.ID)
+	ev := in.Event
+	id, ok := decodeID(ev.ID)
 	if !ok {
 		h.m.eventsInvalid.WithLabelValues("bad_id").Inc()
 		return
 	}
-	// Cheap check first: most events arrive from several relays. Only a
-	// verified event is ever marked, so a forged copy cannot shadow it.
-	if h.seen.Has(id) {
+	// Cheap check first: most events arrive from several relays.
+	if h.flying.duplicate(h.seen, id, ev.Sig) {
 		return
 	}
 	if reason, err := h.validate(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
-		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
+		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", ev.ID), zap.Error(err))
 		return
 	}
-	if !h.seen.Mark(id) {
+	if h.purg != nil && h.purg.Needs(ev) {
+		// The purgatory acts on it alone (git fetches, holding it for
+		// hours): verified before it is marked, so a forged copy never
+		// shadows the real one.
+		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
+			return
+		}
+		h.hold(ev, false)
 		return
 	}
-	h.route(ctx, in.Event)
+	switch h.flying.claim(h.seen, id, ev.Sig) {
+	case claimDrop:
+		return
+	case claimVerify:
+		// A second, different copy of an id in flight: one of the two is
+		// forged. Verified, it waits for the first copy's outcome and is
+		// sent if that is refused, so a forged first copy cannot keep the
+		// real event out.
+		if !h.checkSig(ev, in.Relay) || !h.flying.claimVerified(h.seen, id, ev) {
+			return
+		}
+	}
+	h.submit(ctx, ev)
 }
 
-// route sends a verified, deduplicated event on.
+// route sends a verified, deduplicated event on (a retry from the
+// RejectedIndex's hot cache).
 func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 	if h.purg != nil && h.purg.Needs(ev) {
 		h.hold(ev, false)
 		return
 	}
+	h.submit(ctx, ev)
+}
+
+// submit hands a deduplicated event to the publisher.
+func (h *Handler) submit(ctx context.Context, ev *nostr.Event) {
 	if err := h.pub.Submit(ctx, ev, func(r publish.Result) { h.Settle(ev, r) }); err != nil {
 		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
 	}
@@ -398,6 +431,35 @@ func reason(r publish.Result) string {
 // Settle applies a publish result: bookkeeping, metrics, and retries of
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
+	id, idOK := decodeID(ev.ID)
+	var verified bool
+	var alt *nostr.Event
+	if idOK {
+		verified, alt = h.flying.settle(id, ev.Sig, r.Present())
+	}
+	if r.Outcome == publish.Rejected && (refusedInvalid(r) || (!verified && !verifySig(ev))) {
+		// Not a valid event (the own relay's judgement, or ours before it
+		// could enter the RejectedIndex): dropped, and its id forgotten
+		// so that an honest copy can still come — or the verified copy
+		// that waited is sent now.
+		h.m.eventsInvalid.WithLabelValues(invalidLabel(ev, r)).Inc()
+		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
+		if alt != nil {
+			if !h.retry(alt) {
+				h.flying.abandon(id)
+			}
+			return
+		}
+		if idOK {
+			h.seen.Forget(id)
+		}
+		return
+	}
+	if alt != nil {
+		// Refused for another reason although valid: the other copy
+		// would be too (the id fixes the content).
+		h.flying.abandon(id)
+	}
 	switch r.Outcome {
 	case publish.Accepted, publish.Duplicate:
 		if r.Outcome == publish.Accepted {
@@ -421,7 +483,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		}
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
 	case publish.Dropped:
-		if id, ok := decodeID(ev.ID); ok {
+		if idOK {
 			h.seen.Forget(id)
 		}
 	}
@@ -450,13 +512,16 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 
 // retry queues a previously rejected event for another publish. It never
 // blocks (Settle runs on the publisher's goroutine); when the retry queue is
-// full the event is forgotten instead, so the next sync fetches it again.
-func (h *Handler) retry(ev *nostr.Event) {
+// full the event is forgotten instead, so the next sync fetches it again,
+// and retry returns false.
+func (h *Handler) retry(ev *nostr.Event) bool {
 	select {
 	case h.retries <- ev:
+		return true
 	default:
 		if id, ok := decodeID(ev.ID); ok {
 			h.seen.Forget(id)
 		}
+		return false
 	}
 }
