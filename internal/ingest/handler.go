@@ -29,6 +29,12 @@ type Publisher interface {
 	Publish(ctx context.Context, ev *nostr.Event) (publish.Result, error)
 }
 
+// RawPublisher is a Publisher that can send an event as the bytes it
+// arrived in (*publish.Publisher).
+type RawPublisher interface {
+	SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, done func(publish.Result)) error
+}
+
 // Purgatory holds events that need git data (*purgatory.Purgatory): they
 // go there instead of straight to the publisher.
 type Purgatory interface {
@@ -116,6 +122,10 @@ type Incoming struct {
 	// Size of the frame it came in (0 if unknown).
 	Size  int
 	Relay string
+	// Raw is the event's JSON as it arrived (relay.SubMsg.Raw), forwarded
+	// to the own relay as is when the publisher takes it (RawPublisher);
+	// nil: Event is encoded.
+	Raw []byte
 
 	release func() // frees the relay's queue slot once processed
 }
@@ -378,7 +388,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 			return
 		}
 	}
-	h.submit(ctx, ev)
+	h.submit(ctx, ev, in.Raw)
 }
 
 // route sends a verified, deduplicated event on (a retry from the
@@ -388,12 +398,20 @@ func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 		h.hold(ev, false)
 		return
 	}
-	h.submit(ctx, ev)
+	h.submit(ctx, ev, nil)
 }
 
-// submit hands a deduplicated event to the publisher.
-func (h *Handler) submit(ctx context.Context, ev *nostr.Event) {
-	if err := h.pub.Submit(ctx, ev, func(r publish.Result) { h.Settle(ev, r) }); err != nil {
+// submit hands a deduplicated event to the publisher, as raw (the bytes it
+// arrived in) when set and the publisher takes them.
+func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
+	done := func(r publish.Result) { h.Settle(ev, r) }
+	var err error
+	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
+		err = rp.SubmitRaw(ctx, ev, raw, done)
+	} else {
+		err = h.pub.Submit(ctx, ev, done)
+	}
+	if err != nil {
 		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
 	}
 }

@@ -223,6 +223,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 	defer timer.Stop()
 	var page []*nostr.Event
 	var sizes = map[*nostr.Event]int{}
+	raws := map[*nostr.Event][]byte{} // each event as it arrived, forwarded as is
 	seen := map[string]bool{}
 	progressed := false
 	for {
@@ -264,6 +265,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 				seen[m.Event.ID] = true
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
+				raws[m.Event] = m.Raw
 				progressed = true
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
@@ -273,7 +275,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 			case relay.MsgEOSE:
 				sortForPublish(page)
 				for _, ev := range page {
-					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
+					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL(), Raw: raws[ev]}); err != nil {
 						return nil, err
 					}
 				}
