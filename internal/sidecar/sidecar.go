@@ -164,7 +164,43 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	s.engine = eng
+	if err := registerSidecarMetrics(d.Registry, s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// Metric names of the sidecar as a whole.
+const (
+	MetricReady             = "ngit_sync_ready"
+	MetricOwnRelayConnected = "ngit_sync_own_relay_connected"
+)
+
+// registerSidecarMetrics registers the gauges read from the whole sidecar
+// at scrape time: readiness (/readyz as a number) and the own relay's
+// connections.
+func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricReady,
+			Help: "1 while the sidecar is ready (/readyz answers 200): own relay connected and its stored state read.",
+		}, func() float64 { return b(s.Ready()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricOwnRelayConnected,
+			Help: "1 while both the self-subscription and the publisher are connected to the own relay.",
+		}, func() float64 { return b(s.engine.OwnConnected() && s.pub.Connected()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("sidecar metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // The functions below map the configuration onto each engine's own
