@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -413,6 +414,28 @@ func (s *Sidecar) Status() status.Snapshot {
 	if s.purg != nil {
 		ps := s.purg.Stats()
 		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
+		st.Purgatory.Identifiers = purgatoryIdentifiers(s.purg.Identifiers())
 	}
 	return st
+}
+
+// purgatoryIdentifiers maps the purgatory's per-identifier view onto the
+// status document.
+func purgatoryIdentifiers(ids []purgatory.IdentifierStatus) []status.PurgatoryIdentifier {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	out := make([]status.PurgatoryIdentifier, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, status.PurgatoryIdentifier{
+			Identifier: id.Identifier, States: id.States, PRs: id.PRs,
+			HeldSince: id.HeldSince, ExpiresAt: id.ExpiresAt,
+			Attempts: id.Attempts, Syncing: id.Syncing, NextAttempt: opt(id.NextAttempt),
+			LastError: id.LastError, LastErrorAt: opt(id.LastErrorAt),
+		})
+	}
+	return out
 }
