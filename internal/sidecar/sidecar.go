@@ -352,7 +352,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer stopEng()
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	start := func(name string, ctx context.Context, run func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -378,6 +378,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	if s.purg != nil {
 		start("purgatory", pubCtx, s.purg.Run)
 	}
+	start("progress", engCtx, s.runProgress)
 
 	var runErr error
 	select {
