@@ -325,3 +325,25 @@ func (x *Index) LoadChunk(chunk []byte) error {
 	}
 	return nil
 }
+
+// Clear empties the index. With the journal on, every event is recorded
+// as removed, so a persisted copy is emptied by the next drain as well.
+func (x *Index) Clear() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.jr != nil {
+		for i := range x.entries {
+			if x.entries[i].flags&flagLive != 0 {
+				x.jr.removed = append(x.jr.removed, x.entries[i].id)
+			}
+		}
+		x.jr.added = nil
+	}
+	x.entries, x.free, x.live = nil, nil, 0
+	x.authors, x.hexVals, x.strVals = newKeyInterner(), newKeyInterner(), newStrInterner()
+	x.tags, x.tagGarbage = nil, 0
+	x.postings, x.truncated = map[uint32][]uint32{}, map[uint32]struct{}{}
+	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries[slot].id })
+	x.events.Set(0)
+	x.full.Set(0)
+}

@@ -129,3 +129,32 @@ func TestLoadChunkRefusesDamage(t *testing.T) {
 		t.Fatalf("bad version: err %v", err)
 	}
 }
+
+// Clear empties the index, and the drained journal empties a persisted copy.
+func TestClearIsJournalled(t *testing.T) {
+	events := genEvents(5, 2000, 10, 10)
+	x := mustNew(t, DefaultOptions())
+	x.EnableJournal()
+	for _, ev := range events {
+		x.Add(ev)
+	}
+	first, _ := x.DrainJournal()
+	x.Clear()
+	if x.Len() != 0 || x.Has(events[0].ID) {
+		t.Fatalf("after Clear: %d events", x.Len())
+	}
+	if err := x.Add(events[1]); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := x.DrainJournal()
+	y := mustNew(t, DefaultOptions())
+	for _, c := range [][]byte{first, second} {
+		if err := y.LoadChunk(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if y.Len() != 1 || !y.Has(events[1].ID) {
+		t.Fatalf("replayed after Clear: %d events", y.Len())
+	}
+	sameAnswers(t, x, y, journalFilters(events))
+}

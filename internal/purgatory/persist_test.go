@@ -28,7 +28,7 @@ func TestExportRestoreKeepsDeadlines(t *testing.T) {
 	next := out[0].Next
 
 	env2 := newTestEnv(t, nil)
-	env2.clk.Advance(env.clk.Now().Add(10*time.Minute).Sub(env2.clk.Now())) // down for ten minutes
+	env2.clk.Advance(env.clk.Now().Add(10 * time.Minute).Sub(env2.clk.Now())) // down for ten minutes
 	if n, skipped := env2.p.Restore(out); n != 1 || skipped != 0 {
 		t.Fatalf("restored %d, skipped %d", n, skipped)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -61,6 +62,9 @@ type Sidecar struct {
 	engine *reposync.Engine
 	ingest *ingest.Handler
 	local  *localindex.Index
+	store  *statestore.Store
+	// localRestored: the local index was loaded from the store.
+	localRestored bool
 }
 
 // New wires the components from cfg. Nothing runs until Run.
@@ -118,6 +122,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.local, present = local, local
 	}
+	if err := s.openState(local); err != nil {
+		return nil, err
+	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
 		Publisher: pub, Present: present, Now: d.Clock.Now,
 		Log: d.Log.Named("ingest"), Registry: d.Registry,
@@ -153,12 +160,14 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			return nil, fmt.Errorf("purgatory: %w", err)
 		}
 		s.purg = purg
+		s.restorePurgatory()
 		in.UsePurgatory(purg)
 		if local != nil {
 			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(purg.AppendHeld))
 		}
 	}
 
+	deps.LocalRestored = s.localRestored
 	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
@@ -341,6 +350,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	if s.purg != nil {
 		start("purgatory", pubCtx, s.purg.Run)
 	}
+	if s.store != nil {
+		start("state", pubCtx, func(ctx context.Context) error {
+			return s.store.Run(ctx, statestore.Sources{Local: s.local, Purgatory: s.purg}, s.cfg.State.FlushInterval)
+		})
+	}
 
 	var runErr error
 	select {
@@ -360,6 +374,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	cancel()
 	stopPub()
 	wg.Wait()
+	if s.store != nil {
+		if err := s.store.Flush(statestore.Sources{Local: s.local, Purgatory: s.purg}); err != nil {
+			s.log.Warn("final state store flush failed", zap.Error(err))
+		}
+		s.store.Close()
+	}
 	return runErr
 }
 
@@ -378,5 +398,6 @@ func (s *Sidecar) Status() status.Snapshot {
 		ps := s.purg.Stats()
 		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
 	}
+	st.State = s.stateStatus()
 	return st
 }

@@ -22,6 +22,9 @@ type Sources struct {
 	Purgatory *purgatory.Purgatory
 }
 
+// DefaultFlushInterval is the default interval between batched writes.
+const DefaultFlushInterval = 2 * time.Second
+
 // Tuning of the persisted local index.
 const (
 	// snapshotChunk is the events per chunk of a compacted local index.
@@ -95,6 +98,7 @@ func (s *Store) LoadLocal(idx *localindex.Index) (loaded bool, err error) {
 	}
 	idx.EnableJournal()
 	s.w().chunks = chunks
+	s.w().events = idx.Len()
 	return chunks > 0, nil
 }
 
