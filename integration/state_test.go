@@ -1,14 +1,23 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
@@ -96,5 +105,71 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if got := w.own.Stats().Received["EVENT"]; got != 0 {
 		t.Errorf("%d events published to the own relay again after the restart, want 0", got)
+	}
+}
+
+// TestBadStoreGivesWorkingSidecar: a store made for another own relay, a
+// store of an older format and a truncated store file each give one clear
+// log line naming the reason, and a sidecar that syncs (from the relays,
+// as without a store).
+func TestBadStoreGivesWorkingSidecar(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		level  zapcore.Level
+		damage func(t *testing.T, dir string)
+	}{
+		{"other-relay", zapcore.InfoLevel, func(t *testing.T, dir string) {
+			s, err := statestore.Open(statestore.Options{Dir: dir, OwnRelay: "ws://another-relay.example"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}},
+		{"old-format", zapcore.InfoLevel, func(t *testing.T, dir string) {
+			db, err := bolt.Open(filepath.Join(dir, statestore.FileName), 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Update(func(tx *bolt.Tx) error {
+				b, _ := tx.CreateBucketIfNotExists([]byte("meta"))
+				return b.Put([]byte("format"), []byte{0, 0, 0, 0})
+			})
+			db.Close()
+		}},
+		{"corrupt", zapcore.WarnLevel, func(t *testing.T, dir string) {
+			s, err := statestore.Open(statestore.Options{Dir: dir, OwnRelay: "ws://x.example"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			path := filepath.Join(dir, statestore.FileName)
+			fi, _ := os.Stat(path)
+			os.Truncate(path, fi.Size()/2)
+		}},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			w := newStateWorld(t, 3, 5)
+			dir := t.TempDir()
+			tc.damage(t, dir)
+			core, logs := observer.New(zapcore.InfoLevel)
+			cfg := stateConfig(t, w.own, dir)
+			sc, err := sidecar.New(cfg, sidecar.Deps{Log: zap.New(core), Registry: prometheus.NewRegistry(), Version: "test"})
+			if err != nil {
+				t.Fatalf("sidecar.New on a %s store: %v", tc.reason, err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- sc.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			testkit.WaitFor(t, syncTimeout, "sidecar ready", sc.Ready)
+			waitHas(t, w.own, w.all...)
+			lines := logs.FilterMessageSnippet("set aside").All()
+			if len(lines) != 1 || lines[0].Level != tc.level || lines[0].ContextMap()["reason"] != tc.reason {
+				t.Fatalf("log lines about the store: %+v, want one at %s with reason %s", lines, tc.level, tc.reason)
+			}
+			if got := sc.Status().State.Outcome; got != tc.reason {
+				t.Fatalf("/status state outcome %q, want %q", got, tc.reason)
+			}
+		})
 	}
 }
