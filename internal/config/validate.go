@@ -124,6 +124,7 @@ func (c *Config) Validate() error {
 		v.fail("listen", "must have a numeric port", c.Listen)
 	}
 	v.positive("shutdown_grace", c.ShutdownGrace)
+	v.positive("state.flush_interval", c.State.FlushInterval)
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

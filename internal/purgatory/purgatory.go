@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -116,6 +117,8 @@ type Purgatory struct {
 
 	wake chan struct{}
 
+	// gen counts intakes and removals (Generation).
+	gen    atomic.Uint64
 	mu     sync.Mutex
 	byID   map[string]*entry
 	states map[string]map[string]*entry // identifier → author → newest state

@@ -138,6 +138,10 @@ type Deps struct {
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
 	ExtraLocal []localindex.Source
+	// LocalRestored says LocalIndex was loaded from the state store: the
+	// first fill reconciles it against the own relay with NIP-77 instead of
+	// reading every event back (CatchUp), falling back to the read-back.
+	LocalRestored bool
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -178,6 +182,8 @@ type Engine struct {
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
+	// catchUpTried: the restored local index was reconciled (or tried).
+	catchUpTried bool
 }
 
 // remote is the engine's record of one remote relay.

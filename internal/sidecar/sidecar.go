@@ -26,6 +26,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -62,6 +63,9 @@ type Sidecar struct {
 	engine *reposync.Engine
 	ingest *ingest.Handler
 	local  *localindex.Index
+	store  *statestore.Store
+	// localRestored: the local index was loaded from the store.
+	localRestored bool
 }
 
 // New wires the components from cfg. Nothing runs until Run.
@@ -119,6 +123,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.local, present = local, local
 	}
+	if err := s.openState(local); err != nil {
+		return nil, err
+	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
 		Publisher: pub, Present: present, Now: d.Clock.Now,
 		Log: d.Log.Named("ingest"), Registry: d.Registry,
@@ -154,12 +161,14 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			return nil, fmt.Errorf("purgatory: %w", err)
 		}
 		s.purg = purg
+		s.restorePurgatory()
 		in.UsePurgatory(purg)
 		if local != nil {
 			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(purg.AppendHeld))
 		}
 	}
 
+	deps.LocalRestored = s.localRestored
 	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
@@ -379,6 +388,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		start("purgatory", pubCtx, s.purg.Run)
 	}
 	start("progress", engCtx, s.runProgress)
+	if s.store != nil {
+		start("state", pubCtx, func(ctx context.Context) error {
+			return s.store.Run(ctx, statestore.Sources{Local: s.local, Purgatory: s.purg}, s.cfg.State.FlushInterval)
+		})
+	}
 
 	var runErr error
 	select {
@@ -398,6 +412,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	cancel()
 	stopPub()
 	wg.Wait()
+	if s.store != nil {
+		if err := s.store.Flush(statestore.Sources{Local: s.local, Purgatory: s.purg}); err != nil {
+			s.log.Warn("final state store flush failed", zap.Error(err))
+		}
+		s.store.Close()
+	}
 	return runErr
 }
 
@@ -417,6 +437,7 @@ func (s *Sidecar) Status() status.Snapshot {
 		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
 		st.Purgatory.Identifiers = purgatoryIdentifiers(s.purg.Identifiers())
 	}
+	st.State = s.stateStatus()
 	return st
 }
 
