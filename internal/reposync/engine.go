@@ -28,6 +28,14 @@ type Config struct {
 	OwnRelay      string
 	ServiceDomain string
 	Bootstrap     []string
+	// HostAll syncs every repository whose announcement the own relay
+	// accepted; by default only those whose announcement lists
+	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
+	HostAll bool
+	// BootstrapAllLayers asks bootstrap relays about every repository
+	// (layers 2 and 3); by default they serve discovery (layer 1) only and
+	// are asked about the repositories that list them.
+	BootstrapAllLayers bool
 
 	SelfKinds              []int
 	BatchWindow            time.Duration
