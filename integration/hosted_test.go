@@ -292,3 +292,47 @@ func TestBootstrapRelayServesDiscoveryOnly(t *testing.T) {
 	}
 }
 
+// TestTwoHopDiscoveryTime: an announcement found on a bootstrap relay lists
+// a second relay holding the repository's history (issues, then comments on
+// them): two discovery hops through the own relay's self-subscription. With
+// the production batch settings (5 s window, 250 ms quiet period) the
+// sidecar's time from ready to holding everything is reported, beside the
+// window alone (quiet period off). No wall-clock assertion.
+func TestTwoHopDiscoveryTime(t *testing.T) {
+	issues, comments := scaled(500, 100), scaled(1500, 300)
+	for _, v := range []struct {
+		name  string
+		quiet time.Duration
+	}{{"quiet=250ms", 250 * time.Millisecond}, {"quiet=off", 0}} {
+		t.Run(v.name, func(t *testing.T) {
+			own := ownRelay(t)
+			boot := harness.Start(t, harness.RelayOptions{Name: "bootstrap"})
+			history := harness.Start(t, harness.RelayOptions{Name: "history"})
+			k := harness.NewKey()
+			ann := repoFor(k, "twohop", own, history)
+			boot.Inject(ann)
+			var all []*nostr.Event
+			for i := range issues {
+				issue := k.Issue(k.RepoAddress("twohop"), fmt.Sprintf("issue %d", i))
+				all = append(all, issue)
+				for range comments / issues {
+					all = append(all, k.Comment(issue, nil))
+				}
+			}
+			history.Inject(ann)
+			history.Inject(all...)
+
+			cfg := fastConfig(own)
+			cfg.ServiceDomain = own.Addr()
+			cfg.BootstrapRelays = []string{boot.URL()}
+			cfg.Sync.BatchWindow = 5 * time.Second
+			cfg.Sync.BatchQuiet = v.quiet
+			start := time.Now()
+			startSidecar(t, cfg)
+			ready := time.Now()
+			waitHas(t, own, append(all, ann)...)
+			t.Logf("two-hop discovery of %d events (%s, batch_window 5s): %v from ready (%v from start)",
+				len(all)+1, v.name, time.Since(ready).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		})
+	}
+}

@@ -86,7 +86,8 @@ type Relay struct {
 // Sync configures GRASP-02 proactive sync.
 type Sync struct {
 	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
-	BatchWindow            time.Duration `yaml:"batch_window" help:"Self-subscriber batch window; the timer starts at the first event and is not reset."`
+	BatchWindow            time.Duration `yaml:"batch_window" help:"Longest a self-subscriber batch collects events; the timer starts at the first event and is not reset."`
+	BatchQuiet             time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
 	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync."`
 	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
 	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
@@ -213,6 +214,7 @@ func Default() *Config {
 		Sync: Sync{
 			SelfKinds:              slices.Clone(sync.SelfKinds),
 			BatchWindow:            sync.BatchWindow,
+			BatchQuiet:             sync.BatchQuiet,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,

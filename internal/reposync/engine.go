@@ -37,8 +37,12 @@ type Config struct {
 	// are asked about the repositories that list them.
 	BootstrapAllLayers bool
 
-	SelfKinds              []int
+	SelfKinds []int
+	// BatchWindow caps how long a self-subscription batch collects events;
+	// BatchQuiet flushes it earlier once no event came for that long (0:
+	// only the window).
 	BatchWindow            time.Duration
+	BatchQuiet             time.Duration
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -70,6 +74,7 @@ func DefaultConfig() Config {
 	return Config{
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
+		BatchQuiet:               250 * time.Millisecond,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,

@@ -233,6 +233,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.Bootstrap = cfg.BootstrapRelays
 	scfg.SelfKinds = cfg.Sync.SelfKinds
 	scfg.BatchWindow = cfg.Sync.BatchWindow
+	scfg.BatchQuiet = cfg.Sync.BatchQuiet
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
