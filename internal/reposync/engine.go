@@ -28,9 +28,21 @@ type Config struct {
 	OwnRelay      string
 	ServiceDomain string
 	Bootstrap     []string
+	// HostAll syncs every repository whose announcement the own relay
+	// accepted; by default only those whose announcement lists
+	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
+	HostAll bool
+	// BootstrapAllLayers asks bootstrap relays about every repository
+	// (layers 2 and 3); by default they serve discovery (layer 1) only and
+	// are asked about the repositories that list them.
+	BootstrapAllLayers bool
 
-	SelfKinds              []int
+	SelfKinds []int
+	// BatchWindow caps how long a self-subscription batch collects events;
+	// BatchQuiet flushes it earlier once no event came for that long (0:
+	// only the window).
 	BatchWindow            time.Duration
+	BatchQuiet             time.Duration
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -62,6 +74,7 @@ func DefaultConfig() Config {
 	return Config{
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
+		BatchQuiet:               250 * time.Millisecond,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,

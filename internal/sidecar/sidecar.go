@@ -279,6 +279,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.Bootstrap = cfg.BootstrapRelays
 	scfg.SelfKinds = cfg.Sync.SelfKinds
 	scfg.BatchWindow = cfg.Sync.BatchWindow
+	scfg.BatchQuiet = cfg.Sync.BatchQuiet
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
@@ -289,6 +290,8 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
 	scfg.PageSize = cfg.Sync.PageSize
 	scfg.EOSETimeout = cfg.Sync.EOSETimeout
+	scfg.HostAll = cfg.Sync.HostAll
+	scfg.BootstrapAllLayers = cfg.Sync.BootstrapAllLayers
 	scfg.Tick = cfg.Health.Tick
 	scfg.ConnectTimeout = cfg.Relay.ConnectTimeout
 	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
@@ -342,6 +345,7 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 	pc.DomainWindow = cfg.Purgatory.DomainWindow
 	pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
 	pc.MaxEntries = cfg.Purgatory.MaxEntries
+	pc.HostAll = cfg.Sync.HostAll
 	// The policy's git guard checks every remote against --dial.allow
 	// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
 	pc.AllowPrivateAddresses = true
