@@ -247,7 +247,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
-		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
+		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
+		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
 	}
 	e.pager = pager
 	if d.LocalIndex != nil {

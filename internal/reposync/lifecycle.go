@@ -220,5 +220,6 @@ func (e *Engine) forget(url string) {
 	delete(e.relays, url)
 	e.d.Health.Forget(url)
 	e.m.forgetRelay(url)
+	e.pager.Truncation.forget(url)
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }

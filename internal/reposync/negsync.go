@@ -38,6 +38,7 @@ type negMetrics struct {
 	errors     *prometheus.CounterVec
 	duration   prometheus.Histogram
 	bytes      *prometheus.CounterVec
+	probes     *prometheus.CounterVec
 }
 
 func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
@@ -64,8 +65,11 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
 		}, []string{"relay", "direction"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
+		}, []string{"relay"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes} {
+	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -236,7 +240,17 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
 	opts.Now = s.now
-	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, s.local.Storage, opts)
+	// The storage of each window reconciled (the last, when one is retried)
+	// tells, with the result, what the relay's set held.
+	windows := map[string]*neg.Storage{}
+	localFor := func(w nostr.Filter) (*neg.Storage, error) {
+		st, err := s.local.Storage(w)
+		if st != nil {
+			windows[windowKey(w)] = st
+		}
+		return st, err
+	}
+	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
 	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
 	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
 	s.m.duration.Observe(res.Duration.Seconds())
@@ -262,11 +276,42 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		need = need[len(need)-max:]
 	}
 	// Even a failed reconciliation returns what finished windows found.
-	if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
+	var fetched []neg.Item
+	var fmu sync.Mutex
+	recording := func(ctx context.Context, in ingest.Incoming) error {
+		if it, ierr := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); ierr == nil {
+			fmu.Lock()
+			fetched = append(fetched, it)
+			fmu.Unlock()
+		}
+		return emit(ctx, in)
+	}
+	ferr := s.fetch(ctx, c, need, slots, recording)
+	if ferr != nil {
 		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
 		err = errors.Join(err, ferr)
 	}
+	if err == nil && max == 0 {
+		local := make([]*neg.Storage, 0, len(windows))
+		for _, st := range windows {
+			local = append(local, st)
+		}
+		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), emit)
+	}
 	return len(res.Need), err
+}
+
+// windowKey names a reconciled window by its time range.
+func windowKey(f nostr.Filter) string {
+	k := ""
+	if f.Since != nil {
+		k = fmt.Sprint(*f.Since)
+	}
+	k += ","
+	if f.Until != nil {
+		k += fmt.Sprint(*f.Until)
+	}
+	return k
 }
 
 // fetch asks for ids in batches, up to slots REQs at once, and retries ids

@@ -1,0 +1,122 @@
+package integration
+
+import (
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
+
+// Relays as they are (protocol-notes.md, "Relays in the wild"): each test
+// runs a fresh sidecar against one misbehaving harness relay and checks
+// that the own relay ends with every event the remote holds about the
+// hosted repository, and that the relay is never reported synced while
+// one is missing.
+
+// wildRepo seeds a repository with n issues (and a comment on every
+// fourth) on remote, the announcement hosted by own.
+func wildRepo(t *testing.T, own, remote *harness.Relay, d string, n int) []*nostr.Event {
+	t.Helper()
+	repo, evs := universeRepo(t, own, remote, d, n)
+	return append([]*nostr.Event{repo}, evs...)
+}
+
+// waitSyncedComplete waits until the sidecar reports remote "connected"
+// with nothing pending, and requires that by then the sidecar has received
+// from the remote at least as many events as the remote holds for the
+// repository directly (its issues): a relay
+// reported synced after a silently truncated sync fails here. Then every
+// event must reach the own relay (the ingest pipeline is asynchronous).
+func waitSyncedComplete(t *testing.T, sc *runningSidecar, own, remote *harness.Relay, evs []*nostr.Event) {
+	t.Helper()
+	var r status.Relay
+	testkit.WaitFor(t, syncTimeout, "relay synced", func() bool {
+		var ok bool
+		r, ok = relayStatus(sc, remote.URL())
+		return ok && r.State == "connected" && r.PendingBatches == 0
+	})
+	// Replies to issues are asked for once the issues reached the own
+	// relay and came back through the self-subscription, possibly after a
+	// first "connected"; the issues themselves are asked for at once.
+	issues := 0
+	for _, ev := range evs {
+		if ev.Kind == nip34.KindIssue {
+			issues++
+		}
+	}
+	if int(r.EventsReceived) < issues {
+		t.Fatalf("relay reported %q after receiving %d events; it holds %d issues", r.State, r.EventsReceived, issues)
+	}
+	waitHas(t, own, evs...)
+}
+
+// TestWildNegentropyCapped: khatru on its slicestore advertises NIP-77 but
+// answers every query, negentropy sessions included, with its 500 newest
+// events. The truncation is detected and the rest is fetched anyway.
+func TestWildNegentropyCapped(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "slicestore", Negentropy: true, NegCap: 500, SilentReqCap: 500})
+	evs := wildRepo(t, own, remote, "capped", scaled(1300, 700))
+	sc := startSidecar(t, fastConfig(own))
+	waitSyncedComplete(t, sc, own, remote, evs)
+	r, _ := relayStatus(sc, remote.URL())
+	if r.Truncation == "" {
+		t.Errorf("status shows no truncation for the capped relay: %+v", r)
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_truncation_detected_total", map[string]string{"relay": remote.URL(), "kind": "negentropy"}); v < 1 {
+		t.Errorf("metric = %v, want >= 1", v)
+	}
+}
+
+// TestWildLimitFallback: ngit-relay answers a REQ whose limit is above
+// 1000 with 250 events, silently. A pager asking for 2000 per page still
+// gets everything.
+func TestWildLimitFallback(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ngit-relay", DefaultLimit: 250, MaxHonouredLimit: 1000})
+	evs := wildRepo(t, own, remote, "fallback", scaled(1300, 700))
+	cfg := fastConfig(own)
+	cfg.Sync.PageSize = 2000
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	r, _ := relayStatus(sc, remote.URL())
+	if r.Truncation == "" {
+		t.Errorf("status shows no REQ cap for the relay: %+v", r)
+	}
+}
+
+// TestWildIgnoresLimit: a relay that ignores limit (and returns up to its
+// own silent cap of 300) is paged to the end.
+func TestWildIgnoresLimit(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ignorant", IgnoreLimit: true, SilentReqCap: 300})
+	evs := wildRepo(t, own, remote, "ignored", scaled(900, 500))
+	cfg := fastConfig(own)
+	cfg.Sync.PageSize = 100
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+}
+
+// TestWildReqBlocked: a relay answering every REQ with CLOSED "blocked:"
+// is reported with historic sync failures, never as synced.
+func TestWildReqBlocked(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "blocking"})
+	wildRepo(t, own, remote, "blocked", 20)
+	remote.SetFaults(harness.Faults{ReqClosed: "blocked: not on the allow list"})
+	sc := startSidecar(t, fastConfig(own))
+	testkit.WaitFor(t, syncTimeout, "the blocking relay reported with failures", func() bool {
+		r, ok := relayStatus(sc, remote.URL())
+		if ok && r.State == "connected" {
+			t.Fatalf("a relay refusing every REQ was reported synced: %+v", r)
+		}
+		return ok && r.State == "connected_historic_sync_failures"
+	})
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}); v < 1 {
+		t.Errorf("metric = %v, want >= 1", v)
+	}
+}
