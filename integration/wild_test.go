@@ -2,6 +2,7 @@ package integration
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -118,5 +119,37 @@ func TestWildReqBlocked(t *testing.T) {
 	})
 	if v := testkit.Metric(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}); v < 1 {
 		t.Errorf("metric = %v, want >= 1", v)
+	}
+}
+
+// TestWildNegentropyNotice: strfry with negentropy switched off still
+// advertises NIP-77 and answers NEG-OPEN with a NOTICE. The relay is
+// remembered as unsupported and paged.
+func TestWildNegentropyNotice(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "strfry-neg-off", NegNotice: "negentropy disabled", ReqCap: 500})
+	evs := wildRepo(t, own, remote, "notice", scaled(700, 600))
+	sc := startSidecar(t, fastConfig(own))
+	waitSyncedComplete(t, sc, own, remote, evs)
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "unsupported" {
+		t.Fatalf("negentropy support %q, want unsupported", r.Negentropy)
+	}
+	if st := remote.Stats(); st.NegOpens == 0 || st.NegOpens >= st.Reqs {
+		t.Fatalf("%d NEG-OPENs for %d REQs: unsupported is not remembered", st.NegOpens, st.Reqs)
+	}
+}
+
+// TestWildNegentropySilent: a relay advertising NIP-77 that never answers
+// NEG-OPEN costs one initial timeout, not a hang.
+func TestWildNegentropySilent(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "silent", Negentropy: true, ReqCap: 500, Faults: harness.Faults{IgnoreNegentropy: true}})
+	evs := wildRepo(t, own, remote, "silent", 300)
+	cfg := fastConfig(own)
+	cfg.Negentropy.InitialTimeout = 500 * time.Millisecond
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "unsupported" {
+		t.Fatalf("negentropy support %q, want unsupported", r.Negentropy)
 	}
 }
