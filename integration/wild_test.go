@@ -6,6 +6,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/status"
@@ -151,5 +152,60 @@ func TestWildNegentropySilent(t *testing.T) {
 	waitSyncedComplete(t, sc, own, remote, evs)
 	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "unsupported" {
 		t.Fatalf("negentropy support %q, want unsupported", r.Negentropy)
+	}
+}
+
+// TestWildAuthReads: a relay that answers REQ and NEG-OPEN with
+// "auth-required:" until the connection authenticated gets NIP-42 AUTH
+// with the configured key and the requests again.
+func TestWildAuthReads(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "auth-reads", AuthReads: true, Negentropy: true, ReqCap: 500})
+	evs := wildRepo(t, own, remote, "authed", 300)
+	cfg := fastConfig(own)
+	key, err := config.ParseSecretKey(harness.NewKey().Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth.Key = key
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	if r, _ := relayStatus(sc, remote.URL()); r.ReadAuth != "authenticated" {
+		t.Fatalf("read_auth %q, want authenticated", r.ReadAuth)
+	}
+	// live subscriptions were rebuilt after AUTH: a new issue arrives live
+	alice := harness.NewKey()
+	live := alice.Issue(harness.Address(evs[0]), "after auth")
+	mustPublish(t, remote, live)
+	waitHas(t, own, live)
+}
+
+// TestWildAuthReadsWithoutKey: without a key the relay is reported as
+// needing one — never synced — and not asked again and again.
+func TestWildAuthReadsWithoutKey(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "auth-reads", AuthReads: true, Negentropy: true})
+	wildRepo(t, own, remote, "nokey", 20)
+	sc := startSidecar(t, fastConfig(own))
+	var r status.Relay
+	testkit.WaitFor(t, syncTimeout, "the relay reported as needing a key", func() bool {
+		var ok bool
+		r, ok = relayStatus(sc, remote.URL())
+		if ok && r.State == "connected" {
+			t.Fatalf("a relay refusing every read was reported synced: %+v", r)
+		}
+		return ok && r.State == "connected_historic_sync_failures" && r.ReadAuth != ""
+	})
+	if r.ReadAuth != "needs a key: no secret key configured" {
+		t.Fatalf("read_auth %q", r.ReadAuth)
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_read_auth_total", map[string]string{"relay": remote.URL(), "result": "no_key"}); v != 1 {
+		t.Fatalf("no_key counted %v times, want once per connection", v)
+	}
+	before := remote.Stats()
+	time.Sleep(2 * time.Second) // several ticks: nothing may be retried
+	after := remote.Stats()
+	if after.Reqs != before.Reqs || after.NegOpens != before.NegOpens {
+		t.Fatalf("REQs %d→%d, NEG-OPENs %d→%d: the relay is asked again and again", before.Reqs, after.Reqs, before.NegOpens, after.NegOpens)
 	}
 }

@@ -138,6 +138,9 @@ type Deps struct {
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
 	ExtraLocal []localindex.Source
+	// Sign, when set, signs NIP-42 AUTH events for remote relays that
+	// require authentication to read (the configured secret key).
+	Sign func(*nostr.Event) error
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -249,6 +252,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager = pager
 	if d.LocalIndex != nil {

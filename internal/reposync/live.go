@@ -164,6 +164,23 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	}
 	delete(r.live, id) // the health tracker heard the reason in onClosed
 	r.lastError = "CLOSED: " + reason
+	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
+		// NIP-42: rebuild once the connection authenticated; without a key
+		// (or refused) the relay is reported as needing one, not retried.
+		conn := r.conn
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := e.pager.Auth.Ensure(e.ctx, conn); err == nil {
+				e.post(func() {
+					if r := e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
+						r.rebuildLive = true
+					}
+				})
+			}
+		}()
+		return
+	}
 	r.rebuildLive = true
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }

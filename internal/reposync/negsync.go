@@ -181,6 +181,9 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 	if !s.cfg.Enabled || s.Support(url) == "unsupported" {
 		return s.pager.Sync(ctx, c, fs, slots, emit)
 	}
+	if err := s.pager.Auth.Failed(c); err != nil {
+		return err
+	}
 	var errs []error
 	var fallback []nostr.Filter
 	for i, f := range fs {
@@ -192,6 +195,8 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 		case errors.Is(err, neg.ErrUnsupported):
 			s.setSupport(url, false)
 			fallback = append(fallback, fs[i:]...)
+		case errors.Is(err, ErrAuthRequired):
+			return errors.Join(append(errs, err)...)
 		case errors.Is(err, localindex.ErrCannotAnswer), errors.Is(err, errLocalFill):
 			fallback = append(fallback, f)
 			continue
@@ -251,6 +256,14 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		return st, err
 	}
 	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	if errors.Is(err, neg.ErrAuthRequired) {
+		// NIP-42: authenticate the connection and reconcile again.
+		if aerr := s.pager.Auth.Ensure(ctx, c); aerr != nil {
+			return 0, errors.Join(err, aerr)
+		}
+		clear(windows)
+		res, err = neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	}
 	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
 	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
 	s.m.duration.Observe(res.Duration.Seconds())

@@ -57,6 +57,9 @@ type Pager struct {
 	// Truncation, when set, records relays caught returning fewer events
 	// than asked while holding more.
 	Truncation *Truncation
+	// Auth, when set, answers "auth-required:" CLOSEDs (NIP-42) so the REQ
+	// can be sent again.
+	Auth *ReadAuth
 
 	seq atomic.Uint64
 }
@@ -68,6 +71,9 @@ var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 163
 // Sync runs every filter to the end, one after another (slots is not used:
 // paging is sequential per filter, and filters of one batch are few).
 func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
+	if err := p.Auth.Failed(c); err != nil {
+		return err
+	}
 	var errs []error
 	for _, f := range fs {
 		if err := p.pageFilter(ctx, c, f, emit); err != nil {
@@ -232,8 +238,21 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 	return page, err
 }
 
-// fetchPage is fetch that also counts the events dropped for not matching f.
+// fetchPage is fetch that also counts the events dropped for not matching
+// f. A REQ closed with "auth-required:" is sent again once the connection
+// authenticated (NIP-42).
 func (p *Pager) fetchPage(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
+	page, outside, err := p.fetchOnce(ctx, c, f, emit)
+	if errors.Is(err, ErrAuthRequired) && p.Auth != nil {
+		if aerr := p.Auth.Ensure(ctx, c); aerr != nil {
+			return nil, 0, errors.Join(err, aerr)
+		}
+		page, outside, err = p.fetchOnce(ctx, c, f, emit)
+	}
+	return page, outside, err
+}
+
+func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
 	if p.WaitAllowed != nil {
 		if err := p.WaitAllowed(ctx); err != nil {
 			return nil, 0, err
@@ -299,6 +318,9 @@ func (p *Pager) fetchPage(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
 					p.OnClosed(m.Reason)
+				}
+				if relay.ReasonPrefix(m.Reason) == relay.ReasonAuthRequired {
+					return nil, 0, fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, ErrAuthRequired, m.Reason)
 				}
 				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
 			case relay.MsgEOSE:

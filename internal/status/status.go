@@ -49,6 +49,9 @@ type Relay struct {
 	// Truncation says how the relay was caught returning fewer events than
 	// it holds (a NIP-77 set or REQ cut at a cap); the rest is paged.
 	Truncation string `json:"truncation,omitempty"`
+	// ReadAuth is the relay's NIP-42 state when it asked for AUTH before
+	// serving reads: "authenticated", "needs a key: …" or "AUTH failed: …".
+	ReadAuth string `json:"read_auth,omitempty"`
 }
 
 // Publisher summarises the publisher to the own relay.
