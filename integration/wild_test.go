@@ -209,3 +209,25 @@ func TestWildAuthReadsWithoutKey(t *testing.T) {
 		t.Fatalf("REQs %d→%d, NEG-OPENs %d→%d: the relay is asked again and again", before.Reqs, after.Reqs, before.NegOpens, after.NegOpens)
 	}
 }
+
+// TestWildMessageLimits: strfry's limits (131,072-byte messages, 200
+// filters per REQ) and a relay announcing 20,000-byte messages: every REQ,
+// NEG-OPEN and NEG-MSG is built to fit, so no connection is dropped for a
+// message too large and everything arrives.
+func TestWildMessageLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		max  int64
+	}{{"strfry", 131_072}, {"small", 20_000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := ownRelay(t)
+			remote := harness.Start(t, harness.RelayOptions{Name: tc.name, Negentropy: true, ReqCap: 500, MaxMessageSize: tc.max, MaxFilters: 200})
+			evs := wildRepo(t, own, remote, "limits-"+tc.name, scaled(900, 600))
+			sc := startSidecar(t, fastConfig(own))
+			waitSyncedComplete(t, sc, own, remote, evs)
+			if st := remote.Stats(); st.Connections != 1 {
+				t.Fatalf("%d connections: a message over %d bytes dropped one", st.Connections, tc.max)
+			}
+		})
+	}
+}

@@ -264,6 +264,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		ns.Limits = d.Health.Limits
 		e.neg = ns
 	}
 	if e.d.Historic == nil {

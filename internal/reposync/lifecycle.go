@@ -135,7 +135,12 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.ClearConfirmed()
 	}
 	r.Status = Syncing
-	r.HistoricFailed = false
+	if fresh {
+		// A quick reconnect keeps a failure: the failed batches' items are
+		// confirmed and only caught up with since, so their history is
+		// still missing until the next fresh or full sync.
+		r.HistoricFailed = false
+	}
 	r.LastConnected = now
 	r.DisconnectedAt = time.Time{}
 	r.lastError = ""

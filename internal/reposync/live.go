@@ -50,17 +50,20 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 const maxReqBytes = 120_000
 
 // openChunked opens fs as subscriptions of at most the relay's max_filters
-// filters and maxReqBytes of filter JSON each.
+// filters and maxReqBytes of filter JSON each (less when the relay
+// announces a smaller max_message_length).
 func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
-	per := e.d.Health.Limits(r.URL).MaxFilters
+	limits := e.d.Health.Limits(r.URL)
+	per := limits.MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
 	}
+	maxBytes := reqBytesLimit(limits)
 	for start := 0; start < len(fs); {
 		end, size := start, 0
 		for end < len(fs) && end-start < per {
 			n := filterBytes(fs[end])
-			if end > start && size+n > maxReqBytes {
+			if end > start && size+n > maxBytes {
 				break
 			}
 			size += n

@@ -124,6 +124,10 @@ type NegSyncer struct {
 	now   func() time.Time
 	seq   atomic.Uint64
 
+	// Limits, when set, returns a relay's announced limits: NEG-OPEN,
+	// NEG-MSG and fetching REQs are built to fit its message size.
+	Limits func(url string) relay.Limits
+
 	mu      sync.Mutex
 	support map[string]supportEntry
 	warned  map[string]bool
@@ -245,6 +249,7 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
 	opts.Now = s.now
+	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
 	// The storage of each window reconciled (the last, when one is retried)
 	// tells, with the result, what the relay's set held.
 	windows := map[string]*neg.Storage{}
@@ -343,10 +348,11 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return emit(ctx, in)
 	}
 	missing := ids
+	per := idsPerReq(s.cfg.FetchBatch, s.limits(c.URL()))
 	for attempt := 0; attempt < 2 && len(missing) > 0; attempt++ {
 		var batches [][]string
-		for start := 0; start < len(missing); start += s.cfg.FetchBatch {
-			batches = append(batches, missing[start:min(start+s.cfg.FetchBatch, len(missing))])
+		for start := 0; start < len(missing); start += per {
+			batches = append(batches, missing[start:min(start+per, len(missing))])
 		}
 		errs := make([]error, len(batches))
 		sem := make(chan struct{}, slots)
@@ -380,6 +386,14 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return fmt.Errorf("%w: %d of %d", errMissingIDs, len(missing), len(ids))
 	}
 	return nil
+}
+
+// limits returns url's announced limits (zero when unknown).
+func (s *NegSyncer) limits(url string) relay.Limits {
+	if s.Limits == nil {
+		return relay.Limits{}
+	}
+	return s.Limits(url)
 }
 
 // syncSet is a mutex-guarded string set.

@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func testItem(t *testing.T, ts int, n int) neg.Item {
@@ -49,5 +50,32 @@ func TestBuildRemoteSet(t *testing.T) {
 	}
 	if rs := buildRemoteSet(nil, nil, nil); rs.count != 0 || rs.haveBelow {
 		t.Fatalf("empty: %+v", rs)
+	}
+}
+
+func TestMessageLimits(t *testing.T) {
+	strfry := relay.Limits{}
+	small := relay.Limits{MaxMessageLength: 20_000}
+	if got := reqBytesLimit(strfry); got != maxReqBytes {
+		t.Errorf("reqBytesLimit(unannounced) = %d, want %d", got, maxReqBytes)
+	}
+	if got := reqBytesLimit(small); got != 20_000-1024 {
+		t.Errorf("reqBytesLimit(20000) = %d", got)
+	}
+	// a NEG-OPEN of hex frame plus filter fits
+	for _, l := range []relay.Limits{strfry, small} {
+		fl := negFrameLimit(60_000, l, 7_000)
+		if 2*fl+7_000+256 > messageLimit(l) && fl != 4096 {
+			t.Errorf("frame %d with a 7000-byte filter does not fit %d", fl, messageLimit(l))
+		}
+	}
+	if got := negFrameLimit(60_000, relay.Limits{MaxMessageLength: 512_000}, 100); got != 60_000 {
+		t.Errorf("a larger relay limit raised the frame limit to %d", got)
+	}
+	if got := idsPerReq(500, small); got*67+256 > 20_000 {
+		t.Errorf("idsPerReq(500, 20000) = %d does not fit", got)
+	}
+	if got := idsPerReq(500, strfry); got != 500 {
+		t.Errorf("idsPerReq(500, unannounced) = %d", got)
 	}
 }
