@@ -155,6 +155,9 @@ type Deps struct {
 	// first fill reconciles it against the own relay with NIP-77 instead of
 	// reading every event back (CatchUp), falling back to the read-back.
 	LocalRestored bool
+	// Sign, when set, signs NIP-42 AUTH events for remote relays that
+	// require authentication to read (the configured secret key).
+	Sign func(*nostr.Event) error
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -266,7 +269,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
-		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
+		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
+		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager = pager
 	if d.LocalIndex != nil {
@@ -278,6 +283,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		ns.Limits = d.Health.Limits
 		e.neg = ns
 	}
 	if e.d.Historic == nil {

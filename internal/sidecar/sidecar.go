@@ -143,6 +143,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		Ingest:       in,
 		LocalIndex:   local,
 	}
+	if signer != nil {
+		deps.Sign = signer
+	}
 
 	if cfg.PurgatoryActive() {
 		pc := purgatoryConfig(cfg)
