@@ -66,7 +66,7 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 			Name: "ngit_sync_negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
 		}, []string{"relay", "direction"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
+			Name: "ngit_sync_negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
 		}, []string{"relay"}),
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes} {
