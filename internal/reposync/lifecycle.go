@@ -133,7 +133,12 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.ClearConfirmed()
 	}
 	r.Status = Syncing
-	r.HistoricFailed = false
+	if fresh {
+		// A quick reconnect keeps a failure: the failed batches' items are
+		// confirmed and only caught up with since, so their history is
+		// still missing until the next fresh or full sync.
+		r.HistoricFailed = false
+	}
 	r.LastConnected = now
 	r.DisconnectedAt = time.Time{}
 	r.lastError = ""
@@ -218,5 +223,7 @@ func (e *Engine) forget(url string) {
 	delete(e.relays, url)
 	e.d.Health.Forget(url)
 	e.m.forgetRelay(url)
+	e.pager.Truncation.forget(url)
+	e.pager.Auth.forget(url)
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }
