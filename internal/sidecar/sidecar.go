@@ -358,6 +358,10 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 // Engine exposes the sync engine (tests and the demo read its state).
 func (s *Sidecar) Engine() *reposync.Engine { return s.engine }
 
+// Purgatory exposes the purgatory, nil when it is off (the demo follows a
+// held event with it).
+func (s *Sidecar) Purgatory() *purgatory.Purgatory { return s.purg }
+
 // Run runs every component until ctx is cancelled, then shuts down in
 // order: stop syncing, flush the publisher within the grace period, stop
 // the purgatory (waiting for its git commands).
