@@ -237,6 +237,9 @@ type remote struct {
 type job struct {
 	batch   *PendingBatch
 	filters []nostr.Filter
+	// run is shared by the jobs of one batch: its filters run as
+	// concurrent jobs, and the batch is done when the last one is.
+	run *batchRun
 }
 
 // New builds an engine.

@@ -2,6 +2,7 @@ package reposync
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -10,18 +11,53 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
+// batchRun collects the outcomes of a batch's jobs.
+type batchRun struct {
+	left int
+	errs []error
+}
+
+// startBatch queues a batch as one job per filter: the jobs of all batches
+// run concurrently within the relay's subscription budget (jobSlots), so
+// the round trips of one relay overlap instead of following each other.
 func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
 	e.nextBatch++
 	b := &PendingBatch{ID: e.nextBatch, Items: items, Catchup: catchup}
 	e.pending[r.URL] = append(e.pending[r.URL], b)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
-	r.jobs = append(r.jobs, &job{batch: b, filters: fs})
+	run := &batchRun{left: max(1, len(fs))}
+	if len(fs) == 0 {
+		r.jobs = append(r.jobs, &job{batch: b, run: run})
+	}
+	for i := range fs {
+		r.jobs = append(r.jobs, &job{batch: b, filters: fs[i : i+1 : i+1], run: run})
+	}
 	e.startJobs(r)
 }
 
-// jobSlots is how many historic subscriptions may run beside the live ones.
+// jobDone records one job's outcome; the batch is done (onBatchDone) with
+// its last job, failed if any job failed.
+func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	r.running--
+	if err != nil {
+		j.run.errs = append(j.run.errs, err)
+	}
+	if j.run.left--; j.run.left > 0 {
+		e.startJobs(r)
+		return
+	}
+	e.onBatchDone(url, gen, j.batch, errors.Join(j.run.errs...))
+}
+
+// jobSlots is how many historic subscriptions may run beside the live ones,
+// keeping one free for a live subscription that addFilters may open while
+// they run.
 func (e *Engine) jobSlots(r *remote) int {
-	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
 }
 
 func (e *Engine) startJobs(r *remote) {
@@ -51,7 +87,7 @@ func (e *Engine) startJobs(r *remote) {
 				if err != nil && e.requeueRateLimited(url, gen, j, started) {
 					return
 				}
-				e.onBatchDone(url, gen, j.batch, err)
+				e.jobDone(url, gen, j, err)
 			})
 		}()
 	}
@@ -86,7 +122,6 @@ func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error)
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return
 	}
-	r.running--
 	batches := e.pending[url]
 	for i, x := range batches {
 		if x == b {
