@@ -78,8 +78,8 @@ type Config struct {
 
 // Defaults (DESIGN.md §4 and the limits of the configuration reference).
 const (
-	DefaultRelayQueue      = 10000
-	DefaultRelayQueueBytes = 32 << 20
+	DefaultRelayQueue      = 1000
+	DefaultRelayQueueBytes = 4 << 20
 	DefaultRelayRate       = 2000
 	DefaultMaxEventBytes   = 262144
 	DefaultMaxEventTags    = 2000
