@@ -90,9 +90,19 @@ func (s *runningSidecar) Stop(t *testing.T) {
 // startSidecar runs a sidecar with cfg until the test ends.
 func startSidecar(t *testing.T, cfg *config.Config) *runningSidecar {
 	t.Helper()
+	return startSidecarDeps(t, cfg, sidecar.Deps{})
+}
+
+// startSidecarDeps is startSidecar with collaborators of the test's (a
+// logger, a git runner); the registry and version are always the test's.
+func startSidecarDeps(t *testing.T, cfg *config.Config, d sidecar.Deps) *runningSidecar {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	sc, err := sidecar.New(cfg, sidecar.Deps{Log: log, Registry: reg, Version: "test"})
+	if d.Log == nil {
+		d.Log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	d.Registry, d.Version = reg, "test"
+	sc, err := sidecar.New(cfg, d)
 	if err != nil {
 		t.Fatalf("sidecar.New: %v", err)
 	}

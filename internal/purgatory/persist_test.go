@@ -15,7 +15,7 @@ func TestExportRestoreKeepsDeadlines(t *testing.T) {
 	env.sc.fail["http://dead/r.git"] = true
 	ev := stateEv(t, newKey(t), "repo", 1000, oid(1))
 	added := env.clk.Now()
-	if err := env.p.Add(ev, false); err != nil {
+	if err := env.add(t, ev, false); err != nil {
 		t.Fatal(err)
 	}
 	gen := env.p.Generation()

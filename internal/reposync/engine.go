@@ -28,9 +28,21 @@ type Config struct {
 	OwnRelay      string
 	ServiceDomain string
 	Bootstrap     []string
+	// HostAll syncs every repository whose announcement the own relay
+	// accepted; by default only those whose announcement lists
+	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
+	HostAll bool
+	// BootstrapAllLayers asks bootstrap relays about every repository
+	// (layers 2 and 3); by default they serve discovery (layer 1) only and
+	// are asked about the repositories that list them.
+	BootstrapAllLayers bool
 
-	SelfKinds              []int
+	SelfKinds []int
+	// BatchWindow caps how long a self-subscription batch collects events;
+	// BatchQuiet flushes it earlier once no event came for that long (0:
+	// only the window).
 	BatchWindow            time.Duration
+	BatchQuiet             time.Duration
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -62,6 +74,7 @@ func DefaultConfig() Config {
 	return Config{
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
+		BatchQuiet:               250 * time.Millisecond,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
@@ -142,6 +155,9 @@ type Deps struct {
 	// first fill reconciles it against the own relay with NIP-77 instead of
 	// reading every event back (CatchUp), falling back to the read-back.
 	LocalRestored bool
+	// Sign, when set, signs NIP-42 AUTH events for remote relays that
+	// require authentication to read (the configured secret key).
+	Sign func(*nostr.Event) error
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -259,7 +275,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
-		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
+		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
+		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager = pager
 	if d.LocalIndex != nil {
@@ -272,6 +290,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		ns.Limits = d.Health.Limits
 		e.neg = ns
 	}
 	if e.d.Historic == nil {
@@ -294,6 +313,10 @@ func New(cfg Config, d Deps) (*Engine, error) {
 // Ready tells whether the own relay is connected and the
 // self-subscription's first EOSE was processed.
 func (e *Engine) Ready() bool { return e.ready.Load() && e.ownUp.Load() }
+
+// OwnConnected tells whether the self-subscription's connection to the own
+// relay is up.
+func (e *Engine) OwnConnected() bool { return e.ownUp.Load() }
 
 // post hands fn to the Run goroutine. It gives up when the engine stops.
 func (e *Engine) post(fn func()) {

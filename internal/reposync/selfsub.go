@@ -121,8 +121,9 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 // A single REQ would get only the newest few hundred stored events from a
 // relay that caps results (strfry: 500). Applying an event twice is
 // harmless. The sidecar's initial fill starts once the paging is done.
-// Live events are batched in a window that starts at the first event and
-// is not reset.
+// Live events are batched: a batch is applied once the stream has been quiet
+// for BatchQuiet (a single announcement starts syncing at once), and at the
+// latest BatchWindow after its first event (a burst is applied in bulk).
 //
 // complete reports whether the paging finished.
 func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) (complete bool, err error) {
@@ -150,14 +151,18 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 	}()
 
 	var batch []*nostr.Event
-	var window <-chan time.Time
-	var timer *time.Timer
+	var window, quietC <-chan time.Time
+	var timer, quiet *time.Timer
 	flush := func() {
 		evs := batch
 		batch = nil
 		if timer != nil {
 			timer.Stop()
 			timer, window = nil, nil
+		}
+		if quiet != nil {
+			quiet.Stop()
+			quiet, quietC = nil, nil
 		}
 		if len(evs) > 0 {
 			e.post(func() { e.applySelfBatch(evs) })
@@ -181,6 +186,8 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			complete = true
 		case <-window:
 			flush()
+		case <-quietC:
+			flush()
 		case m, ok := <-sub.Messages():
 			if !ok {
 				return complete, conn.Err()
@@ -192,6 +199,14 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				if timer == nil {
 					timer = time.NewTimer(e.cfg.BatchWindow)
 					window = timer.C
+				}
+				if q := e.cfg.BatchQuiet; q > 0 {
+					if quiet == nil {
+						quiet = time.NewTimer(q)
+						quietC = quiet.C
+					} else {
+						quiet.Reset(q)
+					}
 				}
 			case relay.MsgClosed:
 				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
