@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -150,6 +151,7 @@ type Handler struct {
 
 	in      chan Incoming
 	retries chan *nostr.Event
+	pending atomic.Int64 // see Pending
 	wg      sync.WaitGroup
 }
 
@@ -225,6 +227,7 @@ func (h *Handler) Run(ctx context.Context) error {
 					return
 				case in := <-h.in:
 					h.process(ctx, in)
+					h.pending.Add(-1)
 				case ev := <-h.retries:
 					h.route(ctx, ev)
 				}
@@ -254,14 +257,22 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 		return err
 	}
 	in.release = release
+	h.pending.Add(1)
 	select {
 	case h.in <- in:
 		return nil
 	case <-ctx.Done():
+		h.pending.Add(-1)
 		release()
 		return ctx.Err()
 	}
 }
+
+// Pending is the number of events handed to Handle whose processing has
+// not finished (queued or being validated and routed). Zero, with the
+// publisher empty, means everything received so far is published, held
+// or dropped for a reason.
+func (h *Handler) Pending() int { return int(h.pending.Load()) }
 
 // OnOwnRelay records an event the own relay holds (seen through the
 // self-subscription): it will not be published again, and the purgatory
@@ -298,6 +309,19 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 		if !ours {
 			h.hold(ev, true)
 		}
+	}
+}
+
+// MarkPresentID records that the event with this binary id is on the own
+// relay (a LocalIndex restored from the state store): like MarkPresent, it
+// is not published again while the dedupe memory lasts.
+func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
+
+// ForgetPresent undoes MarkPresent for an event the own relay turned out
+// to lack (removed while the sidecar was down): it may be published again.
+func (h *Handler) ForgetPresent(id string) {
+	if b, ok := decodeID(id); ok {
+		h.seen.Forget(b)
 	}
 }
 

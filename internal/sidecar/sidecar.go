@@ -134,6 +134,11 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.ingest = in
+	if s.localRestored {
+		// The restored index is what the own relay holds: do not publish
+		// it again while the dedupe memory lasts (as after a fill).
+		local.EachID(in.MarkPresentID)
+	}
 
 	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
@@ -177,6 +182,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	s.engine = eng
+	s.restoreRelays()
 	if err := registerSidecarMetrics(d.Registry, s); err != nil {
 		return nil, err
 	}
@@ -401,7 +407,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	start("progress", engCtx, s.runProgress)
 	if s.store != nil {
 		start("state", pubCtx, func(ctx context.Context) error {
-			return s.store.Run(ctx, statestore.Sources{Local: s.local, Purgatory: s.purg}, s.cfg.State.FlushInterval)
+			return s.store.Run(ctx, s.stateSources(), s.cfg.State.FlushInterval)
 		})
 	}
 
@@ -424,7 +430,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	stopPub()
 	wg.Wait()
 	if s.store != nil {
-		if err := s.store.Flush(statestore.Sources{Local: s.local, Purgatory: s.purg}); err != nil {
+		if err := s.store.Flush(s.stateSources()); err != nil {
 			s.log.Warn("final state store flush failed", zap.Error(err))
 		}
 		s.store.Close()
