@@ -182,9 +182,9 @@ func TestPurgatoryRefsMatchStateAndUnauthorised(t *testing.T) {
 		}
 	}
 	// The stranger's state stays held (until expiry), unpublished, unapplied.
-	attempts := env.metric(t, "purgatory_sync_attempts_total", nil)
+	attempts := env.metric(t, "ngit_sync_purgatory_sync_attempts_total", nil)
 	pgWait(t, "two more sync attempts", func() bool {
-		return env.metric(t, "purgatory_sync_attempts_total", nil) >= attempts+2
+		return env.metric(t, "ngit_sync_purgatory_sync_attempts_total", nil) >= attempts+2
 	})
 	if !env.P.Has(bad.ID) {
 		t.Error("unauthorised state left purgatory")
@@ -271,14 +271,14 @@ func TestPurgatoryRefusesPrivateCloneURLs(t *testing.T) {
 	if err := env.P.Add(ev, false); err != nil {
 		t.Fatal(err)
 	}
-	pgWait(t, "three sync attempts", func() bool { return env.metric(t, "purgatory_sync_attempts_total", nil) >= 3 })
+	pgWait(t, "three sync attempts", func() bool { return env.metric(t, "ngit_sync_purgatory_sync_attempts_total", nil) >= 3 })
 	if f := srv.Stats().Requests; f != 0 {
 		t.Errorf("loopback clone URL was contacted %d times", f)
 	}
 	if !env.P.Has(ev.ID) {
 		t.Error("released without data")
 	}
-	if got := env.metric(t, "purgatory_domain_requests_total", map[string]string{"result": "error"}); got < 3 {
+	if got := env.metric(t, "ngit_sync_purgatory_domain_requests_total", map[string]string{"result": "error"}); got < 3 {
 		t.Errorf("domain_requests_total{error} = %v", got)
 	}
 }

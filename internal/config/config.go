@@ -59,6 +59,8 @@ type Config struct {
 type Log struct {
 	Level  string `yaml:"level" help:"Log level: debug, info, warn or error."`
 	Format string `yaml:"format" help:"Log format: json (for machines) or console (for humans)."`
+	// ProgressInterval paces the sidecar's "sync progress" lines.
+	ProgressInterval time.Duration `yaml:"progress_interval" help:"Interval of the info line logged while relays sync or events flow (relays done/total, events received and published, rates); 0 turns it off."`
 }
 
 // Auth configures NIP-42 authentication.
@@ -199,7 +201,7 @@ func Default() *Config {
 		TrustedRelays:   []string{},
 		Listen:          ":9090",
 		ShutdownGrace:   10 * time.Second,
-		Log:             Log{Level: "info", Format: "json"},
+		Log:             Log{Level: "info", Format: "json", ProgressInterval: 10 * time.Second},
 		Dial:            Dial{Allow: []string{}},
 		Relay: Relay{
 			MaxMessageBytes: int(ropts.MaxMessageBytes),

@@ -135,6 +135,7 @@ func (c *Config) Validate() error {
 	default:
 		v.fail("log.format", "must be json or console", c.Log.Format)
 	}
+	v.nonNegative("log.progress_interval", c.Log.ProgressInterval)
 	for i, a := range c.Dial.Allow {
 		if _, _, err := net.ParseCIDR(a); err == nil {
 			continue

@@ -132,15 +132,15 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 		postings:  map[uint32][]uint32{},
 		truncated: map[uint32]struct{}{},
 		events: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "grasp_sync_localindex_events",
+			Name: "ngit_sync_localindex_events",
 			Help: "Events in the local index of the own relay.",
 		}),
 		full: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "grasp_sync_localindex_full",
+			Name: "ngit_sync_localindex_full",
 			Help: "1 when the local index holds its maximum number of events and refuses more.",
 		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "grasp_sync_localindex_dropped_total",
+			Name: "ngit_sync_localindex_dropped_total",
 			Help: "Events not indexed because the local index was full.",
 		}),
 	}

@@ -288,6 +288,10 @@ func New(cfg Config, d Deps) (*Engine, error) {
 // self-subscription's first EOSE was processed.
 func (e *Engine) Ready() bool { return e.ready.Load() && e.ownUp.Load() }
 
+// OwnConnected tells whether the self-subscription's connection to the own
+// relay is up.
+func (e *Engine) OwnConnected() bool { return e.ownUp.Load() }
+
 // post hands fn to the Run goroutine. It gives up when the engine stops.
 func (e *Engine) post(fn func()) {
 	select {
