@@ -66,6 +66,10 @@ type Config struct {
 	RelayQueueBytes int
 	// Rejected bounds the RejectedIndex.
 	Rejected RejectedConfig
+	// OwnHeldRecheck is how long an event the own relay accepted into its
+	// GRASP purgatory may stay unserved before it is published again; 0
+	// means DefaultOwnHeldRecheck.
+	OwnHeldRecheck time.Duration
 }
 
 // Defaults (DESIGN.md §4 and the limits of the configuration reference).
@@ -86,7 +90,8 @@ func DefaultConfig() Config {
 		QueueLen: 2 * DefaultRelayQueue, RelayQueue: DefaultRelayQueue, RelayQueueBytes: DefaultRelayQueueBytes,
 		RelayRate: DefaultRelayRate, MaxEventBytes: DefaultMaxEventBytes, MaxEventTags: DefaultMaxEventTags,
 		SeenMax: DefaultSeenMax, SeenTTL: DefaultSeenTTL,
-		Rejected: DefaultRejectedConfig(),
+		Rejected:       DefaultRejectedConfig(),
+		OwnHeldRecheck: DefaultOwnHeldRecheck,
 	}
 }
 
@@ -134,6 +139,8 @@ type Handler struct {
 	seen     *seenSet
 	present  Present
 	limits   *relayLimits
+	held     *ownHeld
+	now      func() time.Time
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -147,6 +154,9 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	}
 	if cfg.QueueLen <= 0 || cfg.SeenMax <= 0 {
 		return nil, fmt.Errorf("ingest: QueueLen (%d) and SeenMax (%d) must be positive", cfg.QueueLen, cfg.SeenMax)
+	}
+	if cfg.OwnHeldRecheck <= 0 {
+		cfg.OwnHeldRecheck = DefaultOwnHeldRecheck
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
@@ -169,6 +179,8 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		rejected: NewRejectedIndex(cfg.Rejected, d.Now),
 		present:  d.Present,
 		limits:   limits,
+		held:     newOwnHeld(cfg.SeenMax),
+		now:      d.Now,
 		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
 		in:       make(chan Incoming, cfg.QueueLen),
 		retries:  make(chan *nostr.Event, cfg.QueueLen),
@@ -201,6 +213,11 @@ func (h *Handler) LimitHit(limit string) { h.m.limitHits.WithLabelValues(limit).
 
 // Run starts the workers and blocks until ctx is done and they stopped.
 func (h *Handler) Run(ctx context.Context) error {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.runHeldRecheck(ctx)
+	}()
 	for i := 0; i < h.cfg.Workers; i++ {
 		h.wg.Add(1)
 		go func() {
@@ -262,6 +279,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
+	h.servedByOwn(id)
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
@@ -399,7 +417,14 @@ func reason(r publish.Result) string {
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 	switch r.Outcome {
+	case publish.Held:
+		// Accepted into the own relay's GRASP purgatory: not present
+		// until the relay serves it.
+		h.onHeld(ev)
 	case publish.Accepted, publish.Duplicate:
+		if id, ok := decodeID(ev.ID); ok {
+			h.servedByOwn(id)
+		}
 		if r.Outcome == publish.Accepted {
 			h.m.eventsSynced.Inc()
 		} else {

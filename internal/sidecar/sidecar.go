@@ -310,6 +310,7 @@ func ingestConfig(cfg *config.Config) ingest.Config {
 	icfg.RelayRate = cfg.Limits.RelayEventRate
 	icfg.MaxEventBytes = cfg.Limits.MaxEventBytes
 	icfg.MaxEventTags = cfg.Limits.MaxEventTags
+	icfg.OwnHeldRecheck = cfg.Publisher.OwnPurgatoryRecheck
 	// The dedupe memory must be shorter than the full-resync interval, or
 	// a resync could never re-publish what the own relay lost.
 	icfg.SeenTTL = min(ingest.DefaultSeenTTL, cfg.Sync.FullResyncMin/2)
