@@ -277,3 +277,22 @@ func TestWildOwnRelayPurgatory(t *testing.T) {
 		t.Fatalf("republished %v times, want at least 2 (after the discard and after the release)", v)
 	}
 }
+
+// TestWildCIEventsArriveThroughLayer2: CI events (NIP-C1) tag the
+// repository and are real volume on relay.ngit.dev; they arrive like any
+// other Layer 2 event, historic and live.
+func TestWildCIEventsArriveThroughLayer2(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ci", Negentropy: true})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "ci", own, remote)
+	mustPublish(t, own, repo)
+	old := alice.CIRun(harness.Address(repo), strings.Repeat("cd", 20), "success")
+	remote.Inject(repo, old)
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, old)
+	waitState(t, sc, remote.URL(), "connected")
+	live := alice.CIRun(harness.Address(repo), strings.Repeat("ef", 20), "failure")
+	mustPublish(t, remote, live)
+	waitHas(t, own, live)
+}

@@ -148,10 +148,20 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			x.OutputCap = pc.GitOutputCap
 			git = x
 		}
+		// nostr:// clone URLs are resolved on the URL's relay hints and
+		// the bootstrap relays, dialled under the relay address policy.
+		nostrURLs := &purgatory.NostrResolver{
+			Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
+				return relays.Dial(ctx, url, ropts)
+			},
+			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
+			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: purgatory.DefaultNostrResolveTTL,
+		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
 			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
 			CheckCloneURL: pol.CheckCloneURL,
+			ResolveNostr:  nostrURLs.Resolve,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("purgatory: %w", err)
