@@ -94,7 +94,7 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <h2>Relays ({{len .S.Relays}})</h2>
 {{if .S.Relays}}<table id="relays">
 <tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th></tr>
-{{range .S.Relays}}<tr class="relay" data-url="{{.URL}}">
+{{range .S.Relays}}<tr class="relay" data-relay="{{.URL}}">
 <td class="url">{{.URL}}{{if .Bootstrap}} <span class="muted">(bootstrap)</span>{{end}}</td>
 <td class="state {{if eq .State "connected"}}ok{{else if eq .State "disconnected"}}bad{{else}}warn{{end}}">{{.State}}</td>
 <td class="health {{if eq .Health "healthy"}}ok{{else if or (eq .Health "dead") (eq .Health "disconnected")}}bad{{else}}warn{{end}}">{{.Health}}</td>
@@ -118,7 +118,7 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 
 <h2>Purgatory</h2>
 {{if not .S.Purgatory.Enabled}}<p id="purgatory">off (no git directory)</p>{{else}}
-<p id="purgatory">{{.S.Purgatory.Events}} events waiting for git data, {{.S.Purgatory.QueueSize}} identifiers in the sync queue.</p>
+<p id="purgatory">events waiting for git data: {{.S.Purgatory.Events}}; identifiers in the sync queue: {{.S.Purgatory.QueueSize}}</p>
 {{if .Identifiers}}<table id="identifiers">
 <tr><th>identifier</th><th>states</th><th>PRs</th><th>held for</th><th>expires in</th><th>failed attempts</th><th>next attempt</th><th>last error</th></tr>
 {{range .Identifiers}}<tr class="identifier">

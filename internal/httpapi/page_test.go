@@ -36,6 +36,7 @@ func TestStatusPage(t *testing.T) {
 		`<meta http-equiv="refresh" content="10">`,
 		`<dd id="ready"><span class="ok">yes</span></dd>`,
 		`ws://own:7777: connected yes, stored state read yes`,
+		`<tr class="relay" data-relay="wss://a.example">`,
 		`<td class="url">wss://a.example</td>`,
 		`<td class="state ok">connected</td>`,
 		`<td class="url">wss://b.example</td>`,
