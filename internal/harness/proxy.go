@@ -221,6 +221,9 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 			case f.ReqClosed != "":
 				c.sendJSON(ctx, []any{"CLOSED", sub, f.ReqClosed})
 				forward = false
+			case c.r.opts.MaxFilters > 0 && len(gjson.ParseBytes(data).Array())-2 > c.r.opts.MaxFilters:
+				c.sendJSON(ctx, []any{"CLOSED", sub, ReasonTooManyFilters})
+				forward = false
 			case !c.r.obs.openSub(c, sub, c.r.opts.EnforceMaxSubscriptions, c.r.opts.MaxSubscriptions):
 				c.sendJSON(ctx, []any{"NOTICE", "ERROR: too many concurrent REQs"})
 				forward = false
@@ -230,6 +233,19 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 			c.setLive(sub, nil)
 		case "NEG-OPEN", "NEG-MSG", "NEG-CLOSE":
 			if f.IgnoreNegentropy {
+				forward = false
+				break
+			}
+			if c.r.opts.NegNotice != "" {
+				if label == "NEG-OPEN" {
+					c.sendJSON(ctx, []any{"NOTICE", c.r.opts.NegNotice})
+				}
+				forward = false
+				break
+			}
+			if c.r.opts.AuthReads && c.authed == "" && label == "NEG-OPEN" {
+				c.sendJSON(ctx, []any{"AUTH", c.challenge})
+				c.sendJSON(ctx, []any{"NEG-ERR", sub, ReasonAuthRequired})
 				forward = false
 				break
 			}
@@ -291,6 +307,9 @@ func (c *proxyConn) deliverLive(ev *nostr.Event) {
 		cancel()
 	}
 }
+
+// ReasonTooManyFilters is the CLOSED reason of RelayOptions.MaxFilters.
+const ReasonTooManyFilters = "invalid: too many filters in REQ"
 
 // ReasonAuthRequired is the OK/CLOSED reason of AuthWrites and AuthReads.
 const ReasonAuthRequired = "auth-required: authenticate with NIP-42 first"

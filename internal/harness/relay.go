@@ -58,6 +58,29 @@ type RelayOptions struct {
 	// more events with ["NEG-ERR", id, "blocked: too many query results"]
 	// (strfry's maxSyncEvents).
 	NegMaxEvents int
+	// SilentReqCap, when positive, truncates every REQ filter to the newest
+	// SilentReqCap matching events like ReqCap but announces nothing (khatru
+	// on its default slicestore: 500).
+	SilentReqCap int
+	// NegCap, when positive, builds every negentropy set from the newest
+	// NegCap matching events only, while NIP-77 is advertised (khatru on its
+	// slicestore caps negentropy sessions at 500 too).
+	NegCap int
+	// DefaultLimit, when positive, is how many events a REQ filter without
+	// limit gets; with MaxHonouredLimit, a limit above MaxHonouredLimit also
+	// falls back to it, silently (ngit-relay: 250 and 1000). Not announced.
+	DefaultLimit     int
+	MaxHonouredLimit int
+	// IgnoreLimit serves REQ filters as if they had no limit (the caps above
+	// still apply).
+	IgnoreLimit bool
+	// NegNotice, when set, advertises NIP-77 in NIP-11 but answers every
+	// NEG-OPEN with a NOTICE carrying it (e.g. "negentropy disabled", as
+	// strfry with negentropy off does).
+	NegNotice string
+	// MaxFilters, when positive, answers a REQ with more filters with
+	// CLOSED "invalid: too many filters" (strfry's maxReqFilterSize 200).
+	MaxFilters int
 	// Policy decides which published events are accepted; nil accepts all.
 	// It is not applied to Inject.
 	Policy Policy
@@ -167,7 +190,7 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.Info.Name = r.opts.Name
 	k.Info.URL = r.URL()
 	k.Info.AddSupportedNIP(34)
-	if r.opts.Negentropy {
+	if r.opts.Negentropy || r.opts.NegNotice != "" {
 		k.Info.AddSupportedNIP(77)
 	}
 	k.Info.Limitation = &nip11.RelayLimitationDocument{
@@ -181,7 +204,8 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.DeleteEvent = append(k.DeleteEvent, r.store.DeleteEvent)
 	k.CountEvents = append(k.CountEvents, r.store.CountEvents)
 	k.QueryEvents = append(k.QueryEvents, func(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
-		return streamEvents(ctx, r.store.Match(f, r.opts.ReqCap)), nil
+		f.Limit = r.queryLimit(f.Limit)
+		return streamEvents(ctx, r.store.Match(f, r.reqCap())), nil
 	})
 	if r.opts.Policy != nil {
 		k.RejectEvent = append(k.RejectEvent, func(_ context.Context, ev *nostr.Event) (bool, string) {
@@ -193,6 +217,28 @@ func (r *Relay) newKhatru() *khatru.Relay {
 		})
 	}
 	return k
+}
+
+// queryLimit is the limit a REQ filter asking for limit is served with
+// (0: no limit), after IgnoreLimit, DefaultLimit and MaxHonouredLimit.
+func (r *Relay) queryLimit(limit int) int {
+	o := r.opts
+	if o.IgnoreLimit {
+		limit = 0
+	}
+	if o.DefaultLimit > 0 && (limit <= 0 || o.MaxHonouredLimit > 0 && limit > o.MaxHonouredLimit) {
+		limit = o.DefaultLimit
+	}
+	return limit
+}
+
+// reqCap is the smaller positive of ReqCap and SilentReqCap (0: none).
+func (r *Relay) reqCap() int {
+	c, s := r.opts.ReqCap, r.opts.SilentReqCap
+	if c <= 0 || s > 0 && s < c {
+		return s
+	}
+	return c
 }
 
 // serve starts the public front door on ln.

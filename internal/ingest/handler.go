@@ -18,6 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
 
 // Publisher sends events to the own relay (*publish.Publisher).
@@ -30,7 +31,8 @@ type Publisher interface {
 }
 
 // Purgatory holds events that need git data (*purgatory.Purgatory): they
-// go there instead of straight to the publisher.
+// go there instead of straight to the publisher. Add refuses events of
+// repositories not hosted here with purgatory.ErrNotHosted.
 type Purgatory interface {
 	Needs(ev *nostr.Event) bool
 	Add(ev *nostr.Event, onOwnRelay bool) error
@@ -265,6 +267,11 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
+	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
+		// Before the retries below: they ask the purgatory whether the
+		// repository is hosted.
+		h.purg.AddAnnouncement(ev)
+	}
 	if !ours {
 		// Someone else put it there (our own publishes settled this on
 		// their OK): events the own relay refused for want of it may be
@@ -275,8 +282,6 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 		return
 	}
 	switch ev.Kind {
-	case nip34.KindRepoAnnouncement:
-		h.purg.AddAnnouncement(ev)
 	case nip34.KindRepoState, nip34.KindPullRequest, nip34.KindPRUpdate:
 		if !ours {
 			h.hold(ev, true)
@@ -367,9 +372,26 @@ func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 
 // hold hands ev to the purgatory.
 func (h *Handler) hold(ev *nostr.Event, onOwnRelay bool) {
-	if err := h.purg.Add(ev, onOwnRelay); err != nil {
-		h.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
+	err := h.purg.Add(ev, onOwnRelay)
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, purgatory.ErrNotHosted):
+		// Not a repository this service hosts (or not yet: its
+		// announcement may still be on its way). It costs no git command
+		// and no publish: it waits in the RejectedIndex like an event the
+		// own relay refused, and comes back when an announcement of its
+		// repository is accepted.
+		if h.rejected.Add(ev) {
+			h.retry(ev) // an announcement was accepted meanwhile
+		}
+	case errors.Is(err, purgatory.ErrFull):
+		// Not lost: the next sync fetches it again.
+		if id, ok := decodeID(ev.ID); ok {
+			h.seen.Forget(id)
+		}
 	}
+	h.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
 }
 
 // Publish sends an event the purgatory released to the own relay, waits

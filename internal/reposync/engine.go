@@ -28,9 +28,21 @@ type Config struct {
 	OwnRelay      string
 	ServiceDomain string
 	Bootstrap     []string
+	// HostAll syncs every repository whose announcement the own relay
+	// accepted; by default only those whose announcement lists
+	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
+	HostAll bool
+	// BootstrapAllLayers asks bootstrap relays about every repository
+	// (layers 2 and 3); by default they serve discovery (layer 1) only and
+	// are asked about the repositories that list them.
+	BootstrapAllLayers bool
 
-	SelfKinds              []int
+	SelfKinds []int
+	// BatchWindow caps how long a self-subscription batch collects events;
+	// BatchQuiet flushes it earlier once no event came for that long (0:
+	// only the window).
 	BatchWindow            time.Duration
+	BatchQuiet             time.Duration
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -62,6 +74,7 @@ func DefaultConfig() Config {
 	return Config{
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
+		BatchQuiet:               250 * time.Millisecond,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
@@ -138,6 +151,13 @@ type Deps struct {
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
 	ExtraLocal []localindex.Source
+	// LocalRestored says LocalIndex was loaded from the state store: the
+	// first fill reconciles it against the own relay with NIP-77 instead of
+	// reading every event back (CatchUp), falling back to the read-back.
+	LocalRestored bool
+	// Sign, when set, signs NIP-42 AUTH events for remote relays that
+	// require authentication to read (the configured secret key).
+	Sign func(*nostr.Event) error
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -178,6 +198,8 @@ type Engine struct {
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
+	// catchUpTried: the restored local index was reconciled (or tried).
+	catchUpTried bool
 }
 
 // remote is the engine's record of one remote relay.
@@ -247,7 +269,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
-		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
+		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
+		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager = pager
 	if d.LocalIndex != nil {
@@ -259,6 +283,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		ns.Limits = d.Health.Limits
 		e.neg = ns
 	}
 	if e.d.Historic == nil {

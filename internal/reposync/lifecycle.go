@@ -87,9 +87,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		e.d.Health.Failed(url, err)
 		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
 		e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
-		if r.failures == 1 || r.failures%10 == 0 {
-			e.log.Info("relay connection failed", zap.String("relay", url), zap.Int("failures", r.failures), zap.Error(err))
-		}
+		// The health tracker logs the failure (once, with its backoff).
 		return
 	}
 	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
@@ -135,7 +133,12 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.ClearConfirmed()
 	}
 	r.Status = Syncing
-	r.HistoricFailed = false
+	if fresh {
+		// A quick reconnect keeps a failure: the failed batches' items are
+		// confirmed and only caught up with since, so their history is
+		// still missing until the next fresh or full sync.
+		r.HistoricFailed = false
+	}
 	r.LastConnected = now
 	r.DisconnectedAt = time.Time{}
 	r.lastError = ""
@@ -182,7 +185,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	}
 	e.d.Health.Failed(url, err)
 	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
-	e.log.Info("relay disconnected", zap.String("relay", url), zap.Error(err))
+	// The health tracker logs "relay disconnected" with its backoff.
 }
 
 // teardown stops a relay's connection goroutines and clears its pending
@@ -220,5 +223,7 @@ func (e *Engine) forget(url string) {
 	delete(e.relays, url)
 	e.d.Health.Forget(url)
 	e.m.forgetRelay(url)
+	e.pager.Truncation.forget(url)
+	e.pager.Auth.forget(url)
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }

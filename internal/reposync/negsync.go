@@ -38,6 +38,7 @@ type negMetrics struct {
 	errors     *prometheus.CounterVec
 	duration   prometheus.Histogram
 	bytes      *prometheus.CounterVec
+	probes     *prometheus.CounterVec
 }
 
 func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
@@ -64,8 +65,11 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
 		}, []string{"relay", "direction"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
+		}, []string{"relay"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes} {
+	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -119,6 +123,10 @@ type NegSyncer struct {
 	log   *zap.Logger
 	now   func() time.Time
 	seq   atomic.Uint64
+
+	// Limits, when set, returns a relay's announced limits: NEG-OPEN,
+	// NEG-MSG and fetching REQs are built to fit its message size.
+	Limits func(url string) relay.Limits
 
 	mu      sync.Mutex
 	support map[string]supportEntry
@@ -177,6 +185,9 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 	if !s.cfg.Enabled || s.Support(url) == "unsupported" {
 		return s.pager.Sync(ctx, c, fs, slots, emit)
 	}
+	if err := s.pager.Auth.Failed(c); err != nil {
+		return err
+	}
 	var errs []error
 	var fallback []nostr.Filter
 	for i, f := range fs {
@@ -188,6 +199,8 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 		case errors.Is(err, neg.ErrUnsupported):
 			s.setSupport(url, false)
 			fallback = append(fallback, fs[i:]...)
+		case errors.Is(err, ErrAuthRequired):
+			return errors.Join(append(errs, err)...)
 		case errors.Is(err, localindex.ErrCannotAnswer), errors.Is(err, errLocalFill):
 			fallback = append(fallback, f)
 			continue
@@ -236,7 +249,26 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
 	opts.Now = s.now
-	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, s.local.Storage, opts)
+	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
+	// The storage of each window reconciled (the last, when one is retried)
+	// tells, with the result, what the relay's set held.
+	windows := map[string]*neg.Storage{}
+	localFor := func(w nostr.Filter) (*neg.Storage, error) {
+		st, err := s.local.Storage(w)
+		if st != nil {
+			windows[windowKey(w)] = st
+		}
+		return st, err
+	}
+	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	if errors.Is(err, neg.ErrAuthRequired) {
+		// NIP-42: authenticate the connection and reconcile again.
+		if aerr := s.pager.Auth.Ensure(ctx, c); aerr != nil {
+			return 0, errors.Join(err, aerr)
+		}
+		clear(windows)
+		res, err = neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	}
 	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
 	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
 	s.m.duration.Observe(res.Duration.Seconds())
@@ -262,11 +294,42 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		need = need[len(need)-max:]
 	}
 	// Even a failed reconciliation returns what finished windows found.
-	if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
+	var fetched []neg.Item
+	var fmu sync.Mutex
+	recording := func(ctx context.Context, in ingest.Incoming) error {
+		if it, ierr := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); ierr == nil {
+			fmu.Lock()
+			fetched = append(fetched, it)
+			fmu.Unlock()
+		}
+		return emit(ctx, in)
+	}
+	ferr := s.fetch(ctx, c, need, slots, recording)
+	if ferr != nil {
 		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
 		err = errors.Join(err, ferr)
 	}
+	if err == nil && max == 0 {
+		local := make([]*neg.Storage, 0, len(windows))
+		for _, st := range windows {
+			local = append(local, st)
+		}
+		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), emit)
+	}
 	return len(res.Need), err
+}
+
+// windowKey names a reconciled window by its time range.
+func windowKey(f nostr.Filter) string {
+	k := ""
+	if f.Since != nil {
+		k = fmt.Sprint(*f.Since)
+	}
+	k += ","
+	if f.Until != nil {
+		k += fmt.Sprint(*f.Until)
+	}
+	return k
 }
 
 // fetch asks for ids in batches, up to slots REQs at once, and retries ids
@@ -285,10 +348,11 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return emit(ctx, in)
 	}
 	missing := ids
+	per := idsPerReq(s.cfg.FetchBatch, s.limits(c.URL()))
 	for attempt := 0; attempt < 2 && len(missing) > 0; attempt++ {
 		var batches [][]string
-		for start := 0; start < len(missing); start += s.cfg.FetchBatch {
-			batches = append(batches, missing[start:min(start+s.cfg.FetchBatch, len(missing))])
+		for start := 0; start < len(missing); start += per {
+			batches = append(batches, missing[start:min(start+per, len(missing))])
 		}
 		errs := make([]error, len(batches))
 		sem := make(chan struct{}, slots)
@@ -322,6 +386,14 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return fmt.Errorf("%w: %d of %d", errMissingIDs, len(missing), len(ids))
 	}
 	return nil
+}
+
+// limits returns url's announced limits (zero when unknown).
+func (s *NegSyncer) limits(url string) relay.Limits {
+	if s.Limits == nil {
+		return relay.Limits{}
+	}
+	return s.Limits(url)
 }
 
 // syncSet is a mutex-guarded string set.

@@ -19,6 +19,20 @@ type Snapshot struct {
 	Publisher      Publisher `json:"publisher"`
 	Purgatory      Purgatory `json:"purgatory"`
 	Rejected       Rejected  `json:"rejected"`
+	State          State     `json:"state"`
+}
+
+// State describes the persistent sync state store.
+type State struct {
+	// Outcome is how the store was found at start: fresh, resumed,
+	// other-relay, old-format, corrupt (the last three set the old one
+	// aside), or memory-only without a state directory.
+	Outcome       string    `json:"outcome"`
+	Dir           string    `json:"dir,omitempty"`
+	Bytes         int64     `json:"bytes"`
+	Events        int       `json:"events"`
+	BytesPerEvent float64   `json:"bytes_per_event"`
+	LastFlush     time.Time `json:"last_flush,omitzero"`
 }
 
 // OwnRelay describes the connection to the operator's relay.
@@ -46,6 +60,12 @@ type Relay struct {
 	Failures       int        `json:"failures"`
 	LastConnected  *time.Time `json:"last_connected,omitempty"`
 	LastError      string     `json:"last_error,omitempty"`
+	// Truncation says how the relay was caught returning fewer events than
+	// it holds (a NIP-77 set or REQ cut at a cap); the rest is paged.
+	Truncation string `json:"truncation,omitempty"`
+	// ReadAuth is the relay's NIP-42 state when it asked for AUTH before
+	// serving reads: "authenticated", "needs a key: …" or "AUTH failed: …".
+	ReadAuth string `json:"read_auth,omitempty"`
 }
 
 // Publisher summarises the publisher to the own relay.
