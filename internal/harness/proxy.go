@@ -187,6 +187,9 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 				c.sendJSON(ctx, []any{"AUTH", c.challenge})
 				c.sendJSON(ctx, []any{"OK", evID, false, ReasonAuthRequired})
 				forward = false
+			case c.r.opts.HoldPurgatory != nil && c.holdPurgatory(data):
+				c.sendJSON(ctx, []any{"OK", evID, true, ReasonPurgatory})
+				forward = false
 			case f.EventReject != "":
 				c.sendJSON(ctx, []any{"OK", evID, false, f.EventReject})
 				forward = false
@@ -291,6 +294,20 @@ func (c *proxyConn) deliverLive(ev *nostr.Event) {
 		c.send(ctx, websocket.MessageText, data, "EVENT", sub)
 		cancel()
 	}
+}
+
+// holdPurgatory puts the published event in the relay's purgatory when
+// HoldPurgatory wants it held and the store does not have it.
+func (c *proxyConn) holdPurgatory(data []byte) bool {
+	var ev nostr.Event
+	if err := json.Unmarshal([]byte(gjson.GetBytes(data, "1").Raw), &ev); err != nil {
+		return false
+	}
+	if ok, _ := ev.CheckSignature(); !ok || c.r.store.Get(ev.ID) != nil || !c.r.opts.HoldPurgatory(&ev) {
+		return false
+	}
+	c.r.hold(&ev)
+	return true
 }
 
 // ReasonTooManyFilters is the CLOSED reason of RelayOptions.MaxFilters.

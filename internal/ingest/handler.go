@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -74,6 +75,10 @@ type Config struct {
 	RelayQueueBytes int
 	// Rejected bounds the RejectedIndex.
 	Rejected RejectedConfig
+	// OwnHeldRecheck is how long an event the own relay accepted into its
+	// GRASP purgatory may stay unserved before it is published again; 0
+	// means DefaultOwnHeldRecheck.
+	OwnHeldRecheck time.Duration
 }
 
 // Defaults (DESIGN.md §4 and the limits of the configuration reference).
@@ -94,7 +99,8 @@ func DefaultConfig() Config {
 		QueueLen: 2 * DefaultRelayQueue, RelayQueue: DefaultRelayQueue, RelayQueueBytes: DefaultRelayQueueBytes,
 		RelayRate: DefaultRelayRate, MaxEventBytes: DefaultMaxEventBytes, MaxEventTags: DefaultMaxEventTags,
 		SeenMax: DefaultSeenMax, SeenTTL: DefaultSeenTTL,
-		Rejected: DefaultRejectedConfig(),
+		Rejected:       DefaultRejectedConfig(),
+		OwnHeldRecheck: DefaultOwnHeldRecheck,
 	}
 }
 
@@ -147,9 +153,12 @@ type Handler struct {
 	flying   *flights
 	present  Present
 	limits   *relayLimits
+	held     *ownHeld
+	now      func() time.Time
 
 	in      chan Incoming
 	retries chan *nostr.Event
+	pending atomic.Int64 // see Pending
 	wg      sync.WaitGroup
 }
 
@@ -160,6 +169,9 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	}
 	if cfg.QueueLen <= 0 || cfg.SeenMax <= 0 {
 		return nil, fmt.Errorf("ingest: QueueLen (%d) and SeenMax (%d) must be positive", cfg.QueueLen, cfg.SeenMax)
+	}
+	if cfg.OwnHeldRecheck <= 0 {
+		cfg.OwnHeldRecheck = DefaultOwnHeldRecheck
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
@@ -182,6 +194,8 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		rejected: NewRejectedIndex(cfg.Rejected, d.Now),
 		present:  d.Present,
 		limits:   limits,
+		held:     newOwnHeld(cfg.SeenMax),
+		now:      d.Now,
 		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
 		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),
@@ -215,6 +229,11 @@ func (h *Handler) LimitHit(limit string) { h.m.limitHits.WithLabelValues(limit).
 
 // Run starts the workers and blocks until ctx is done and they stopped.
 func (h *Handler) Run(ctx context.Context) error {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.runHeldRecheck(ctx)
+	}()
 	for i := 0; i < h.cfg.Workers; i++ {
 		h.wg.Add(1)
 		go func() {
@@ -225,6 +244,7 @@ func (h *Handler) Run(ctx context.Context) error {
 					return
 				case in := <-h.in:
 					h.process(ctx, in)
+					h.pending.Add(-1)
 				case ev := <-h.retries:
 					h.route(ctx, ev)
 				}
@@ -254,14 +274,22 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 		return err
 	}
 	in.release = release
+	h.pending.Add(1)
 	select {
 	case h.in <- in:
 		return nil
 	case <-ctx.Done():
+		h.pending.Add(-1)
 		release()
 		return ctx.Err()
 	}
 }
+
+// Pending is the number of events handed to Handle whose processing has
+// not finished (queued or being validated and routed). Zero, with the
+// publisher empty, means everything received so far is published, held
+// or dropped for a reason.
+func (h *Handler) Pending() int { return int(h.pending.Load()) }
 
 // OnOwnRelay records an event the own relay holds (seen through the
 // self-subscription): it will not be published again, and the purgatory
@@ -276,6 +304,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
+	h.servedByOwn(id)
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
@@ -298,6 +327,19 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 		if !ours {
 			h.hold(ev, true)
 		}
+	}
+}
+
+// MarkPresentID records that the event with this binary id is on the own
+// relay (a LocalIndex restored from the state store): like MarkPresent, it
+// is not published again while the dedupe memory lasts.
+func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
+
+// ForgetPresent undoes MarkPresent for an event the own relay turned out
+// to lack (removed while the sidecar was down): it may be published again.
+func (h *Handler) ForgetPresent(id string) {
+	if b, ok := decodeID(id); ok {
+		h.seen.Forget(b)
 	}
 }
 
@@ -501,7 +543,14 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		h.flying.abandon(id)
 	}
 	switch r.Outcome {
+	case publish.Held:
+		// Accepted into the own relay's GRASP purgatory: not present
+		// until the relay serves it.
+		h.onHeld(ev)
 	case publish.Accepted, publish.Duplicate:
+		if id, ok := decodeID(ev.ID); ok {
+			h.servedByOwn(id)
+		}
 		if r.Outcome == publish.Accepted {
 			h.m.eventsSynced.Inc()
 		} else {

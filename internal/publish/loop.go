@@ -350,6 +350,9 @@ func (r *runner) handleReply(it *item, ok bool, reason string) {
 	case prefix == relay.ReasonDuplicate:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Duplicate, Reason: reason})
+	case ok && prefix == relay.ReasonPurgatory:
+		r.answered(it)
+		r.resolve(it, Result{Outcome: Held, Reason: reason})
 	case ok:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Accepted, Reason: reason})

@@ -278,6 +278,7 @@ func (p *Publisher) count(o Outcome) {
 		p.duplicates.Add(1)
 	case Rejected:
 		p.rejected.Add(1)
+	case Held:
 	default:
 		return
 	}
