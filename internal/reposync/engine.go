@@ -183,10 +183,13 @@ type Engine struct {
 	orphans     map[string]set
 	orphanCount int
 	relays      map[string]*remote
-	pending     map[string][]*PendingBatch
-	nextBatch   uint64
-	nextGen     uint64
-	lastEmpty   time.Time
+	// historicJobs are the historic jobs running over all relays
+	// (maxHistoricJobs).
+	historicJobs int
+	pending      map[string][]*PendingBatch
+	nextBatch    uint64
+	nextGen      uint64
+	lastEmpty    time.Time
 
 	running     atomic.Bool
 	ready       atomic.Bool

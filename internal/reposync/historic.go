@@ -60,14 +60,30 @@ func (e *Engine) jobSlots(r *remote) int {
 	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
 }
 
+// maxHistoricJobs bounds the historic jobs running at once over all
+// relays: each holds up to a page of events until its EOSE, so memory
+// stays bounded however many relays and batches there are, while enough
+// run to overlap the round trips of distant relays.
+const maxHistoricJobs = 16
+
+// startWaitingJobs starts queued jobs of every relay, up to the bounds.
+func (e *Engine) startWaitingJobs() {
+	for _, r := range e.relays {
+		if len(r.jobs) > 0 {
+			e.startJobs(r)
+		}
+	}
+}
+
 func (e *Engine) startJobs(r *remote) {
 	if !e.allowed(r) {
 		return
 	}
-	for len(r.jobs) > 0 && r.running < e.jobSlots(r) {
+	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		r.running++
+		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
 		started := e.clock.Now()
 		e.wg.Add(1)
@@ -84,10 +100,11 @@ func (e *Engine) startJobs(r *remote) {
 				return e.h.Handle(ctx, in)
 			})
 			e.post(func() {
-				if err != nil && e.requeueRateLimited(url, gen, j, started) {
-					return
+				e.historicJobs--
+				if err == nil || !e.requeueRateLimited(url, gen, j, started) {
+					e.jobDone(url, gen, j, err)
 				}
-				e.jobDone(url, gen, j, err)
+				e.startWaitingJobs()
 			})
 		}()
 	}
