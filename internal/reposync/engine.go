@@ -200,6 +200,12 @@ type Engine struct {
 	bootstrapOK map[string]bool
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
+	// restored are relay states of the previous run not yet applied;
+	// relaySnap is the last persistable snapshot (under snapMu).
+	restored       map[string]PersistedRelay
+	relaySnap      []PersistedRelay
+	confirmedLists map[string]*confirmedCache
+	confirmedGen   uint64
 }
 
 // remote is the engine's record of one remote relay.
@@ -279,6 +285,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
+		e.local.forget = e.h.ForgetPresent
 		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
 		if err != nil {
 			return nil, err
@@ -343,6 +350,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			e.refreshSnapshot() // the relays' last state, for the state store
 			for url := range e.relays {
 				e.dropConnection(url)
 			}
