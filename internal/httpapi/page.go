@@ -89,11 +89,12 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <dt>root events</dt><dd>{{.S.RootEvents}}</dd>
 <dt>pending batches</dt><dd>{{.S.PendingBatches}}</dd>
 <dt>rejected index</dt><dd>hot {{.S.Rejected.Hot}}, cold {{.S.Rejected.Cold}}</dd>
+<dt>state store</dt><dd id="state">{{with .S.State}}{{if .Outcome}}{{.Outcome}}{{else}}-{{end}}{{if .Dir}}, {{.Dir}}: {{.Bytes}} bytes, {{.Events}} events{{if not .LastFlush.IsZero}}, last write {{since $.Now .LastFlush}} ago{{end}}{{end}}{{end}}</dd>
 </dl>
 
 <h2>Relays ({{len .S.Relays}})</h2>
 {{if .S.Relays}}<table id="relays">
-<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th></tr>
+<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th><th>notes</th></tr>
 {{range .S.Relays}}<tr class="relay" data-relay="{{.URL}}">
 <td class="url">{{.URL}}{{if .Bootstrap}} <span class="muted">(bootstrap)</span>{{end}}</td>
 <td class="state {{if eq .State "connected"}}ok{{else if eq .State "disconnected"}}bad{{else}}warn{{end}}">{{.State}}</td>
@@ -104,6 +105,7 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}}</td><td class="n">{{.Failures}}</td>
 <td>{{ago $.Now .LastConnected}}</td>
 <td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}</td>
+<td class="err">{{if .Truncation}}truncation: {{.Truncation}}{{end}}{{if and .Truncation .ReadAuth}}<br>{{end}}{{if .ReadAuth}}read AUTH: {{.ReadAuth}}{{end}}{{if not (or .Truncation .ReadAuth)}}-{{end}}</td>
 </tr>
 {{end}}</table>{{else}}<p class="muted">No remote relay tracked yet.</p>{{end}}
 

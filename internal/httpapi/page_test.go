@@ -19,7 +19,9 @@ func TestStatusPage(t *testing.T) {
 	snap.StartedAt = time.Now().Add(-time.Hour)
 	snap.Relays = append(snap.Relays, status.Relay{URL: "wss://b.example", State: "disconnected", Health: "dead",
 		ReposConfirmed: 1, ReposPending: 4, RootsConfirmed: 2, RootsPending: 6, Failures: 9,
-		LastError: "dial: <script>alert(1)</script> " + strings.Repeat("long ", 40) + "end"})
+		LastError:  "dial: <script>alert(1)</script> " + strings.Repeat("long ", 40) + "end",
+		Truncation: "a REQ page cut at 500", ReadAuth: "needs a key"})
+	snap.State = status.State{Outcome: "resumed", Dir: "/var/lib/grasp-sync", Bytes: 4096, Events: 10, LastFlush: time.Now().Add(-5 * time.Second)}
 	next := time.Now().Add(40 * time.Second)
 	snap.Purgatory.Identifiers = []status.PurgatoryIdentifier{{Identifier: "tool", States: 2, PRs: 1, Attempts: 3,
 		HeldSince: time.Now().Add(-10 * time.Minute), ExpiresAt: time.Now().Add(20 * time.Minute), NextAttempt: &next,
@@ -45,6 +47,8 @@ func TestStatusPage(t *testing.T) {
 		`<td class="n">1/5</td>`, `<td class="n">2/8</td>`,
 		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`, `long end</td>`,
 		`<dt>accepted</dt><dd>100</dd>`,
+		`truncation: a REQ page cut at 500<br>read AUTH: needs a key</td>`,
+		`<dd id="state">resumed, /var/lib/grasp-sync: 4096 bytes, 10 events, last write `,
 		`<td>tool</td><td class="n">2</td><td class="n">1</td>`,
 		`fetch https://git.example/tool.git: not found`,
 	} {
