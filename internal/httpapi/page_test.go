@@ -46,6 +46,7 @@ func TestStatusPage(t *testing.T) {
 		`<td class="health bad">dead</td>`,
 		`<td class="n">1/5</td>`, `<td class="n">2/8</td>`,
 		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`, `long end</td>`,
+		`by state: connected 1, disconnected 1; by health: dead 1, healthy 1`,
 		`<dt>accepted</dt><dd>100</dd>`,
 		`truncation: a REQ page cut at 500<br>read AUTH: needs a key</td>`,
 		`<dd id="state">resumed, /var/lib/grasp-sync: 4096 bytes, 10 events, last write `,
