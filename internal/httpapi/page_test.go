@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -101,5 +102,37 @@ func TestStatusPageNotReadyAndManyIdentifiers(t *testing.T) {
 	}
 	if n := strings.Count(body, `<tr class="identifier">`); n != MaxPageIdentifiers {
 		t.Errorf("%d identifier rows, want %d", n, MaxPageIdentifiers)
+	}
+}
+
+// BenchmarkStatusDocuments renders / and /status for a large sidecar: 500
+// relays and a full purgatory of 10,000 identifiers (purgatory.max_entries),
+// each with a git error. It reports the response size as bytes/doc.
+func BenchmarkStatusDocuments(b *testing.B) {
+	snap := sampleSnapshot()
+	snap.Relays = nil
+	for i := range 500 {
+		snap.Relays = append(snap.Relays, status.Relay{URL: fmt.Sprintf("wss://relay%d.example", i), State: "connected", Health: "healthy",
+			ReposConfirmed: 10, ReposPending: 2, RootsConfirmed: 30, RootsPending: 5, LastError: "dial: connection refused"})
+	}
+	now := time.Now()
+	for i := range 10_000 {
+		snap.Purgatory.Identifiers = append(snap.Purgatory.Identifiers, status.PurgatoryIdentifier{
+			Identifier: fmt.Sprintf("repo-%d", i), States: 1, Attempts: 3, HeldSince: now, ExpiresAt: now.Add(30 * time.Minute),
+			NextAttempt: &now, LastError: "fetch https://git.example/npub1xyz/repo.git: git fetch: exit 128: fatal: repository not found"})
+	}
+	p := &fakeProvider{snap: snap}
+	p.ready.Store(true)
+	h := New(Options{Provider: p}).Handler()
+	for name, path := range map[string]string{"page": "/", "status": "/status"} {
+		b.Run(name, func(b *testing.B) {
+			size := 0
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/doc")
+		})
 	}
 }
