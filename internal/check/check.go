@@ -50,6 +50,9 @@ func (r *Report) warn(format string, args ...any) {
 	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
 }
 
+// Warn adds a warning of the caller's (the command line's own findings).
+func (r *Report) Warn(format string, args ...any) { r.warn(format, args...) }
+
 // Print writes the report as an aligned table.
 func (r *Report) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
