@@ -164,9 +164,9 @@ func TestForeignRepositoriesNeverReachPurgatory(t *testing.T) {
 	if got := maxHeld.Load(); got > 2 {
 		t.Errorf("purgatory held up to %d events, want at most the hosted repository's 2", got)
 	}
-	ever := testkit.Metric(t, sc.Registry, "purgatory_events_released_total", nil) +
-		testkit.Metric(t, sc.Registry, "purgatory_events_expired_total", nil) +
-		testkit.Metric(t, sc.Registry, "purgatory_events", nil)
+	ever := testkit.Metric(t, sc.Registry, "ngit_sync_purgatory_events_released_total", nil) +
+		testkit.Metric(t, sc.Registry, "ngit_sync_purgatory_events_expired_total", nil) +
+		testkit.Metric(t, sc.Registry, "ngit_sync_purgatory_events", nil)
 	if ever != 2 {
 		t.Errorf("purgatory took %v events in all, want 2", ever)
 	}

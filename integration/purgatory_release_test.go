@@ -269,14 +269,14 @@ func TestPurgatoryRefusesPrivateCloneURLs(t *testing.T) {
 	if err := env.P.Add(ev, false); err != nil {
 		t.Fatal(err)
 	}
-	pgWait(t, "three sync attempts", func() bool { return env.metric(t, "purgatory_sync_attempts_total", nil) >= 3 })
+	pgWait(t, "three sync attempts", func() bool { return env.metric(t, "ngit_sync_purgatory_sync_attempts_total", nil) >= 3 })
 	if f := srv.Stats().Requests; f != 0 {
 		t.Errorf("loopback clone URL was contacted %d times", f)
 	}
 	if !env.P.Has(ev.ID) {
 		t.Error("released without data")
 	}
-	if got := env.metric(t, "purgatory_domain_requests_total", map[string]string{"result": "error"}); got < 3 {
+	if got := env.metric(t, "ngit_sync_purgatory_domain_requests_total", map[string]string{"result": "error"}); got < 3 {
 		t.Errorf("domain_requests_total{error} = %v", got)
 	}
 }

@@ -49,7 +49,7 @@ func TestPurgatoryDomainLimits(t *testing.T) {
 	}
 	pgWait(t, "all 40 released", func() bool { return env.P.Len() == 0 })
 	// One main-loop attempt per identifier: none needed its backoff retry.
-	if got := env.metric(t, "purgatory_sync_attempts_total", nil); got != n {
+	if got := env.metric(t, "ngit_sync_purgatory_sync_attempts_total", nil); got != n {
 		t.Errorf("sync attempts = %v, want %d", got, n)
 	}
 	for _, ev := range events {
@@ -70,13 +70,13 @@ func TestPurgatoryDomainLimits(t *testing.T) {
 	if st.Fetches < n {
 		t.Errorf("server saw %d fetches for %d identifiers", st.Fetches, n)
 	}
-	if got := env.metric(t, "purgatory_events_released_total", map[string]string{"kind": "30618"}); got != n {
+	if got := env.metric(t, "ngit_sync_purgatory_events_released_total", map[string]string{"kind": "30618"}); got != n {
 		t.Errorf("released_total = %v", got)
 	}
-	if got := env.metric(t, "purgatory_domain_requests_total", map[string]string{"domain": srv.Host(), "result": "ok"}); got < n {
+	if got := env.metric(t, "ngit_sync_purgatory_domain_requests_total", map[string]string{"domain": srv.Host(), "result": "ok"}); got < n {
 		t.Errorf("domain_requests_total{ok} = %v", got)
 	}
-	if got := env.metric(t, "purgatory_domain_in_flight", nil); got != 0 {
+	if got := env.metric(t, "ngit_sync_purgatory_domain_in_flight", nil); got != 0 {
 		t.Errorf("domain_in_flight = %v after completion", got)
 	}
 }
@@ -125,7 +125,7 @@ func TestPurgatoryBurstOneFetchRound(t *testing.T) {
 	if f := srv.Stats().Fetches; f != 1 {
 		t.Errorf("server saw %d fetches for the burst, want 1", f)
 	}
-	if got := env.metric(t, "purgatory_sync_attempts_total", nil); got != 1 {
+	if got := env.metric(t, "ngit_sync_purgatory_sync_attempts_total", nil); got != 1 {
 		t.Errorf("sync attempts = %v, want 1", got)
 	}
 	for _, ev := range events {

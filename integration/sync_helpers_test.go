@@ -66,11 +66,16 @@ type runningSidecar struct {
 	Registry *prometheus.Registry
 	cancel   context.CancelFunc
 	done     chan error
+	stopped  bool
 }
 
-// Stop shuts the sidecar down and waits for it.
+// Stop shuts the sidecar down and waits for it; a second Stop does nothing.
 func (s *runningSidecar) Stop(t *testing.T) {
 	t.Helper()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
 	s.cancel()
 	select {
 	case err := <-s.done:
@@ -104,12 +109,7 @@ func startSidecarDeps(t *testing.T, cfg *config.Config, d sidecar.Deps) *running
 	ctx, cancel := context.WithCancel(context.Background())
 	rs := &runningSidecar{Sidecar: sc, Registry: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { rs.done <- sc.Run(ctx) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			rs.Stop(t)
-		}
-	})
+	t.Cleanup(func() { rs.Stop(t) })
 	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	return rs
 }

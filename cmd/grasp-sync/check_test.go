@@ -74,7 +74,7 @@ func TestCheckAgainstRealRelay(t *testing.T) {
 		"supported_grasps  GRASP-01",
 		"max_subscriptions=20 max_filters=10 max_limit=500 max_message_length=131072",
 		"NIP-77 advertised",
-		gitDir + " writable, purgatory on",
+		gitDir + " writable (1 directories checked), purgatory on",
 		"git version ",
 		"NIP-42 key        none",
 	} {

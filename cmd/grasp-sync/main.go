@@ -32,6 +32,10 @@ type env struct {
 	notify func() (signals <-chan os.Signal, stop func())
 	// exit ends the process at once (second signal, stuck shutdown).
 	exit func(code int)
+	// environment replaces os.Environ() when not nil (unknown-variable warnings).
+	environment []string
+	// args is the command line main was given (where a value came from).
+	args []string
 }
 
 func newEnv() *env {
@@ -64,7 +68,9 @@ func (e *env) app() *cli.App {
 		e.checkCommand(),
 		e.statusCommand(),
 		e.versionCommand(),
+		e.configCommand(),
 	}
+	usageErrors(cmds)
 	return &cli.App{
 		Name:      "grasp-sync",
 		Usage:     "sync sidecar for Nostr git relays (NIP-34 / GRASP)",
@@ -98,6 +104,7 @@ func (e *env) withDefaultCommand(args []string) []string {
 // main runs the app and returns the process exit code. Errors are printed
 // as one line per problem, prefixed with "grasp-sync: ".
 func (e *env) main(args []string) int {
+	e.args = args
 	app := e.app()
 	err := app.Run(e.withDefaultCommand(args))
 	if err == nil {

@@ -151,7 +151,7 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 		t.Errorf("/status: %d %q", c, body)
 	}
 	_, metrics, _ := httpGet(base + "/metrics")
-	for _, m := range []string{"grasp_sync_build_info{", "go_goroutines ", "process_start_time_seconds "} {
+	for _, m := range []string{"ngit_sync_build_info{", "go_goroutines ", "process_start_time_seconds "} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

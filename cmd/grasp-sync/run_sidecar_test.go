@@ -36,7 +36,7 @@ func TestRunRealSidecar(t *testing.T) {
 		t.Errorf("/status: %d %v\n%s", c, err, body)
 	}
 	_, metrics, _ := httpGet(base + "/metrics")
-	if !strings.Contains(metrics, "grasp_sync_build_info{") {
+	if !strings.Contains(metrics, "ngit_sync_build_info{") {
 		t.Error("/metrics lacks build info")
 	}
 

@@ -164,23 +164,104 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 		if neg == "" {
 			neg = "-"
 		}
-		lastErr := r.LastError
-		if lastErr == "" {
-			lastErr = "-"
-		} else if len(lastErr) > 60 {
-			lastErr = lastErr[:57] + "..."
-		}
+		lastErr := wrapText(r.LastError, errorColumnWidth)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%d\t%d\t%d\t%d\t%s\n",
 			url, r.State, r.Health, neg,
 			r.ReposConfirmed, r.ReposConfirmed+r.ReposPending,
 			r.RootsConfirmed, r.RootsConfirmed+r.RootsPending,
-			r.FiltersOpen, r.PendingBatches, r.EventsReceived, r.Failures, lastErr)
+			r.FiltersOpen, r.PendingBatches, r.EventsReceived, r.Failures, lastErr[0])
+		for _, more := range lastErr[1:] {
+			fmt.Fprintf(tw, "%s%s\n", strings.Repeat("\t", 10), more)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nREPOS and ROOTS are confirmed/total (total = confirmed + pending).")
+	return printPurgatory(w, &s.Purgatory, now)
+}
+
+// errorColumnWidth is where long errors wrap (they are never cut).
+const errorColumnWidth = 60
+
+// maxPurgatoryRows bounds the identifiers printed; the rest are counted
+// and --json lists them all.
+const maxPurgatoryRows = 50
+
+// printPurgatory lists the identifiers held in purgatory, oldest first.
+func printPurgatory(w io.Writer, p *status.Purgatory, now time.Time) error {
+	if !p.Enabled || len(p.Identifiers) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\npurgatory: %d identifiers, %d events waiting for git data\n", len(p.Identifiers), p.Events)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "IDENTIFIER\tSTATES\tPRS\tHELD FOR\tEXPIRES IN\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR")
+	rows := p.Identifiers
+	if len(rows) > maxPurgatoryRows {
+		rows = rows[:maxPurgatoryRows]
+	}
+	for _, id := range rows {
+		next := "syncing"
+		if !id.Syncing {
+			next = "-"
+			if id.NextAttempt != nil {
+				next = "in " + untilText(id.NextAttempt.Sub(now))
+			}
+		}
+		lastErr := wrapText(id.LastError, errorColumnWidth)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", id.Identifier, id.States, id.PRs,
+			untilText(now.Sub(id.HeldSince)), untilText(id.ExpiresAt.Sub(now)), id.Attempts, next, lastErr[0])
+		for _, more := range lastErr[1:] {
+			fmt.Fprintf(tw, "%s%s\n", strings.Repeat("\t", 7), more)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n := len(p.Identifiers) - len(rows); n > 0 {
+		fmt.Fprintf(w, "… and %d more identifiers (grasp-sync status --json lists them all)\n", n)
+	}
 	return nil
+}
+
+// untilText is a duration rounded to the second, "0s" when negative.
+func untilText(d time.Duration) string {
+	return max(d, 0).Round(time.Second).String()
+}
+
+// wrapText breaks s into lines of at most width characters at spaces (a
+// longer word is split); "" becomes "-". Nothing is cut.
+func wrapText(s string, width int) []string {
+	words := strings.Fields(s)
+	if len(words) == 0 {
+		return []string{"-"}
+	}
+	var lines []string
+	line := ""
+	for _, word := range words {
+		for len([]rune(word)) > width {
+			if line != "" {
+				lines = append(lines, line)
+				line = ""
+			}
+			r := []rune(word)
+			lines = append(lines, string(r[:width]))
+			word = string(r[width:])
+		}
+		switch {
+		case line == "":
+			line = word
+		case len([]rune(line))+1+len([]rune(word)) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // oneLineCause is err on one line, without the url.Error layers that only

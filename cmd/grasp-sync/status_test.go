@@ -25,11 +25,16 @@ func sampleStatus(started time.Time) status.Snapshot {
 			{URL: "wss://relay.ngit.dev", State: "connected", Health: "healthy", Bootstrap: true, Negentropy: "supported",
 				ReposConfirmed: 10, ReposPending: 2, RootsConfirmed: 30, RootsPending: 10, FiltersOpen: 4, PendingBatches: 1, EventsReceived: 1234},
 			{URL: "wss://gitnostr.com", State: "backoff", Health: "failing", Failures: 3,
-				LastError: "dial tcp: lookup gitnostr.com: no such host, and a very long tail that gets cut off"},
+				LastError: "dial tcp: lookup gitnostr.com: no such host, and a very long tail that must not be cut off"},
 		},
 		Publisher: status.Publisher{Queued: 5, InFlight: 2, Accepted: 1000, Duplicates: 50, Rejected: 3},
-		Purgatory: status.Purgatory{Enabled: true, Events: 7, QueueSize: 7},
-		Rejected:  status.Rejected{Hot: 3, Cold: 9},
+		Purgatory: status.Purgatory{Enabled: true, Events: 7, QueueSize: 7, Identifiers: []status.PurgatoryIdentifier{
+			{Identifier: "tool", States: 2, PRs: 1, HeldSince: started.Add(80 * time.Minute), ExpiresAt: started.Add(110 * time.Minute),
+				Attempts: 3, NextAttempt: ptr(started.Add(90*time.Minute + 40*time.Second)),
+				LastError: "fetch https://git.example/alice/tool.git: git fetch: exit status 128: fatal: unable to access 'https://git.example/alice/tool.git/': Could not resolve host: git.example"},
+			{Identifier: "new", States: 4, HeldSince: started.Add(89 * time.Minute), ExpiresAt: started.Add(119 * time.Minute), Syncing: true},
+		}},
+		Rejected: status.Rejected{Hot: 3, Cold: 9},
 	}
 }
 
@@ -54,10 +59,42 @@ func TestPrintStatus(t *testing.T) {
 		"rejected         hot 3, cold 9",
 		"relays (2)",
 		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234",
-		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0       3         dial tcp: lookup gitnostr.com: no such host, and a very l...",
+		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0       3         dial tcp: lookup gitnostr.com: no such host, and a very long\n" +
+			strings.Repeat(" ", 115) + "tail that must not be cut off\n",
+		"purgatory: 2 identifiers, 7 events waiting for git data",
+		"IDENTIFIER  STATES  PRS  HELD FOR  EXPIRES IN  ATTEMPTS  NEXT ATTEMPT  LAST ERROR",
+		"tool        2       1    10m0s     20m0s       3         in 40s        fetch https://git.example/alice/tool.git: git fetch: exit\n" +
+			strings.Repeat(" ", 71) + "status 128: fatal: unable to access\n" +
+			strings.Repeat(" ", 71) + "'https://git.example/alice/tool.git/': Could not resolve\n" +
+			strings.Repeat(" ", 71) + "host: git.example\n",
+		"new         4       0    1m0s      29m0s       0         syncing       -",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// wrapText keeps every word, in order, on lines no longer than the width.
+func TestWrapText(t *testing.T) {
+	long := strings.Repeat("x", 25)
+	for _, in := range []string{"", "short", "a  b\n c", "one two three four five six seven eight nine ten", long + " " + long} {
+		lines := wrapText(in, 10)
+		if in == "" {
+			if len(lines) != 1 || lines[0] != "-" {
+				t.Errorf("wrapText(%q) = %q, want [-]", in, lines)
+			}
+			continue
+		}
+		for _, l := range lines {
+			if len(l) > 10 || l == "" {
+				t.Errorf("wrapText(%q): line %q", in, l)
+			}
+		}
+		if got, want := strings.ReplaceAll(strings.Join(lines, ""), " ", ""), strings.Join(strings.Fields(in), ""); got != want {
+			t.Errorf("wrapText(%q) = %q: text changed", in, lines)
 		}
 	}
 }

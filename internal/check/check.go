@@ -11,9 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -104,26 +102,41 @@ func Run(ctx context.Context, cfg *config.Config, timeout time.Duration, file st
 		rep.warn("the relay requires NIP-42 AUTH to read but no key is configured (auth.key_file or %s)", config.EnvAuthKey)
 	}
 
-	// NIP-11.
+	// NIP-11: what the relay says about itself, compared with the settings.
+	var nip11 *info
 	if info, err := fetchInfo(reqCtx, cfg.OwnRelay); err != nil {
 		rep.add("NIP-11", "unavailable")
 		rep.warn("NIP-11 document: %s", strings.TrimPrefix(oneLine(rootCause(err)), "NIP-11: "))
 	} else {
+		nip11 = info
 		describeInfo(rep, info, cfg)
+		describeOpenness(rep, info)
+		compareLimits(rep, info, cfg)
 	}
+	// NIP-77: served or not, capped or not, whatever NIP-11 says.
+	probeNegentropy(ctx, rep, conn, cfg, advertisesNEG(nip11), timeout)
 
 	// Git directory.
 	if cfg.GitDir == "" {
 		rep.add("git directory", "not configured: purgatory off, state and PR events are published as they come")
 	} else {
-		if err := checkWritableDir(cfg.GitDir); err != nil {
+		walkCtx, cancelWalk := context.WithTimeout(ctx, timeout)
+		gd, err := checkGitDir(walkCtx, cfg.GitDir)
+		cancelWalk()
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s", ErrGitDir, oneLine(err))
+		}
+		if len(gd.denied) > 0 {
+			return nil, fmt.Errorf("%w: %s", ErrGitDir, oneLine(gd.deniedProblem(cfg.GitDir)))
 		}
 		p := "on"
 		if !cfg.PurgatoryActive() {
 			p = "off (purgatory.enabled: false)"
 		}
-		rep.add("git directory", "%s writable, purgatory %s", cfg.GitDir, p)
+		rep.add("git directory", "%s writable (%d directories checked), purgatory %s", cfg.GitDir, gd.dirs, p)
+		if !gd.complete {
+			rep.warn("the git directory check stopped after %s at %d directories; the rest is unchecked", timeout, gd.dirs)
+		}
 		if cfg.PurgatoryActive() {
 			v, err := gitVersion(reqCtx)
 			if err != nil {
@@ -331,11 +344,6 @@ func describeInfo(rep *Report, info *info, cfg *config.Config) {
 	} else {
 		rep.add("limitation", "(not stated)")
 	}
-	if !info.supportsNIP(77) {
-		rep.add("negentropy", "NIP-77 not advertised by the own relay")
-	} else {
-		rep.add("negentropy", "NIP-77 advertised")
-	}
 }
 
 // gitVersion runs `git --version` from PATH.
@@ -349,27 +357,6 @@ func gitVersion(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s --version: %w", path, err)
 	}
 	return strings.TrimSpace(string(out)) + " (" + path + ")", nil
-}
-
-// checkWritableDir verifies dir exists, is a directory and accepts a new file.
-func checkWritableDir(dir string) error {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	f, err := os.CreateTemp(dir, ".grasp-sync-check-*")
-	if err != nil {
-		return fmt.Errorf("%s is not writable: %w", dir, rootCause(err))
-	}
-	name := f.Name()
-	_ = f.Close()
-	if err := os.Remove(name); err != nil {
-		return fmt.Errorf("remove %s: %w", filepath.Base(name), err)
-	}
-	return nil
 }
 
 // rootCause strips wrapping layers that only repeat the URL, keeping the

@@ -20,9 +20,9 @@ func TestDescribeInfo(t *testing.T) {
 	}{
 		{"odd limits", `{"name":"r","supported_nips":["11",77],"limitation":{"max_limit":"500","max_message_length":1e6,"auth_required":true}}`,
 			[]string{"max_subscriptions=0 max_filters=0 max_limit=500 max_message_length=1000000 auth_required=true restricted_writes=false",
-				"NIP-77 advertised", "requires NIP-42 auth but no key", "max_message_length 1000000 is below"}},
+				"supported_nips    11, 77", "requires NIP-42 auth but no key", "max_message_length 1000000 is below"}},
 		{"no limitation", `{"software":"strfry"}`,
-			[]string{`"(no name)", software strfry`, "limitation        (not stated)", "NIP-77 not advertised", "supported_grasps  (none stated)"}},
+			[]string{`"(no name)", software strfry`, "limitation        (not stated)", "supported_nips    (not stated)", "supported_grasps  (none stated)"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -24,6 +24,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
 )
 
 // Config is the whole configuration of a grasp-sync process.
@@ -53,12 +54,21 @@ type Config struct {
 	Trusted    Trusted    `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
 	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
 	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
+	State      State      `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+}
+
+// State configures the persistent sync state.
+type State struct {
+	Dir           string        `yaml:"dir" flag:"state-dir" help:"Directory of the sync state store (one bbolt file: the local index, purgatory's held events). Empty: memory only, every restart reads the own relay again and held events are lost. Give each own relay its own directory."`
+	FlushInterval time.Duration `yaml:"flush_interval" help:"Interval between batched writes of the sync state (what changed since the last one, in one transaction)."`
 }
 
 // Log configures logging.
 type Log struct {
 	Level  string `yaml:"level" help:"Log level: debug, info, warn or error."`
 	Format string `yaml:"format" help:"Log format: json (for machines) or console (for humans)."`
+	// ProgressInterval paces the sidecar's "sync progress" lines.
+	ProgressInterval time.Duration `yaml:"progress_interval" help:"Interval of the info line logged while relays sync or events flow (relays done/total, events received and published, rates); 0 turns it off."`
 }
 
 // Auth configures NIP-42 authentication.
@@ -202,7 +212,7 @@ func Default() *Config {
 		TrustedRelays:   []string{},
 		Listen:          ":9090",
 		ShutdownGrace:   10 * time.Second,
-		Log:             Log{Level: "info", Format: "json"},
+		Log:             Log{Level: "info", Format: "json", ProgressInterval: 10 * time.Second},
 		Dial:            Dial{Allow: []string{}},
 		Relay: Relay{
 			MaxMessageBytes: int(ropts.MaxMessageBytes),
@@ -289,6 +299,7 @@ func Default() *Config {
 			RelayQueue:               in.RelayQueue,
 			RelayQueueBytes:          in.RelayQueueBytes,
 		},
+		State: State{FlushInterval: statestore.DefaultFlushInterval},
 	}
 }
 

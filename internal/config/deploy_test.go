@@ -106,3 +106,185 @@ func TestKubernetesConfigMap(t *testing.T) {
 		}
 	}
 }
+
+// composeFile is the part of deploy/docker-compose.yml the tests read.
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Build       any               `yaml:"build"`
+		Ports       []string          `yaml:"ports"`
+		Environment map[string]string `yaml:"environment"`
+	} `yaml:"services"`
+}
+
+// pinned reports whether an image reference names a tag other than latest,
+// or a digest.
+func pinned(image string) bool {
+	if strings.Contains(image, "@sha256:") {
+		return true
+	}
+	i := strings.LastIndex(image, ":")
+	return i > strings.LastIndex(image, "/") && image[i+1:] != "latest"
+}
+
+func TestDockerComposeDeploy(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range c.Services {
+		if !pinned(s.Image) {
+			t.Errorf("service %s: image %q is not pinned to a tag", name, s.Image)
+		}
+		if s.Image == "grasp-sync:local" && s.Build == nil {
+			t.Errorf("service %s: grasp-sync:local is not built here", name)
+		}
+		// Published ports listen on loopback only: the relay is open
+		// (no write policy) and 9090 serves /status and /metrics.
+		for _, p := range s.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("service %s: port %q is not bound to 127.0.0.1", name, p)
+			}
+		}
+	}
+	// Nothing else creates repositories on the git volume, so without
+	// create_missing_repos every state and PR event expires in purgatory.
+	env := c.Services["grasp-sync"].Environment
+	cfg := Default()
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := ApplyEnv(cfg, lookup); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GitDir == "" || !cfg.Purgatory.CreateMissingRepos {
+		t.Errorf("compose: git_dir %q with create_missing_repos %v: nothing creates repositories on the volume", cfg.GitDir, cfg.Purgatory.CreateMissingRepos)
+	}
+	// The openness of the example relay is stated where an operator reads.
+	for _, f := range []string{"../../deploy/docker-compose.yml", "../../README.md", "../../deploy/kubernetes/kustomization.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(b); !strings.Contains(strings.ToLower(s), "open") || !strings.Contains(s, "writePolicy") {
+			t.Errorf("%s does not say the example strfry is open and how to restrict it (writePolicy)", f)
+		}
+	}
+}
+
+// k8sDeployment is the part of deploy/kubernetes/deployment.yaml the tests read.
+type k8sDeployment struct {
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
+			Spec struct {
+				Containers []struct {
+					Name  string `yaml:"name"`
+					Image string `yaml:"image"`
+					Env   []struct {
+						Name      string `yaml:"name"`
+						ValueFrom *struct {
+							SecretKeyRef *struct {
+								Name     string `yaml:"name"`
+								Optional bool   `yaml:"optional"`
+							} `yaml:"secretKeyRef"`
+						} `yaml:"valueFrom"`
+					} `yaml:"env"`
+					ReadinessProbe any `yaml:"readinessProbe"`
+					LivenessProbe  any `yaml:"livenessProbe"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					Name   string `yaml:"name"`
+					Secret *struct {
+						Optional bool `yaml:"optional"`
+					} `yaml:"secret"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func TestKubernetesDeploy(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile("../../deploy/kubernetes/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var d k8sDeployment
+	if err := yaml.Unmarshal(read("deployment.yaml"), &d); err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template
+	var svc struct {
+		Metadata struct {
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"metadata"`
+	}
+	if err := yaml.Unmarshal(read("service.yaml"), &svc); err != nil {
+		t.Fatal(err)
+	}
+	// One scrape target: the Pod, not the Service as well.
+	if pod.Metadata.Annotations["prometheus.io/scrape"] != "true" {
+		t.Error("the Pod is not annotated for scraping")
+	}
+	for k := range svc.Metadata.Annotations {
+		if strings.HasPrefix(k, "prometheus.io/") {
+			t.Errorf("service.yaml: annotation %s makes Prometheus scrape grasp-sync twice", k)
+		}
+	}
+	var kust struct {
+		Images []struct {
+			Name    string `yaml:"name"`
+			NewName string `yaml:"newName"`
+			NewTag  string `yaml:"newTag"`
+			Digest  string `yaml:"digest"`
+		} `yaml:"images"`
+	}
+	if err := yaml.Unmarshal(read("kustomization.yaml"), &kust); err != nil {
+		t.Fatal(err)
+	}
+	replaced := map[string]bool{}
+	for _, im := range kust.Images {
+		replaced[im.Name] = true
+		if im.Digest == "" && (im.NewTag == "" || im.NewTag == "latest") {
+			t.Errorf("kustomization.yaml: image %s is not pinned", im.Name)
+		}
+	}
+	seen := false
+	for _, c := range pod.Spec.Containers {
+		if !pinned(c.Image) && !replaced[c.Image] {
+			t.Errorf("container %s: image %q is neither pinned nor set by kustomization.yaml", c.Name, c.Image)
+		}
+		if c.Name != "grasp-sync" {
+			continue
+		}
+		seen = true
+		// Pod readiness gates the relay's Service: the sidecar must not
+		// take the relay out of rotation.
+		if c.ReadinessProbe != nil {
+			t.Error("grasp-sync has a readinessProbe: the relay would leave its Service whenever the sidecar restarts")
+		}
+		if c.LivenessProbe == nil {
+			t.Error("grasp-sync has no livenessProbe")
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && !e.ValueFrom.SecretKeyRef.Optional {
+				t.Errorf("env %s: Secret %s is not optional, the Pod would not start without it", e.Name, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("no grasp-sync container")
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil && !v.Secret.Optional {
+			t.Errorf("volume %s: Secret is not optional, the Pod would not start without it", v.Name)
+		}
+	}
+}

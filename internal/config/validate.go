@@ -124,6 +124,7 @@ func (c *Config) Validate() error {
 		v.fail("listen", "must have a numeric port", c.Listen)
 	}
 	v.positive("shutdown_grace", c.ShutdownGrace)
+	v.positive("state.flush_interval", c.State.FlushInterval)
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -135,6 +136,7 @@ func (c *Config) Validate() error {
 	default:
 		v.fail("log.format", "must be json or console", c.Log.Format)
 	}
+	v.nonNegative("log.progress_interval", c.Log.ProgressInterval)
 	for i, a := range c.Dial.Allow {
 		if _, _, err := net.ParseCIDR(a); err == nil {
 			continue

@@ -44,10 +44,9 @@
 // # Metrics
 //
 // ngit_sync_relay_status{relay} (the State value), ngit_sync_relay_failures{relay},
-// ngit_sync_relays_dead_total and ngit_sync_relays_rate_limited_total, set
-// on every Tick. The last two are gauges of the current count despite their
-// _total suffix, which is the reference implementation's contract. Forget
-// deletes a relay's series.
+// ngit_sync_relays_dead and ngit_sync_relays_rate_limited (gauges of the
+// current count; the reference implementation calls them *_total), set on
+// every Tick. Forget deletes a relay's series.
 //
 // The failure counter that drives backoff is only cleared once a recovered
 // connection has been stable for StabilityPeriod, so a relay that accepts

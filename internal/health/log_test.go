@@ -58,3 +58,29 @@ func TestTrackerLogsFailuresSparsely(t *testing.T) {
 		t.Fatalf("%d cooldown logs for one cooldown, want 1", n)
 	}
 }
+
+// A relay failure is logged once, here: reposync logs none of its own.
+func TestTrackerLogsADisconnectOnce(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := DefaultConfig()
+	cfg.JitterFraction = 0
+	clock := clock.NewManual(epoch)
+	tr, err := New(cfg, clock, prometheus.NewRegistry(), zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Track(relayA)
+	tr.Connected(relayA)
+	tr.Failed(relayA, errors.New("connection reset"))
+	got := logs.FilterMessage("relay disconnected").All()
+	if len(got) != 1 {
+		t.Fatalf("%d disconnect logs, want 1", len(got))
+	}
+	m := got[0].ContextMap()
+	if m["relay"] != relayA || m["error"] != "connection reset" || m["retry_in"] == nil {
+		t.Errorf("disconnect log lacks relay, error or retry_in: %v", m)
+	}
+	if n := logs.FilterMessage("relay connection failed").Len(); n != 0 {
+		t.Errorf("the disconnect was also logged as a connection failure (%d)", n)
+	}
+}

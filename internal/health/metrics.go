@@ -6,16 +6,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metric names. They follow the reference implementation's contract
-// (grasp-02-proactive-sync.md, "Health Metrics"), which is why two gauges
-// end in _total: ngit_sync_relays_dead_total and
-// ngit_sync_relays_rate_limited_total are the current number of relays in
-// that state, not counters.
+// Metric names, in the project's scheme (README, "Metrics"): ngit_sync_*,
+// gauges without the _total suffix that only counters carry. The reference
+// implementation (grasp-02-proactive-sync.md, "Health Metrics") names the
+// two counts ngit_sync_relays_dead_total and
+// ngit_sync_relays_rate_limited_total although they are gauges; we do not.
 const (
 	MetricRelayStatus       = "ngit_sync_relay_status"
 	MetricRelayFailures     = "ngit_sync_relay_failures"
-	MetricRelaysDead        = "ngit_sync_relays_dead_total"
-	MetricRelaysRateLimited = "ngit_sync_relays_rate_limited_total"
+	MetricRelaysDead        = "ngit_sync_relays_dead"
+	MetricRelaysRateLimited = "ngit_sync_relays_rate_limited"
 )
 
 type metrics struct {
@@ -37,11 +37,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"relay"}),
 		deadTotal: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: MetricRelaysDead,
-			Help: "Number of relays currently dead (a gauge despite the _total suffix).",
+			Help: "Number of relays currently dead.",
 		}),
 		rateLimitedTotal: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: MetricRelaysRateLimited,
-			Help: "Number of relays currently in a rate-limit cooldown (a gauge despite the _total suffix).",
+			Help: "Number of relays currently in a rate-limit cooldown.",
 		}),
 	}
 	if reg == nil {

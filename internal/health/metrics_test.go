@@ -95,8 +95,8 @@ func TestTrackerMetricsHelpAndTypes(t *testing.T) {
 	want := map[string]string{
 		MetricRelayStatus:       "Health state per relay: 1 healthy, 2 disconnected, 3 degraded, 4 dead, 5 rate_limited.",
 		MetricRelayFailures:     "Consecutive connection failures per relay.",
-		MetricRelaysDead:        "Number of relays currently dead (a gauge despite the _total suffix).",
-		MetricRelaysRateLimited: "Number of relays currently in a rate-limit cooldown (a gauge despite the _total suffix).",
+		MetricRelaysDead:        "Number of relays currently dead.",
+		MetricRelaysRateLimited: "Number of relays currently in a rate-limit cooldown.",
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("gathered help = %v, want %v", got, want)

@@ -300,6 +300,7 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	if err == nil {
 		err = errors.New("unspecified failure")
 	}
+	wasConnected := r.connected
 	r.connected = false
 	r.connecting = false
 	r.lastErr = err.Error()
@@ -338,9 +339,12 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 		zap.Stringer("kind", kind),
 		zap.Duration("retry_in", r.nextAttempt.Sub(now)),
 	}
+	// This is the one log line of a relay failure (reposync logs none).
 	switch {
 	case kind == FailureHard:
 		r.log.Warn("relay failed hard, skipping it for the naughty period", fields...)
+	case wasConnected:
+		r.log.Info("relay disconnected", fields...)
 	case dead:
 		r.log.Warn("dead relay attempt failed", fields...)
 	case bits.OnesCount(uint(r.failures)) == 1:

@@ -238,11 +238,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(err, s.serveErr)
 }
 
-// NewBuildInfoCollector returns the gauge grasp_sync_build_info{version,
+// NewBuildInfoCollector returns the gauge ngit_sync_build_info{version,
 // commit,date,goversion} = 1.
 func NewBuildInfoCollector(b version.Build) prometheus.Collector {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "grasp_sync_build_info",
+		Name: "ngit_sync_build_info",
 		Help: "Build information of the running grasp-sync binary; always 1.",
 	}, []string{"version", "commit", "date", "goversion"})
 	g.WithLabelValues(b.Version, b.Commit, b.Date, b.GoVersion).Set(1)

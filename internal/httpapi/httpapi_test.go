@@ -94,7 +94,7 @@ func TestRoutes(t *testing.T) {
 	}
 
 	code, body, _ = get(t, h, "GET", "/metrics")
-	wantLine := `grasp_sync_build_info{commit="abc",date="2026-11-21",goversion="go1.26",version="v1.2.3"} 1`
+	wantLine := `ngit_sync_build_info{commit="abc",date="2026-11-21",goversion="go1.26",version="v1.2.3"} 1`
 	if code != 200 || !strings.Contains(body, wantLine) {
 		t.Errorf("/metrics: %d, missing %q in\n%s", code, wantLine, body)
 	}
@@ -146,7 +146,7 @@ func TestBuildInfoCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 1 || mfs[0].GetName() != "grasp_sync_build_info" || len(mfs[0].GetMetric()) != 1 {
+	if len(mfs) != 1 || mfs[0].GetName() != "ngit_sync_build_info" || len(mfs[0].GetMetric()) != 1 {
 		t.Fatalf("gathered %v", mfs)
 	}
 	m := mfs[0].GetMetric()[0]

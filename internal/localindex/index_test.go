@@ -230,17 +230,17 @@ func TestFullAndMetrics(t *testing.T) {
 	if !x.Full() {
 		t.Error("Full() = false at capacity")
 	}
-	if got := testkit.Metric(t, reg, "grasp_sync_localindex_full", nil); got != 1 {
+	if got := testkit.Metric(t, reg, "ngit_sync_localindex_full", nil); got != 1 {
 		t.Errorf("full gauge = %g, want 1", got)
 	}
-	if got := testkit.Metric(t, reg, "grasp_sync_localindex_dropped_total", nil); got != 2 {
+	if got := testkit.Metric(t, reg, "ngit_sync_localindex_dropped_total", nil); got != 2 {
 		t.Errorf("dropped = %g, want 2", got)
 	}
-	if got := testkit.Metric(t, reg, "grasp_sync_localindex_events", nil); got != 10 {
+	if got := testkit.Metric(t, reg, "ngit_sync_localindex_events", nil); got != 10 {
 		t.Errorf("events gauge = %g, want 10", got)
 	}
 	x.Remove(events[0].ID)
-	if x.Full() || testkit.Metric(t, reg, "grasp_sync_localindex_full", nil) != 0 {
+	if x.Full() || testkit.Metric(t, reg, "ngit_sync_localindex_full", nil) != 0 {
 		t.Error("still full after a removal")
 	}
 	if _, err := New(opt, reg); err == nil {

@@ -228,6 +228,7 @@ func (r *runner) gauges() {
 	r.p.inFlight.Store(int64(f))
 	r.p.m.queue.Set(float64(q))
 	r.p.m.inFlight.Set(float64(f))
+	r.p.m.window.Set(float64(r.window))
 }
 
 func (r *runner) takeIncoming() {

@@ -13,6 +13,7 @@ const (
 	MetricResults     = "ngit_sync_publisher_results_total"
 	MetricRetries     = "ngit_sync_publisher_retries_total"
 	MetricConnected   = "ngit_sync_publisher_connected"
+	MetricWindow      = "ngit_sync_publisher_window"
 )
 
 // Retry reasons, the label values of ngit_sync_publisher_retries_total.
@@ -25,6 +26,7 @@ const (
 
 type metrics struct {
 	queue, inFlight, connected prometheus.Gauge
+	window                     prometheus.Gauge
 	results                    map[Outcome]prometheus.Counter
 	retries                    map[string]prometheus.Counter
 }
@@ -42,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: MetricConnected,
 			Help: "1 while the publisher is connected to the own relay.",
+		}),
+		window: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricWindow,
+			Help: "The publisher's effective window of outstanding EVENTs (below the configured one after rate limiting).",
 		}),
 		results: make(map[Outcome]prometheus.Counter),
 		retries: make(map[string]prometheus.Counter),
@@ -61,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.retries[r] = retries.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.queue, m.inFlight, m.connected, results, retries} {
+		for _, c := range []prometheus.Collector{m.queue, m.inFlight, m.connected, m.window, results, retries} {
 			if err := reg.Register(c); err != nil {
 				return nil, errors.Join(ErrMetrics, err)
 			}

@@ -109,6 +109,9 @@ func TestPipelinesUpToWindow(t *testing.T) {
 	if f.frames != total {
 		t.Fatalf("relay received %d EVENT frames, want %d", f.frames, total)
 	}
+	if got := testkit.Metric(t, h.reg, MetricWindow, nil); got != window {
+		t.Errorf("%s = %v, want the configured window %d", MetricWindow, got, window)
+	}
 	// First sends follow submission order.
 	want := make([]string, total)
 	for i, ev := range evs {
@@ -304,6 +307,10 @@ func TestRateLimitedShrinksWindowAndGrowsBack(t *testing.T) {
 	}
 	if f.perID[evs[0].ID] != 2 {
 		t.Fatalf("rate-limited event sent %d times, want 2", f.perID[evs[0].ID])
+	}
+	// 100 events do not grow the window back to 16 after the limit.
+	if got := testkit.Metric(t, h.reg, MetricWindow, nil); got < 9 || got >= window {
+		t.Errorf("%s = %v after the rate limit, want the regrown window below %d", MetricWindow, got, window)
 	}
 }
 

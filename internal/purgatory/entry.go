@@ -187,6 +187,7 @@ func dedupe(sorted []string) []string {
 }
 
 func (p *Purgatory) insertLocked(e *entry) {
+	p.gen.Add(1)
 	p.byID[e.ev.ID] = e
 	if e.ev.Kind == KindState {
 		m := p.states[e.identifier]
@@ -212,6 +213,7 @@ func (p *Purgatory) removeLocked(e *entry) bool {
 		return false
 	}
 	delete(p.byID, e.ev.ID)
+	p.gen.Add(1)
 	if e.ev.Kind == KindState {
 		if m := p.states[e.identifier]; m != nil && m[e.ev.PubKey] == e {
 			delete(m, e.ev.PubKey)

@@ -39,31 +39,31 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, maxLabels int) (*metrics, error) {
 	m := &metrics{
 		events: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "purgatory_events", Help: "Events held in purgatory waiting for git data, by kind.",
+			Name: "ngit_sync_purgatory_events", Help: "Events held in purgatory waiting for git data, by kind.",
 		}, []string{"kind"}),
 		queueSize: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "purgatory_sync_queue_size", Help: "Identifiers in the purgatory sync queue.",
+			Name: "ngit_sync_purgatory_sync_queue_size", Help: "Identifiers in the purgatory sync queue.",
 		}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "purgatory_sync_attempts_total", Help: "Sync attempts per identifier by result (complete, retry).",
+			Name: "ngit_sync_purgatory_sync_attempts_total", Help: "Sync attempts per identifier by result (complete, retry).",
 		}, []string{"result"}),
 		oidsFetched: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "purgatory_oids_fetched_total", Help: "Git object ids fetched from remote clone URLs.",
+			Name: "ngit_sync_purgatory_oids_fetched_total", Help: "Git object ids fetched from remote clone URLs.",
 		}),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "purgatory_events_released_total", Help: "Events released from purgatory, by kind.",
+			Name: "ngit_sync_purgatory_events_released_total", Help: "Events released from purgatory, by kind.",
 		}, []string{"kind"}),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "purgatory_events_expired_total", Help: "Events dropped after the expiry without git data, by kind.",
+			Name: "ngit_sync_purgatory_events_expired_total", Help: "Events dropped after the expiry without git data, by kind.",
 		}, []string{"kind"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "purgatory_events_refused_total", Help: "Events not taken into purgatory because it was full (max_entries), by kind.",
+			Name: "ngit_sync_purgatory_events_refused_total", Help: "Events not taken into purgatory because it was full (max_entries), by kind.",
 		}, []string{"kind"}),
 		domainInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "purgatory_domain_in_flight", Help: "Git requests in flight per clone URL domain.",
+			Name: "ngit_sync_purgatory_domain_in_flight", Help: "Git requests in flight per clone URL domain.",
 		}, []string{"domain"}),
 		domainRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "purgatory_domain_requests_total", Help: "Git fetch rounds per clone URL domain by result (ok, error).",
+			Name: "ngit_sync_purgatory_domain_requests_total", Help: "Git fetch rounds per clone URL domain by result (ok, error).",
 		}, []string{"domain", "result"}),
 		maxLabels: maxLabels,
 		labels:    map[string]string{},

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -120,6 +121,8 @@ type Purgatory struct {
 
 	wake chan struct{}
 
+	// gen counts intakes and removals (Generation).
+	gen    atomic.Uint64
 	mu     sync.Mutex
 	byID   map[string]*entry
 	states map[string]map[string]*entry // identifier → author → newest state
@@ -196,7 +199,7 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		p.sc = &gitContext{p: p}
 	}
 	p.th = newThrottle(p.clock, cfg.DomainConcurrency, cfg.DomainRequestsPerWindow, cfg.DomainWindow, m)
-	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log}
+	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log, note: p.noteError}
 	p.th.spawn = p.spawn
 	p.th.work = func(domain, id string, tried map[string]bool, l *lease) (string, bool) {
 		return p.sync.workQueued(p.ctx(), domain, id, tried, l)

@@ -21,6 +21,9 @@ type queueEntry struct {
 	// schedules the next attempt after redo instead of a backoff.
 	dirty bool
 	redo  time.Duration
+	// lastErr is the latest failure noted for the identifier (noteError).
+	lastErr   string
+	lastErrAt time.Time
 }
 
 func newSyncQueue(backoff func(n int) time.Duration) *syncQueue {

@@ -3,6 +3,7 @@ package purgatory
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.uber.org/zap"
 
@@ -51,6 +52,14 @@ type syncer struct {
 	th  *throttle
 	m   *metrics
 	log *zap.Logger
+	// note, when set, records an identifier's latest failure for status.
+	note func(id string, err error)
+}
+
+func (s *syncer) noteErr(id string, err error) {
+	if s.note != nil && err != nil {
+		s.note(id, err)
+	}
 }
 
 // syncIdentifier is one attempt from the main loop: it fetches from every
@@ -65,6 +74,7 @@ func (s *syncer) syncIdentifier(ctx context.Context, id string) bool {
 	needed, err := s.sc.NeededOIDs(ctx, id)
 	if err != nil {
 		s.log.Debug("cannot compute needed objects", zap.String("identifier", id), zap.Error(err))
+		s.noteErr(id, err)
 		return false
 	}
 	if len(needed) == 0 {
@@ -83,6 +93,7 @@ func (s *syncer) syncIdentifier(ctx context.Context, id string) bool {
 			return true
 		}
 		if needed, err = s.sc.NeededOIDs(ctx, id); err != nil {
+			s.noteErr(id, err)
 			return false
 		}
 		if len(needed) == 0 {
@@ -109,6 +120,9 @@ func (s *syncer) syncIdentifier(ctx context.Context, id string) bool {
 				m[u] = true
 			}
 		}
+	}
+	if len(tried) == 0 && len(byDomain) == 0 {
+		s.noteErr(id, ErrNoSource)
 	}
 	for domain, triedHere := range byDomain {
 		s.log.Debug("waiting for throttled domain", zap.String("identifier", id), zap.String("domain", domain))
@@ -151,6 +165,9 @@ func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []
 	if err != nil && ctx.Err() == nil {
 		s.log.Debug("fetch failed", zap.String("identifier", id), zap.String("url", src.URL),
 			zap.Int("fetched", len(fetched)), zap.Error(err))
+		if result == resultError {
+			s.noteErr(id, fmt.Errorf("fetch %s: %w", src.URL, err))
+		}
 	}
 	if len(fetched) > 0 {
 		s.release(ctx, id)
@@ -161,6 +178,7 @@ func (s *syncer) release(ctx context.Context, id string) {
 	res, err := s.sc.Release(ctx, id)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("release failed", zap.String("identifier", id), zap.Error(err))
+		s.noteErr(id, fmt.Errorf("release: %w", err))
 	}
 	if res.States+res.PRs > 0 {
 		s.log.Debug("released", zap.String("identifier", id), zap.Int("states", res.States), zap.Int("prs", res.PRs))

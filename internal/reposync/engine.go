@@ -151,6 +151,10 @@ type Deps struct {
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
 	ExtraLocal []localindex.Source
+	// LocalRestored says LocalIndex was loaded from the state store: the
+	// first fill reconciles it against the own relay with NIP-77 instead of
+	// reading every event back (CatchUp), falling back to the read-back.
+	LocalRestored bool
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -191,6 +195,8 @@ type Engine struct {
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
+	// catchUpTried: the restored local index was reconciled (or tried).
+	catchUpTried bool
 }
 
 // remote is the engine's record of one remote relay.
@@ -294,6 +300,10 @@ func New(cfg Config, d Deps) (*Engine, error) {
 // Ready tells whether the own relay is connected and the
 // self-subscription's first EOSE was processed.
 func (e *Engine) Ready() bool { return e.ready.Load() && e.ownUp.Load() }
+
+// OwnConnected tells whether the self-subscription's connection to the own
+// relay is up.
+func (e *Engine) OwnConnected() bool { return e.ownUp.Load() }
 
 // post hands fn to the Run goroutine. It gives up when the engine stops.
 func (e *Engine) post(fn func()) {

@@ -87,9 +87,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		e.d.Health.Failed(url, err)
 		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
 		e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
-		if r.failures == 1 || r.failures%10 == 0 {
-			e.log.Info("relay connection failed", zap.String("relay", url), zap.Int("failures", r.failures), zap.Error(err))
-		}
+		// The health tracker logs the failure (once, with its backoff).
 		return
 	}
 	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
@@ -182,7 +180,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	}
 	e.d.Health.Failed(url, err)
 	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
-	e.log.Info("relay disconnected", zap.String("relay", url), zap.Error(err))
+	// The health tracker logs "relay disconnected" with its backoff.
 }
 
 // teardown stops a relay's connection goroutines and clears its pending

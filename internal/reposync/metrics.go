@@ -34,12 +34,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Events received from remote relays (before dedupe), per relay.",
 		}, []string{"relay"}),
 		relaysTracked: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ngit_sync_relays_tracked_total",
-			Help: "Remote relays tracked (a gauge, named as the contract requires).",
+			Name: "ngit_sync_relays_tracked",
+			Help: "Remote relays tracked.",
 		}),
 		relaysConnected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ngit_sync_relays_connected_total",
-			Help: "Remote relays currently connected (a gauge, named as the contract requires).",
+			Name: "ngit_sync_relays_connected",
+			Help: "Remote relays currently connected.",
 		}),
 		filtersOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ngit_sync_filters_open",

@@ -43,26 +43,26 @@ type negMetrics struct {
 func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 	m := &negMetrics{
 		lastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "negentropy_last_sync_timestamp_seconds", Help: "Unix time of the last successful reconciliation per relay.",
+			Name: "ngit_sync_negentropy_last_sync_timestamp_seconds", Help: "Unix time of the last successful reconciliation per relay.",
 		}, []string{"relay"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "negentropy_syncs_total", Help: "Reconciliations per relay by result (ok, error, unsupported).",
+			Name: "ngit_sync_negentropy_syncs_total", Help: "Reconciliations per relay by result (ok, error, unsupported).",
 		}, []string{"relay", "result"}),
 		discovered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "negentropy_events_discovered_total", Help: "Event ids reconciliation found missing locally.",
+			Name: "ngit_sync_negentropy_events_discovered_total", Help: "Event ids reconciliation found missing locally.",
 		}),
 		fetched: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "negentropy_events_fetched_total", Help: "Events fetched by id after reconciliation.",
+			Name: "ngit_sync_negentropy_events_fetched_total", Help: "Events fetched by id after reconciliation.",
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "negentropy_relay_errors_total", Help: "Reconciliation errors per relay by kind.",
+			Name: "ngit_sync_negentropy_relay_errors_total", Help: "Reconciliation errors per relay by kind.",
 		}, []string{"relay", "error"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "negentropy_sync_duration_seconds", Help: "Duration of one reconciliation (all windows of one filter).",
+			Name: "ngit_sync_negentropy_sync_duration_seconds", Help: "Duration of one reconciliation (all windows of one filter).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 3, 10),
 		}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
+			Name: "ngit_sync_negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
 		}, []string{"relay", "direction"}),
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -231,9 +232,24 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		repos = append(repos, ref)
 		roots.addAll(n.Roots)
 	}
+	restored := e.d.LocalRestored && !e.catchUpTried
+	e.catchUpTried = true
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		if restored {
+			if e.catchUp(ctx, repos, roots.sorted()) {
+				e.ready.Store(true)
+				e.post(e.connectDue)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			// What the restored index holds cannot be checked: an event
+			// it lists that the own relay lost would never be fetched.
+			e.local.Index().Clear()
+		}
 		start := time.Now()
 		e.local.Reset()
 		if err := e.local.FillItems(ctx, true, repos, roots.sorted()); err != nil {
@@ -247,4 +263,23 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this
 	}()
+}
+
+// catchUp reconciles the restored local index against the own relay; it
+// reports false when the caller must read back instead.
+func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
+	opts := e.cfg.Negentropy.Options
+	opts.Now = e.clock.Now
+	_, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, neg.ErrUnsupported):
+		e.log.Info("the own relay does not speak NIP-77; filling the restored local index by reading its events back")
+	default:
+		e.log.Warn("catching up with the own relay by NIP-77 failed; reading its events back", zap.Error(err))
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -25,6 +26,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -61,6 +63,9 @@ type Sidecar struct {
 	engine *reposync.Engine
 	ingest *ingest.Handler
 	local  *localindex.Index
+	store  *statestore.Store
+	// localRestored: the local index was loaded from the store.
+	localRestored bool
 }
 
 // New wires the components from cfg. Nothing runs until Run.
@@ -118,6 +123,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.local, present = local, local
 	}
+	if err := s.openState(local); err != nil {
+		return nil, err
+	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
 		Publisher: pub, Present: present, Now: d.Clock.Now,
 		Log: d.Log.Named("ingest"), Registry: d.Registry,
@@ -153,18 +161,56 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			return nil, fmt.Errorf("purgatory: %w", err)
 		}
 		s.purg = purg
+		s.restorePurgatory()
 		in.UsePurgatory(purg)
 		if local != nil {
 			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(purg.AppendHeld))
 		}
 	}
 
+	deps.LocalRestored = s.localRestored
 	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	s.engine = eng
+	if err := registerSidecarMetrics(d.Registry, s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// Metric names of the sidecar as a whole.
+const (
+	MetricReady             = "ngit_sync_ready"
+	MetricOwnRelayConnected = "ngit_sync_own_relay_connected"
+)
+
+// registerSidecarMetrics registers the gauges read from the whole sidecar
+// at scrape time: readiness (/readyz as a number) and the own relay's
+// connections.
+func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricReady,
+			Help: "1 while the sidecar is ready (/readyz answers 200): own relay connected and its stored state read.",
+		}, func() float64 { return b(s.Ready()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricOwnRelayConnected,
+			Help: "1 while both the self-subscription and the publisher are connected to the own relay.",
+		}, func() float64 { return b(s.engine.OwnConnected() && s.pub.Connected()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("sidecar metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // The functions below map the configuration onto each engine's own
@@ -319,7 +365,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer stopEng()
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	start := func(name string, ctx context.Context, run func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -345,6 +391,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	if s.purg != nil {
 		start("purgatory", pubCtx, s.purg.Run)
 	}
+	start("progress", engCtx, s.runProgress)
+	if s.store != nil {
+		start("state", pubCtx, func(ctx context.Context) error {
+			return s.store.Run(ctx, statestore.Sources{Local: s.local, Purgatory: s.purg}, s.cfg.State.FlushInterval)
+		})
+	}
 
 	var runErr error
 	select {
@@ -364,6 +416,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	cancel()
 	stopPub()
 	wg.Wait()
+	if s.store != nil {
+		if err := s.store.Flush(statestore.Sources{Local: s.local, Purgatory: s.purg}); err != nil {
+			s.log.Warn("final state store flush failed", zap.Error(err))
+		}
+		s.store.Close()
+	}
 	return runErr
 }
 
@@ -381,6 +439,29 @@ func (s *Sidecar) Status() status.Snapshot {
 	if s.purg != nil {
 		ps := s.purg.Stats()
 		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
+		st.Purgatory.Identifiers = purgatoryIdentifiers(s.purg.Identifiers())
 	}
+	st.State = s.stateStatus()
 	return st
+}
+
+// purgatoryIdentifiers maps the purgatory's per-identifier view onto the
+// status document.
+func purgatoryIdentifiers(ids []purgatory.IdentifierStatus) []status.PurgatoryIdentifier {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	out := make([]status.PurgatoryIdentifier, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, status.PurgatoryIdentifier{
+			Identifier: id.Identifier, States: id.States, PRs: id.PRs,
+			HeldSince: id.HeldSince, ExpiresAt: id.ExpiresAt,
+			Attempts: id.Attempts, Syncing: id.Syncing, NextAttempt: opt(id.NextAttempt),
+			LastError: id.LastError, LastErrorAt: opt(id.LastErrorAt),
+		})
+	}
+	return out
 }

@@ -19,6 +19,20 @@ type Snapshot struct {
 	Publisher      Publisher `json:"publisher"`
 	Purgatory      Purgatory `json:"purgatory"`
 	Rejected       Rejected  `json:"rejected"`
+	State          State     `json:"state"`
+}
+
+// State describes the persistent sync state store.
+type State struct {
+	// Outcome is how the store was found at start: fresh, resumed,
+	// other-relay, old-format, corrupt (the last three set the old one
+	// aside), or memory-only without a state directory.
+	Outcome       string    `json:"outcome"`
+	Dir           string    `json:"dir,omitempty"`
+	Bytes         int64     `json:"bytes"`
+	Events        int       `json:"events"`
+	BytesPerEvent float64   `json:"bytes_per_event"`
+	LastFlush     time.Time `json:"last_flush,omitzero"`
 }
 
 // OwnRelay describes the connection to the operator's relay.
@@ -62,6 +76,25 @@ type Purgatory struct {
 	Enabled   bool `json:"enabled"`
 	Events    int  `json:"events"`
 	QueueSize int  `json:"queue_size"`
+	// Identifiers lists every identifier with held events, oldest first.
+	Identifiers []PurgatoryIdentifier `json:"identifiers,omitempty"`
+}
+
+// PurgatoryIdentifier is what the purgatory holds for one identifier (a
+// repository's d tag) and how fetching its git data goes.
+type PurgatoryIdentifier struct {
+	Identifier string    `json:"identifier"`
+	States     int       `json:"states"`
+	PRs        int       `json:"prs"`
+	HeldSince  time.Time `json:"held_since"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	// Attempts counts the sync attempts that failed in a row.
+	Attempts int  `json:"attempts"`
+	Syncing  bool `json:"syncing,omitempty"`
+	// NextAttempt is unset while an attempt runs.
+	NextAttempt *time.Time `json:"next_attempt,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
 // Rejected summarises the RejectedIndex.

@@ -1,0 +1,95 @@
+package purgatory
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrNoSource is noted for an identifier whose sync attempt found no clone
+// URL to fetch from: none announced outside the own domain, or every one
+// refused.
+var ErrNoSource = errors.New("no clone URL to fetch from (none announced outside the own domain, or all refused)")
+
+// IdentifierStatus is what the purgatory holds for one identifier (the
+// repository's d tag) and how its git sync goes.
+type IdentifierStatus struct {
+	Identifier string
+	// States and PRs count the held events (PRs include PR updates).
+	States, PRs int
+	// HeldSince is when the oldest held event arrived; it expires at
+	// HeldSince + the configured expiry.
+	HeldSince time.Time
+	ExpiresAt time.Time
+	// Attempts counts sync attempts that failed in a row.
+	Attempts int
+	// Syncing is true while an attempt runs; NextAttempt is zero then.
+	Syncing     bool
+	NextAttempt time.Time
+	// LastError is the most recent failure of a fetch, of computing the
+	// missing objects or of a release, in full; LastErrorAt when it happened.
+	LastError   string
+	LastErrorAt time.Time
+}
+
+// Identifiers returns every identifier with held events, oldest first (the
+// next to expire), then by name.
+func (p *Purgatory) Identifiers() []IdentifierStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	byName := map[string]*IdentifierStatus{}
+	get := func(id string) *IdentifierStatus {
+		s := byName[id]
+		if s == nil {
+			s = &IdentifierStatus{Identifier: id}
+			byName[id] = s
+		}
+		return s
+	}
+	for _, e := range p.byID {
+		s := get(e.identifier)
+		if e.ev.Kind == KindState {
+			s.States++
+		} else {
+			s.PRs++
+		}
+		if s.HeldSince.IsZero() || e.added.Before(s.HeldSince) {
+			s.HeldSince = e.added
+		}
+	}
+	out := make([]IdentifierStatus, 0, len(byName))
+	for id, s := range byName {
+		s.ExpiresAt = s.HeldSince.Add(p.cfg.Expiry)
+		if q := p.queue.entries[id]; q != nil {
+			s.Attempts = q.attempts
+			s.Syncing = q.inProgress
+			if !q.inProgress {
+				s.NextAttempt = q.next
+			}
+			s.LastError, s.LastErrorAt = q.lastErr, q.lastErrAt
+		}
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].HeldSince.Equal(out[j].HeldSince) {
+			return out[i].HeldSince.Before(out[j].HeldSince)
+		}
+		return out[i].Identifier < out[j].Identifier
+	})
+	return out
+}
+
+// noteError records err as identifier's last error (on one line), shown by
+// Identifiers until the identifier leaves the sync queue.
+func (p *Purgatory) noteError(id string, err error) {
+	if err == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q := p.queue.entries[id]; q != nil {
+		q.lastErr = strings.Join(strings.Fields(err.Error()), " ")
+		q.lastErrAt = p.clock.Now()
+	}
+}
