@@ -111,6 +111,8 @@ type Sync struct {
 	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures. 0 means automatic (GOMAXPROCS); this is the only setting where 0 means automatic."`
 	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
+	HistoricRetryBase      time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
+	HistoricRetryMax       time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
 }
 
 // Health configures per-relay health tracking.
@@ -225,6 +227,8 @@ func Default() *Config {
 			SelfKinds:              slices.Clone(sync.SelfKinds),
 			BatchWindow:            sync.BatchWindow,
 			BatchQuiet:             sync.BatchQuiet,
+			HistoricRetryBase:      sync.HistoricRetry.Base,
+			HistoricRetryMax:       sync.HistoricRetry.Max,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,

@@ -172,6 +172,11 @@ func (c *Config) Validate() error {
 	v.positive("sync.quick_reconnect_window", s.QuickReconnectWindow)
 	v.nonNegative("sync.since_buffer", s.SinceBuffer)
 	v.nonNegative("sync.batch_quiet", s.BatchQuiet)
+	v.positive("sync.historic_retry_base", s.HistoricRetryBase)
+	v.positive("sync.historic_retry_max", s.HistoricRetryMax)
+	if s.HistoricRetryMax < s.HistoricRetryBase {
+		v.fail("sync.historic_retry_max", "must be >= sync.historic_retry_base", s.HistoricRetryMax)
+	}
 	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)

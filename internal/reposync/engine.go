@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -41,8 +42,10 @@ type Config struct {
 	// BatchWindow caps how long a self-subscription batch collects events;
 	// BatchQuiet flushes it earlier once no event came for that long (0:
 	// only the window).
-	BatchWindow            time.Duration
-	BatchQuiet             time.Duration
+	BatchWindow time.Duration
+	BatchQuiet  time.Duration
+	// HistoricRetry is the backoff of a failed historic batch's retries.
+	HistoricRetry          backoff.Policy
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -75,6 +78,7 @@ func DefaultConfig() Config {
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
 		BatchQuiet:               250 * time.Millisecond,
+		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
@@ -185,9 +189,11 @@ type Engine struct {
 	nextGen     uint64
 	lastEmpty   time.Time
 
-	running     atomic.Bool
-	ready       atomic.Bool
-	pager       *Pager
+	running atomic.Bool
+	ready   atomic.Bool
+	pager   *Pager
+	// catchup pages catch-up batches (since a disconnect): the REQ pager.
+	catchup     HistoricSyncer
 	neg         *NegSyncer
 	local       *OwnLocalSet
 	ownUp       atomic.Bool
@@ -229,11 +235,17 @@ type remote struct {
 	// rateLimitedAt is when the relay last signalled a rate limit; historic
 	// jobs running then that failed are re-queued, not given up.
 	rateLimitedAt time.Time
+	// failed are historic jobs that failed, retried with backoff; they
+	// survive a quick reconnect and are dropped by a fresh sync.
+	failed []*retryJob
 }
 
 type job struct {
 	batch   *PendingBatch
 	filters []nostr.Filter
+	// pager runs the job with the REQ pager even when NIP-77 is on
+	// (catch-up with since).
+	pager bool
 }
 
 // New builds an engine.
@@ -268,7 +280,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
 	}
-	e.pager = pager
+	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
 		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {

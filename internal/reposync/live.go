@@ -162,17 +162,18 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	if _, ok := r.live[id]; !ok {
 		return
 	}
-	delete(r.live, id) // the health tracker heard the reason in onClosed
+	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
 	r.rebuildLive = true
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }
 
-// onClosed hears every CLOSED of a remote relay, live or historic, from
-// its reader before the subscription does, so that a rate limit starts the
-// cooldown before anyone retries.
-func (e *Engine) onClosed(url, reason string) {
-	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
+// onReason hears the reason of every CLOSED, NEG-ERR and refusing OK of a
+// remote relay from its reader before the subscription, session or
+// publisher does, so that a rate limit starts the cooldown before anyone
+// retries.
+func (e *Engine) onReason(url string, source health.MessageSource, reason string) {
+	if e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := e.clock.Now()
 		e.post(func() {
 			if r := e.relays[url]; r != nil {

@@ -280,6 +280,8 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.SelfKinds = cfg.Sync.SelfKinds
 	scfg.BatchWindow = cfg.Sync.BatchWindow
 	scfg.BatchQuiet = cfg.Sync.BatchQuiet
+	scfg.HistoricRetry.Base = cfg.Sync.HistoricRetryBase
+	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
