@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -61,4 +62,59 @@ func TestQuickReconnectCatchUpPagedPastCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHas(t, own, missed...)
+}
+
+// TestTrustedRelayBackoffAndNewestFirstCap: a trusted relay goes through
+// the health tracker: while it refuses connections its attempts back off
+// (and it is reported with failures) instead of following the cycle
+// interval; once it answers, a cycle capped at 10 events fetches the 10
+// newest of the 30 it is missing, not an arbitrary subset.
+func TestTrustedRelayBackoffAndNewestFirstCap(t *testing.T) {
+	own := ownRelay(t)
+	archive := harness.Start(t, harness.RelayOptions{Name: "archive", Negentropy: true})
+	k := harness.NewKey()
+	ann := repoFor(k, "archived", own)
+	mustPublish(t, own, ann)
+	now := time.Now()
+	var issues []*nostr.Event // newest first
+	for i := range 30 {
+		issues = append(issues, k.Issue(k.RepoAddress("archived"), fmt.Sprintf("issue %d", i), harness.At(now.Add(-time.Duration(i)*time.Minute))))
+	}
+	archive.Inject(ann)
+	archive.Inject(issues...)
+	archive.SetFaults(harness.Faults{Refuse: true})
+
+	cfg := fastConfig(own)
+	cfg.TrustedRelays = []string{archive.URL()}
+	cfg.Trusted.Interval = 3 * time.Second
+	cfg.Trusted.Lookback = 24 * time.Hour
+	cfg.Trusted.MaxEventsPerCycle = 10
+	cfg.Health.BackoffBase = 100 * time.Millisecond
+	cfg.Health.BackoffMax = 400 * time.Millisecond
+	sc := startSidecar(t, cfg)
+
+	// Backing off: more than one attempt within one cycle interval, each
+	// counted as a failure of the relay's health.
+	testkit.WaitFor(t, syncTimeout, "trusted relay failures counted by the health tracker", func() bool {
+		f, ok := testkit.Series(t, sc.Registry, "ngit_sync_relay_failures", map[string]string{"relay": archive.URL()})
+		return ok && f >= 3
+	})
+	if refused := archive.Stats().Refused; refused < 3 {
+		t.Fatalf("%d attempts refused, want the backoff's retries", refused)
+	}
+	archive.SetFaults(harness.Faults{})
+	testkit.WaitFor(t, syncTimeout, "a capped cycle", func() bool {
+		n := 0
+		for _, ev := range issues {
+			if own.Has(ev.ID) {
+				n++
+			}
+		}
+		return n >= 10
+	})
+	for i, ev := range issues {
+		if got, want := own.Has(ev.ID), i < 10; got != want {
+			t.Errorf("issue %d (%s old): on the own relay %v, want %v", i, time.Duration(i)*time.Minute, got, want)
+		}
+	}
 }

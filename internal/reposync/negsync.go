@@ -214,10 +214,13 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 var errLocalFill = errors.New("cannot fill the local set from the own relay")
 
 // ReconcileFilter reconciles one filter and fetches what is missing; max
-// bounds the events fetched (0: no bound). It reports how many ids were
-// missing.
+// bounds the events fetched (0: no bound), keeping the newest (see
+// reconcileNewest). It reports how many ids were missing.
 func (s *NegSyncer) ReconcileFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
-	return s.reconcileMax(ctx, c, f, slots, max, emit)
+	if max > 0 {
+		return s.reconcileNewest(ctx, c, f, slots, max, emit)
+	}
+	return s.reconcileMax(ctx, c, f, slots, 0, emit)
 }
 
 func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter, slots int, emit Emit) error {
@@ -227,11 +230,31 @@ func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter
 
 func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
 	url := c.URL()
+	need, err := s.reconcileNeed(ctx, c, f)
+	if errors.Is(err, neg.ErrUnsupported) || errors.Is(err, errLocalFill) || ctx.Err() != nil {
+		return 0, err
+	}
+	n := len(need)
+	if max > 0 && len(need) > max {
+		need = need[len(need)-max:]
+	}
+	// Even a failed reconciliation returns what finished windows found.
+	if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
+		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
+		err = errors.Join(err, ferr)
+	}
+	return n, err
+}
+
+// reconcileNeed reconciles one filter and returns the ids the relay has
+// and we do not (also those of the windows that completed when err is set).
+func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Filter) ([]string, error) {
+	url := c.URL()
 	if err := s.local.EnsureFilled(ctx, f); err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
-		return 0, fmt.Errorf("%w: %v", errLocalFill, err)
+		return nil, fmt.Errorf("%w: %v", errLocalFill, err)
 	}
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
@@ -246,7 +269,7 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 	switch {
 	case errors.Is(err, neg.ErrUnsupported):
 		s.m.syncs.WithLabelValues(url, "unsupported").Inc()
-		return 0, err
+		return nil, err
 	case err != nil:
 		s.m.syncs.WithLabelValues(url, "error").Inc()
 	default:
@@ -256,17 +279,8 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 	if res.Sessions > 0 || err == nil {
 		s.setSupport(url, true)
 	}
-	need := res.Need
-	s.m.discovered.Add(float64(len(need)))
-	if max > 0 && len(need) > max {
-		need = need[len(need)-max:]
-	}
-	// Even a failed reconciliation returns what finished windows found.
-	if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
-		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
-		err = errors.Join(err, ferr)
-	}
-	return len(res.Need), err
+	s.m.discovered.Add(float64(len(res.Need)))
+	return res.Need, err
 }
 
 // fetch asks for ids in batches, up to slots REQs at once, and retries ids
