@@ -28,13 +28,24 @@ type recordingGit struct {
 	inner gitx.Runner
 	mu    sync.Mutex
 	cmds  []string
+	args  [][]string
 }
+
+var _ gitx.Runner = (*recordingGit)(nil)
 
 func (g *recordingGit) Run(ctx context.Context, c gitx.Cmd) (gitx.Result, error) {
 	g.mu.Lock()
 	g.cmds = append(g.cmds, strings.Join(append([]string{c.Dir}, c.Args...), " "))
+	g.args = append(g.args, append([]string(nil), c.Args...))
 	g.mu.Unlock()
 	return g.inner.Run(ctx, c)
+}
+
+// commandLines returns every command's arguments so far.
+func (g *recordingGit) commandLines() [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([][]string(nil), g.args...)
 }
 
 func (g *recordingGit) mentioning(s string) []string {

@@ -61,7 +61,8 @@ func stateConfig(t *testing.T, own *harness.Relay, dir string) *config.Config {
 
 // TestRestartCatchesUpWithOwnRelay: a sidecar restarted with its state
 // directory loads the local index from the store and learns by NIP-77 what
-// another client published to the own relay while it was down, without
+// another client published to (or deleted from) the own relay while it was
+// down, without
 // reading the own relay's events back; nothing is published again.
 func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	w := newStateWorld(t, 20, 15)
@@ -82,6 +83,11 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	// Another client writes to the own relay while the sidecar is down.
 	late := w.bob.Comment(w.roots[3], nil, harness.WithContent("written while the sidecar was down"))
 	mustPublish(t, w.own, late)
+	// And an event is deleted from it behind the sidecar's back.
+	gone := w.all[len(w.all)-1]
+	if w.own.Delete(gone.ID) != 1 {
+		t.Fatal("delete did not work")
+	}
 	w.own.ResetStats()
 	w.remote.ResetStats()
 
@@ -91,6 +97,9 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	}
 	if !sc2.LocalIndex().Has(late.ID) {
 		t.Fatal("the event another client published while the sidecar was down is not in the local index after the restart")
+	}
+	if sc2.LocalIndex().Has(gone.ID) {
+		t.Fatal("the event deleted from the own relay while the sidecar was down is still in the local index")
 	}
 	st := w.own.Stats()
 	// The self-subscription pages the announcement and the roots again
@@ -102,9 +111,19 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	if st.NegOpens == 0 {
 		t.Error("no NIP-77 reconciliation with the own relay on restart")
 	}
+	// The remote relay resumes as a quick reconnect (catch-up with since
+	// over what was confirmed), as a dropped connection would: no new
+	// historic sync of the repository and its roots.
+	testkit.WaitFor(t, syncTimeout, "remote relay reconnected", func() bool { return w.remote.Stats().Reqs > 0 })
 	time.Sleep(500 * time.Millisecond)
-	if got := w.own.Stats().Received["EVENT"]; got != 0 {
-		t.Errorf("%d events published to the own relay again after the restart, want 0", got)
+	if rs := w.remote.Stats(); rs.NegOpens != 0 {
+		t.Errorf("remote relay got %d NEG-OPENs after the restart, want 0 (quick reconnect)", rs.NegOpens)
+	}
+	// Only the deleted event is published again (the quick reconnect's
+	// since covers it, and the remote still has it).
+	waitHas(t, w.own, gone)
+	if got := w.own.Stats().Received["EVENT"]; got != 1 {
+		t.Errorf("%d events published to the own relay after the restart, want 1 (the one deleted meanwhile)", got)
 	}
 }
 

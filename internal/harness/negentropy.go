@@ -64,7 +64,7 @@ func (c *proxyConn) negentropy(ctx context.Context, label, sub string, data []by
 			c.negError(ctx, sub, "invalid: limit 0")
 			return
 		}
-		evs := c.r.store.Match(env.Filter, 0)
+		evs := c.r.store.Match(env.Filter, c.r.opts.NegCap)
 		if max := c.r.opts.NegMaxEvents; max > 0 && len(evs) > max {
 			c.negError(ctx, sub, NegErrTooMany)
 			return

@@ -58,6 +58,34 @@ type RelayOptions struct {
 	// more events with ["NEG-ERR", id, "blocked: too many query results"]
 	// (strfry's maxSyncEvents).
 	NegMaxEvents int
+	// SilentReqCap, when positive, truncates every REQ filter to the newest
+	// SilentReqCap matching events like ReqCap but announces nothing (khatru
+	// on its default slicestore: 500).
+	SilentReqCap int
+	// NegCap, when positive, builds every negentropy set from the newest
+	// NegCap matching events only, while NIP-77 is advertised (khatru on its
+	// slicestore caps negentropy sessions at 500 too).
+	NegCap int
+	// DefaultLimit, when positive, is how many events a REQ filter without
+	// limit gets; with MaxHonouredLimit, a limit above MaxHonouredLimit also
+	// falls back to it, silently (ngit-relay: 250 and 1000). Not announced.
+	DefaultLimit     int
+	MaxHonouredLimit int
+	// IgnoreLimit serves REQ filters as if they had no limit (the caps above
+	// still apply).
+	IgnoreLimit bool
+	// NegNotice, when set, advertises NIP-77 in NIP-11 but answers every
+	// NEG-OPEN with a NOTICE carrying it (e.g. "negentropy disabled", as
+	// strfry with negentropy off does).
+	NegNotice string
+	// MaxFilters, when positive, answers a REQ with more filters with
+	// CLOSED "invalid: too many filters" (strfry's maxReqFilterSize 200).
+	MaxFilters int
+	// HoldPurgatory, when set, answers a published event it returns true
+	// for with OK true ReasonPurgatory and keeps it out of the store (a
+	// GRASP-01 relay waiting for the event's git data): ReleaseHeld stores
+	// the held events (without live delivery), DiscardHeld drops them.
+	HoldPurgatory func(ev *nostr.Event) bool
 	// Policy decides which published events are accepted; nil accepts all.
 	// It is not applied to Inject.
 	Policy Policy
@@ -111,6 +139,9 @@ type Relay struct {
 	handlers  sync.WaitGroup
 
 	obs observer
+
+	heldMu sync.Mutex
+	held   map[string]*nostr.Event
 }
 
 // StartRelay starts a relay with opts and returns it running.
@@ -167,7 +198,7 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.Info.Name = r.opts.Name
 	k.Info.URL = r.URL()
 	k.Info.AddSupportedNIP(34)
-	if r.opts.Negentropy {
+	if r.opts.Negentropy || r.opts.NegNotice != "" {
 		k.Info.AddSupportedNIP(77)
 	}
 	k.Info.Limitation = &nip11.RelayLimitationDocument{
@@ -181,7 +212,8 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.DeleteEvent = append(k.DeleteEvent, r.store.DeleteEvent)
 	k.CountEvents = append(k.CountEvents, r.store.CountEvents)
 	k.QueryEvents = append(k.QueryEvents, func(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
-		return streamEvents(ctx, r.store.Match(f, r.opts.ReqCap)), nil
+		f.Limit = r.queryLimit(f.Limit)
+		return streamEvents(ctx, r.store.Match(f, r.reqCap())), nil
 	})
 	if r.opts.Policy != nil {
 		k.RejectEvent = append(k.RejectEvent, func(_ context.Context, ev *nostr.Event) (bool, string) {
@@ -193,6 +225,28 @@ func (r *Relay) newKhatru() *khatru.Relay {
 		})
 	}
 	return k
+}
+
+// queryLimit is the limit a REQ filter asking for limit is served with
+// (0: no limit), after IgnoreLimit, DefaultLimit and MaxHonouredLimit.
+func (r *Relay) queryLimit(limit int) int {
+	o := r.opts
+	if o.IgnoreLimit {
+		limit = 0
+	}
+	if o.DefaultLimit > 0 && (limit <= 0 || o.MaxHonouredLimit > 0 && limit > o.MaxHonouredLimit) {
+		limit = o.DefaultLimit
+	}
+	return limit
+}
+
+// reqCap is the smaller positive of ReqCap and SilentReqCap (0: none).
+func (r *Relay) reqCap() int {
+	c, s := r.opts.ReqCap, r.opts.SilentReqCap
+	if c <= 0 || s > 0 && s < c {
+		return s
+	}
+	return c
 }
 
 // serve starts the public front door on ln.
@@ -325,6 +379,53 @@ func (r *Relay) SetFaults(f Faults) { r.faults.Store(&f) }
 // Faults returns the current fault settings.
 func (r *Relay) Faults() Faults { return *r.faults.Load() }
 
+// ReasonPurgatory is the OK true reason of RelayOptions.HoldPurgatory.
+const ReasonPurgatory = "purgatory: won't be served until git data arrives"
+
+// hold keeps ev in the relay's purgatory.
+func (r *Relay) hold(ev *nostr.Event) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if r.held == nil {
+		r.held = map[string]*nostr.Event{}
+	}
+	r.held[ev.ID] = ev
+}
+
+// Held returns the ids in the relay's purgatory (see HoldPurgatory).
+func (r *Relay) Held() []string {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	ids := make([]string, 0, len(r.held))
+	for id := range r.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// ReleaseHeld stores the held events (their git data arrived) without
+// delivering them to live subscriptions, and returns how many.
+func (r *Relay) ReleaseHeld() int {
+	r.heldMu.Lock()
+	evs := make([]*nostr.Event, 0, len(r.held))
+	for _, ev := range r.held {
+		evs = append(evs, ev)
+	}
+	r.held = nil
+	r.heldMu.Unlock()
+	return r.store.Put(evs...)
+}
+
+// DiscardHeld drops the held events (GRASP-01: after 30 minutes without
+// git data) and returns how many there were.
+func (r *Relay) DiscardHeld() int {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	n := len(r.held)
+	r.held = nil
+	return n
+}
+
 // Inject stores events directly, bypassing policy and subscriptions (live
 // subscribers do not see them: "the subscription missed it"). It returns how
 // many were stored.
@@ -419,12 +520,16 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 		r.obs.disconnect(c)
 	}()
 
+	read := c.client.Read
+	if d := r.Faults().Latency; d > 0 {
+		read = c.startLatency(cctx, d)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.pumpDown(cctx)
 	}()
-	c.pumpUp(cctx)
+	c.pumpUp(cctx, read)
 	c.kill()
 	<-done
 }

@@ -306,3 +306,29 @@ func TestHandleGarbageDoesNotPanic(t *testing.T) {
 }
 
 func zapNop() *zap.Logger { return zap.NewNop() }
+
+// TestExtraFieldsAfterReason: NEG-ERR (relay.damus.io sends a fourth field)
+// and CLOSED with fields after the reason still reach their session and
+// subscription.
+func TestExtraFieldsAfterReason(t *testing.T) {
+	var frames []string
+	c, sub, neg, _ := fuzzConn(t, zapNop(), &frames)
+	c.handle([]byte(`["NEG-ERR","n1","error: negentropy disabled",{"extra":1}]`))
+	select {
+	case r := <-neg:
+		if r.Err != "error: negentropy disabled" {
+			t.Fatalf("NEG-ERR reply %+v", r)
+		}
+	default:
+		t.Fatal("NEG-ERR with a fourth field was dropped")
+	}
+	c.handle([]byte(`["CLOSED","s1","auth-required: who are you","extra"]`))
+	select {
+	case m := <-sub.ch:
+		if m.Type != MsgClosed || m.Reason != "auth-required: who are you" {
+			t.Fatalf("CLOSED delivered as %+v", m)
+		}
+	default:
+		t.Fatal("CLOSED with a fourth field was dropped")
+	}
+}

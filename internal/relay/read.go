@@ -9,6 +9,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
 
@@ -99,7 +100,7 @@ func (c *Conn) handle(data []byte) {
 			return
 		}
 		ev := env.Event
-		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data)})
+		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: eventJSON(data, *env.SubscriptionID)})
 	case "EOSE":
 		var env nostr.EOSEEnvelope
 		if env.FromJSON(msg) != nil {
@@ -112,10 +113,14 @@ func (c *Conn) handle(data []byte) {
 			c.deliver(sub, SubMsg{Type: MsgEOSE})
 		}
 	case "CLOSED":
-		var env nostr.ClosedEnvelope
-		if env.FromJSON(msg) != nil {
+		// go-nostr refuses a CLOSED with fields after the reason; relays
+		// add them (as relay.damus.io does to NEG-ERR), and a lost CLOSED
+		// would leave the subscription waiting for its EOSE timeout.
+		arr := gjson.Parse(msg).Array()
+		if len(arr) < 3 || arr[1].Type != gjson.String || arr[2].Type != gjson.String {
 			return
 		}
+		env := nostr.ClosedEnvelope{SubscriptionID: arr[1].Str, Reason: arr[2].Str}
 		c.mu.Lock()
 		sub := c.subs[env.SubscriptionID]
 		c.mu.Unlock()

@@ -65,6 +65,9 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 			if o.idx.Remove(id) {
 				res.Removed++
 			}
+			if o.forget != nil {
+				o.forget(id)
+			}
 		}
 		for s := 0; s < len(r.Need); s += fetchBatch {
 			ids := r.Need[s:min(s+fetchBatch, len(r.Need))]

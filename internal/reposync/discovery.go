@@ -340,7 +340,9 @@ func (e *Engine) track(url string, bootstrap bool) {
 	if e.relays[url] != nil {
 		return
 	}
-	e.relays[url] = &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	r := &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	e.applyRestored(r)
+	e.relays[url] = r
 	e.d.Health.Track(url)
 	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
 }

@@ -159,6 +159,9 @@ type Deps struct {
 	// first fill reconciles it against the own relay with NIP-77 instead of
 	// reading every event back (CatchUp), falling back to the read-back.
 	LocalRestored bool
+	// Sign, when set, signs NIP-42 AUTH events for remote relays that
+	// require authentication to read (the configured secret key).
+	Sign func(*nostr.Event) error
 }
 
 // Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
@@ -203,6 +206,12 @@ type Engine struct {
 	bootstrapOK map[string]bool
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
+	// restored are relay states of the previous run not yet applied;
+	// relaySnap is the last persistable snapshot (under snapMu).
+	restored       map[string]PersistedRelay
+	relaySnap      []PersistedRelay
+	confirmedLists map[string]*confirmedCache
+	confirmedGen   uint64
 }
 
 // remote is the engine's record of one remote relay.
@@ -278,7 +287,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
-		MaxLimit: func(url string) int { return d.Health.Limits(url).MaxLimit },
+		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
+		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
@@ -286,10 +297,12 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
+		e.local.forget = e.h.ForgetPresent
 		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
 		if err != nil {
 			return nil, err
 		}
+		ns.Limits = d.Health.Limits
 		e.neg = ns
 	}
 	if e.d.Historic == nil {
@@ -349,6 +362,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			e.refreshSnapshot() // the relays' last state, for the state store
 			for url := range e.relays {
 				e.dropConnection(url)
 			}

@@ -248,5 +248,7 @@ func (e *Engine) forget(url string) {
 	delete(e.relays, url)
 	e.d.Health.Forget(url)
 	e.m.forgetRelay(url)
+	e.pager.Truncation.forget(url)
+	e.pager.Auth.forget(url)
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }

@@ -50,17 +50,20 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 const maxReqBytes = 120_000
 
 // openChunked opens fs as subscriptions of at most the relay's max_filters
-// filters and maxReqBytes of filter JSON each.
+// filters and maxReqBytes of filter JSON each (less when the relay
+// announces a smaller max_message_length).
 func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
-	per := e.d.Health.Limits(r.URL).MaxFilters
+	limits := e.d.Health.Limits(r.URL)
+	per := limits.MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
 	}
+	maxBytes := reqBytesLimit(limits)
 	for start := 0; start < len(fs); {
 		end, size := start, 0
 		for end < len(fs) && end-start < per {
 			n := filterBytes(fs[end])
-			if end > start && size+n > maxReqBytes {
+			if end > start && size+n > maxBytes {
 				break
 			}
 			size += n
@@ -140,7 +143,7 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 					e.h.Invalid("no_match")
 					continue
 				}
-				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
+				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url, Raw: m.Raw}); err != nil {
 					return
 				}
 			case relay.MsgClosed:
@@ -164,6 +167,23 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	}
 	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
+	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
+		// NIP-42: rebuild once the connection authenticated; without a key
+		// (or refused) the relay is reported as needing one, not retried.
+		conn := r.conn
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := e.pager.Auth.Ensure(e.ctx, conn); err == nil {
+				e.post(func() {
+					if r := e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
+						r.rebuildLive = true
+					}
+				})
+			}
+		}()
+		return
+	}
 	r.rebuildLive = true
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }

@@ -17,6 +17,8 @@ type metrics struct {
 	repositories       prometheus.Gauge
 	rootEvents         prometheus.Gauge
 	historicBatches    *prometheus.CounterVec
+	truncation         *prometheus.CounterVec
+	readAuth           *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -61,11 +63,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ngit_sync_historic_batches_total",
 			Help: "Historic sync batches finished, by result (ok, failed).",
 		}, []string{"result"}),
+		truncation: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_truncation_detected_total",
+			Help: "Times a relay was caught returning fewer events than it holds, by kind (negentropy: a NIP-77 set cut at a cap; req: a REQ page cut below its limit).",
+		}, []string{"relay", "kind"}),
+		readAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_read_auth_total",
+			Help: "NIP-42 authentications asked for by remote relays before they serve reads, by result (authenticated, no_key, failed).",
+		}, []string{"relay", "result"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.relayConnected, m.connectionAttempts, m.eventsReceived, m.relaysTracked,
 		m.relaysConnected, m.filtersOpen, m.pendingBatches, m.repositories,
-		m.rootEvents, m.historicBatches,
+		m.rootEvents, m.historicBatches, m.truncation, m.readAuth,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

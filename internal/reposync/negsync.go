@@ -38,6 +38,7 @@ type negMetrics struct {
 	errors     *prometheus.CounterVec
 	duration   prometheus.Histogram
 	bytes      *prometheus.CounterVec
+	probes     *prometheus.CounterVec
 }
 
 func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
@@ -64,8 +65,11 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_negentropy_bytes_total", Help: "Negentropy payload bytes per relay and direction (sent, received).",
 		}, []string{"relay", "direction"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
+		}, []string{"relay"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes} {
+	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -119,6 +123,10 @@ type NegSyncer struct {
 	log   *zap.Logger
 	now   func() time.Time
 	seq   atomic.Uint64
+
+	// Limits, when set, returns a relay's announced limits: NEG-OPEN,
+	// NEG-MSG and fetching REQs are built to fit its message size.
+	Limits func(url string) relay.Limits
 
 	mu      sync.Mutex
 	support map[string]supportEntry
@@ -177,6 +185,9 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 	if !s.cfg.Enabled || s.Support(url) == "unsupported" {
 		return s.pager.Sync(ctx, c, fs, slots, emit)
 	}
+	if err := s.pager.Auth.Failed(c); err != nil {
+		return err
+	}
 	var errs []error
 	var fallback []nostr.Filter
 	for i, f := range fs {
@@ -188,6 +199,8 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 		case errors.Is(err, neg.ErrUnsupported):
 			s.setSupport(url, false)
 			fallback = append(fallback, fs[i:]...)
+		case errors.Is(err, ErrAuthRequired):
+			return errors.Join(append(errs, err)...)
 		case errors.Is(err, localindex.ErrCannotAnswer), errors.Is(err, errLocalFill):
 			fallback = append(fallback, f)
 			continue
@@ -230,36 +243,74 @@ func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter
 
 func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
 	url := c.URL()
-	need, err := s.reconcileNeed(ctx, c, f)
-	if errors.Is(err, neg.ErrUnsupported) || errors.Is(err, errLocalFill) || ctx.Err() != nil {
+	res, windows, err := s.reconcileNeed(ctx, c, f)
+	if errors.Is(err, neg.ErrUnsupported) || errors.Is(err, errLocalFill) || (err != nil && ctx.Err() != nil) {
 		return 0, err
 	}
-	n := len(need)
+	need := res.Need
 	if max > 0 && len(need) > max {
 		need = need[len(need)-max:]
 	}
 	// Even a failed reconciliation returns what finished windows found.
-	if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
+	var fetched []neg.Item
+	var fmu sync.Mutex
+	recording := func(ctx context.Context, in ingest.Incoming) error {
+		if it, ierr := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); ierr == nil {
+			fmu.Lock()
+			fetched = append(fetched, it)
+			fmu.Unlock()
+		}
+		return emit(ctx, in)
+	}
+	ferr := s.fetch(ctx, c, need, slots, recording)
+	if ferr != nil {
 		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
 		err = errors.Join(err, ferr)
 	}
-	return n, err
+	if err == nil && max == 0 {
+		local := make([]*neg.Storage, 0, len(windows))
+		for _, st := range windows {
+			local = append(local, st)
+		}
+		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), emit)
+	}
+	return len(res.Need), err
 }
 
-// reconcileNeed reconciles one filter and returns the ids the relay has
-// and we do not (also those of the windows that completed when err is set).
-func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Filter) ([]string, error) {
+// reconcileNeed reconciles one filter: the result (what the relay has that
+// we do not, also of the windows that completed when err is set) and the
+// local storage of each window reconciled.
+func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Filter) (neg.Result, map[string]*neg.Storage, error) {
 	url := c.URL()
 	if err := s.local.EnsureFilled(ctx, f); err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return neg.Result{}, nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %v", errLocalFill, err)
+		return neg.Result{}, nil, fmt.Errorf("%w: %v", errLocalFill, err)
 	}
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
 	opts.Now = s.now
-	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, s.local.Storage, opts)
+	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
+	// The storage of each window reconciled (the last, when one is retried)
+	// tells, with the result, what the relay's set held.
+	windows := map[string]*neg.Storage{}
+	localFor := func(w nostr.Filter) (*neg.Storage, error) {
+		st, err := s.local.Storage(w)
+		if st != nil {
+			windows[windowKey(w)] = st
+		}
+		return st, err
+	}
+	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	if errors.Is(err, neg.ErrAuthRequired) {
+		// NIP-42: authenticate the connection and reconcile again.
+		if aerr := s.pager.Auth.Ensure(ctx, c); aerr != nil {
+			return res, windows, errors.Join(err, aerr)
+		}
+		clear(windows)
+		res, err = neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	}
 	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
 	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
 	s.m.duration.Observe(res.Duration.Seconds())
@@ -269,7 +320,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 	switch {
 	case errors.Is(err, neg.ErrUnsupported):
 		s.m.syncs.WithLabelValues(url, "unsupported").Inc()
-		return nil, err
+		return res, windows, err
 	case err != nil:
 		s.m.syncs.WithLabelValues(url, "error").Inc()
 	default:
@@ -280,7 +331,20 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 		s.setSupport(url, true)
 	}
 	s.m.discovered.Add(float64(len(res.Need)))
-	return res.Need, err
+	return res, windows, err
+}
+
+// windowKey names a reconciled window by its time range.
+func windowKey(f nostr.Filter) string {
+	k := ""
+	if f.Since != nil {
+		k = fmt.Sprint(*f.Since)
+	}
+	k += ","
+	if f.Until != nil {
+		k += fmt.Sprint(*f.Until)
+	}
+	return k
 }
 
 // fetch asks for ids in batches, up to slots REQs at once, and retries ids
@@ -299,10 +363,11 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return emit(ctx, in)
 	}
 	missing := ids
+	per := idsPerReq(s.cfg.FetchBatch, s.limits(c.URL()))
 	for attempt := 0; attempt < 2 && len(missing) > 0; attempt++ {
 		var batches [][]string
-		for start := 0; start < len(missing); start += s.cfg.FetchBatch {
-			batches = append(batches, missing[start:min(start+s.cfg.FetchBatch, len(missing))])
+		for start := 0; start < len(missing); start += per {
+			batches = append(batches, missing[start:min(start+per, len(missing))])
 		}
 		errs := make([]error, len(batches))
 		sem := make(chan struct{}, slots)
@@ -336,6 +401,14 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return fmt.Errorf("%w: %d of %d", errMissingIDs, len(missing), len(ids))
 	}
 	return nil
+}
+
+// limits returns url's announced limits (zero when unknown).
+func (s *NegSyncer) limits(url string) relay.Limits {
+	if s.Limits == nil {
+		return relay.Limits{}
+	}
+	return s.Limits(url)
 }
 
 // syncSet is a mutex-guarded string set.

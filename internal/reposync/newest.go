@@ -16,7 +16,8 @@ import (
 // taken first (recursively, down to one second), the older half with what
 // budget is left. It reports how many ids were missing in f's range.
 func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
-	need, err := s.reconcileNeed(ctx, c, f)
+	res, _, err := s.reconcileNeed(ctx, c, f)
+	need := res.Need
 	if err != nil && len(need) == 0 {
 		return 0, err
 	}

@@ -21,6 +21,9 @@ var (
 	ErrEOSETimeout = errors.New("no EOSE before timeout")
 	// ErrSubscriptionClosed: the relay closed a historic REQ (CLOSED).
 	ErrSubscriptionClosed = errors.New("relay closed the subscription")
+	// ErrFilterIgnored: a REQ page held only events outside its filter
+	// (a relay ignoring until or since): paging cannot go past them.
+	ErrFilterIgnored = errors.New("relay returned only events outside the filter")
 	// ErrSaturatedSecond: more events share one created_at than the relay
 	// returns per REQ, even split by kind; REQ paging cannot get past them.
 	ErrSaturatedSecond = errors.New("too many events share one created_at for REQ paging")
@@ -51,6 +54,12 @@ type Pager struct {
 	// MaxLimit, when set, returns the relay's announced max_limit (NIP-11;
 	// 0 when unknown): pages are never asked bigger than that.
 	MaxLimit func(url string) int
+	// Truncation, when set, records relays caught returning fewer events
+	// than asked while holding more.
+	Truncation *Truncation
+	// Auth, when set, answers "auth-required:" CLOSEDs (NIP-42) so the REQ
+	// can be sent again.
+	Auth *ReadAuth
 
 	seq atomic.Uint64
 }
@@ -62,6 +71,9 @@ var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 163
 // Sync runs every filter to the end, one after another (slots is not used:
 // paging is sequential per filter, and filters of one batch are few).
 func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
+	if err := p.Auth.Failed(c); err != nil {
+		return err
+	}
 	var errs []error
 	for _, f := range fs {
 		if err := p.pageFilter(ctx, c, f, emit); err != nil {
@@ -86,16 +98,21 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		until = &u
 	}
 	boundary := map[string]struct{}{} // ids seen at created_at == *until
+	short, reported := 0, false       // the first page cut below pageSize
 	pageSize := p.pageSize(c.URL())
 	for {
 		pf := f
 		pf.Until = until
 		pf.Limit = pageSize
-		page, err := p.fetch(ctx, c, pf, emit)
+		page, outside, err := p.fetchPage(ctx, c, pf, emit)
 		if err != nil {
 			return err
 		}
 		if len(page) == 0 {
+			if outside > 0 {
+				// The relay should have gone past this boundary.
+				return errors.Join(append(saturated, fmt.Errorf("%w: %d events, none below created_at %v", ErrFilterIgnored, outside, until))...)
+			}
 			return errors.Join(saturated...)
 		}
 		minTS := pageBottom(page, pageSize)
@@ -104,6 +121,15 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 			if _, ok := boundary[ev.ID]; !ok {
 				newCount++
 			}
+		}
+		if newCount > 0 && short > 0 {
+			// The previous page was cut below its limit: the relay held
+			// more. Paging goes on regardless; this is for the operator.
+			p.Truncation.detected(c.URL(), TruncReq, fmt.Sprintf("a REQ with limit %d returned %d events while more were stored below them", pageSize, short))
+			short = 0
+		}
+		if len(page) < pageSize && !reported {
+			short, reported = len(page), true
 		}
 		if newCount == 0 {
 			// Only already-seen events at the boundary second came back.
@@ -208,27 +234,48 @@ func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, 
 // fetch runs one REQ to EOSE, emitting its events in dependency order
 // (announcements, then roots, then the rest, oldest first).
 func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, error) {
+	page, _, err := p.fetchPage(ctx, c, f, emit)
+	return page, err
+}
+
+// fetchPage is fetch that also counts the events dropped for not matching
+// f. A REQ closed with "auth-required:" is sent again once the connection
+// authenticated (NIP-42).
+func (p *Pager) fetchPage(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
+	page, outside, err := p.fetchOnce(ctx, c, f, emit)
+	if errors.Is(err, ErrAuthRequired) && p.Auth != nil {
+		if aerr := p.Auth.Ensure(ctx, c); aerr != nil {
+			return nil, 0, errors.Join(err, aerr)
+		}
+		page, outside, err = p.fetchOnce(ctx, c, f, emit)
+	}
+	return page, outside, err
+}
+
+func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
 	if p.WaitAllowed != nil {
 		if err := p.WaitAllowed(ctx); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	id := fmt.Sprintf("h%d", p.seq.Add(1))
 	sub, err := c.Subscribe(ctx, id, nostr.Filters{f})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer sub.Close()
 	timer := time.NewTimer(p.EOSETimeout)
 	defer timer.Stop()
 	var page []*nostr.Event
 	var sizes = map[*nostr.Event]int{}
+	raws := map[*nostr.Event][]byte{} // each event as it arrived, forwarded as is
 	seen := map[string]bool{}
 	progressed := false
+	outside := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-timer.C:
 			// The timeout is for a silent relay: it does not run while this
 			// subscription receives events, nor while the connection waits
@@ -238,13 +285,13 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 				timer.Reset(p.EOSETimeout)
 				continue
 			}
-			return nil, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
+			return nil, 0, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
 		case m, ok := <-sub.Messages():
 			if !ok {
 				if err := c.Err(); err != nil {
-					return nil, err
+					return nil, 0, err
 				}
-				return nil, ErrSubscriptionClosed
+				return nil, 0, ErrSubscriptionClosed
 			}
 			switch m.Type {
 			case relay.MsgEvent:
@@ -255,7 +302,11 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 				// limit is kept (they are real events; pageBottom keeps
 				// them from steering the paging); beyond that a relay is
 				// flooding, and the rest is dropped.
-				if !f.Matches(m.Event) || f.Limit > 0 && len(page) >= 2*f.Limit {
+				if !f.Matches(m.Event) {
+					outside++
+					continue
+				}
+				if f.Limit > 0 && len(page) >= 2*f.Limit {
 					continue
 				}
 				if seen[m.Event.ID] {
@@ -264,20 +315,24 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 				seen[m.Event.ID] = true
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
+				raws[m.Event] = m.Raw
 				progressed = true
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
 					p.OnClosed(m.Reason)
 				}
-				return nil, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
+				if relay.ReasonPrefix(m.Reason) == relay.ReasonAuthRequired {
+					return nil, 0, fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, ErrAuthRequired, m.Reason)
+				}
+				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
 			case relay.MsgEOSE:
 				sortForPublish(page)
 				for _, ev := range page {
-					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
-						return nil, err
+					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL(), Raw: raws[ev]}); err != nil {
+						return nil, 0, err
 					}
 				}
-				return page, nil
+				return page, outside, nil
 			}
 		}
 	}

@@ -28,6 +28,8 @@ func (e *Engine) refreshSnapshot() {
 			ReposConfirmed: len(r.Confirmed.Repos), RootsConfirmed: len(r.Confirmed.Roots),
 			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
+			Truncation: e.pager.Truncation.Describe(r.URL),
+			ReadAuth:   e.pager.Auth.Describe(r.URL),
 		}
 		if e.neg != nil {
 			rs.Negentropy = e.neg.Support(r.URL)
@@ -46,8 +48,10 @@ func (e *Engine) refreshSnapshot() {
 	sortRelays(s.Relays)
 	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
+	relays := e.snapshotRelays()
 	e.snapMu.Lock()
 	e.snap = s
+	e.relaySnap = relays
 	e.snapMu.Unlock()
 }
 

@@ -134,6 +134,11 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.ingest = in
+	if s.localRestored {
+		// The restored index is what the own relay holds: do not publish
+		// it again while the dedupe memory lasts (as after a fill).
+		local.EachID(in.MarkPresentID)
+	}
 
 	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
@@ -142,6 +147,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		RelayOptions: ropts,
 		Ingest:       in,
 		LocalIndex:   local,
+	}
+	if signer != nil {
+		deps.Sign = signer
 	}
 
 	if cfg.PurgatoryActive() {
@@ -152,10 +160,20 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			x.OutputCap = pc.GitOutputCap
 			git = x
 		}
+		// nostr:// clone URLs are resolved on the URL's relay hints and
+		// the bootstrap relays, dialled under the relay address policy.
+		nostrURLs := &purgatory.NostrResolver{
+			Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
+				return relays.Dial(ctx, url, ropts)
+			},
+			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
+			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: purgatory.DefaultNostrResolveTTL,
+		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
 			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
 			CheckCloneURL: pol.CheckCloneURL,
+			ResolveNostr:  nostrURLs.Resolve,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("purgatory: %w", err)
@@ -174,6 +192,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	s.engine = eng
+	s.restoreRelays()
 	if err := registerSidecarMetrics(d.Registry, s); err != nil {
 		return nil, err
 	}
@@ -321,6 +340,7 @@ func ingestConfig(cfg *config.Config) ingest.Config {
 	icfg.RelayRate = cfg.Limits.RelayEventRate
 	icfg.MaxEventBytes = cfg.Limits.MaxEventBytes
 	icfg.MaxEventTags = cfg.Limits.MaxEventTags
+	icfg.OwnHeldRecheck = cfg.Publisher.OwnPurgatoryRecheck
 	// The dedupe memory must be shorter than the full-resync interval, or
 	// a resync could never re-publish what the own relay lost.
 	icfg.SeenTTL = min(ingest.DefaultSeenTTL, cfg.Sync.FullResyncMin/2)
@@ -356,6 +376,10 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 
 // Engine exposes the sync engine (tests and the demo read its state).
 func (s *Sidecar) Engine() *reposync.Engine { return s.engine }
+
+// Purgatory exposes the purgatory, nil when it is off (the demo follows a
+// held event with it).
+func (s *Sidecar) Purgatory() *purgatory.Purgatory { return s.purg }
 
 // Run runs every component until ctx is cancelled, then shuts down in
 // order: stop syncing, flush the publisher within the grace period, stop
@@ -396,7 +420,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	start("progress", engCtx, s.runProgress)
 	if s.store != nil {
 		start("state", pubCtx, func(ctx context.Context) error {
-			return s.store.Run(ctx, statestore.Sources{Local: s.local, Purgatory: s.purg}, s.cfg.State.FlushInterval)
+			return s.store.Run(ctx, s.stateSources(), s.cfg.State.FlushInterval)
 		})
 	}
 
@@ -419,7 +443,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	stopPub()
 	wg.Wait()
 	if s.store != nil {
-		if err := s.store.Flush(statestore.Sources{Local: s.local, Purgatory: s.purg}); err != nil {
+		if err := s.store.Flush(s.stateSources()); err != nil {
 			s.log.Warn("final state store flush failed", zap.Error(err))
 		}
 		s.store.Close()

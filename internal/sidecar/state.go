@@ -76,3 +76,30 @@ func (s *Sidecar) stateStatus() status.State {
 // LocalIndex is the index of what the own relay holds (nil without
 // negentropy); tests read it.
 func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
+
+// stateSources are what the store saves.
+func (s *Sidecar) stateSources() statestore.Sources {
+	return statestore.Sources{
+		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates,
+		Confirmable: func() bool {
+			ps := s.pub.Stats()
+			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
+		},
+	}
+}
+
+// restoreRelays hands the engine the remote relays' persisted states.
+func (s *Sidecar) restoreRelays() {
+	if s.store == nil {
+		return
+	}
+	rs, err := s.store.LoadRelays()
+	if err != nil {
+		s.log.Warn("state store: cannot read the relays' states; they sync afresh", zap.Error(err))
+		return
+	}
+	if len(rs) > 0 {
+		s.engine.RestoreRelays(rs)
+		s.log.Info("relay states restored from the state store", zap.Int("relays", len(rs)))
+	}
+}

@@ -14,12 +14,18 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
 // Sources are the owners whose state the store saves; nil ones are skipped.
 type Sources struct {
 	Local     *localindex.Index
 	Purgatory *purgatory.Purgatory
+	// Relays returns the remote relays' states; they are saved only when
+	// Confirmable, asked after Relays, reports true (nothing received is
+	// still on its way to the own relay).
+	Relays      func() []reposync.PersistedRelay
+	Confirmable func() bool
 }
 
 // DefaultFlushInterval is the default interval between batched writes.
@@ -57,6 +63,7 @@ type writer struct {
 	flushes   uint64
 	lastFlush time.Time
 	events    int
+	relayGen  map[string]uint64
 }
 
 // LoadLocal replays the persisted local index into idx and enables its
@@ -196,6 +203,12 @@ func (s *Store) Flush(src Sources) error {
 			chunk, removed = src.Local.DrainJournal()
 		}
 	}
+	var relays []reposync.PersistedRelay
+	if src.Relays != nil && src.Confirmable != nil {
+		if rs := src.Relays(); rs != nil && src.Confirmable() {
+			relays = rs
+		}
+	}
 	var held []purgatory.Persisted
 	savePurg := false
 	if src.Purgatory != nil {
@@ -206,7 +219,7 @@ func (s *Store) Flush(src Sources) error {
 			w.purgGen = gen
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil {
 		w.flushes++
 		return nil
 	}
@@ -231,6 +244,13 @@ func (s *Store) Flush(src Sources) error {
 				return err
 			}
 			written += len(c)
+		}
+		if relays != nil {
+			n, err := s.putRelays(tx, relays)
+			if err != nil {
+				return err
+			}
+			written += n
 		}
 		if savePurg {
 			if err := resetBucket(tx, bucketPurgatory); err != nil {
@@ -258,6 +278,9 @@ func (s *Store) Flush(src Sources) error {
 	}
 	s.m.flushes.WithLabelValues("ok").Inc()
 	s.m.flushBytes.Add(float64(written))
+	if relays != nil {
+		s.relaysWritten(relays)
+	}
 	if snapshot != nil {
 		s.m.compactions.Inc()
 		w.chunks, w.removed = len(snapshot), 0

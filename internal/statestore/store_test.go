@@ -98,6 +98,10 @@ func TestRoundTrip(t *testing.T) {
 	}
 	x.Remove(evs[5].ID)
 	held := stateEvent(t)
+	// The repository is hosted: its owner's announcement was accepted.
+	ann := &nostr.Event{Kind: purgatory.KindAnnouncement, PubKey: held.PubKey, CreatedAt: 1, Tags: nostr.Tags{{"d", "repo"}}}
+	ann.ID = ann.GetID()
+	p.AddAnnouncement(ann)
 	if err := p.Add(held, false); err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,12 @@ type Relay struct {
 	Failures       int        `json:"failures"`
 	LastConnected  *time.Time `json:"last_connected,omitempty"`
 	LastError      string     `json:"last_error,omitempty"`
+	// Truncation says how the relay was caught returning fewer events than
+	// it holds (a NIP-77 set or REQ cut at a cap); the rest is paged.
+	Truncation string `json:"truncation,omitempty"`
+	// ReadAuth is the relay's NIP-42 state when it asked for AUTH before
+	// serving reads: "authenticated", "needs a key: …" or "AUTH failed: …".
+	ReadAuth string `json:"read_auth,omitempty"`
 }
 
 // Publisher summarises the publisher to the own relay.

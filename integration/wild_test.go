@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
+
+// Relays as they are (protocol-notes.md, "Relays in the wild"): each test
+// runs a fresh sidecar against one misbehaving harness relay and checks
+// that the own relay ends with every event the remote holds about the
+// hosted repository, and that the relay is never reported synced while
+// one is missing.
+
+// wildRepo seeds a repository with n issues (and a comment on every
+// fourth) on remote, the announcement hosted by own.
+func wildRepo(t *testing.T, own, remote *harness.Relay, d string, n int) []*nostr.Event {
+	t.Helper()
+	repo, evs := universeRepo(t, own, remote, d, n)
+	return append([]*nostr.Event{repo}, evs...)
+}
+
+// waitSyncedComplete waits until the sidecar reports remote "connected"
+// with nothing pending, and requires that by then the sidecar has received
+// from the remote at least as many events as the remote holds for the
+// repository directly (its issues): a relay
+// reported synced after a silently truncated sync fails here. Then every
+// event must reach the own relay (the ingest pipeline is asynchronous).
+func waitSyncedComplete(t *testing.T, sc *runningSidecar, own, remote *harness.Relay, evs []*nostr.Event) {
+	t.Helper()
+	var r status.Relay
+	testkit.WaitFor(t, syncTimeout, "relay synced", func() bool {
+		var ok bool
+		r, ok = relayStatus(sc, remote.URL())
+		return ok && r.State == "connected" && r.PendingBatches == 0
+	})
+	// Replies to issues are asked for once the issues reached the own
+	// relay and came back through the self-subscription, possibly after a
+	// first "connected"; the issues themselves are asked for at once.
+	issues := 0
+	for _, ev := range evs {
+		if ev.Kind == nip34.KindIssue {
+			issues++
+		}
+	}
+	if int(r.EventsReceived) < issues {
+		t.Fatalf("relay reported %q after receiving %d events; it holds %d issues", r.State, r.EventsReceived, issues)
+	}
+	waitHas(t, own, evs...)
+}
+
+// TestWildNegentropyCapped: khatru on its slicestore advertises NIP-77 but
+// answers every query, negentropy sessions included, with its 500 newest
+// events. The truncation is detected and the rest is fetched anyway.
+func TestWildNegentropyCapped(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "slicestore", Negentropy: true, NegCap: 500, SilentReqCap: 500})
+	evs := wildRepo(t, own, remote, "capped", scaled(1300, 700))
+	sc := startSidecar(t, fastConfig(own))
+	waitSyncedComplete(t, sc, own, remote, evs)
+	r, _ := relayStatus(sc, remote.URL())
+	if r.Truncation == "" {
+		t.Errorf("status shows no truncation for the capped relay: %+v", r)
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_truncation_detected_total", map[string]string{"relay": remote.URL(), "kind": "negentropy"}); v < 1 {
+		t.Errorf("metric = %v, want >= 1", v)
+	}
+}
+
+// TestWildLimitFallback: ngit-relay answers a REQ whose limit is above
+// 1000 with 250 events, silently. A pager asking for 2000 per page still
+// gets everything.
+func TestWildLimitFallback(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ngit-relay", DefaultLimit: 250, MaxHonouredLimit: 1000})
+	evs := wildRepo(t, own, remote, "fallback", scaled(1300, 700))
+	cfg := fastConfig(own)
+	cfg.Sync.PageSize = 2000
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	r, _ := relayStatus(sc, remote.URL())
+	if r.Truncation == "" {
+		t.Errorf("status shows no REQ cap for the relay: %+v", r)
+	}
+}
+
+// TestWildIgnoresLimit: a relay that ignores limit (and returns up to its
+// own silent cap of 300) is paged to the end.
+func TestWildIgnoresLimit(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ignorant", IgnoreLimit: true, SilentReqCap: 300})
+	evs := wildRepo(t, own, remote, "ignored", scaled(900, 500))
+	cfg := fastConfig(own)
+	cfg.Sync.PageSize = 100
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+}
+
+// TestWildReqBlocked: a relay answering every REQ with CLOSED "blocked:"
+// is reported with historic sync failures, never as synced.
+func TestWildReqBlocked(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "blocking"})
+	wildRepo(t, own, remote, "blocked", 20)
+	remote.SetFaults(harness.Faults{ReqClosed: "blocked: not on the allow list"})
+	sc := startSidecar(t, fastConfig(own))
+	testkit.WaitFor(t, syncTimeout, "the blocking relay reported with failures", func() bool {
+		r, ok := relayStatus(sc, remote.URL())
+		if ok && r.State == "connected" {
+			t.Fatalf("a relay refusing every REQ was reported synced: %+v", r)
+		}
+		return ok && r.State == "connected_historic_sync_failures"
+	})
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_historic_batches_total", map[string]string{"result": "failed"}); v < 1 {
+		t.Errorf("metric = %v, want >= 1", v)
+	}
+}
+
+// TestWildNegentropyNotice: strfry with negentropy switched off still
+// advertises NIP-77 and answers NEG-OPEN with a NOTICE. The relay is
+// remembered as unsupported and paged.
+func TestWildNegentropyNotice(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "strfry-neg-off", NegNotice: "negentropy disabled", ReqCap: 500})
+	evs := wildRepo(t, own, remote, "notice", scaled(700, 600))
+	sc := startSidecar(t, fastConfig(own))
+	waitSyncedComplete(t, sc, own, remote, evs)
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "unsupported" {
+		t.Fatalf("negentropy support %q, want unsupported", r.Negentropy)
+	}
+	if st := remote.Stats(); st.NegOpens == 0 || st.NegOpens >= st.Reqs {
+		t.Fatalf("%d NEG-OPENs for %d REQs: unsupported is not remembered", st.NegOpens, st.Reqs)
+	}
+}
+
+// TestWildNegentropySilent: a relay advertising NIP-77 that never answers
+// NEG-OPEN costs one initial timeout, not a hang.
+func TestWildNegentropySilent(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "silent", Negentropy: true, ReqCap: 500, Faults: harness.Faults{IgnoreNegentropy: true}})
+	evs := wildRepo(t, own, remote, "silent", 300)
+	cfg := fastConfig(own)
+	cfg.Negentropy.InitialTimeout = 500 * time.Millisecond
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "unsupported" {
+		t.Fatalf("negentropy support %q, want unsupported", r.Negentropy)
+	}
+}
+
+// TestWildAuthReads: a relay that answers REQ and NEG-OPEN with
+// "auth-required:" until the connection authenticated gets NIP-42 AUTH
+// with the configured key and the requests again.
+func TestWildAuthReads(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "auth-reads", AuthReads: true, Negentropy: true, ReqCap: 500})
+	evs := wildRepo(t, own, remote, "authed", 300)
+	cfg := fastConfig(own)
+	key, err := config.ParseSecretKey(harness.NewKey().Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth.Key = key
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	if r, _ := relayStatus(sc, remote.URL()); r.ReadAuth != "authenticated" {
+		t.Fatalf("read_auth %q, want authenticated", r.ReadAuth)
+	}
+	// live subscriptions were rebuilt after AUTH: a new issue arrives live
+	alice := harness.NewKey()
+	live := alice.Issue(harness.Address(evs[0]), "after auth")
+	mustPublish(t, remote, live)
+	waitHas(t, own, live)
+}
+
+// TestWildAuthReadsWithoutKey: without a key the relay is reported as
+// needing one — never synced — and not asked again and again.
+func TestWildAuthReadsWithoutKey(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "auth-reads", AuthReads: true, Negentropy: true})
+	wildRepo(t, own, remote, "nokey", 20)
+	sc := startSidecar(t, fastConfig(own))
+	var r status.Relay
+	testkit.WaitFor(t, syncTimeout, "the relay reported as needing a key", func() bool {
+		var ok bool
+		r, ok = relayStatus(sc, remote.URL())
+		if ok && r.State == "connected" {
+			t.Fatalf("a relay refusing every read was reported synced: %+v", r)
+		}
+		return ok && r.State == "connected_historic_sync_failures" && r.ReadAuth != ""
+	})
+	if r.ReadAuth != "needs a key: no secret key configured" {
+		t.Fatalf("read_auth %q", r.ReadAuth)
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_read_auth_total", map[string]string{"relay": remote.URL(), "result": "no_key"}); v != 1 {
+		t.Fatalf("no_key counted %v times, want once per connection", v)
+	}
+	before := remote.Stats()
+	time.Sleep(2 * time.Second) // several ticks: nothing may be retried
+	after := remote.Stats()
+	if after.Reqs != before.Reqs || after.NegOpens != before.NegOpens {
+		t.Fatalf("REQs %d→%d, NEG-OPENs %d→%d: the relay is asked again and again", before.Reqs, after.Reqs, before.NegOpens, after.NegOpens)
+	}
+}
+
+// TestWildMessageLimits: strfry's limits (131,072-byte messages, 200
+// filters per REQ) and a relay announcing 20,000-byte messages: every REQ,
+// NEG-OPEN and NEG-MSG is built to fit, so no connection is dropped for a
+// message too large and everything arrives.
+func TestWildMessageLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		max  int64
+	}{{"strfry", 131_072}, {"small", 20_000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := ownRelay(t)
+			remote := harness.Start(t, harness.RelayOptions{Name: tc.name, Negentropy: true, ReqCap: 500, MaxMessageSize: tc.max, MaxFilters: 200})
+			evs := wildRepo(t, own, remote, "limits-"+tc.name, scaled(900, 600))
+			sc := startSidecar(t, fastConfig(own))
+			waitSyncedComplete(t, sc, own, remote, evs)
+			if st := remote.Stats(); st.Connections != 1 {
+				t.Fatalf("%d connections: a message over %d bytes dropped one", st.Connections, tc.max)
+			}
+		})
+	}
+}
+
+// TestWildOwnRelayPurgatory: a GRASP own relay answers a PR with OK true
+// "purgatory: …" and does not serve it. The sidecar does not count it
+// present; when the relay discards it, it is published again; once the
+// relay serves it (git data arrived), a publish answers duplicate and the
+// sidecar counts it present.
+func TestWildOwnRelayPurgatory(t *testing.T) {
+	own := harness.Start(t, harness.RelayOptions{Name: "own-grasp", Policy: harness.GraspPolicy(),
+		HoldPurgatory: func(ev *nostr.Event) bool { return ev.Kind == nip34.KindPullRequest }})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "held", own, remote)
+	mustPublish(t, own, repo)
+	pr := alice.PR(harness.Address(repo), strings.Repeat("ab", 20))
+	issue := alice.Issue(harness.Address(repo), "served at once")
+	remote.Inject(repo, pr, issue)
+
+	cfg := fastConfig(own)
+	cfg.Publisher.OwnPurgatoryRecheck = 300 * time.Millisecond
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, issue)
+	testkit.WaitFor(t, syncTimeout, "the PR in the own relay's purgatory", func() bool { return slices.Contains(own.Held(), pr.ID) })
+	if own.Has(pr.ID) {
+		t.Fatal("the own relay serves a held PR")
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_events", nil); v != 1 {
+		t.Fatalf("own purgatory events = %v, want 1 (held, not present)", v)
+	}
+	// The relay discards it (no git data within 30 minutes): it comes back.
+	own.DiscardHeld()
+	testkit.WaitFor(t, syncTimeout, "the PR published again", func() bool { return slices.Contains(own.Held(), pr.ID) })
+	// Its git data arrives: the relay serves it (without telling live
+	// subscribers); the next publish answers duplicate.
+	own.ReleaseHeld()
+	testkit.WaitFor(t, syncTimeout, "the PR counted present", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_events", nil) == 0
+	})
+	if !own.Has(pr.ID) {
+		t.Fatal("the PR is not on the own relay")
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_republished_total", nil); v < 2 {
+		t.Fatalf("republished %v times, want at least 2 (after the discard and after the release)", v)
+	}
+}
+
+// TestWildCIEventsArriveThroughLayer2: CI events (NIP-C1) tag the
+// repository and are real volume on relay.ngit.dev; they arrive like any
+// other Layer 2 event, historic and live.
+func TestWildCIEventsArriveThroughLayer2(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ci", Negentropy: true})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "ci", own, remote)
+	mustPublish(t, own, repo)
+	old := alice.CIRun(harness.Address(repo), strings.Repeat("cd", 20), "success")
+	remote.Inject(repo, old)
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, old)
+	waitState(t, sc, remote.URL(), "connected")
+	live := alice.CIRun(harness.Address(repo), strings.Repeat("ef", 20), "failure")
+	mustPublish(t, remote, live)
+	waitHas(t, own, live)
+}
