@@ -152,6 +152,7 @@ type Purgatory struct {
 	DomainRequestsPerWindow int             `yaml:"domain_requests_per_window" help:"Git requests per clone domain per domain_window."`
 	DomainWindow            time.Duration   `yaml:"domain_window" help:"Window of the per-domain request limit."`
 	GitTimeout              time.Duration   `yaml:"git_timeout" help:"Timeout of one git command."`
+	FailureLogInterval      time.Duration   `yaml:"failure_log_interval" help:"Least time between two warnings about failed git fetches (or releases) of one identifier; the failures in between are counted in the next warning."`
 	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
 	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
 }
@@ -275,6 +276,7 @@ func Default() *Config {
 			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
 			DomainWindow:            purg.DomainWindow,
 			GitTimeout:              purg.GitCommandTimeout,
+			FailureLogInterval:      purg.FailureLogInterval,
 			CreateMissingRepos:      purg.CreateMissingRepos,
 			MaxEntries:              purg.MaxEntries,
 		},

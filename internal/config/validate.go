@@ -235,6 +235,7 @@ func (c *Config) Validate() error {
 	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
 	v.positive("purgatory.domain_window", g.DomainWindow)
 	v.positive("purgatory.git_timeout", g.GitTimeout)
+	v.positive("purgatory.failure_log_interval", g.FailureLogInterval)
 	v.positiveInt("purgatory.max_entries", g.MaxEntries)
 
 	n := c.Negentropy

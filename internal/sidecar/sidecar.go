@@ -366,6 +366,7 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 	pc.DomainRequestsPerWindow = cfg.Purgatory.DomainRequestsPerWindow
 	pc.DomainWindow = cfg.Purgatory.DomainWindow
 	pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
+	pc.FailureLogInterval = cfg.Purgatory.FailureLogInterval
 	pc.MaxEntries = cfg.Purgatory.MaxEntries
 	pc.HostAll = cfg.Sync.HostAll
 	// The policy's git guard checks every remote against --dial.allow
