@@ -204,6 +204,9 @@ type Engine struct {
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
+	// trustedOK are the trusted relays (normalized): their health stays
+	// tracked when the engine stops syncing them.
+	trustedOK map[string]bool
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
 	// restored are relay states of the previous run not yet applied;
@@ -283,6 +286,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		relays:      map[string]*remote{},
 		pending:     map[string][]*PendingBatch{},
 		bootstrapOK: map[string]bool{},
+		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
 	}
 	pager := &Pager{
@@ -348,6 +352,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
 	for _, url := range e.cfg.Trusted.Relays {
+		if norm, err := relay.NormalizeURL(url); err == nil {
+			url = norm // the health tracker's key, as for discovered relays
+		}
+		e.trustedOK[url] = true
+	}
+	for url := range e.trustedOK {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.runTrusted(ctx, url) }()
 	}

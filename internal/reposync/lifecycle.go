@@ -246,7 +246,9 @@ func (e *Engine) dropConnection(url string) {
 func (e *Engine) forget(url string) {
 	e.dropConnection(url)
 	delete(e.relays, url)
-	e.d.Health.Forget(url)
+	if !e.trustedOK[url] {
+		e.d.Health.Forget(url)
+	}
 	e.m.forgetRelay(url)
 	e.pager.Truncation.forget(url)
 	e.pager.Auth.forget(url)

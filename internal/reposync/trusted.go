@@ -54,10 +54,15 @@ func (e *Engine) runTrusted(ctx context.Context, url string) {
 	}
 	for {
 		wait := e.cfg.Trusted.Interval
-		if ok, w := e.d.Health.CanAttempt(url); !ok {
+		// Not ok with no wait: the sync engine holds a connection to the
+		// relay (an announcement lists it too); its health is the
+		// engine's to report, the cycle runs beside it.
+		ok, w := e.d.Health.CanAttempt(url)
+		shared := !ok && w <= 0
+		if !ok && !shared {
 			wait = max(w, e.cfg.Tick)
 		} else if e.neg.Support(url) != "unsupported" {
-			if err := e.trustedCycle(ctx, url, log); err != nil && ctx.Err() == nil {
+			if err := e.trustedCycle(ctx, url, shared, log); err != nil && ctx.Err() == nil {
 				log.Warn("trusted reconciliation failed", zap.Error(err))
 				if ok, w := e.d.Health.CanAttempt(url); !ok {
 					wait = min(max(w, e.cfg.Tick), wait)
@@ -97,7 +102,16 @@ func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
 	return append(fs, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...), true
 }
 
-func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) error {
+// trustedCycle runs one reconciliation on a connection of its own. Unless
+// shared (the engine is connected to the relay and reports its health), the
+// connection's outcome goes to the health tracker.
+func (e *Engine) trustedCycle(ctx context.Context, url string, shared bool, log *zap.Logger) error {
+	ht := e.d.Health
+	attempt, connected, failed, closed := ht.AttemptStarted, ht.Connected, ht.Failed, ht.Disconnected
+	if shared {
+		attempt, connected, closed = func(string) {}, func(string) {}, func(string) {}
+		failed = func(string, error) {}
+	}
 	fs, ok := e.trustedFilters(ctx)
 	if !ok {
 		return ctx.Err()
@@ -106,15 +120,15 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) 
 	if timeout <= 0 {
 		timeout = e.cfg.ConnectTimeout
 	}
-	e.d.Health.AttemptStarted(url)
+	attempt(url)
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	conn, err := e.d.Dial(dctx, url, e.remoteOptions(url))
 	cancel()
 	if err != nil {
-		e.d.Health.Failed(url, err)
+		failed(url, err)
 		return err
 	}
-	e.d.Health.Connected(url)
+	connected(url)
 	defer conn.Close()
 	recv := e.m.eventsReceived.WithLabelValues(url)
 	emit := func(ctx context.Context, in ingest.Incoming) error {
@@ -137,7 +151,7 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) 
 		}
 		if errors.Is(err, neg.ErrUnsupported) {
 			e.neg.setSupport(url, false)
-			e.d.Health.Disconnected(url)
+			closed(url)
 			return err
 		}
 		if err != nil {
@@ -145,10 +159,10 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) 
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		e.d.Health.Failed(url, err)
+		failed(url, err)
 		return err
 	}
-	e.d.Health.Disconnected(url)
+	closed(url)
 	log.Info("trusted reconciliation done", zap.Int("filters", len(fs)), zap.Int("missing", missing), zap.Duration("took", time.Since(start)))
 	return nil
 }
