@@ -154,6 +154,9 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
+		if c.opts.OnOK != nil {
+			c.opts.OnOK(env.EventID, env.OK, env.Reason)
+		}
 		c.mu.Lock()
 		list := c.oks[env.EventID]
 		delete(c.oks, env.EventID)
@@ -183,6 +186,9 @@ func (c *Conn) handle(data []byte) {
 		reason := env.Reason
 		if reason == "" {
 			reason = "unspecified"
+		}
+		if c.opts.OnNegErr != nil {
+			c.opts.OnNegErr(env.SubscriptionID, reason)
 		}
 		c.deliverNeg(env.SubscriptionID, NegReply{Err: reason})
 	}

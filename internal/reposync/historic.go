@@ -7,16 +7,54 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
 func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
+	e.queueJob(r, &job{batch: &PendingBatch{Items: items, Catchup: catchup}, filters: fs})
+}
+
+// queueJob registers j's batch as pending and queues the job.
+func (e *Engine) queueJob(r *remote, j *job) {
 	e.nextBatch++
-	b := &PendingBatch{ID: e.nextBatch, Items: items, Catchup: catchup}
-	e.pending[r.URL] = append(e.pending[r.URL], b)
+	j.batch.ID = e.nextBatch
+	e.pending[r.URL] = append(e.pending[r.URL], j.batch)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
-	r.jobs = append(r.jobs, &job{batch: b, filters: fs})
+	r.jobs = append(r.jobs, j)
 	e.startJobs(r)
+}
+
+// retryFailed queues the failed historic jobs of r whose backoff is over
+// (the tick calls it).
+func (e *Engine) retryFailed(r *remote, now time.Time) {
+	if len(r.failed) == 0 || !e.allowed(r) {
+		return
+	}
+	keep := r.failed[:0]
+	var due []*retryJob
+	for _, rj := range r.failed {
+		if now.Before(rj.at) {
+			keep = append(keep, rj)
+		} else {
+			due = append(due, rj)
+		}
+	}
+	r.failed = keep
+	for _, rj := range due {
+		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.failures))
+		e.queueJob(r, &job{batch: &PendingBatch{Items: rj.items, Catchup: true, retry: rj}, filters: rj.filters, pager: rj.pager})
+	}
+}
+
+// parkRetries keeps the retries of r's pending batches when its connection
+// ends (a quick reconnect runs them again; a fresh sync drops them).
+func (e *Engine) parkRetries(r *remote) {
+	for _, b := range e.pending[r.URL] {
+		if b.retry != nil {
+			r.failed = append(r.failed, b.retry)
+		}
+	}
 }
 
 // jobSlots is how many historic subscriptions may run beside the live ones.
@@ -38,7 +76,11 @@ func (e *Engine) startJobs(r *remote) {
 		go func() {
 			defer e.wg.Done()
 			asked := nostr.Filters(j.filters)
-			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+			hs := e.d.Historic
+			if j.pager {
+				hs = e.catchup
+			}
+			err := hs.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
@@ -51,7 +93,7 @@ func (e *Engine) startJobs(r *remote) {
 				if err != nil && e.requeueRateLimited(url, gen, j, started) {
 					return
 				}
-				e.onBatchDone(url, gen, j.batch, err)
+				e.onBatchDone(url, gen, j, err)
 			})
 		}()
 	}
@@ -80,12 +122,15 @@ func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time
 }
 
 // onBatchDone confirms a batch's items; when no batch is pending the
-// relay's historic sync is complete.
-func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error) {
+// relay's historic sync is complete. A failed batch is retried with
+// backoff (Config.HistoricRetry) until it succeeds; meanwhile the relay is
+// ConnectedHistoricSyncFailures.
+func (e *Engine) onBatchDone(url string, gen uint64, j *job, err error) {
 	r := e.relays[url]
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return
 	}
+	b := j.batch
 	r.running--
 	batches := e.pending[url]
 	for i, x := range batches {
@@ -96,15 +141,27 @@ func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error)
 	}
 	e.m.pendingBatches.WithLabelValues(url).Set(float64(len(e.pending[url])))
 	if err != nil {
-		r.HistoricFailed = true
+		rj := b.retry
+		if rj == nil {
+			rj = &retryJob{items: b.Items, filters: j.filters, pager: j.pager}
+		}
+		rj.failures++
+		wait := e.cfg.HistoricRetry.Delay(rj.failures, backoff.Rand())
+		rj.at = e.clock.Now().Add(wait)
+		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
 		e.m.historicBatches.WithLabelValues("failed").Inc()
-		e.log.Warn("historic sync batch failed", zap.String("relay", url), zap.Uint64("batch", b.ID), zap.Error(err))
+		e.log.Warn("historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
+			zap.Int("failures", rj.failures), zap.Duration("retry_in", wait), zap.Error(err))
 	} else {
 		e.m.historicBatches.WithLabelValues("ok").Inc()
+		if b.retry != nil {
+			e.log.Info("failed historic sync batch retried successfully", zap.String("relay", url),
+				zap.Int("failures", b.retry.failures))
+		}
 	}
 	// Items are confirmed even when the batch failed: their live
-	// subscriptions are open, and the full resync retries the history.
+	// subscriptions are open, and the retry fetches their history.
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
 	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
@@ -119,20 +176,34 @@ func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error)
 }
 
 // updateRelayState derives Syncing / Connected / ConnectedHistoricSyncFailures.
+// A relay is Syncing until its first historic sync completed; batches for
+// items discovered later (announcements still round-tripping through the
+// own relay) and retries of failed batches do not turn it back, so
+// "historic sync complete" is reported once per fresh sync.
 func (e *Engine) updateRelayState(r *remote) {
 	if !r.Status.IsUp() {
 		return
 	}
-	prev := r.Status
+	wasDone := r.HistoricDone
+	syncing, retrying := false, false
+	for _, b := range e.pending[r.URL] {
+		if b.retry != nil {
+			retrying = true
+		} else {
+			syncing = true
+		}
+	}
+	r.HistoricFailed = len(r.failed) > 0 || retrying
 	switch {
-	case len(e.pending[r.URL]) > 0:
+	case syncing && !r.HistoricDone:
 		r.Status = Syncing
 	case r.HistoricFailed:
 		r.Status = ConnectedHistoricSyncFailures
 	default:
 		r.Status = Connected
 	}
-	if prev == Syncing && r.Status != Syncing {
+	if !wasDone && r.Status != Syncing {
+		r.HistoricDone = true
 		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
 			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
 	}

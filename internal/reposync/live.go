@@ -165,7 +165,7 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	if _, ok := r.live[id]; !ok {
 		return
 	}
-	delete(r.live, id) // the health tracker heard the reason in onClosed
+	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
 		// NIP-42: rebuild once the connection authenticated; without a key
@@ -188,11 +188,12 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }
 
-// onClosed hears every CLOSED of a remote relay, live or historic, from
-// its reader before the subscription does, so that a rate limit starts the
-// cooldown before anyone retries.
-func (e *Engine) onClosed(url, reason string) {
-	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
+// onReason hears the reason of every CLOSED, NEG-ERR and refusing OK of a
+// remote relay from its reader before the subscription, session or
+// publisher does, so that a rate limit starts the cooldown before anyone
+// retries.
+func (e *Engine) onReason(url string, source health.MessageSource, reason string) {
+	if e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := e.clock.Now()
 		e.post(func() {
 			if r := e.relays[url]; r != nil {
