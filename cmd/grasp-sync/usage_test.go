@@ -137,7 +137,10 @@ func stripComments(s string) string {
 
 func TestConfigCommandRoundTrips(t *testing.T) {
 	h := newHarness(t)
-	if c := h.run("config", "--own-relay", "ws://127.0.0.1:1", "--purgatory.backoff", "1m,2h"); c != 0 {
+	// One setting of each kind away from its default.
+	if c := h.run("config", "--own-relay", "ws://127.0.0.1:1", "--purgatory.backoff", "1m,2h",
+		"--bootstrap-relay", "wss://a.example,wss://b.example", "--health.jitter", "0.35", "--sync.page-size", "321",
+		"--purgatory.create-missing-repos", "--git-dir", "/srv/git", "--health.backoff-base", "1500ms"); c != 0 {
 		t.Fatalf("exit %d: %s", c, h.stderr)
 	}
 	out := h.stdout.String()
@@ -149,6 +152,9 @@ func TestConfigCommandRoundTrips(t *testing.T) {
 		"own_relay: ws://127.0.0.1:1 # flag --own-relay\n",
 		"shutdown_grace: 10s # default\n",
 		"backoff: # flag --purgatory.backoff\n    - 1m\n    - 2h\n",
+		"jitter: 0.35 # flag --health.jitter\n",
+		"backoff_base: 1.5s # flag --health.backoff-base\n",
+		"create_missing_repos: true # flag --purgatory.create-missing-repos\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -186,6 +192,9 @@ func TestConfigCommandRoundTrips(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("configuration changed: %+v vs %+v", got, want)
+	}
+	if want.Sync.PageSize != 321 || len(want.BootstrapRelays) != 2 || want.GitDir != "/srv/git" {
+		t.Errorf("the flags did not reach the printed configuration: %+v", want)
 	}
 }
 
