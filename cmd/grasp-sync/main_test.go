@@ -186,7 +186,7 @@ func TestRunServesAndShutsDownOnSignal(t *testing.T) {
 	if strings.Contains(logs, key) || strings.Contains(logs, key[:16]) {
 		t.Error("the secret key appears in the logs")
 	}
-	if !strings.Contains(logs, `"Key":"[redacted]"`) {
+	if !strings.Contains(logs, `"auth":{"key":"[redacted]"`) {
 		t.Errorf("debug configuration log lacks the redacted key:\n%s", logs)
 	}
 	select {

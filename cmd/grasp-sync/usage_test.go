@@ -213,3 +213,29 @@ func TestConfigCommandRedactsKey(t *testing.T) {
 		t.Errorf("the key's source is not said:\n%s", out)
 	}
 }
+
+// The debug line with the configuration reads like `grasp-sync config`:
+// YAML keys and durations with units, not Go field names and nanoseconds.
+func TestRunLogsConfigurationWithUnits(t *testing.T) {
+	key := strings.Repeat("3", 64)
+	t.Setenv(config.EnvAuthKey, key)
+	h := newHarness(t)
+	h.engine.runErr = errors.New("stop here")
+	if c := h.run("--own-relay", "ws://x", "--listen", "127.0.0.1:0", "--log.level", "debug"); c != 1 {
+		t.Errorf("exit code %d", c)
+	}
+	var line string
+	for _, l := range strings.Split(h.stderr.String(), "\n") {
+		if strings.Contains(l, `"msg":"configuration"`) {
+			line = l
+		}
+	}
+	for _, want := range []string{`"shutdown_grace":"10s"`, `"backoff_base":"5s"`, `"own_relay":"ws://x"`, `"key":"[redacted]"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("configuration line lacks %s:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "10000000000") || strings.Contains(line, "ShutdownGrace") || strings.Contains(line, key) {
+		t.Errorf("configuration line in Go's terms or with the key:\n%s", line)
+	}
+}
