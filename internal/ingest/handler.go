@@ -83,8 +83,8 @@ type Config struct {
 
 // Defaults (DESIGN.md §4 and the limits of the configuration reference).
 const (
-	DefaultRelayQueue      = 10000
-	DefaultRelayQueueBytes = 32 << 20
+	DefaultRelayQueue      = 1000
+	DefaultRelayQueueBytes = 4 << 20
 	DefaultRelayRate       = 2000
 	DefaultMaxEventBytes   = 262144
 	DefaultMaxEventTags    = 2000
@@ -381,16 +381,6 @@ func (h *Handler) validate(in Incoming) (string, error) {
 	return "", nil
 }
 
-// checkSig verifies ev's signature, counting and logging a failure.
-func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
-	if verifySig(ev) {
-		return true
-	}
-	h.m.eventsInvalid.WithLabelValues("bad_signature").Inc()
-	h.log.Debug("dropped invalid event", zap.String("relay", relay), zap.String("id", ev.ID), zap.String("reason", "bad_signature"))
-	return false
-}
-
 func (h *Handler) process(ctx context.Context, in Incoming) {
 	if in.release != nil {
 		defer in.release()
@@ -446,21 +436,6 @@ func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 		return
 	}
 	h.submit(ctx, ev, nil)
-}
-
-// submit hands a deduplicated event to the publisher, as raw (the bytes it
-// arrived in) when set and the publisher takes them.
-func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
-	done := func(r publish.Result) { h.Settle(ev, r) }
-	var err error
-	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
-		err = rp.SubmitRaw(ctx, ev, raw, done)
-	} else {
-		err = h.pub.Submit(ctx, ev, done)
-	}
-	if err != nil {
-		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
-	}
 }
 
 // hold hands ev to the purgatory.

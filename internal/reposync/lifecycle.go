@@ -179,7 +179,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		items.Repos.addAll(r.Confirmed.Repos)
 		items.Roots.addAll(r.Confirmed.Roots)
 		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
-		e.queueJob(r, &job{batch: &PendingBatch{Items: items, Catchup: true}, filters: fs, pager: true})
+		e.queueJob(r, &PendingBatch{Items: items, Catchup: true}, fs, true)
 		r.baseline = e.filtersOpen(r)
 	}
 	e.recomputeRelay(r.URL)
