@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/common v0.55.0
 	github.com/tidwall/gjson v1.18.0
 	github.com/urfave/cli/v2 v2.27.5
+	go.etcd.io/bbolt v1.4.3
 	go.uber.org/zap v1.27.0
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -159,11 +159,11 @@ func (k pgKey) sign(t testing.TB, kind int, createdAt nostr.Timestamp, tags nost
 	return ev
 }
 
+// pgAnnouncement announces k's repository d on the service startPurgatory
+// configures (own.example, GRASP-01: in clone and relays) and on clone.
 func pgAnnouncement(t testing.TB, k pgKey, d string, clone []string, maintainers ...string) *nostr.Event {
-	tags := nostr.Tags{{"d", d}, {"name", d}}
-	if len(clone) > 0 {
-		tags = append(tags, append(nostr.Tag{"clone"}, clone...))
-	}
+	tags := nostr.Tags{{"d", d}, {"name", d}, {"relays", "wss://own.example"}}
+	tags = append(tags, append(nostr.Tag{"clone", "https://own.example/" + k.rel(t, d)}, clone...))
 	if len(maintainers) > 0 {
 		tags = append(tags, append(nostr.Tag{"maintainers"}, maintainers...))
 	}

@@ -66,11 +66,16 @@ type runningSidecar struct {
 	Registry *prometheus.Registry
 	cancel   context.CancelFunc
 	done     chan error
+	stopped  bool
 }
 
-// Stop shuts the sidecar down and waits for it.
+// Stop shuts the sidecar down and waits for it; a second Stop does nothing.
 func (s *runningSidecar) Stop(t *testing.T) {
 	t.Helper()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
 	s.cancel()
 	select {
 	case err := <-s.done:
@@ -85,21 +90,26 @@ func (s *runningSidecar) Stop(t *testing.T) {
 // startSidecar runs a sidecar with cfg until the test ends.
 func startSidecar(t *testing.T, cfg *config.Config) *runningSidecar {
 	t.Helper()
+	return startSidecarDeps(t, cfg, sidecar.Deps{})
+}
+
+// startSidecarDeps is startSidecar with collaborators of the test's (a
+// logger, a git runner); the registry and version are always the test's.
+func startSidecarDeps(t *testing.T, cfg *config.Config, d sidecar.Deps) *runningSidecar {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	sc, err := sidecar.New(cfg, sidecar.Deps{Log: log, Registry: reg, Version: "test"})
+	if d.Log == nil {
+		d.Log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	d.Registry, d.Version = reg, "test"
+	sc, err := sidecar.New(cfg, d)
 	if err != nil {
 		t.Fatalf("sidecar.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rs := &runningSidecar{Sidecar: sc, Registry: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { rs.done <- sc.Run(ctx) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			rs.Stop(t)
-		}
-	})
+	t.Cleanup(func() { rs.Stop(t) })
 	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	return rs
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,28 +17,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 )
-
-// recordingGit runs git and records every command line.
-type recordingGit struct {
-	gitx.Runner
-	mu   sync.Mutex
-	args [][]string
-}
-
-var _ gitx.Runner = (*recordingGit)(nil)
-
-func (g *recordingGit) Run(ctx context.Context, c gitx.Cmd) (gitx.Result, error) {
-	g.mu.Lock()
-	g.args = append(g.args, append([]string(nil), c.Args...))
-	g.mu.Unlock()
-	return g.Runner.Run(ctx, c)
-}
-
-func (g *recordingGit) commandLines() [][]string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([][]string(nil), g.args...)
-}
 
 // TestPurgatoryPRFromNostrFork: a PR whose only clone URL is
 // nostr://<npub>/<relay-hint>/<identifier>, naming the contributor's fork,
@@ -59,7 +36,7 @@ func TestPurgatoryPRFromNostrFork(t *testing.T) {
 	tip := mustCommit(t, forkRepo, "feature", "work in the fork")
 	hint.Inject(pgAnnouncement(t, contributor, forkD, []string{forkSrv.CloneURL(contributor.rel(t, forkD))}))
 
-	git := &recordingGit{Runner: gitx.NewExec(20 * time.Second)}
+	git := &recordingGit{inner: gitx.NewExec(20 * time.Second)}
 	ropts := sidecar.RelayOptions(config.Default())
 	resolver := &purgatory.NostrResolver{
 		Dial:    func(ctx context.Context, u string) (*relay.Conn, error) { return relay.Dial(ctx, u, ropts) },

@@ -24,6 +24,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
 )
 
 // Config is the whole configuration of a grasp-sync process.
@@ -34,7 +35,7 @@ import (
 // the flag name upper-cased with '.' and '-' replaced by '_').
 type Config struct {
 	OwnRelay        string        `yaml:"own_relay" help:"WebSocket URL (ws:// or wss://) of the operator's own relay. Required."`
-	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected and asked about every tracked repository (ws:// or wss://)."`
+	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected for discovery: asked for every announcement and state (layer 1); for a repository's other events only when it lists them, or with sync.bootstrap_all_layers (ws:// or wss://)."`
 	TrustedRelays   []string      `yaml:"trusted_relays" flag:"trusted-relay" help:"Archive relays reconciled periodically with NIP-77 over the trusted lookback window (ws:// or wss://)."`
 	GitDir          string        `yaml:"git_dir" help:"Shared git directory of the GRASP service (<git_dir>/<npub>/<identifier>.git). Empty disables purgatory: state and PR events are published as they come."`
 	ServiceDomain   string        `yaml:"service_domain" help:"HOST[:PORT] this GRASP service is reached at; clone and relay URLs on this host are ours and are never fetched from."`
@@ -53,6 +54,13 @@ type Config struct {
 	Trusted    Trusted    `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
 	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
 	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
+	State      State      `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+}
+
+// State configures the persistent sync state.
+type State struct {
+	Dir           string        `yaml:"dir" flag:"state-dir" help:"Directory of the sync state store (one bbolt file: the local index, purgatory's held events). Empty: memory only, every restart reads the own relay again and held events are lost. Give each own relay its own directory."`
+	FlushInterval time.Duration `yaml:"flush_interval" help:"Interval between batched writes of the sync state (what changed since the last one, in one transaction)."`
 }
 
 // Log configures logging.
@@ -88,7 +96,8 @@ type Relay struct {
 // Sync configures GRASP-02 proactive sync.
 type Sync struct {
 	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
-	BatchWindow            time.Duration `yaml:"batch_window" help:"Self-subscriber batch window; the timer starts at the first event and is not reset."`
+	BatchWindow            time.Duration `yaml:"batch_window" help:"Longest a self-subscriber batch collects events; the timer starts at the first event and is not reset."`
+	BatchQuiet             time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
 	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync."`
 	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
 	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
@@ -100,6 +109,8 @@ type Sync struct {
 	PageSize               int           `yaml:"page_size" help:"Limit of one REQ page in historic sync without negentropy (strfry caps at 500)."`
 	EOSETimeout            time.Duration `yaml:"eose_timeout" help:"How long to wait for EOSE of a historic REQ before treating it as failed."`
 	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures. 0 means automatic (GOMAXPROCS); this is the only setting where 0 means automatic."`
+	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
+	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
 }
 
 // Health configures per-relay health tracking.
@@ -215,6 +226,7 @@ func Default() *Config {
 		Sync: Sync{
 			SelfKinds:              slices.Clone(sync.SelfKinds),
 			BatchWindow:            sync.BatchWindow,
+			BatchQuiet:             sync.BatchQuiet,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,
@@ -291,6 +303,7 @@ func Default() *Config {
 			RelayQueue:               in.RelayQueue,
 			RelayQueueBytes:          in.RelayQueueBytes,
 		},
+		State: State{FlushInterval: statestore.DefaultFlushInterval},
 	}
 }
 

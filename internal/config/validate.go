@@ -124,6 +124,7 @@ func (c *Config) Validate() error {
 		v.fail("listen", "must have a numeric port", c.Listen)
 	}
 	v.positive("shutdown_grace", c.ShutdownGrace)
+	v.positive("state.flush_interval", c.State.FlushInterval)
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -170,6 +171,7 @@ func (c *Config) Validate() error {
 	v.positive("sync.batch_window", s.BatchWindow)
 	v.positive("sync.quick_reconnect_window", s.QuickReconnectWindow)
 	v.nonNegative("sync.since_buffer", s.SinceBuffer)
+	v.nonNegative("sync.batch_quiet", s.BatchQuiet)
 	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)

@@ -53,6 +53,11 @@ type Faults struct {
 	// for this long: a slow relay. Live events and the fault answers above
 	// are not delayed.
 	Delay time.Duration
+	// Latency is a one-way network delay on connections opened while it
+	// is set: every message in either direction arrives this long after
+	// it was sent, in order and without limiting throughput (a relay
+	// Latency away: a round trip takes 2×Latency).
+	Latency time.Duration
 }
 
 // Msg.Type of the connection lifecycle entries in the Received log.
@@ -123,6 +128,10 @@ type proxyConn struct {
 	cancel   context.CancelFunc
 	killOnce sync.Once
 
+	// down carries messages to the client across a delayed link (nil
+	// without Faults.Latency).
+	down chan timedFrame
+
 	// used by pumpUp only
 	negSessions map[string]*negSession
 	challenge   string
@@ -149,34 +158,10 @@ func (c *proxyConn) kill() {
 	})
 }
 
-// send writes a message to the client, records it and applies DropAfterSend.
-func (c *proxyConn) send(ctx context.Context, typ websocket.MessageType, data []byte, label, sub string) bool {
-	// record first, so a client that reacts to the message sees it counted
-	n := c.r.obs.sent(c, label, sub, data)
-	if err := c.client.Write(ctx, typ, data); err != nil {
-		return false
-	}
-	if f := c.r.Faults(); f.DropAfterSend > 0 && n >= f.DropAfterSend {
-		c.kill()
-		return false
-	}
-	return true
-}
-
-func (c *proxyConn) sendJSON(ctx context.Context, v []any) {
-	data, _ := json.Marshal(v)
-	label, _ := v[0].(string)
-	sub, _ := v[1].(string)
-	if label == "AUTH" {
-		sub = ""
-	}
-	c.send(ctx, websocket.MessageText, data, label, sub)
-}
-
 // pumpUp forwards client messages to khatru, applying faults.
-func (c *proxyConn) pumpUp(ctx context.Context) {
+func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (websocket.MessageType, []byte, error)) {
 	for {
-		typ, data, err := c.client.Read(ctx)
+		typ, data, err := read(ctx)
 		if err != nil {
 			return
 		}

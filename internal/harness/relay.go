@@ -520,12 +520,16 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 		r.obs.disconnect(c)
 	}()
 
+	read := c.client.Read
+	if d := r.Faults().Latency; d > 0 {
+		read = c.startLatency(cctx, d)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.pumpDown(cctx)
 	}()
-	c.pumpUp(cctx)
+	c.pumpUp(cctx, read)
 	c.kill()
 	<-done
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -18,6 +19,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
 
 // Publisher sends events to the own relay (*publish.Publisher).
@@ -29,8 +31,15 @@ type Publisher interface {
 	Publish(ctx context.Context, ev *nostr.Event) (publish.Result, error)
 }
 
+// RawPublisher is a Publisher that can send an event as the bytes it
+// arrived in (*publish.Publisher).
+type RawPublisher interface {
+	SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, done func(publish.Result)) error
+}
+
 // Purgatory holds events that need git data (*purgatory.Purgatory): they
-// go there instead of straight to the publisher.
+// go there instead of straight to the publisher. Add refuses events of
+// repositories not hosted here with purgatory.ErrNotHosted.
 type Purgatory interface {
 	Needs(ev *nostr.Event) bool
 	Add(ev *nostr.Event, onOwnRelay bool) error
@@ -121,6 +130,10 @@ type Incoming struct {
 	// Size of the frame it came in (0 if unknown).
 	Size  int
 	Relay string
+	// Raw is the event's JSON as it arrived (relay.SubMsg.Raw), forwarded
+	// to the own relay as is when the publisher takes it (RawPublisher);
+	// nil: Event is encoded.
+	Raw []byte
 
 	release func() // frees the relay's queue slot once processed
 }
@@ -137,6 +150,7 @@ type Handler struct {
 	purg     Purgatory
 	rejected *RejectedIndex
 	seen     *seenSet
+	flying   *flights
 	present  Present
 	limits   *relayLimits
 	held     *ownHeld
@@ -144,6 +158,7 @@ type Handler struct {
 
 	in      chan Incoming
 	retries chan *nostr.Event
+	pending atomic.Int64 // see Pending
 	wg      sync.WaitGroup
 }
 
@@ -182,6 +197,7 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		held:     newOwnHeld(cfg.SeenMax),
 		now:      d.Now,
 		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
+		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),
 		retries:  make(chan *nostr.Event, cfg.QueueLen),
 	}, nil
@@ -228,6 +244,7 @@ func (h *Handler) Run(ctx context.Context) error {
 					return
 				case in := <-h.in:
 					h.process(ctx, in)
+					h.pending.Add(-1)
 				case ev := <-h.retries:
 					h.route(ctx, ev)
 				}
@@ -257,14 +274,22 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 		return err
 	}
 	in.release = release
+	h.pending.Add(1)
 	select {
 	case h.in <- in:
 		return nil
 	case <-ctx.Done():
+		h.pending.Add(-1)
 		release()
 		return ctx.Err()
 	}
 }
+
+// Pending is the number of events handed to Handle whose processing has
+// not finished (queued or being validated and routed). Zero, with the
+// publisher empty, means everything received so far is published, held
+// or dropped for a reason.
+func (h *Handler) Pending() int { return int(h.pending.Load()) }
 
 // OnOwnRelay records an event the own relay holds (seen through the
 // self-subscription): it will not be published again, and the purgatory
@@ -283,6 +308,11 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
+	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
+		// Before the retries below: they ask the purgatory whether the
+		// repository is hosted.
+		h.purg.AddAnnouncement(ev)
+	}
 	if !ours {
 		// Someone else put it there (our own publishes settled this on
 		// their OK): events the own relay refused for want of it may be
@@ -293,12 +323,23 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 		return
 	}
 	switch ev.Kind {
-	case nip34.KindRepoAnnouncement:
-		h.purg.AddAnnouncement(ev)
 	case nip34.KindRepoState, nip34.KindPullRequest, nip34.KindPRUpdate:
 		if !ours {
 			h.hold(ev, true)
 		}
+	}
+}
+
+// MarkPresentID records that the event with this binary id is on the own
+// relay (a LocalIndex restored from the state store): like MarkPresent, it
+// is not published again while the dedupe memory lasts.
+func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
+
+// ForgetPresent undoes MarkPresent for an event the own relay turned out
+// to lack (removed while the sidecar was down): it may be published again.
+func (h *Handler) ForgetPresent(id string) {
+	if b, ok := decodeID(id); ok {
+		h.seen.Forget(b)
 	}
 }
 
@@ -328,20 +369,26 @@ func (h *Handler) bounds(in Incoming) (string, error) {
 	return "", nil
 }
 
-// validate checks bounds, id and signature. Its error names the reason.
+// validate checks bounds and the id hash (the signature is the own
+// relay's to check, or checkSig's). Its error names the reason.
 func (h *Handler) validate(in Incoming) (string, error) {
-	ev := in.Event
 	if reason, err := h.bounds(in); err != nil {
 		return reason, err
 	}
-	if !ev.CheckID() {
+	if !in.Event.CheckID() {
 		return "bad_id", fmt.Errorf("id does not match content")
 	}
-	ok, err := ev.CheckSignature()
-	if err != nil || !ok {
-		return "bad_signature", fmt.Errorf("signature does not verify")
-	}
 	return "", nil
+}
+
+// checkSig verifies ev's signature, counting and logging a failure.
+func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
+	if verifySig(ev) {
+		return true
+	}
+	h.m.eventsInvalid.WithLabelValues("bad_signature").Inc()
+	h.log.Debug("dropped invalid event", zap.String("relay", relay), zap.String("id", ev.ID), zap.String("reason", "bad_signature"))
+	return false
 }
 
 func (h *Handler) process(ctx context.Context, in Incoming) {
@@ -351,43 +398,93 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	if in.Event == nil {
 		return
 	}
-	id, ok := decodeID(in.Event.ID)
+	ev := in.Event
+	id, ok := decodeID(ev.ID)
 	if !ok {
 		h.m.eventsInvalid.WithLabelValues("bad_id").Inc()
 		return
 	}
-	// Cheap check first: most events arrive from several relays. Only a
-	// verified event is ever marked, so a forged copy cannot shadow it.
-	if h.seen.Has(id) {
+	// Cheap check first: most events arrive from several relays.
+	if h.flying.duplicate(h.seen, id, ev.Sig) {
 		return
 	}
 	if reason, err := h.validate(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
-		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
+		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", ev.ID), zap.Error(err))
 		return
 	}
-	if !h.seen.Mark(id) {
+	if h.purg != nil && h.purg.Needs(ev) {
+		// The purgatory acts on it alone (git fetches, holding it for
+		// hours): verified before it is marked, so a forged copy never
+		// shadows the real one.
+		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
+			return
+		}
+		h.hold(ev, false)
 		return
 	}
-	h.route(ctx, in.Event)
+	switch h.flying.claim(h.seen, id, ev.Sig) {
+	case claimDrop:
+		return
+	case claimVerify:
+		// A second, different copy of an id in flight: one of the two is
+		// forged. Verified, it waits for the first copy's outcome and is
+		// sent if that is refused, so a forged first copy cannot keep the
+		// real event out.
+		if !h.checkSig(ev, in.Relay) || !h.flying.claimVerified(h.seen, id, ev) {
+			return
+		}
+	}
+	h.submit(ctx, ev, in.Raw)
 }
 
-// route sends a verified, deduplicated event on.
+// route sends a verified, deduplicated event on (a retry from the
+// RejectedIndex's hot cache).
 func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 	if h.purg != nil && h.purg.Needs(ev) {
 		h.hold(ev, false)
 		return
 	}
-	if err := h.pub.Submit(ctx, ev, func(r publish.Result) { h.Settle(ev, r) }); err != nil {
+	h.submit(ctx, ev, nil)
+}
+
+// submit hands a deduplicated event to the publisher, as raw (the bytes it
+// arrived in) when set and the publisher takes them.
+func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
+	done := func(r publish.Result) { h.Settle(ev, r) }
+	var err error
+	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
+		err = rp.SubmitRaw(ctx, ev, raw, done)
+	} else {
+		err = h.pub.Submit(ctx, ev, done)
+	}
+	if err != nil {
 		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
 	}
 }
 
 // hold hands ev to the purgatory.
 func (h *Handler) hold(ev *nostr.Event, onOwnRelay bool) {
-	if err := h.purg.Add(ev, onOwnRelay); err != nil {
-		h.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
+	err := h.purg.Add(ev, onOwnRelay)
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, purgatory.ErrNotHosted):
+		// Not a repository this service hosts (or not yet: its
+		// announcement may still be on its way). It costs no git command
+		// and no publish: it waits in the RejectedIndex like an event the
+		// own relay refused, and comes back when an announcement of its
+		// repository is accepted.
+		if h.rejected.Add(ev) {
+			h.retry(ev) // an announcement was accepted meanwhile
+		}
+	case errors.Is(err, purgatory.ErrFull):
+		// Not lost: the next sync fetches it again.
+		if id, ok := decodeID(ev.ID); ok {
+			h.seen.Forget(id)
+		}
 	}
+	h.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
 }
 
 // Publish sends an event the purgatory released to the own relay, waits
@@ -416,6 +513,35 @@ func reason(r publish.Result) string {
 // Settle applies a publish result: bookkeeping, metrics, and retries of
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
+	id, idOK := decodeID(ev.ID)
+	var verified bool
+	var alt *nostr.Event
+	if idOK {
+		verified, alt = h.flying.settle(id, ev.Sig, r.Present())
+	}
+	if r.Outcome == publish.Rejected && (refusedInvalid(r) || (!verified && !verifySig(ev))) {
+		// Not a valid event (the own relay's judgement, or ours before it
+		// could enter the RejectedIndex): dropped, and its id forgotten
+		// so that an honest copy can still come — or the verified copy
+		// that waited is sent now.
+		h.m.eventsInvalid.WithLabelValues(invalidLabel(ev, r)).Inc()
+		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
+		if alt != nil {
+			if !h.retry(alt) {
+				h.flying.abandon(id)
+			}
+			return
+		}
+		if idOK {
+			h.seen.Forget(id)
+		}
+		return
+	}
+	if alt != nil {
+		// Refused for another reason although valid: the other copy
+		// would be too (the id fixes the content).
+		h.flying.abandon(id)
+	}
 	switch r.Outcome {
 	case publish.Held:
 		// Accepted into the own relay's GRASP purgatory: not present
@@ -446,7 +572,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		}
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
 	case publish.Dropped:
-		if id, ok := decodeID(ev.ID); ok {
+		if idOK {
 			h.seen.Forget(id)
 		}
 	}
@@ -475,13 +601,16 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 
 // retry queues a previously rejected event for another publish. It never
 // blocks (Settle runs on the publisher's goroutine); when the retry queue is
-// full the event is forgotten instead, so the next sync fetches it again.
-func (h *Handler) retry(ev *nostr.Event) {
+// full the event is forgotten instead, so the next sync fetches it again,
+// and retry returns false.
+func (h *Handler) retry(ev *nostr.Event) bool {
 	select {
 	case h.retries <- ev:
+		return true
 	default:
 		if id, ok := decodeID(ev.ID); ok {
 			h.seen.Forget(id)
 		}
+		return false
 	}
 }

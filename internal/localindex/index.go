@@ -112,6 +112,8 @@ type Index struct {
 	// truncated holds the slots whose tags were cut (they match any tag).
 	postings  map[uint32][]uint32
 	truncated map[uint32]struct{}
+	// jr, when set, records what changed since the last DrainJournal.
+	jr *journal
 
 	events  prometheus.Gauge
 	full    prometheus.Gauge
@@ -220,7 +222,12 @@ func (x *Index) Add(ev *nostr.Event) error {
 		x.tags = append(x.tags, ref)
 	}
 	e.tagN = uint16(len(x.tags) - start)
+	x.insertEntry(e)
+	return nil
+}
 
+// insertEntry stores e, whose tags are already at the end of the arena.
+func (x *Index) insertEntry(e entry) {
 	var slot uint32
 	if n := len(x.free); n > 0 {
 		slot = x.free[n-1]
@@ -239,7 +246,9 @@ func (x *Index) Add(ev *nostr.Event) error {
 	}
 	x.live++
 	x.events.Set(float64(x.live))
-	return nil
+	if x.jr != nil {
+		x.jr.added = append(x.jr.added, slot)
+	}
 }
 
 // unpost removes slot from ref's posting list.
@@ -292,11 +301,18 @@ func (x *Index) Remove(id string) bool {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	slot, ok := x.ids.find(&k)
+	return x.removeLocked(&k)
+}
+
+func (x *Index) removeLocked(k *[32]byte) bool {
+	slot, ok := x.ids.find(k)
 	if !ok {
 		return false
 	}
-	x.ids.remove(&k)
+	x.ids.remove(k)
+	if x.jr != nil {
+		x.jr.removed = append(x.jr.removed, *k)
+	}
 	e := &x.entries[slot]
 	x.authors.release(e.author)
 	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {

@@ -67,3 +67,27 @@ func TestReferences(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+func TestListsService(t *testing.T) {
+	ann := func(tags ...nostr.Tag) *nostr.Event {
+		return &nostr.Event{Kind: KindRepoAnnouncement, Tags: append(nostr.Tags{{"d", "r"}}, tags...)}
+	}
+	for _, c := range []struct {
+		name   string
+		ev     *nostr.Event
+		domain string
+		want   bool
+	}{
+		{"both", ann(nostr.Tag{"clone", "https://other.org/x.git", "https://Git.Example.com/npub1x/r.git"}, nostr.Tag{"relays", "wss://relay.damus.io", "wss://git.example.com"}), "git.example.com", true},
+		{"default ports", ann(nostr.Tag{"clone", "https://git.example.com:443/npub1x/r.git"}, nostr.Tag{"relays", "ws://git.example.com:80"}), "git.example.com", true},
+		{"explicit port", ann(nostr.Tag{"clone", "http://127.0.0.1:7000/npub1x/r.git"}, nostr.Tag{"relays", "ws://127.0.0.1:7000"}), "127.0.0.1:7000", true},
+		{"clone only", ann(nostr.Tag{"clone", "https://git.example.com/npub1x/r.git"}, nostr.Tag{"relays", "wss://relay.damus.io"}), "git.example.com", false},
+		{"relays only", ann(nostr.Tag{"clone", "https://github.com/x/r.git"}, nostr.Tag{"relays", "wss://git.example.com"}), "git.example.com", false},
+		{"other port", ann(nostr.Tag{"clone", "http://127.0.0.1:7001/npub1x/r.git"}, nostr.Tag{"relays", "ws://127.0.0.1:7001"}), "127.0.0.1:7000", false},
+		{"no domain", ann(nostr.Tag{"clone", "https://git.example.com/npub1x/r.git"}, nostr.Tag{"relays", "wss://git.example.com"}), "", false},
+	} {
+		if got := ListsService(c.ev, c.domain); got != c.want {
+			t.Errorf("%s: ListsService = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

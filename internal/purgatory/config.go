@@ -21,6 +21,10 @@ type Config struct {
 	// OwnDomain is host[:port] of this GRASP service. Clone URLs on it are
 	// never used as fetch sources (and so never throttled).
 	OwnDomain string
+	// HostAll holds events of every repository whose announcement the own
+	// relay accepted, also those not listing OwnDomain (an archive of
+	// everything). Default false: GRASP-01's rule applies.
+	HostAll bool
 	// CreateMissingRepos creates a missing bare repository for an accepted
 	// announcement when its identifier needs git data. Default false.
 	CreateMissingRepos bool

@@ -2,6 +2,7 @@ package purgatory
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,9 +26,18 @@ type entry struct {
 	// PR / PR update
 	owners    []string // owner pubkeys from the a tags with this identifier
 	cloneURLs []string
+	// addrs are every repository the a tags name, in tag order; Add
+	// holds the PR under the first one that is hosted.
+	addrs []repoAddr
 }
 
+// repoAddr is one repository an `a` tag names.
+type repoAddr struct{ owner, d string }
+
 type announcement struct {
+	// hosted: the announcement lists the service (GRASP-01), or
+	// Config.HostAll is set.
+	hosted      bool
 	pubkey      string
 	createdAt   nostr.Timestamp
 	id          string
@@ -112,19 +122,15 @@ func parseEntry(ev *nostr.Event, maxURLs int) (*entry, error) {
 				if !ok || !gitx.ValidPubKey(owner) || gitx.ValidateIdentifier(d) != nil {
 					continue
 				}
-				if e.identifier == "" {
-					e.identifier = d
-				}
-				if d == e.identifier {
-					e.owners = append(e.owners, owner)
-				}
+				e.addrs = append(e.addrs, repoAddr{owner, d})
 			case "clone":
 				e.cloneURLs = append(e.cloneURLs, tag[1:]...)
 			}
 		}
-		if e.identifier == "" {
+		if len(e.addrs) == 0 {
 			return nil, bad("no repository a tag")
 		}
+		e.pick(e.addrs[0].d)
 		if len(e.cloneURLs) > maxURLs {
 			e.cloneURLs = e.cloneURLs[:maxURLs]
 		}
@@ -134,6 +140,41 @@ func parseEntry(ev *nostr.Event, maxURLs int) (*entry, error) {
 	sort.Strings(e.oids)
 	e.oids = dedupe(e.oids)
 	return e, nil
+}
+
+// pick makes d the identifier a PR is held under: its owners are those of
+// the a tags naming d.
+func (e *entry) pick(d string) {
+	e.identifier, e.owners = d, nil
+	for _, a := range e.addrs {
+		if a.d == d && !slices.Contains(e.owners, a.owner) {
+			e.owners = append(e.owners, a.owner)
+		}
+	}
+}
+
+// hostedLocked tells whether e belongs to a hosted repository, and for a
+// PR makes the first hosted repository among its a tags its identifier. A
+// state is hosted when a hosted announcement of its identifier lets its
+// author push (owner or maintainer); a PR when any repository it tags has a
+// hosted announcement.
+func (p *Purgatory) hostedLocked(e *entry) bool {
+	if e.ev.Kind == KindState {
+		anns := p.anns[e.identifier]
+		for owner, a := range anns {
+			if a.hosted && maintainerSet(anns, owner)[e.ev.PubKey] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, a := range e.addrs {
+		if ann := p.anns[a.d][a.owner]; ann != nil && ann.hosted {
+			e.pick(a.d)
+			return true
+		}
+	}
+	return false
 }
 
 func dedupe(sorted []string) []string {
@@ -147,6 +188,7 @@ func dedupe(sorted []string) []string {
 }
 
 func (p *Purgatory) insertLocked(e *entry) {
+	p.gen.Add(1)
 	p.byID[e.ev.ID] = e
 	if e.ev.Kind == KindState {
 		m := p.states[e.identifier]
@@ -172,6 +214,7 @@ func (p *Purgatory) removeLocked(e *entry) bool {
 		return false
 	}
 	delete(p.byID, e.ev.ID)
+	p.gen.Add(1)
 	if e.ev.Kind == KindState {
 		if m := p.states[e.identifier]; m != nil && m[e.ev.PubKey] == e {
 			delete(m, e.ev.PubKey)

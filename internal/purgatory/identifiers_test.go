@@ -16,7 +16,7 @@ func TestIdentifiersReportHeldAttemptsAndLastError(t *testing.T) {
 	sc.fail["http://dead/r.git"] = true
 	start := env.clk.Now()
 	for i, k := range []keypair{newKey(t), newKey(t)} {
-		if err := env.p.Add(stateEv(t, k, "repo", 1000, oid(1+i)), false); err != nil {
+		if err := env.add(t, stateEv(t, k, "repo", 1000, oid(1+i)), false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestIdentifiersReportHeldAttemptsAndLastError(t *testing.T) {
 // An identifier without any clone URL to fetch from says so.
 func TestIdentifiersNoSource(t *testing.T) {
 	env := newTestEnv(t, nil)
-	if err := env.p.Add(stateEv(t, newKey(t), "lonely", 1000, oid(1)), false); err != nil {
+	if err := env.add(t, stateEv(t, newKey(t), "lonely", 1000, oid(1)), false); err != nil {
 		t.Fatal(err)
 	}
 	env.clk.Advance(env.p.cfg.SyncedDelay)

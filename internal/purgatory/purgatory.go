@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -45,6 +46,9 @@ var (
 	ErrInvalidEvent = errors.New("purgatory: invalid event")
 	// ErrFull: MaxEntries events are held already.
 	ErrFull = errors.New("purgatory: full")
+	// ErrNotHosted: no accepted announcement of a repository the event
+	// belongs to lists this service (GRASP-01); the event is not held.
+	ErrNotHosted = errors.New("purgatory: repository not hosted")
 	// ErrStale: a newer state event from the same author is already known;
 	// the event must not be published.
 	ErrStale = errors.New("purgatory: newer state from this author known")
@@ -124,6 +128,8 @@ type Purgatory struct {
 
 	wake chan struct{}
 
+	// gen counts intakes and removals (Generation).
+	gen    atomic.Uint64
 	mu     sync.Mutex
 	byID   map[string]*entry
 	states map[string]map[string]*entry // identifier → author → newest state
@@ -227,15 +233,17 @@ func (p *Purgatory) Needs(ev *nostr.Event) bool {
 // authorisation, and its owner's repository is a release target. Held events
 // of that identifier are scheduled again.
 func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
-	p.screen(ev)
 	if ev == nil || ev.Kind != KindAnnouncement || !gitx.ValidPubKey(ev.PubKey) {
 		return
+	}
+	if p.Hosts(ev) {
+		p.screen(ev)
 	}
 	d := ev.Tags.GetD()
 	if gitx.ValidateIdentifier(d) != nil {
 		return
 	}
-	a := &announcement{pubkey: ev.PubKey, createdAt: ev.CreatedAt, id: ev.ID}
+	a := &announcement{pubkey: ev.PubKey, createdAt: ev.CreatedAt, id: ev.ID, hosted: p.Hosts(ev)}
 	for _, tag := range ev.Tags {
 		if len(tag) < 2 {
 			continue
@@ -275,7 +283,7 @@ func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
 		p.nAnns++
 	}
 	byOwner[ev.PubKey] = a
-	pending := p.pendingLocked(d)
+	pending := a.hosted && p.pendingLocked(d)
 	if pending {
 		p.queue.add(d, p.cfg.SyncedDelay, now)
 		p.m.queueSize.Set(float64(p.queue.len()))
@@ -286,7 +294,18 @@ func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
 	}
 }
 
-// Add takes a state event, PR or PR update into purgatory. onOwnRelay says
+// Hosts applies GRASP-01 to an accepted announcement: it is hosted when it
+// lists OwnDomain in both `clone` and `relays`, or when HostAll is set or
+// no OwnDomain is configured (the own relay's acceptance is then the only
+// rule).
+func (p *Purgatory) Hosts(ann *nostr.Event) bool {
+	return p.cfg.HostAll || p.cfg.OwnDomain == "" || nip34.ListsService(ann, p.cfg.OwnDomain)
+}
+
+// Add takes a state event, PR or PR update into purgatory. Only events of
+// hosted repositories are held (ErrNotHosted otherwise): a state whose
+// identifier has a hosted announcement that lets its author push, a PR
+// tagging any hosted repository (AddAnnouncement tells which are). onOwnRelay says
 // the event was seen on the own relay (it will not be published again, and
 // its sync waits OwnRelayDelay for the author's push); otherwise it came from
 // a remote relay and is published on release. Adding an event already held
@@ -295,7 +314,6 @@ func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
 	if ev == nil {
 		return fmt.Errorf("%w: nil event", ErrInvalidEvent)
 	}
-	p.screen(ev)
 	if !p.Needs(ev) {
 		if !p.enabled {
 			return ErrDisabled
@@ -319,6 +337,10 @@ func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
 		held.onOwnRelay = held.onOwnRelay || onOwnRelay
 		p.mu.Unlock()
 		return nil
+	}
+	if !p.hostedLocked(e) {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %s of %q", ErrNotHosted, kindLabel(ev.Kind), e.identifier)
 	}
 	if ev.Kind == KindState {
 		key := ev.PubKey + "/" + e.identifier
@@ -349,6 +371,7 @@ func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
 	p.queue.add(e.identifier, delay, now)
 	p.m.queueSize.Set(float64(p.queue.len()))
 	p.mu.Unlock()
+	p.screen(ev) // only events held: a foreign repository's URLs are never looked at
 	p.nudge()
 	return nil
 }

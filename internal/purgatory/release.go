@@ -143,6 +143,9 @@ func (g *gitContext) localRepos(ctx context.Context, id string, anns map[string]
 	sort.Strings(owners)
 	var out []localRepo
 	for _, o := range owners {
+		if !anns[o].hosted {
+			continue // not this service's repository (GRASP-01)
+		}
 		path, err := gitx.RepoPath(p.cfg.GitDir, o, id)
 		if err != nil {
 			continue

@@ -175,6 +175,32 @@ func newTestEnv(t *testing.T, mut func(*Config)) *testEnv {
 	return &testEnv{p: p, sc: sc, clk: clk, reg: reg}
 }
 
+// add makes ev's repository hosted (an announcement by the state's author,
+// or by each owner a PR's a tags name) and adds ev.
+func (e *testEnv) add(t *testing.T, ev *nostr.Event, onOwnRelay bool) error {
+	t.Helper()
+	if ev.Kind == KindState {
+		e.announce(t, ev.PubKey, ev.Tags.GetD(), nil)
+	}
+	for _, tag := range ev.Tags {
+		if len(tag) >= 2 && tag[0] == "a" {
+			if parts := strings.Split(tag[1], ":"); len(parts) == 3 {
+				e.announce(t, parts[1], parts[2], nil)
+			}
+		}
+	}
+	return e.p.Add(ev, onOwnRelay)
+}
+
+// announce records an accepted announcement of owner's repository d (with
+// extra tags) as the own relay's self-subscription would.
+func (e *testEnv) announce(t *testing.T, owner, d string, extra nostr.Tags) {
+	t.Helper()
+	ann := &nostr.Event{Kind: KindAnnouncement, PubKey: owner, CreatedAt: 1, Tags: append(nostr.Tags{{"d", d}}, extra...)}
+	ann.ID = ann.GetID()
+	e.p.AddAnnouncement(ann)
+}
+
 // pass runs one loop pass and waits for every sync it started.
 func (e *testEnv) pass() {
 	e.p.pass(context.Background())
@@ -206,7 +232,7 @@ func TestSyncIdentifierPartialRelease(t *testing.T) {
 	var evs []*nostr.Event
 	for i := 1; i <= 3; i++ {
 		ev := stateEv(t, newKey(t), "repo", nostr.Timestamp(1000+i), oid(i))
-		if err := env.p.Add(ev, false); err != nil {
+		if err := env.add(t, ev, false); err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, ev)
@@ -241,7 +267,7 @@ func TestSyncSkipsThrottledDomain(t *testing.T) {
 	sc.sources = []Source{{"http://busy/r.git", "busy"}, {"http://free/r.git", "free"}}
 	sc.serve["http://busy/r.git"] = []string{oid(7)}
 	ev := stateEv(t, newKey(t), "repo", 1000, oid(7))
-	if err := env.p.Add(ev, false); err != nil {
+	if err := env.add(t, ev, false); err != nil {
 		t.Fatal(err)
 	}
 	l1, l2 := env.p.th.tryAcquire("busy"), env.p.th.tryAcquire("busy")
@@ -278,7 +304,7 @@ func TestDomainConcurrencyManyIdentifiers(t *testing.T) {
 	sc.block = block
 	for i := 0; i < 20; i++ {
 		sc.serve["http://one/r.git"] = append(sc.serve["http://one/r.git"], oid(100+i))
-		if err := env.p.Add(stateEv(t, newKey(t), fmt.Sprintf("r%d", i), 1000, oid(100+i)), false); err != nil {
+		if err := env.add(t, stateEv(t, newKey(t), fmt.Sprintf("r%d", i), 1000, oid(100+i)), false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -301,7 +327,7 @@ func TestPassTimingBackoffExpiry(t *testing.T) {
 	sc := env.sc
 	sc.sources = []Source{{"http://dead/r.git", "dead"}}
 	sc.fail["http://dead/r.git"] = true
-	if err := env.p.Add(stateEv(t, newKey(t), "repo", 1000, oid(1)), false); err != nil {
+	if err := env.add(t, stateEv(t, newKey(t), "repo", 1000, oid(1)), false); err != nil {
 		t.Fatal(err)
 	}
 	step := func(d time.Duration, wantFetches int) {
@@ -345,7 +371,7 @@ func TestBurstOneRound(t *testing.T) {
 	sc.sources = []Source{{"http://s/r.git", "s"}}
 	for i := 0; i < 10; i++ {
 		sc.serve["http://s/r.git"] = append(sc.serve["http://s/r.git"], oid(i+1))
-		if err := env.p.Add(stateEv(t, newKey(t), "repo", 1000, oid(i+1)), false); err != nil {
+		if err := env.add(t, stateEv(t, newKey(t), "repo", 1000, oid(i+1)), false); err != nil {
 			t.Fatal(err)
 		}
 		env.clk.Advance(10 * time.Millisecond)
@@ -368,7 +394,7 @@ func TestBurstOneRound(t *testing.T) {
 func TestOwnRelayDelay(t *testing.T) {
 	env := newTestEnv(t, nil)
 	env.sc.sources = []Source{{"http://s/r.git", "s"}}
-	if err := env.p.Add(stateEv(t, newKey(t), "repo", 1000, oid(1)), true); err != nil {
+	if err := env.add(t, stateEv(t, newKey(t), "repo", 1000, oid(1)), true); err != nil {
 		t.Fatal(err)
 	}
 	env.clk.Advance(3*time.Minute - time.Millisecond)
@@ -392,25 +418,25 @@ func TestAdd(t *testing.T) {
 	alice := newKey(t)
 	old := stateEv(t, alice, "repo", 1000, oid(1))
 	newer := stateEv(t, alice, "repo", 2000, oid(2))
-	if err := p.Add(newer, false); err != nil {
+	if err := env.add(t, newer, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Add(old, false); !errors.Is(err, ErrStale) {
+	if err := env.add(t, old, false); !errors.Is(err, ErrStale) {
 		t.Fatalf("older state from the same author: %v, want ErrStale", err)
 	}
 	newest := stateEv(t, alice, "repo", 3000, oid(3))
-	if err := p.Add(newest, false); err != nil {
+	if err := env.add(t, newest, false); err != nil {
 		t.Fatal(err)
 	}
 	if p.Has(newer.ID) || !p.Has(newest.ID) || p.Len() != 1 {
 		t.Fatalf("newest state does not replace the older one")
 	}
-	if err := p.Add(newest, true); err != nil || !p.byID[newest.ID].onOwnRelay {
+	if err := env.add(t, newest, true); err != nil || !p.byID[newest.ID].onOwnRelay {
 		t.Fatalf("re-add on own relay: %v", err)
 	}
 	owner := newKey(t)
 	pr := signed(t, alice, KindPR, 1000, nostr.Tags{{"a", "30617:" + owner.pk + ":repo"}, {"c", oid(9)}, {"clone", "http://x/y.git"}})
-	if err := p.Add(pr, false); err != nil {
+	if err := env.add(t, pr, false); err != nil {
 		t.Fatal(err)
 	}
 	if e := p.byID[pr.ID]; e.identifier != "repo" || len(e.owners) != 1 || e.owners[0] != owner.pk {
@@ -423,17 +449,17 @@ func TestAdd(t *testing.T) {
 		signed(t, alice, KindState, 1, nostr.Tags{{"d", "r2"}, {"refs/heads/a..b", oid(1)}}),
 		signed(t, alice, KindState, 1, nostr.Tags{{"d", "r2"}, {"HEAD", "ref: refs/heads/-x"}}),
 	} {
-		if err := p.Add(bad, false); !errors.Is(err, ErrInvalidEvent) {
+		if err := env.add(t, bad, false); !errors.Is(err, ErrInvalidEvent) {
 			t.Errorf("Add(%v) = %v, want ErrInvalidEvent", bad.Tags, err)
 		}
 	}
-	if err := p.Add(signed(t, alice, 1, 1, nil), false); !errors.Is(err, ErrNotHeld) {
+	if err := env.add(t, signed(t, alice, 1, 1, nil), false); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("kind 1: %v", err)
 	}
-	if err := p.Add(stateEv(t, newKey(t), "r3", 1, oid(1)), false); err != nil {
+	if err := env.add(t, stateEv(t, newKey(t), "r3", 1, oid(1)), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Add(stateEv(t, newKey(t), "r4", 1, oid(1)), false); !errors.Is(err, ErrFull) {
+	if err := env.add(t, stateEv(t, newKey(t), "r4", 1, oid(1)), false); !errors.Is(err, ErrFull) {
 		t.Errorf("over MaxEntries: %v", err)
 	}
 	if got := testkit.Value(t, p.m.refused.WithLabelValues(kindState)); got != 1 {
@@ -521,7 +547,7 @@ func TestRunWakesAtDueTime(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- env.p.Run(ctx) }()
 	ev := stateEv(t, newKey(t), "repo", 1000, oid(1))
-	if err := env.p.Add(ev, false); err != nil {
+	if err := env.add(t, ev, false); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until Run armed its timer for the due time (500 ms), then move there.
@@ -537,5 +563,61 @@ func TestRunWakesAtDueTime(t *testing.T) {
 	}
 	if err := env.p.Run(context.Background()); err == nil {
 		t.Fatal("second Run accepted")
+	}
+}
+
+// TestAddHostedOnly: only events of repositories whose accepted
+// announcement lists the service (GRASP-01) are held; a PR is held under the
+// first hosted repository among all its a tags; HostAll takes every accepted
+// announcement. Nothing of a foreign repository reaches git.
+func TestAddHostedOnly(t *testing.T) {
+	const domain = "git.example.com"
+	service := nostr.Tags{{"clone", "https://git.example.com/npub1x/r.git"}, {"relays", "wss://git.example.com"}}
+	elsewhere := nostr.Tags{{"clone", "https://other.org/npub1x/r.git"}, {"relays", "wss://other.org"}}
+	env := newTestEnv(t, func(c *Config) { c.OwnDomain = domain })
+	p := env.p
+	alice, bob, carol := newKey(t), newKey(t), newKey(t)
+
+	st := stateEv(t, alice, "foreign", 1000, oid(1))
+	if err := p.Add(st, false); !errors.Is(err, ErrNotHosted) {
+		t.Fatalf("state without announcement: %v, want ErrNotHosted", err)
+	}
+	env.announce(t, alice.pk, "foreign", elsewhere)
+	if err := p.Add(st, false); !errors.Is(err, ErrNotHosted) {
+		t.Fatalf("state of an announcement not listing the service: %v, want ErrNotHosted", err)
+	}
+	env.announce(t, bob.pk, "hosted", service)
+	hosted := stateEv(t, bob, "hosted", 1000, oid(2))
+	if err := p.Add(hosted, false); err != nil {
+		t.Fatalf("state of a hosted repository: %v", err)
+	}
+	if err := p.Add(stateEv(t, carol, "hosted", 1000, oid(3)), false); !errors.Is(err, ErrNotHosted) {
+		t.Fatalf("state by someone the hosted announcement does not list: %v, want ErrNotHosted", err)
+	}
+	// A PR tagging a foreign repository first and the hosted one third.
+	pr := signed(t, carol, KindPR, 1000, nostr.Tags{
+		{"a", "30617:" + alice.pk + ":foreign"}, {"a", "30617:" + carol.pk + ":nowhere"},
+		{"a", "30617:" + bob.pk + ":hosted"}, {"c", oid(4)}})
+	if err := p.Add(pr, false); err != nil {
+		t.Fatalf("PR whose third a tag is hosted: %v", err)
+	}
+	if e := p.byID[pr.ID]; e.identifier != "hosted" || len(e.owners) != 1 || e.owners[0] != bob.pk {
+		t.Fatalf("PR held as %q owners %v, want hosted/%s", e.identifier, e.owners, bob.pk)
+	}
+	foreignPR := signed(t, carol, KindPR, 1000, nostr.Tags{{"a", "30617:" + alice.pk + ":foreign"}, {"c", oid(5)}})
+	if err := p.Add(foreignPR, false); !errors.Is(err, ErrNotHosted) {
+		t.Fatalf("PR of a foreign repository: %v, want ErrNotHosted", err)
+	}
+	if p.Len() != 2 {
+		t.Fatalf("held %d, want 2", p.Len())
+	}
+	if _, ok := p.queue.entries["hosted"]; !ok || p.queue.len() != 1 {
+		t.Fatalf("sync queue %v: want only the hosted identifier", p.queue.entries)
+	}
+
+	archive := newTestEnv(t, func(c *Config) { c.OwnDomain, c.HostAll = domain, true })
+	archive.announce(t, alice.pk, "foreign", elsewhere)
+	if err := archive.p.Add(st, false); err != nil {
+		t.Fatalf("HostAll: %v", err)
 	}
 }

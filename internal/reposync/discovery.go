@@ -126,10 +126,13 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 		}
 		return it
 	}
-	boot := e.bootstrapList()
+	boot := e.bootstrap23()
 	for _, ev := range evs {
 		switch ev.Kind {
 		case nip34.KindRepoAnnouncement:
+			if !e.hosts(ev) {
+				continue
+			}
 			a, err := ParseAnnouncement(ev, isOwn, e.cfg.MaxRelaysPerAnnouncement)
 			if err != nil {
 				continue
@@ -308,6 +311,22 @@ func (e *Engine) applyDelta(delta map[string]Items) {
 	e.updateIndexMetrics()
 }
 
+// hosts applies GRASP-01 to an announcement the own relay holds: it is
+// hosted when it lists the service domain in `clone` and `relays`. Without
+// a service domain, or with HostAll, the own relay's acceptance decides.
+func (e *Engine) hosts(ann *nostr.Event) bool {
+	return e.cfg.HostAll || e.cfg.ServiceDomain == "" || nip34.ListsService(ann, e.cfg.ServiceDomain)
+}
+
+// bootstrap23 lists the bootstrap relays asked about every repository
+// (layers 2 and 3): none unless BootstrapAllLayers is set.
+func (e *Engine) bootstrap23() []string {
+	if !e.cfg.BootstrapAllLayers {
+		return nil
+	}
+	return e.bootstrapList()
+}
+
 func (e *Engine) bootstrapList() []string {
 	out := make([]string, 0, len(e.bootstrapOK))
 	for url := range e.bootstrapOK {
@@ -321,7 +340,9 @@ func (e *Engine) track(url string, bootstrap bool) {
 	if e.relays[url] != nil {
 		return
 	}
-	e.relays[url] = &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	r := &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	e.applyRestored(r)
+	e.relays[url] = r
 	e.d.Health.Track(url)
 	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
 }
@@ -340,7 +361,7 @@ func (e *Engine) runActions(targets map[string]Target) {
 
 // recomputeRelay runs compute_actions for one relay.
 func (e *Engine) recomputeRelay(url string) {
-	t, ok := deriveRelayTarget(e.repos, url, e.bootstrapOK[url])
+	t, ok := deriveRelayTarget(e.repos, url, e.bootstrapOK[url] && e.cfg.BootstrapAllLayers)
 	if !ok {
 		return
 	}

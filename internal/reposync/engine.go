@@ -28,9 +28,21 @@ type Config struct {
 	OwnRelay      string
 	ServiceDomain string
 	Bootstrap     []string
+	// HostAll syncs every repository whose announcement the own relay
+	// accepted; by default only those whose announcement lists
+	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
+	HostAll bool
+	// BootstrapAllLayers asks bootstrap relays about every repository
+	// (layers 2 and 3); by default they serve discovery (layer 1) only and
+	// are asked about the repositories that list them.
+	BootstrapAllLayers bool
 
-	SelfKinds              []int
+	SelfKinds []int
+	// BatchWindow caps how long a self-subscription batch collects events;
+	// BatchQuiet flushes it earlier once no event came for that long (0:
+	// only the window).
 	BatchWindow            time.Duration
+	BatchQuiet             time.Duration
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -62,6 +74,7 @@ func DefaultConfig() Config {
 	return Config{
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
+		BatchQuiet:               250 * time.Millisecond,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
@@ -138,6 +151,10 @@ type Deps struct {
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
 	ExtraLocal []localindex.Source
+	// LocalRestored says LocalIndex was loaded from the state store: the
+	// first fill reconciles it against the own relay with NIP-77 instead of
+	// reading every event back (CatchUp), falling back to the read-back.
+	LocalRestored bool
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
 	Sign func(*nostr.Event) error
@@ -181,6 +198,14 @@ type Engine struct {
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
+	// catchUpTried: the restored local index was reconciled (or tried).
+	catchUpTried bool
+	// restored are relay states of the previous run not yet applied;
+	// relaySnap is the last persistable snapshot (under snapMu).
+	restored       map[string]PersistedRelay
+	relaySnap      []PersistedRelay
+	confirmedLists map[string]*confirmedCache
+	confirmedGen   uint64
 }
 
 // remote is the engine's record of one remote relay.
@@ -260,6 +285,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
+		e.local.forget = e.h.ForgetPresent
 		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
 		if err != nil {
 			return nil, err
@@ -324,6 +350,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			e.refreshSnapshot() // the relays' last state, for the state store
 			for url := range e.relays {
 				e.dropConnection(url)
 			}

@@ -29,7 +29,9 @@ type OwnLocalSet struct {
 	dial  func(ctx context.Context) (*relay.Conn, error)
 	pager *Pager
 	mark  func(ev *nostr.Event)
-	log   *zap.Logger
+	// forget, when set, is told of ids CatchUp found the own relay lacks.
+	forget func(id string)
+	log    *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).
 	perFilter int
 

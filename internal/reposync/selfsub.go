@@ -11,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -120,8 +121,9 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 // A single REQ would get only the newest few hundred stored events from a
 // relay that caps results (strfry: 500). Applying an event twice is
 // harmless. The sidecar's initial fill starts once the paging is done.
-// Live events are batched in a window that starts at the first event and
-// is not reset.
+// Live events are batched: a batch is applied once the stream has been quiet
+// for BatchQuiet (a single announcement starts syncing at once), and at the
+// latest BatchWindow after its first event (a burst is applied in bulk).
 //
 // complete reports whether the paging finished.
 func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) (complete bool, err error) {
@@ -149,14 +151,18 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 	}()
 
 	var batch []*nostr.Event
-	var window <-chan time.Time
-	var timer *time.Timer
+	var window, quietC <-chan time.Time
+	var timer, quiet *time.Timer
 	flush := func() {
 		evs := batch
 		batch = nil
 		if timer != nil {
 			timer.Stop()
 			timer, window = nil, nil
+		}
+		if quiet != nil {
+			quiet.Stop()
+			quiet, quietC = nil, nil
 		}
 		if len(evs) > 0 {
 			e.post(func() { e.applySelfBatch(evs) })
@@ -180,6 +186,8 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			complete = true
 		case <-window:
 			flush()
+		case <-quietC:
+			flush()
 		case m, ok := <-sub.Messages():
 			if !ok {
 				return complete, conn.Err()
@@ -191,6 +199,14 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				if timer == nil {
 					timer = time.NewTimer(e.cfg.BatchWindow)
 					window = timer.C
+				}
+				if q := e.cfg.BatchQuiet; q > 0 {
+					if quiet == nil {
+						quiet = time.NewTimer(q)
+						quietC = quiet.C
+					} else {
+						quiet.Reset(q)
+					}
 				}
 			case relay.MsgClosed:
 				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
@@ -216,9 +232,24 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		repos = append(repos, ref)
 		roots.addAll(n.Roots)
 	}
+	restored := e.d.LocalRestored && !e.catchUpTried
+	e.catchUpTried = true
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		if restored {
+			if e.catchUp(ctx, repos, roots.sorted()) {
+				e.ready.Store(true)
+				e.post(e.connectDue)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			// What the restored index holds cannot be checked: an event
+			// it lists that the own relay lost would never be fetched.
+			e.local.Index().Clear()
+		}
 		start := time.Now()
 		e.local.Reset()
 		if err := e.local.FillItems(ctx, true, repos, roots.sorted()); err != nil {
@@ -232,4 +263,23 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this
 	}()
+}
+
+// catchUp reconciles the restored local index against the own relay; it
+// reports false when the caller must read back instead.
+func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
+	opts := e.cfg.Negentropy.Options
+	opts.Now = e.clock.Now
+	_, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, neg.ErrUnsupported):
+		e.log.Info("the own relay does not speak NIP-77; filling the restored local index by reading its events back")
+	default:
+		e.log.Warn("catching up with the own relay by NIP-77 failed; reading its events back", zap.Error(err))
+	}
+	return false
 }

@@ -48,8 +48,10 @@ func (e *Engine) refreshSnapshot() {
 	sortRelays(s.Relays)
 	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
+	relays := e.snapshotRelays()
 	e.snapMu.Lock()
 	e.snap = s
+	e.relaySnap = relays
 	e.snapMu.Unlock()
 }
 

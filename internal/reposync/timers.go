@@ -71,7 +71,7 @@ func (e *Engine) fullResync(r *remote) {
 
 // dropEmptyRelays disconnects relays nothing points at any more.
 func (e *Engine) dropEmptyRelays() {
-	targets := deriveRelayTargets(e.repos, e.bootstrapList())
+	targets := deriveRelayTargets(e.repos, e.bootstrap23())
 	for url, r := range e.relays {
 		if r.Bootstrap || len(e.pending[url]) > 0 {
 			continue

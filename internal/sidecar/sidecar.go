@@ -26,6 +26,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -62,6 +63,9 @@ type Sidecar struct {
 	engine *reposync.Engine
 	ingest *ingest.Handler
 	local  *localindex.Index
+	store  *statestore.Store
+	// localRestored: the local index was loaded from the store.
+	localRestored bool
 }
 
 // New wires the components from cfg. Nothing runs until Run.
@@ -119,6 +123,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.local, present = local, local
 	}
+	if err := s.openState(local); err != nil {
+		return nil, err
+	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
 		Publisher: pub, Present: present, Now: d.Clock.Now,
 		Log: d.Log.Named("ingest"), Registry: d.Registry,
@@ -127,6 +134,11 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.ingest = in
+	if s.localRestored {
+		// The restored index is what the own relay holds: do not publish
+		// it again while the dedupe memory lasts (as after a fill).
+		local.EachID(in.MarkPresentID)
+	}
 
 	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
@@ -167,17 +179,20 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			return nil, fmt.Errorf("purgatory: %w", err)
 		}
 		s.purg = purg
+		s.restorePurgatory()
 		in.UsePurgatory(purg)
 		if local != nil {
 			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(purg.AppendHeld))
 		}
 	}
 
+	deps.LocalRestored = s.localRestored
 	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	s.engine = eng
+	s.restoreRelays()
 	if err := registerSidecarMetrics(d.Registry, s); err != nil {
 		return nil, err
 	}
@@ -283,6 +298,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.Bootstrap = cfg.BootstrapRelays
 	scfg.SelfKinds = cfg.Sync.SelfKinds
 	scfg.BatchWindow = cfg.Sync.BatchWindow
+	scfg.BatchQuiet = cfg.Sync.BatchQuiet
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
@@ -293,6 +309,8 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
 	scfg.PageSize = cfg.Sync.PageSize
 	scfg.EOSETimeout = cfg.Sync.EOSETimeout
+	scfg.HostAll = cfg.Sync.HostAll
+	scfg.BootstrapAllLayers = cfg.Sync.BootstrapAllLayers
 	scfg.Tick = cfg.Health.Tick
 	scfg.ConnectTimeout = cfg.Relay.ConnectTimeout
 	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
@@ -347,6 +365,7 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 	pc.DomainWindow = cfg.Purgatory.DomainWindow
 	pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
 	pc.MaxEntries = cfg.Purgatory.MaxEntries
+	pc.HostAll = cfg.Sync.HostAll
 	// The policy's git guard checks every remote against --dial.allow
 	// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
 	pc.AllowPrivateAddresses = true
@@ -355,6 +374,10 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 
 // Engine exposes the sync engine (tests and the demo read its state).
 func (s *Sidecar) Engine() *reposync.Engine { return s.engine }
+
+// Purgatory exposes the purgatory, nil when it is off (the demo follows a
+// held event with it).
+func (s *Sidecar) Purgatory() *purgatory.Purgatory { return s.purg }
 
 // Run runs every component until ctx is cancelled, then shuts down in
 // order: stop syncing, flush the publisher within the grace period, stop
@@ -393,6 +416,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		start("purgatory", pubCtx, s.purg.Run)
 	}
 	start("progress", engCtx, s.runProgress)
+	if s.store != nil {
+		start("state", pubCtx, func(ctx context.Context) error {
+			return s.store.Run(ctx, s.stateSources(), s.cfg.State.FlushInterval)
+		})
+	}
 
 	var runErr error
 	select {
@@ -412,6 +440,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	cancel()
 	stopPub()
 	wg.Wait()
+	if s.store != nil {
+		if err := s.store.Flush(s.stateSources()); err != nil {
+			s.log.Warn("final state store flush failed", zap.Error(err))
+		}
+		s.store.Close()
+	}
 	return runErr
 }
 
@@ -431,6 +465,7 @@ func (s *Sidecar) Status() status.Snapshot {
 		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
 		st.Purgatory.Identifiers = purgatoryIdentifiers(s.purg.Identifiers())
 	}
+	st.State = s.stateStatus()
 	return st
 }
 

@@ -19,6 +19,20 @@ type Snapshot struct {
 	Publisher      Publisher `json:"publisher"`
 	Purgatory      Purgatory `json:"purgatory"`
 	Rejected       Rejected  `json:"rejected"`
+	State          State     `json:"state"`
+}
+
+// State describes the persistent sync state store.
+type State struct {
+	// Outcome is how the store was found at start: fresh, resumed,
+	// other-relay, old-format, corrupt (the last three set the old one
+	// aside), or memory-only without a state directory.
+	Outcome       string    `json:"outcome"`
+	Dir           string    `json:"dir,omitempty"`
+	Bytes         int64     `json:"bytes"`
+	Events        int       `json:"events"`
+	BytesPerEvent float64   `json:"bytes_per_event"`
+	LastFlush     time.Time `json:"last_flush,omitzero"`
 }
 
 // OwnRelay describes the connection to the operator's relay.

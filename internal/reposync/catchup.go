@@ -1,0 +1,92 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+)
+
+// CatchUpResult tells what a catch-up with the own relay found.
+type CatchUpResult struct {
+	Added, Removed        int
+	BytesSent, BytesRecvd int
+	Filters               int
+	Took                  time.Duration
+}
+
+// CatchUp brings a LocalIndex restored from the state store up to date
+// with the own relay: each fill filter is reconciled with NIP-77 against
+// the index alone (no purgatory or rejected ids: the question is what the
+// own relay holds), ids the relay has and the index lacks (other writers'
+// events) are fetched and indexed, ids the index has and the relay lacks
+// (deleted meanwhile) are removed. On success the filters count as filled,
+// so reconciliations with remote relays do not read the own relay again.
+// It returns neg.ErrUnsupported when the own relay does not speak NIP-77;
+// the caller then fills the index by reading back.
+func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch int, l1 bool, repos, roots []string) (CatchUpResult, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	start := time.Now()
+	var res CatchUpResult
+	defer func() { res.Took = time.Since(start) }()
+	conn, err := o.ownConn(ctx)
+	if err != nil {
+		return res, err
+	}
+	local := func(f nostr.Filter) (*neg.Storage, error) { return o.idx.Storage(f) }
+	emit := func(_ context.Context, in ingest.Incoming) error {
+		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
+			return err
+		}
+		res.Added++
+		if o.mark != nil {
+			o.mark(in.Event)
+		}
+		return nil
+	}
+	fetchBatch = max(fetchBatch, 1)
+	for i, f := range o.fillFilters(l1, repos, roots) {
+		r, err := neg.ReconcileSplit(ctx, conn, fmt.Sprintf("cu%d-", i), f, local, opts)
+		res.BytesSent += r.BytesSent
+		res.BytesRecvd += r.BytesReceived
+		res.Filters++
+		if err != nil {
+			return res, err
+		}
+		for _, id := range r.Have {
+			if o.idx.Remove(id) {
+				res.Removed++
+			}
+			if o.forget != nil {
+				o.forget(id)
+			}
+		}
+		for s := 0; s < len(r.Need); s += fetchBatch {
+			ids := r.Need[s:min(s+fetchBatch, len(r.Need))]
+			if err := o.pager.Sync(ctx, conn, []nostr.Filter{{IDs: ids}}, 1, emit); err != nil {
+				return res, fmt.Errorf("fetching what others added to the own relay: %w", err)
+			}
+		}
+	}
+	if l1 {
+		o.filled["L1"] = true
+	}
+	for _, v := range repos {
+		o.filled[v] = true
+	}
+	for _, v := range roots {
+		o.filled[v] = true
+	}
+	o.log.Info("local index caught up with the own relay by NIP-77",
+		zap.Int("filters", res.Filters), zap.Int("added", res.Added), zap.Int("removed", res.Removed),
+		zap.Int("bytes_sent", res.BytesSent), zap.Int("bytes_received", res.BytesRecvd), zap.Duration("took", time.Since(start)))
+	return res, nil
+}

@@ -1,0 +1,105 @@
+package sidecar
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/statestore"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// openState opens the state store under state.dir and loads the local
+// index from it; without a directory it says the sidecar runs memory-only.
+func (s *Sidecar) openState(local *localindex.Index) error {
+	if s.cfg.State.Dir == "" {
+		s.log.Info("no state directory (state.dir): running memory-only; a restart reads the own relay's events back and events held in purgatory are lost")
+		return nil
+	}
+	own, err := relay.NormalizeURL(s.cfg.OwnRelay)
+	if err != nil {
+		own = s.cfg.OwnRelay
+	}
+	st, err := statestore.Open(statestore.Options{
+		Dir: s.cfg.State.Dir, OwnRelay: own, Log: s.log.Named("state"),
+		Registerer: s.d.Registry, Now: s.d.Clock.Now,
+	})
+	if err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	s.store = st
+	if local == nil {
+		return nil
+	}
+	loaded, err := st.LoadLocal(local)
+	if err != nil {
+		return fmt.Errorf("state store: loading the local index: %w", err)
+	}
+	s.localRestored = loaded && st.Outcome() == statestore.Resumed
+	s.log.Info("state store opened", zap.String("path", st.Path()), zap.String("outcome", string(st.Outcome())),
+		zap.Int("local_index_events", local.Len()), zap.Bool("local_index_restored", s.localRestored))
+	return nil
+}
+
+// restorePurgatory takes the persisted held events back into purgatory.
+func (s *Sidecar) restorePurgatory() {
+	if s.store == nil {
+		return
+	}
+	items, err := s.store.LoadPurgatory()
+	if err != nil {
+		s.log.Warn("state store: cannot read the purgatory's held events", zap.Error(err))
+		return
+	}
+	if s.store.Outcome() == statestore.Corrupt {
+		s.localRestored = false // the store was replaced while reading
+	}
+	if len(items) == 0 {
+		return
+	}
+	n, skipped := s.purg.Restore(items)
+	s.log.Info("purgatory: held events restored from the state store", zap.Int("events", n), zap.Int("skipped", skipped))
+}
+
+// stateStatus is the /status block of the state store.
+func (s *Sidecar) stateStatus() status.State {
+	if s.store == nil {
+		return status.State{Outcome: string(statestore.MemoryOnly)}
+	}
+	st := s.store.Stats()
+	return status.State{Outcome: string(st.Outcome), Dir: st.Dir, Bytes: st.Bytes, Events: st.Events,
+		BytesPerEvent: st.BytesPerEvent, LastFlush: st.LastFlush}
+}
+
+// LocalIndex is the index of what the own relay holds (nil without
+// negentropy); tests read it.
+func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
+
+// stateSources are what the store saves.
+func (s *Sidecar) stateSources() statestore.Sources {
+	return statestore.Sources{
+		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates,
+		Confirmable: func() bool {
+			ps := s.pub.Stats()
+			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
+		},
+	}
+}
+
+// restoreRelays hands the engine the remote relays' persisted states.
+func (s *Sidecar) restoreRelays() {
+	if s.store == nil {
+		return
+	}
+	rs, err := s.store.LoadRelays()
+	if err != nil {
+		s.log.Warn("state store: cannot read the relays' states; they sync afresh", zap.Error(err))
+		return
+	}
+	if len(rs) > 0 {
+		s.engine.RestoreRelays(rs)
+		s.log.Info("relay states restored from the state store", zap.Int("relays", len(rs)))
+	}
+}

@@ -1,0 +1,47 @@
+package statestore
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	bytes       prometheus.Gauge
+	perEvent    prometheus.Gauge
+	flushes     *prometheus.CounterVec
+	flushSecs   prometheus.Counter
+	flushBytes  prometheus.Counter
+	compactions prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ngit_sync_state_bytes", Help: "Size of the state store file on disk.",
+		}),
+		perEvent: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ngit_sync_state_bytes_per_event", Help: "State store file size divided by the events in the local index.",
+		}),
+		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_state_flushes_total", Help: "State store write transactions, by result.",
+		}, []string{"result"}),
+		flushSecs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_state_flush_seconds_total", Help: "Time spent in state store write transactions.",
+		}),
+		flushBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_state_written_bytes_total", Help: "Bytes of values written to the state store.",
+		}),
+		compactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_state_compactions_total", Help: "Rewrites of the persisted local index as one snapshot.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.bytes, m.perEvent, m.flushes, m.flushSecs, m.flushBytes, m.compactions} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("statestore: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

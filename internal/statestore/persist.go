@@ -1,0 +1,309 @@
+package statestore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
+)
+
+// Sources are the owners whose state the store saves; nil ones are skipped.
+type Sources struct {
+	Local     *localindex.Index
+	Purgatory *purgatory.Purgatory
+	// Relays returns the remote relays' states; they are saved only when
+	// Confirmable, asked after Relays, reports true (nothing received is
+	// still on its way to the own relay).
+	Relays      func() []reposync.PersistedRelay
+	Confirmable func() bool
+}
+
+// DefaultFlushInterval is the default interval between batched writes.
+const DefaultFlushInterval = 2 * time.Second
+
+// Tuning of the persisted local index.
+const (
+	// snapshotChunk is the events per chunk of a compacted local index.
+	snapshotChunk = 10_000
+	// maxChunks is the journal length that triggers a compaction.
+	maxChunks = 512
+	// purgatoryResave: with events held, the purgatory is saved at least
+	// every this many flushes even if nothing entered or left (attempts and
+	// next attempts move).
+	purgatoryResave = 15
+)
+
+// Stats describe the store for /status.
+type Stats struct {
+	Dir           string    `json:"dir"`
+	Outcome       Outcome   `json:"outcome"`
+	Bytes         int64     `json:"bytes"`
+	Events        int       `json:"events"`
+	BytesPerEvent float64   `json:"bytes_per_event"`
+	LastFlush     time.Time `json:"last_flush"`
+	Flushes       uint64    `json:"flushes"`
+}
+
+// writer is the state Run keeps between flushes.
+type writer struct {
+	mu        sync.Mutex
+	chunks    int
+	removed   int
+	purgGen   uint64
+	flushes   uint64
+	lastFlush time.Time
+	events    int
+	relayGen  map[string]uint64
+}
+
+// LoadLocal replays the persisted local index into idx and enables its
+// journal. A chunk that does not decode stops the replay: the local index
+// is cleared in the store (WARN) and loaded reports false, so the caller
+// fills the index from the own relay as without a store.
+func (s *Store) LoadLocal(idx *localindex.Index) (loaded bool, err error) {
+	chunks := 0
+	var bad error
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketLocal).ForEach(func(k, v []byte) error {
+				chunks++
+				if err := idx.LoadChunk(v); err != nil && !errors.Is(err, localindex.ErrFull) {
+					bad = fmt.Errorf("chunk %x: %w", k, err)
+					return bad
+				}
+				return nil
+			})
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		idx.EnableJournal()
+		return false, s.replaceDamaged(err)
+	}
+	if bad != nil {
+		s.log.Warn("persisted local index is damaged; it is dropped and filled from the own relay", zap.Error(bad))
+		if err := s.db.Update(func(tx *bolt.Tx) error { return resetBucket(tx, bucketLocal) }); err != nil {
+			return false, err
+		}
+		// What was replayed before the damage stays: extra items are
+		// harmless and the own relay fill adds the rest.
+		idx.EnableJournal()
+		s.w().chunks = 0
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	idx.EnableJournal()
+	s.w().chunks = chunks
+	s.w().events = idx.Len()
+	return chunks > 0, nil
+}
+
+// LoadPurgatory returns the persisted held events.
+func (s *Store) LoadPurgatory() ([]purgatory.Persisted, error) {
+	var out []purgatory.Persisted
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketPurgatory).ForEach(func(k, v []byte) error {
+				var p purgatory.Persisted
+				if err := json.Unmarshal(v, &p); err != nil || p.Event == nil {
+					s.log.Warn("skipping an unreadable persisted purgatory event", zap.ByteString("id", k), zap.Error(err))
+					return nil
+				}
+				out = append(out, p)
+				return nil
+			})
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return nil, s.replaceDamaged(err)
+	}
+	return out, err
+}
+
+func (s *Store) w() *writer { return s.wr }
+
+// guard runs a read of the store and turns a panic (bbolt faults on a
+// damaged page) into an error.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errDamaged, r)
+		}
+	}()
+	return fn()
+}
+
+var errDamaged = errors.New("damaged store")
+
+// replaceDamaged sets the store aside as corrupt and starts a new one.
+func (s *Store) replaceDamaged(why error) error {
+	if err := s.setAside("corrupt", why); err != nil {
+		return err
+	}
+	s.outcome = Corrupt
+	// The first flush writes whatever the owners hold as a snapshot.
+	s.wr.chunks = maxChunks
+	if err := s.open(); err != nil {
+		return err
+	}
+	return s.initMeta()
+}
+
+func resetBucket(tx *bolt.Tx, name []byte) error {
+	if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	_, err := tx.CreateBucket(name)
+	return err
+}
+
+// Run flushes every interval until ctx is done, then once more.
+func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return s.Flush(src)
+		case <-t.C:
+			if err := s.Flush(src); err != nil {
+				s.log.Warn("state store flush failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// Flush writes what changed since the last flush in one transaction: the
+// local index's journal as one chunk (or, when the journal grew long, a
+// snapshot replacing it) and the purgatory when it changed.
+func (s *Store) Flush(src Sources) error {
+	w := s.w()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start := time.Now()
+	var chunk []byte
+	var snapshot [][]byte
+	removed := 0
+	if src.Local != nil {
+		w.events = src.Local.Len()
+		if w.chunks >= maxChunks || (w.removed > 1000 && w.removed*4 > w.events) {
+			snapshot = src.Local.Snapshot(snapshotChunk)
+		} else {
+			chunk, removed = src.Local.DrainJournal()
+		}
+	}
+	var relays []reposync.PersistedRelay
+	if src.Relays != nil && src.Confirmable != nil {
+		if rs := src.Relays(); rs != nil && src.Confirmable() {
+			relays = rs
+		}
+	}
+	var held []purgatory.Persisted
+	savePurg := false
+	if src.Purgatory != nil {
+		gen := src.Purgatory.Generation()
+		n := src.Purgatory.Len()
+		if gen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
+			held, savePurg = src.Purgatory.Export(), true
+			w.purgGen = gen
+		}
+	}
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil {
+		w.flushes++
+		return nil
+	}
+	written := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if snapshot != nil {
+			if err := resetBucket(tx, bucketLocal); err != nil {
+				return err
+			}
+		}
+		b := tx.Bucket(bucketLocal)
+		b.FillPercent = 1 // keys only ever grow
+		for _, c := range append(snapshot, chunk) {
+			if c == nil {
+				continue
+			}
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), c); err != nil {
+				return err
+			}
+			written += len(c)
+		}
+		if relays != nil {
+			n, err := s.putRelays(tx, relays)
+			if err != nil {
+				return err
+			}
+			written += n
+		}
+		if savePurg {
+			if err := resetBucket(tx, bucketPurgatory); err != nil {
+				return err
+			}
+			pb := tx.Bucket(bucketPurgatory)
+			for _, h := range held {
+				v, err := json.Marshal(h)
+				if err != nil {
+					return err
+				}
+				if err := pb.Put([]byte(h.Event.ID), v); err != nil {
+					return err
+				}
+				written += len(v)
+			}
+		}
+		return nil
+	})
+	w.flushes++
+	s.m.flushSecs.Add(time.Since(start).Seconds())
+	if err != nil {
+		s.m.flushes.WithLabelValues("error").Inc()
+		return fmt.Errorf("statestore: flush: %w", err)
+	}
+	s.m.flushes.WithLabelValues("ok").Inc()
+	s.m.flushBytes.Add(float64(written))
+	if relays != nil {
+		s.relaysWritten(relays)
+	}
+	if snapshot != nil {
+		s.m.compactions.Inc()
+		w.chunks, w.removed = len(snapshot), 0
+	} else if chunk != nil {
+		w.chunks++
+		w.removed += removed
+	}
+	w.lastFlush = time.Now()
+	s.refreshSize()
+	if w.events > 0 {
+		s.m.perEvent.Set(float64(s.Bytes()) / float64(w.events))
+	}
+	return nil
+}
+
+// Stats returns the store's footprint.
+func (s *Store) Stats() Stats {
+	w := s.w()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes}
+	if w.events > 0 {
+		st.BytesPerEvent = float64(st.Bytes) / float64(w.events)
+	}
+	return st
+}

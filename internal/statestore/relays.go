@@ -1,0 +1,126 @@
+package statestore
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
+)
+
+// The relays bucket holds per remote relay two values: "t/<url>" (times
+// and NIP-77 support, small, rewritten on every save) and "c/<url>" (the
+// confirmed repositories and roots, rewritten only when they changed).
+// Both are written in one transaction, and only when Sources.Confirmable
+// says everything received so far is published or held: a confirmed item
+// is then never one whose events the own relay might lack.
+
+type relayTimes struct {
+	reposync.PersistedRelay
+	Repos any `json:"repos,omitempty"` // kept in c/<url>
+	Roots any `json:"roots,omitempty"`
+}
+
+type relayConfirmed struct {
+	Repos []string `json:"repos"`
+	Roots []string `json:"roots"`
+}
+
+// LoadRelays returns the persisted relay states.
+func (s *Store) LoadRelays() ([]reposync.PersistedRelay, error) {
+	byURL := map[string]*reposync.PersistedRelay{}
+	confirmed := map[string]relayConfirmed{}
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketRelays).ForEach(func(k, v []byte) error {
+				key := string(k)
+				switch {
+				case strings.HasPrefix(key, "t/"):
+					var t reposync.PersistedRelay
+					if err := json.Unmarshal(v, &t); err != nil {
+						s.log.Warn("skipping an unreadable persisted relay state", zap.String("key", key), zap.Error(err))
+						return nil
+					}
+					byURL[key[2:]] = &t
+				case strings.HasPrefix(key, "c/"):
+					var c relayConfirmed
+					if err := json.Unmarshal(v, &c); err != nil {
+						s.log.Warn("skipping an unreadable persisted relay state", zap.String("key", key), zap.Error(err))
+						return nil
+					}
+					confirmed[key[2:]] = c
+				}
+				return nil
+			})
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return nil, s.replaceDamaged(err)
+	}
+	var out []reposync.PersistedRelay
+	for url, t := range byURL {
+		t.URL = url
+		if c, ok := confirmed[url]; ok {
+			t.Repos, t.Roots = c.Repos, c.Roots
+		}
+		out = append(out, *t)
+	}
+	return out, err
+}
+
+// putRelays writes the relay states in tx.
+func (s *Store) putRelays(tx *bolt.Tx, relays []reposync.PersistedRelay) (int, error) {
+	w := s.w()
+	b := tx.Bucket(bucketRelays)
+	written := 0
+	live := map[string]bool{}
+	for _, r := range relays {
+		live[r.URL] = true
+		t, err := json.Marshal(relayTimes{PersistedRelay: r})
+		if err != nil {
+			return written, err
+		}
+		if err := b.Put([]byte("t/"+r.URL), t); err != nil {
+			return written, err
+		}
+		written += len(t)
+		if w.relayGen[r.URL] == r.ConfirmedGen && r.ConfirmedGen != 0 {
+			continue
+		}
+		c, err := json.Marshal(relayConfirmed{Repos: r.Repos, Roots: r.Roots})
+		if err != nil {
+			return written, err
+		}
+		if err := b.Put([]byte("c/"+r.URL), c); err != nil {
+			return written, err
+		}
+		written += len(c)
+	}
+	// Relays no longer tracked are forgotten.
+	var stale [][]byte
+	b.ForEach(func(k, _ []byte) error {
+		if len(k) > 2 && !live[string(k[2:])] {
+			stale = append(stale, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	for _, k := range stale {
+		if err := b.Delete(k); err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// relaysWritten records the generations written once the transaction
+// committed.
+func (s *Store) relaysWritten(relays []reposync.PersistedRelay) {
+	w := s.w()
+	w.relayGen = make(map[string]uint64, len(relays))
+	for _, r := range relays {
+		w.relayGen[r.URL] = r.ConfirmedGen
+	}
+}

@@ -1,0 +1,279 @@
+// Package statestore keeps the sidecar's sync state (the LocalIndex, the
+// purgatory's held events, per-relay state) in one bbolt file under the state
+// directory, so a restart resumes where the last run stopped.
+package statestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+)
+
+// FormatVersion is the layout of the store's buckets and values. A store
+// of another version is set aside, not read.
+const FormatVersion = 1
+
+// FileName is the store's file inside the state directory.
+const FileName = "state.db"
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketLocal     = []byte("local")
+	bucketPurgatory = []byte("purgatory")
+	bucketRelays    = []byte("relays")
+
+	keyFormat   = []byte("format")
+	keyOwnRelay = []byte("own_relay")
+	keyCreated  = []byte("created")
+)
+
+// ErrLocked: another process holds the store.
+var ErrLocked = errors.New("statestore: the state file is in use by another process")
+
+// Options configure Open.
+type Options struct {
+	// Dir is the state directory; created when missing.
+	Dir string
+	// OwnRelay identifies the store: a store made for another own relay is
+	// set aside. Compare normalized URLs.
+	OwnRelay string
+	// LockTimeout bounds the wait for another process's lock. Default 2 s.
+	LockTimeout time.Duration
+	// NoSync skips fsync on commit (tests only).
+	NoSync bool
+	Log    *zap.Logger
+	// Registerer, when set, receives the store's metrics.
+	Registerer prometheus.Registerer
+	// Now is the wall clock (tests replace it).
+	Now func() time.Time
+}
+
+// Outcome tells how Open found the state directory.
+type Outcome string
+
+// Outcomes of Open.
+const (
+	Fresh      Outcome = "fresh"       // no store yet: created
+	Resumed    Outcome = "resumed"     // the store was opened as it is
+	OtherRelay Outcome = "other-relay" // made for another own relay: set aside, new store
+	OldFormat  Outcome = "old-format"  // another format version: set aside, new store
+	Corrupt    Outcome = "corrupt"     // unreadable or truncated: set aside, new store
+	MemoryOnly Outcome = "memory-only" // no state directory configured
+)
+
+// Store is an open state store.
+type Store struct {
+	db      *bolt.DB
+	path    string
+	opt     Options
+	log     *zap.Logger
+	m       *metrics
+	outcome Outcome
+	aside   string
+	wr      *writer
+}
+
+// Open opens or creates the store in opt.Dir. A store of another format
+// version or another own relay, or one that cannot be read, is renamed
+// aside (one log line says which and where) and a new one is created: the
+// sidecar then rebuilds its state from the relays.
+func Open(opt Options) (*Store, error) {
+	if opt.Dir == "" {
+		return nil, errors.New("statestore: no state directory")
+	}
+	if opt.Log == nil {
+		opt.Log = zap.NewNop()
+	}
+	if opt.LockTimeout <= 0 {
+		opt.LockTimeout = 2 * time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if err := os.MkdirAll(opt.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("statestore: state directory: %w", err)
+	}
+	m, err := newMetrics(opt.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: filepath.Join(opt.Dir, FileName), opt: opt, log: opt.Log, m: m, wr: &writer{}}
+	_, statErr := os.Stat(s.path)
+	existed := statErr == nil
+
+	if existed {
+		if err := precheck(s.path); err != nil {
+			if err := s.setAside("corrupt", err); err != nil {
+				return nil, err
+			}
+			s.outcome = Corrupt
+		}
+	}
+	if err := s.open(); err != nil {
+		if errors.Is(err, ErrLocked) {
+			return nil, err
+		}
+		if err := s.setAside("corrupt", err); err != nil {
+			return nil, err
+		}
+		s.outcome = Corrupt
+		if err := s.open(); err != nil {
+			return nil, err
+		}
+	}
+	if s.outcome == "" && !existed {
+		opt.Log.Info("state store created", zap.String("path", s.path))
+		s.outcome = Fresh
+	}
+	if s.outcome == "" {
+		why, outcome := s.identity()
+		if why != nil {
+			s.db.Close()
+			if err := s.setAside(string(outcome), why); err != nil {
+				return nil, err
+			}
+			s.outcome = outcome
+			if err := s.open(); err != nil {
+				return nil, err
+			}
+		} else {
+			s.outcome = Resumed
+		}
+	}
+	if err := s.initMeta(); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	s.refreshSize()
+	return s, nil
+}
+
+func (s *Store) open() error {
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opt.LockTimeout, NoSync: s.opt.NoSync})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("%w: %s", ErrLocked, s.path)
+		}
+		return err
+	}
+	s.db = db
+	return nil
+}
+
+// identity checks the store's format version and own relay.
+func (s *Store) identity() (error, Outcome) {
+	var why error
+	outcome := Resumed
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMeta)
+		if b == nil {
+			why, outcome = errors.New("no format version recorded"), OldFormat
+			return nil
+		}
+		v := b.Get(keyFormat)
+		if len(v) != 4 || binary.BigEndian.Uint32(v) != FormatVersion {
+			ver := "none"
+			if len(v) == 4 {
+				ver = fmt.Sprint(binary.BigEndian.Uint32(v))
+			}
+			why, outcome = fmt.Errorf("format version %s, this build reads %d", ver, FormatVersion), OldFormat
+			return nil
+		}
+		if own := string(b.Get(keyOwnRelay)); own != s.opt.OwnRelay {
+			why, outcome = fmt.Errorf("made for own relay %q, this sidecar serves %q", own, s.opt.OwnRelay), OtherRelay
+		}
+		return nil
+	})
+	if err != nil {
+		return err, Corrupt
+	}
+	return why, outcome
+}
+
+// setAside renames the store file to <file>.<reason>-<time>, logging one
+// line that says why and where it went.
+func (s *Store) setAside(reason string, why error) error {
+	if s.db != nil {
+		s.db.Close()
+		s.db = nil
+	}
+	aside := fmt.Sprintf("%s.%s-%s", s.path, reason, s.opt.Now().UTC().Format("20060102T150405Z"))
+	if err := os.Rename(s.path, aside); err != nil {
+		return fmt.Errorf("statestore: setting aside %s: %w", s.path, err)
+	}
+	s.aside = aside
+	msg := "state store set aside; starting a new one and rebuilding the state from the relays"
+	if reason == "corrupt" {
+		s.log.Warn(msg, zap.String("reason", reason), zap.String("moved_to", aside), zap.Error(why))
+	} else {
+		s.log.Info(msg, zap.String("reason", reason), zap.String("moved_to", aside), zap.Error(why))
+	}
+	return nil
+}
+
+func (s *Store) initMeta() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if b.Get(keyFormat) != nil {
+			return nil
+		}
+		if err := b.Put(keyFormat, binary.BigEndian.AppendUint32(nil, FormatVersion)); err != nil {
+			return err
+		}
+		if err := b.Put(keyOwnRelay, []byte(s.opt.OwnRelay)); err != nil {
+			return err
+		}
+		return b.Put(keyCreated, []byte(s.opt.Now().UTC().Format(time.RFC3339)))
+	})
+}
+
+// Outcome tells how Open found the directory.
+func (s *Store) Outcome() Outcome { return s.outcome }
+
+// SetAside is where the previous store was moved, when it was.
+func (s *Store) SetAside() string { return s.aside }
+
+// Path is the store file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the store.
+func (s *Store) Close() error {
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// Bytes is the store file's size.
+func (s *Store) Bytes() int64 {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func (s *Store) refreshSize() { s.m.bytes.Set(float64(s.Bytes())) }
+
+// IsSetAside reports whether name is a store file set aside by Open.
+func IsSetAside(name string) bool {
+	return strings.HasPrefix(name, FileName+".")
+}
