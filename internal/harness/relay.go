@@ -101,6 +101,9 @@ type RelayOptions struct {
 	// AuthReads answers REQs on connections that have not completed NIP-42
 	// AUTH with an AUTH challenge and CLOSED ReasonAuthRequired.
 	AuthReads bool
+	// AuthChallengeOnConnect sends a NIP-42 AUTH challenge as soon as a
+	// connection opens (as many relays do), whether or not AUTH is needed.
+	AuthChallengeOnConnect bool
 	// NIP11Extra adds fields to the NIP-11 document, e.g.
 	// {"supported_grasps": ["GRASP-01"]}.
 	NIP11Extra map[string]any
@@ -523,6 +526,9 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 	read := c.client.Read
 	if d := r.Faults().Latency; d > 0 {
 		read = c.startLatency(cctx, d)
+	}
+	if r.opts.AuthChallengeOnConnect {
+		c.sendJSON(cctx, []any{"AUTH", c.challenge})
 	}
 	done := make(chan struct{})
 	go func() {

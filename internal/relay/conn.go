@@ -90,6 +90,9 @@ type Options struct {
 	// subscription sees it, so a rate limit can be recorded before anyone
 	// reacts to the refusal. It must return quickly.
 	OnClosed func(subID, reason string)
+	// OnChallenge, when set, is called from the reader goroutine for every
+	// NIP-42 AUTH challenge the relay sends; it must not block.
+	OnChallenge func(challenge string)
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)

@@ -48,6 +48,7 @@ func (e *Engine) dial(r *remote) {
 	opts.OnNotice = func(text string) { e.onNotice(url, text) }
 	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
 	opts.OnClosed = func(_, reason string) { e.onClosed(url, reason) }
+	opts.OnChallenge = func(string) { e.post(func() { e.onChallenge(url) }) }
 	opts.Logger = e.log
 	e.wg.Add(1)
 	go func() {
@@ -92,6 +93,9 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	}
 	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
 	e.d.Health.Connected(url)
+	if conn.Challenge() != "" {
+		defer e.onChallenge(url) // a relay that challenges at once
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	r.conn, r.cancel = conn, cancel
 	cmds := make(chan func(*relay.Conn), 1024)
