@@ -340,3 +340,20 @@ func TestWildNegentropyCappedOwnHoldsOlder(t *testing.T) {
 		t.Errorf("status shows no truncation: %+v", r)
 	}
 }
+
+// TestWildIgnoresUntil: a relay that ignores until keeps answering with its
+// newest page; the pager cannot get past it and reports the batch failed,
+// never the relay synced.
+func TestWildIgnoresUntil(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "no-until", IgnoreUntil: true, SilentReqCap: 100})
+	wildRepo(t, own, remote, "until", 300)
+	sc := startSidecar(t, fastConfig(own))
+	testkit.WaitFor(t, syncTimeout, "the relay reported with failures", func() bool {
+		r, ok := relayStatus(sc, remote.URL())
+		if ok && r.State == "connected" {
+			t.Fatalf("a relay ignoring until was reported synced: %+v", r)
+		}
+		return ok && r.State == "connected_historic_sync_failures" && strings.Contains(r.LastError, "outside the filter")
+	})
+}

@@ -74,6 +74,9 @@ type RelayOptions struct {
 	// IgnoreLimit serves REQ filters as if they had no limit (the caps above
 	// still apply).
 	IgnoreLimit bool
+	// IgnoreUntil serves REQ filters as if they had no until (a broken
+	// relay: paging with until cannot get past its newest page).
+	IgnoreUntil bool
 	// NegNotice, when set, advertises NIP-77 in NIP-11 but answers every
 	// NEG-OPEN with a NOTICE carrying it (e.g. "negentropy disabled", as
 	// strfry with negentropy off does).
@@ -216,6 +219,9 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.CountEvents = append(k.CountEvents, r.store.CountEvents)
 	k.QueryEvents = append(k.QueryEvents, func(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
 		f.Limit = r.queryLimit(f.Limit)
+		if r.opts.IgnoreUntil {
+			f.Until = nil
+		}
 		return streamEvents(ctx, r.store.Match(f, r.reqCap())), nil
 	})
 	if r.opts.Policy != nil {
