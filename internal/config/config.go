@@ -152,6 +152,7 @@ type Purgatory struct {
 	GitTimeout              time.Duration   `yaml:"git_timeout" help:"Timeout of one git command."`
 	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
 	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
+	NostrURLCacheTTL        time.Duration   `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
 }
 
 // Negentropy configures NIP-77 reconciliation.
@@ -267,6 +268,7 @@ func Default() *Config {
 			OwnRelayDelay:           purg.OwnRelayDelay,
 			Backoff:                 slices.Clone(purg.Backoff),
 			Expiry:                  purg.Expiry,
+			NostrURLCacheTTL:        purgatory.DefaultNostrResolveTTL,
 			DomainConcurrency:       purg.DomainConcurrency,
 			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
 			DomainWindow:            purg.DomainWindow,
