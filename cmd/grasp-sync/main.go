@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
 
@@ -124,10 +125,11 @@ func (e *env) main(args []string) int {
 func (e *env) versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print version, commit, build date and Go version",
+		Usage: "print version, commit, build date, Go version and signature backend",
 		Action: func(c *cli.Context) error {
 			b := version.Get()
-			_, err := fmt.Fprintf(e.stdout, "grasp-sync %s\ncommit:     %s\nbuilt:      %s\ngo version: %s\n", b.Version, b.Commit, b.Date, b.GoVersion)
+			_, err := fmt.Fprintf(e.stdout, "grasp-sync %s\ncommit:     %s\nbuilt:      %s\ngo version: %s\nsignatures: %s\n",
+				b.Version, b.Commit, b.Date, b.GoVersion, ingest.SignatureBackend)
 			return err
 		},
 	}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
@@ -326,7 +327,10 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", c, h.stderr)
 	}
 	out := h.stdout.String()
-	for _, want := range []string{"grasp-sync dev\n", "commit:", "built:", "go version: go1."} {
+	// The signature backend is the one this build checks signatures with:
+	// pure Go in a plain build, libsecp256k1 with -tags libsecp256k1 (the
+	// container image; .ci/image checks its binary says so).
+	for _, want := range []string{"grasp-sync dev\n", "commit:", "built:", "go version: go1.", "\nsignatures: " + ingest.SignatureBackend + "\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("version output lacks %q:\n%s", want, out)
 		}
