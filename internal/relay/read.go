@@ -186,6 +186,9 @@ func (c *Conn) handle(data []byte) {
 		c.mu.Lock()
 		c.challenge = *env.Challenge
 		c.mu.Unlock()
+		if c.opts.OnChallenge != nil {
+			c.opts.OnChallenge(*env.Challenge)
+		}
 	case "NEG-MSG":
 		var env nip77.MessageEnvelope
 		if env.FromJSON(msg) != nil {
