@@ -125,6 +125,19 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("--json output:\n%s", out)
 	}
 
+	// Not ready: the reason /readyz gives.
+	down := snap
+	down.Ready, down.OwnRelay.Connected = false, false
+	srvDown := httptest.NewServer(httpapi.New(httpapi.Options{Provider: staticProvider{down}}).Handler())
+	defer srvDown.Close()
+	h = newHarness(t)
+	if c := h.run("status", "--addr", srvDown.URL); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	if want := "ready            no: own relay ws://relay:7777 not connected\n"; !strings.Contains(h.stdout.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, h.stdout)
+	}
+
 	// Default address from --listen (here via its environment twin).
 	t.Setenv("GRASP_SYNC_LISTEN", ":"+srv.URL[strings.LastIndexByte(srv.URL, ':')+1:])
 	h = newHarness(t)

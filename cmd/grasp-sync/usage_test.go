@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -25,6 +26,9 @@ func TestUsageErrorsAreOneLineWithHint(t *testing.T) {
 			`grasp-sync: unknown flag --own-rely (did you mean --own-relay?); see grasp-sync run --help`},
 		{[]string{"check", "--own-relay", "ws://x", "--sync.page-size", "many"}, nil,
 			`grasp-sync: --sync.page-size: invalid value "many" (a whole number); see grasp-sync check --help`},
+		// No suggestion when no flag is close.
+		{[]string{"--own-relay", "ws://x", "--bogus"}, nil,
+			`grasp-sync: unknown flag --bogus; see grasp-sync run --help`},
 		{[]string{"status", "--timeout", "4"}, nil,
 			`grasp-sync: --timeout: invalid value "4" (a duration needs a unit: 500ms, 5s, 2m, 1h); see grasp-sync status --help`},
 	}
@@ -75,6 +79,44 @@ func TestUnknownEnvironmentVariableWarned(t *testing.T) {
 	}
 	if strings.Count(out, "unknown environment variable") != 1 {
 		t.Errorf("known variables warned too:\n%s", out)
+	}
+}
+
+// A misspelled variable that leaves the configuration invalid is named
+// with the error it explains.
+func TestUnknownEnvironmentVariableExplainsError(t *testing.T) {
+	for _, cmd := range []string{"run", "check", "config"} {
+		h := newHarness(t)
+		h.env.environment = []string{"GRASP_SYNC_OWN_RELAYY=ws://typo"}
+		if c := h.run(cmd); c != 1 {
+			t.Errorf("%s: exit code %d", cmd, c)
+		}
+		want := `grasp-sync: own_relay: is required, got ""` + "\n" +
+			"grasp-sync: unknown environment variable GRASP_SYNC_OWN_RELAYY ignored (did you mean GRASP_SYNC_OWN_RELAY?)\n"
+		if got := h.stderr.String() + h.stdout.String(); got != want {
+			t.Errorf("%s: output\n%s\nwant\n%s", cmd, got, want)
+		}
+	}
+}
+
+func TestCheckWarnsAboutUnknownEnvironmentVariable(t *testing.T) {
+	url := startOwnRelay(t, false)
+	h := newHarness(t)
+	h.env.environment = []string{"GRASP_SYNC_GIT_DIRR=/srv/git", "GRASP_SYNC_XYZZY=1"}
+	if c := h.run("check", "--own-relay", url); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	out := h.stdout.String()
+	for _, want := range []string{
+		"unknown environment variable GRASP_SYNC_GIT_DIRR ignored (did you mean GRASP_SYNC_GIT_DIR?)",
+		"unknown environment variable GRASP_SYNC_XYZZY ignored",
+	} {
+		if !regexp.MustCompile(`(?m)^  warning +` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
+			t.Errorf("report lacks the warning %q:\n%s", want, out)
+		}
+	}
+	if h.stderr.String() != "" {
+		t.Errorf("stderr %q", h.stderr)
 	}
 }
 
