@@ -155,6 +155,7 @@ type Purgatory struct {
 	FailureLogInterval      time.Duration   `yaml:"failure_log_interval" help:"Least time between two warnings about failed git fetches (or releases) of one identifier; the failures in between are counted in the next warning."`
 	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
 	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
+	NostrURLCacheTTL        time.Duration   `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
 }
 
 // Negentropy configures NIP-77 reconciliation.
@@ -272,6 +273,7 @@ func Default() *Config {
 			OwnRelayDelay:           purg.OwnRelayDelay,
 			Backoff:                 slices.Clone(purg.Backoff),
 			Expiry:                  purg.Expiry,
+			NostrURLCacheTTL:        purgatory.DefaultNostrResolveTTL,
 			DomainConcurrency:       purg.DomainConcurrency,
 			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
 			DomainWindow:            purg.DomainWindow,

@@ -231,6 +231,7 @@ func (c *Config) Validate() error {
 		v.positive(fmt.Sprintf("purgatory.backoff[%d]", i), d)
 	}
 	v.positive("purgatory.expiry", g.Expiry)
+	v.positive("purgatory.nostr_url_cache_ttl", g.NostrURLCacheTTL)
 	v.positiveInt("purgatory.domain_concurrency", g.DomainConcurrency)
 	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
 	v.positive("purgatory.domain_window", g.DomainWindow)

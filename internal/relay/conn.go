@@ -96,6 +96,9 @@ type Options struct {
 	// is recorded before anyone retries. They must return quickly.
 	OnNegErr func(subID, reason string)
 	OnOK     func(eventID string, ok bool, reason string)
+	// OnChallenge, when set, is called from the reader goroutine for every
+	// NIP-42 AUTH challenge the relay sends; it must not block.
+	OnChallenge func(challenge string)
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)

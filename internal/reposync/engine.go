@@ -187,10 +187,13 @@ type Engine struct {
 	orphans     map[string]set
 	orphanCount int
 	relays      map[string]*remote
-	pending     map[string][]*PendingBatch
-	nextBatch   uint64
-	nextGen     uint64
-	lastEmpty   time.Time
+	// historicJobs are the historic jobs running over all relays
+	// (maxHistoricJobs).
+	historicJobs int
+	pending      map[string][]*PendingBatch
+	nextBatch    uint64
+	nextGen      uint64
+	lastEmpty    time.Time
 
 	running atomic.Bool
 	ready   atomic.Bool
@@ -255,9 +258,9 @@ type remote struct {
 type job struct {
 	batch   *PendingBatch
 	filters []nostr.Filter
-	// pager runs the job with the REQ pager even when NIP-77 is on
-	// (catch-up with since).
-	pager bool
+	// run is shared by the jobs of one batch: its filters run as
+	// concurrent jobs, and the batch is done when the last one is.
+	run *batchRun
 }
 
 // New builds an engine.

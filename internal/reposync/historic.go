@@ -2,6 +2,7 @@ package reposync
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -11,17 +12,39 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
-func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
-	e.queueJob(r, &job{batch: &PendingBatch{Items: items, Catchup: catchup}, filters: fs})
+// batchRun collects the outcomes of a batch's jobs.
+type batchRun struct {
+	left int
+	errs []error
+	// failed are the filters of the jobs that failed: a retry runs only
+	// them.
+	failed []nostr.Filter
+	// pager runs the batch's jobs with the REQ pager even when NIP-77 is on
+	// (catch-up with since).
+	pager bool
 }
 
-// queueJob registers j's batch as pending and queues the job.
-func (e *Engine) queueJob(r *remote, j *job) {
+// startBatch queues a batch of items with its filters.
+func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
+	e.queueJob(r, &PendingBatch{Items: items, Catchup: catchup}, fs, false)
+}
+
+// queueJob registers b as pending and queues it as one job per filter: the
+// jobs of all batches run concurrently within the relay's subscription
+// budget (jobSlots), so the round trips of one relay overlap instead of
+// following each other. pager runs them with the REQ pager.
+func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager bool) {
 	e.nextBatch++
-	j.batch.ID = e.nextBatch
-	e.pending[r.URL] = append(e.pending[r.URL], j.batch)
+	b.ID = e.nextBatch
+	e.pending[r.URL] = append(e.pending[r.URL], b)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
-	r.jobs = append(r.jobs, j)
+	run := &batchRun{left: max(1, len(fs)), pager: pager}
+	if len(fs) == 0 {
+		r.jobs = append(r.jobs, &job{batch: b, run: run})
+	}
+	for i := range fs {
+		r.jobs = append(r.jobs, &job{batch: b, filters: fs[i : i+1 : i+1], run: run})
+	}
 	e.startJobs(r)
 }
 
@@ -43,7 +66,7 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 	r.failed = keep
 	for _, rj := range due {
 		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.failures))
-		e.queueJob(r, &job{batch: &PendingBatch{Items: rj.items, Catchup: true, retry: rj}, filters: rj.filters, pager: rj.pager})
+		e.queueJob(r, &PendingBatch{Items: rj.items, Catchup: true, retry: rj}, rj.filters, rj.pager)
 	}
 }
 
@@ -57,19 +80,56 @@ func (e *Engine) parkRetries(r *remote) {
 	}
 }
 
-// jobSlots is how many historic subscriptions may run beside the live ones.
+// jobDone records one job's outcome; the batch is done (onBatchDone) with
+// its last job, failed if any job failed.
+func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	r.running--
+	if err != nil {
+		j.run.errs = append(j.run.errs, err)
+		j.run.failed = append(j.run.failed, j.filters...)
+	}
+	if j.run.left--; j.run.left > 0 {
+		e.startJobs(r)
+		return
+	}
+	e.onBatchDone(r, j.batch, j.run)
+}
+
+// jobSlots is how many historic subscriptions may run beside the live ones,
+// keeping one free for a live subscription that addFilters may open while
+// they run.
 func (e *Engine) jobSlots(r *remote) int {
-	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
+}
+
+// maxHistoricJobs bounds the historic jobs running at once over all
+// relays: each holds up to a page of events until its EOSE, so memory
+// stays bounded however many relays and batches there are, while enough
+// run to overlap the round trips of distant relays.
+const maxHistoricJobs = 16
+
+// startWaitingJobs starts queued jobs of every relay, up to the bounds.
+func (e *Engine) startWaitingJobs() {
+	for _, r := range e.relays {
+		if len(r.jobs) > 0 {
+			e.startJobs(r)
+		}
+	}
 }
 
 func (e *Engine) startJobs(r *remote) {
 	if !e.allowed(r) {
 		return
 	}
-	for len(r.jobs) > 0 && r.running < e.jobSlots(r) {
+	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		r.running++
+		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
 		started := e.clock.Now()
 		e.wg.Add(1)
@@ -77,7 +137,7 @@ func (e *Engine) startJobs(r *remote) {
 			defer e.wg.Done()
 			asked := nostr.Filters(j.filters)
 			hs := e.d.Historic
-			if j.pager {
+			if j.run.pager {
 				hs = e.catchup
 			}
 			err := hs.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
@@ -90,10 +150,11 @@ func (e *Engine) startJobs(r *remote) {
 				return e.h.Handle(ctx, in)
 			})
 			e.post(func() {
-				if err != nil && e.requeueRateLimited(url, gen, j, started) {
-					return
+				e.historicJobs--
+				if err == nil || !e.requeueRateLimited(url, gen, j, started) {
+					e.jobDone(url, gen, j, err)
 				}
-				e.onBatchDone(url, gen, j, err)
+				e.startWaitingJobs()
 			})
 		}()
 	}
@@ -125,13 +186,9 @@ func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time
 // relay's historic sync is complete. A failed batch is retried with
 // backoff (Config.HistoricRetry) until it succeeds; meanwhile the relay is
 // ConnectedHistoricSyncFailures.
-func (e *Engine) onBatchDone(url string, gen uint64, j *job, err error) {
-	r := e.relays[url]
-	if r == nil || r.gen != gen || !r.Status.IsUp() {
-		return
-	}
-	b := j.batch
-	r.running--
+func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
+	url := r.URL
+	err := errors.Join(run.errs...)
 	batches := e.pending[url]
 	for i, x := range batches {
 		if x == b {
@@ -143,8 +200,9 @@ func (e *Engine) onBatchDone(url string, gen uint64, j *job, err error) {
 	if err != nil {
 		rj := b.retry
 		if rj == nil {
-			rj = &retryJob{items: b.Items, filters: j.filters, pager: j.pager}
+			rj = &retryJob{items: b.Items, pager: run.pager}
 		}
+		rj.filters = run.failed
 		rj.failures++
 		wait := e.cfg.HistoricRetry.Delay(rj.failures, backoff.Rand())
 		rj.at = e.clock.Now().Add(wait)

@@ -81,6 +81,7 @@ func (e *Engine) remoteOptions(url string) relay.Options {
 			e.onReason(url, health.SourceOK, reason)
 		}
 	}
+	opts.OnChallenge = func(string) { e.post(func() { e.onChallenge(url) }) }
 	opts.Logger = e.log
 	return opts
 }
@@ -108,6 +109,9 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	}
 	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
 	e.d.Health.Connected(url)
+	if conn.Challenge() != "" {
+		defer e.onChallenge(url) // a relay that challenges at once
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	r.conn, r.cancel = conn, cancel
 	cmds := make(chan func(*relay.Conn), 1024)
@@ -179,7 +183,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		items.Repos.addAll(r.Confirmed.Repos)
 		items.Roots.addAll(r.Confirmed.Roots)
 		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
-		e.queueJob(r, &job{batch: &PendingBatch{Items: items, Catchup: true}, filters: fs, pager: true})
+		e.queueJob(r, &PendingBatch{Items: items, Catchup: true}, fs, true)
 		r.baseline = e.filtersOpen(r)
 	}
 	e.recomputeRelay(r.URL)

@@ -188,6 +188,23 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }
 
+// onChallenge: the relay sent a NIP-42 AUTH challenge. With a key the
+// connection authenticates before the relay has to refuse a read (the
+// reference implementation answers with the relay owner's key); without
+// one nothing happens until a read is refused.
+func (e *Engine) onChallenge(url string) {
+	r := e.relays[url]
+	if r == nil || r.conn == nil || e.d.Sign == nil {
+		return
+	}
+	conn := r.conn
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = e.pager.Auth.Ensure(e.ctx, conn)
+	}()
+}
+
 // onReason hears the reason of every CLOSED, NEG-ERR and refusing OK of a
 // remote relay from its reader before the subscription, session or
 // publisher does, so that a rate limit starts the cooldown before anyone

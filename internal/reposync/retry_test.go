@@ -81,10 +81,11 @@ func newHistoricEnv(t *testing.T) *historicEnv {
 	return &historicEnv{e: e, r: r, clk: clk, hs: hs, logs: logs, ref: ref}
 }
 
-// drain runs the Run goroutine's messages until n historic jobs reported.
-func (h *historicEnv) drain(t *testing.T, n int) {
+// drain runs the Run goroutine's messages until every historic job started
+// (a batch runs as one job per filter) has reported and none is queued.
+func (h *historicEnv) drain(t *testing.T) {
 	t.Helper()
-	for range n {
+	for h.r.running > 0 || len(h.r.jobs) > 0 {
 		select {
 		case fn := <-h.e.inbox:
 			fn()
@@ -94,12 +95,24 @@ func (h *historicEnv) drain(t *testing.T, n int) {
 	}
 }
 
+// callsSince returns every filter the historic syncer was asked from call
+// n on (the jobs of one batch ask one filter each).
+func (h *historicEnv) callsSince(n int) []nostr.Filter {
+	h.hs.mu.Lock()
+	defer h.hs.mu.Unlock()
+	var out []nostr.Filter
+	for _, fs := range h.hs.calls[n:] {
+		out = append(out, fs...)
+	}
+	return out
+}
+
 func (h *historicEnv) batch(t *testing.T) {
 	t.Helper()
 	items := newItems()
 	items.Repos.add(h.ref)
 	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
-	h.drain(t, 1)
+	h.drain(t)
 }
 
 // TestFailedHistoricBatchRetriedWithinMinutes: a failed historic batch is
@@ -116,14 +129,18 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 	}
 	h.clk.Advance(59 * time.Second)
 	h.e.onTick()
-	if n := h.hs.count(); n != 1 {
+	first := h.hs.count() // one call per filter of the batch
+	if first == 0 {
+		t.Fatal("the batch asked nothing")
+	}
+	if n := h.hs.count(); n != first {
 		t.Fatalf("retried after 59s (%d calls), want after the 1 min backoff", n)
 	}
 	h.clk.Advance(time.Second)
 	h.e.onTick()
-	h.drain(t, 1) // the retry fails again: the next wait is 2 min
-	if n := h.hs.count(); n != 2 || h.r.Status != ConnectedHistoricSyncFailures {
-		t.Fatalf("after the first retry: %d calls, %v", n, h.r.Status)
+	h.drain(t) // the retry fails again: the next wait is 2 min
+	if n := h.hs.count(); n != 2*first || h.r.Status != ConnectedHistoricSyncFailures {
+		t.Fatalf("after the first retry: %d calls (want %d), %v", n, 2*first, h.r.Status)
 	}
 
 	// A quick reconnect: the catch-up runs, the failure stays.
@@ -132,18 +149,19 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 	h.clk.Advance(10 * time.Second)
 	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
 	h.e.connectOrReconnect(h.r)
-	h.drain(t, 1) // the catch-up batch
+	h.drain(t) // the catch-up batch
 	if h.r.Status != ConnectedHistoricSyncFailures {
 		t.Fatalf("after a quick reconnect: %v, want %v", h.r.Status, ConnectedHistoricSyncFailures)
 	}
 	h.clk.Advance(2 * time.Minute)
 	h.e.onTick()
-	h.drain(t, 1)
+	h.drain(t)
 	if h.r.Status != Connected || h.r.HistoricFailed {
 		t.Fatalf("after a successful retry: %v (failed=%v), want connected", h.r.Status, h.r.HistoricFailed)
 	}
-	if !slices.Contains(h.hs.calls[len(h.hs.calls)-1][0].Tags["a"], h.ref) {
-		t.Errorf("the retry asked %v, want the failed batch's filters", h.hs.calls[len(h.hs.calls)-1])
+	retried := h.callsSince(h.hs.count() - first)
+	if !slices.ContainsFunc(retried, func(f nostr.Filter) bool { return slices.Contains(f.Tags["a"], h.ref) }) {
+		t.Errorf("the retry asked %v, want the failed batch's filters", retried)
 	}
 }
 
@@ -158,9 +176,10 @@ func TestQuickReconnectCatchUpSinceDisconnect(t *testing.T) {
 	h.e.onDisconnected(testRelay, h.r.gen, errors.New("connection reset"))
 	h.clk.Advance(time.Minute)
 	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
+	before := h.hs.count()
 	h.e.connectOrReconnect(h.r)
-	h.drain(t, 1)
-	fs := h.hs.calls[len(h.hs.calls)-1]
+	h.drain(t)
+	fs := h.callsSince(before)
 	want := nostr.Timestamp(disconnect.Add(-h.e.cfg.SinceBuffer).Unix())
 	if len(fs) < 2 {
 		t.Fatalf("catch-up asked %v, want layer 1 and layer 2 with since", fs)
@@ -189,7 +208,7 @@ func TestHistoricSyncCompleteOnce(t *testing.T) {
 		if h.r.Status != Connected {
 			t.Fatalf("batch %d for a newly discovered repository: %v, want connected", i, h.r.Status)
 		}
-		h.drain(t, 1)
+		h.drain(t)
 	}
 	if n := h.logs.FilterMessage("historic sync complete").Len(); n != 1 {
 		t.Errorf("historic sync complete logged %d times, want 1", n)

@@ -167,7 +167,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 				return relays.Dial(ctx, url, ropts)
 			},
 			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
-			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: purgatory.DefaultNostrResolveTTL,
+			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
 		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
