@@ -26,6 +26,12 @@ func TestUsageErrorsAreOneLineWithHint(t *testing.T) {
 			`grasp-sync: unknown flag --own-rely (did you mean --own-relay?); see grasp-sync run --help`},
 		{[]string{"check", "--own-relay", "ws://x", "--sync.page-size", "many"}, nil,
 			`grasp-sync: --sync.page-size: invalid value "many" (a whole number); see grasp-sync check --help`},
+		{[]string{"run", "ws://x"}, nil,
+			`grasp-sync: unexpected argument "ws://x" (settings are flags: --own-relay ws://…); see grasp-sync run --help`},
+		{[]string{"check", "--own-relay", "ws://x", "extra"}, nil,
+			`grasp-sync: unexpected argument "extra" (settings are flags: --own-relay ws://…); see grasp-sync check --help`},
+		{[]string{"--own-relay"}, nil,
+			`grasp-sync: --own-relay needs a value; see grasp-sync run --help`},
 		// No suggestion when no flag is close.
 		{[]string{"--own-relay", "ws://x", "--bogus"}, nil,
 			`grasp-sync: unknown flag --bogus; see grasp-sync run --help`},
