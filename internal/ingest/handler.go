@@ -304,7 +304,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
-	h.servedByOwn(id)
+	h.notHeld(id)
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
@@ -523,8 +523,8 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		// until the relay serves it.
 		h.onHeld(ev)
 	case publish.Accepted, publish.Duplicate:
-		if id, ok := decodeID(ev.ID); ok {
-			h.servedByOwn(id)
+		if idOK {
+			h.notHeld(id)
 		}
 		if r.Outcome == publish.Accepted {
 			h.m.eventsSynced.Inc()
@@ -539,6 +539,9 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		}
 		h.dependencyAccepted(ev)
 	case publish.Rejected:
+		if idOK {
+			h.notHeld(id)
+		}
 		h.m.eventsRejected.WithLabelValues(reasonLabel(r.Reason)).Inc()
 		if h.rejected.Add(ev) {
 			// Its dependency was accepted while it was in flight.
@@ -548,44 +551,8 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
 	case publish.Dropped:
 		if idOK {
+			h.notHeld(id)
 			h.seen.Forget(id)
 		}
-	}
-}
-
-// dependencyAccepted retries the rejected events that referenced ev.
-func (h *Handler) dependencyAccepted(ev *nostr.Event) {
-	refs := []string{ev.ID}
-	if ev.Kind == nip34.KindRepoAnnouncement {
-		if d := ev.Tags.GetD(); d != "" {
-			refs = append(refs, nip34.RepoRef(ev.PubKey, d), nip34.AnyOwnerRef(d))
-		}
-	}
-	for _, ref := range refs {
-		retry, forgotten := h.rejected.DependencyAccepted(ref)
-		for _, id := range forgotten {
-			if b, ok := decodeID(id); ok {
-				h.seen.Forget(b)
-			}
-		}
-		for _, r := range retry {
-			h.retry(r)
-		}
-	}
-}
-
-// retry queues a previously rejected event for another publish. It never
-// blocks (Settle runs on the publisher's goroutine); when the retry queue is
-// full the event is forgotten instead, so the next sync fetches it again,
-// and retry returns false.
-func (h *Handler) retry(ev *nostr.Event) bool {
-	select {
-	case h.retries <- ev:
-		return true
-	default:
-		if id, ok := decodeID(ev.ID); ok {
-			h.seen.Forget(id)
-		}
-		return false
 	}
 }

@@ -168,6 +168,9 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
+		if c.opts.OnOK != nil {
+			c.opts.OnOK(env.EventID, env.OK, env.Reason)
+		}
 		c.mu.Lock()
 		list := c.oks[env.EventID]
 		delete(c.oks, env.EventID)
@@ -183,6 +186,9 @@ func (c *Conn) handle(data []byte) {
 		c.mu.Lock()
 		c.challenge = *env.Challenge
 		c.mu.Unlock()
+		if c.opts.OnChallenge != nil {
+			c.opts.OnChallenge(*env.Challenge)
+		}
 	case "NEG-MSG":
 		var env nip77.MessageEnvelope
 		if env.FromJSON(msg) != nil {
@@ -197,6 +203,9 @@ func (c *Conn) handle(data []byte) {
 		reason := env.Reason
 		if reason == "" {
 			reason = "unspecified"
+		}
+		if c.opts.OnNegErr != nil {
+			c.opts.OnNegErr(env.SubscriptionID, reason)
 		}
 		c.deliverNeg(env.SubscriptionID, NegReply{Err: reason})
 	}

@@ -75,6 +75,9 @@ func (e *Engine) applyRestored(r *remote) {
 	if r.DisconnectedAt.IsZero() {
 		r.LastConnected = time.Time{} // nothing to measure the downtime by: fresh
 	}
+	// Its confirmed items were synced: a reconnect inside the window
+	// catches up instead of starting over.
+	r.HistoricDone = !r.LastConnected.IsZero()
 }
 
 // confirmedCache holds a relay's confirmed items as lists, rebuilt only
