@@ -4,6 +4,10 @@ import (
 	"reflect"
 	"time"
 	"unsafe"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
 // PersistedRelay is one remote relay's sync state as a state store keeps
@@ -166,4 +170,109 @@ func (s *NegSyncer) supportOf(url string) (string, time.Time) {
 		return "supported", e.at
 	}
 	return "unsupported", e.at
+}
+
+// PersistedRepos is the repository index as a state store keeps it: the
+// root events of each repository (and the orphans waiting for their
+// announcement), and how far the own relay's history was read. A restart
+// pages the own relay's announcements and states in full (few, and the
+// purgatory needs them) and its root events only since SelfSeen −
+// since_buffer; the restored roots wait as orphans for their announcement,
+// as roots paged before their announcement do.
+type PersistedRepos struct {
+	Roots    map[string][]string `json:"roots"`
+	SelfSeen time.Time           `json:"self_seen,omitzero"`
+	// Gen changes whenever Roots changes, so a store rewrites it only then.
+	Gen uint64 `json:"-"`
+}
+
+// RepoState returns the persistable repository index as of the last status
+// refresh.
+func (e *Engine) RepoState() PersistedRepos {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	return e.reposSnap
+}
+
+// RestoreRepos hands the engine the previous run's repository index; call
+// it before Run.
+func (e *Engine) RestoreRepos(p PersistedRepos) {
+	if p.SelfSeen.IsZero() || len(p.Roots) == 0 {
+		return // nothing to resume from: the history is read in full
+	}
+	for ref, roots := range p.Roots {
+		if !validRepoRef(ref) {
+			continue
+		}
+		o := e.orphans[ref]
+		if o == nil {
+			o = set{}
+			e.orphans[ref] = o
+		}
+		for _, id := range roots {
+			if !o.has(id) {
+				o.add(id)
+				e.orphanCount++ // not bounded by maxOrphanRoots: all were accepted before
+			}
+		}
+	}
+	e.restoredSelfSeen = p.SelfSeen
+	e.reposGen++
+}
+
+// snapshotRepos copies the repository index when it changed since the
+// last copy.
+func (e *Engine) snapshotRepos() (PersistedRepos, bool) {
+	if e.reposGen == e.reposSnapGen() {
+		return PersistedRepos{}, false
+	}
+	p := PersistedRepos{Roots: make(map[string][]string, len(e.repos)+len(e.orphans)), Gen: e.reposGen}
+	for ref, n := range e.repos {
+		p.Roots[ref] = keys(n.Roots)
+	}
+	for ref, o := range e.orphans {
+		p.Roots[ref] = append(p.Roots[ref], keys(o)...)
+	}
+	return p, true
+}
+
+func (e *Engine) reposSnapGen() uint64 {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	return e.reposSnap.Gen
+}
+
+func (e *Engine) selfSeenTime() time.Time {
+	if e.selfLive.Load() {
+		return e.clock.Now()
+	}
+	if ns := e.selfSeen.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return e.restoredSelfSeen
+}
+
+// selfHistoryFilters are the own-relay filters of a self-subscription's
+// paging: everything since since; after a restore, announcements and
+// states in full.
+func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nostr.Filter {
+	if !restored || since == nil {
+		return []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}
+	}
+	var full, rest []int
+	for _, k := range e.cfg.SelfKinds {
+		if k == nip34.KindRepoAnnouncement || k == nip34.KindRepoState {
+			full = append(full, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	var fs []nostr.Filter
+	if len(full) > 0 {
+		fs = append(fs, nostr.Filter{Kinds: full})
+	}
+	if len(rest) > 0 {
+		fs = append(fs, nostr.Filter{Kinds: rest, Since: since})
+	}
+	return fs
 }

@@ -80,7 +80,7 @@ func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
 // stateSources are what the store saves.
 func (s *Sidecar) stateSources() statestore.Sources {
 	return statestore.Sources{
-		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates,
+		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState,
 		Confirmable: func() bool {
 			ps := s.pub.Stats()
 			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
@@ -101,5 +101,19 @@ func (s *Sidecar) restoreRelays() {
 	if len(rs) > 0 {
 		s.engine.RestoreRelays(rs)
 		s.log.Info("relay states restored from the state store", zap.Int("relays", len(rs)))
+	}
+	repos, err := s.store.LoadRepos()
+	if err != nil {
+		s.log.Warn("state store: cannot read the repository index; the own relay's history is read in full", zap.Error(err))
+		return
+	}
+	if len(repos.Roots) > 0 && !repos.SelfSeen.IsZero() {
+		s.engine.RestoreRepos(repos)
+		n := 0
+		for _, r := range repos.Roots {
+			n += len(r)
+		}
+		s.log.Info("repository index restored from the state store", zap.Int("repositories", len(repos.Roots)),
+			zap.Int("roots", n), zap.Time("own_relay_read_until", repos.SelfSeen))
 	}
 }

@@ -26,6 +26,8 @@ type Sources struct {
 	// still on its way to the own relay).
 	Relays      func() []reposync.PersistedRelay
 	Confirmable func() bool
+	// Repos returns the repository index (roots per repository).
+	Repos func() reposync.PersistedRepos
 }
 
 // DefaultFlushInterval is the default interval between batched writes.
@@ -64,6 +66,8 @@ type writer struct {
 	lastFlush time.Time
 	events    int
 	relayGen  map[string]uint64
+	reposGen  uint64
+	selfSeen  time.Time
 }
 
 // LoadLocal replays the persisted local index into idx and enables its
@@ -209,6 +213,13 @@ func (s *Store) Flush(src Sources) error {
 			relays = rs
 		}
 	}
+	var repos reposync.PersistedRepos
+	saveRoots, saveSeen := false, false
+	if src.Repos != nil {
+		repos = src.Repos()
+		saveRoots = repos.Gen != 0 && repos.Gen != w.reposGen
+		saveSeen = !repos.SelfSeen.Equal(w.selfSeen)
+	}
 	var held []purgatory.Persisted
 	savePurg := false
 	if src.Purgatory != nil {
@@ -219,7 +230,7 @@ func (s *Store) Flush(src Sources) error {
 			w.purgGen = gen
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg && relays == nil {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen {
 		w.flushes++
 		return nil
 	}
@@ -244,6 +255,13 @@ func (s *Store) Flush(src Sources) error {
 				return err
 			}
 			written += len(c)
+		}
+		if saveRoots || saveSeen {
+			n, err := putRepos(tx, repos, saveRoots)
+			if err != nil {
+				return err
+			}
+			written += n
 		}
 		if relays != nil {
 			n, err := s.putRelays(tx, relays)
@@ -281,6 +299,10 @@ func (s *Store) Flush(src Sources) error {
 	if relays != nil {
 		s.relaysWritten(relays)
 	}
+	if saveRoots {
+		w.reposGen = repos.Gen
+	}
+	w.selfSeen = repos.SelfSeen
 	if snapshot != nil {
 		s.m.compactions.Inc()
 		w.chunks, w.removed = len(snapshot), 0

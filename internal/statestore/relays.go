@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
@@ -123,4 +124,58 @@ func (s *Store) relaysWritten(relays []reposync.PersistedRelay) {
 	for _, r := range relays {
 		w.relayGen[r.URL] = r.ConfirmedGen
 	}
+}
+
+var (
+	keyRoots    = []byte("roots")
+	keySelfSeen = []byte("self_seen")
+)
+
+// putRepos writes the repository index's roots (when changed) and how far
+// the own relay's history was read.
+func putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots bool) (int, error) {
+	b := tx.Bucket(bucketRepos)
+	written := 0
+	if roots {
+		v, err := json.Marshal(p.Roots)
+		if err != nil {
+			return 0, err
+		}
+		if err := b.Put(keyRoots, v); err != nil {
+			return 0, err
+		}
+		written += len(v)
+	}
+	v, err := p.SelfSeen.MarshalBinary()
+	if err != nil {
+		return written, err
+	}
+	return written + len(v), b.Put(keySelfSeen, v)
+}
+
+// LoadRepos returns the persisted repository index.
+func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
+	var p reposync.PersistedRepos
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketRepos)
+			if v := b.Get(keyRoots); v != nil {
+				if err := json.Unmarshal(v, &p.Roots); err != nil {
+					s.log.Warn("persisted repository index unreadable; the own relay's history is read in full", zap.Error(err))
+					p.Roots = nil
+					return nil
+				}
+			}
+			if v := b.Get(keySelfSeen); v != nil {
+				if err := p.SelfSeen.UnmarshalBinary(v); err != nil {
+					p.SelfSeen = time.Time{}
+				}
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return reposync.PersistedRepos{}, s.replaceDamaged(err)
+	}
+	return p, err
 }

@@ -29,6 +29,7 @@ var (
 	bucketLocal     = []byte("local")
 	bucketPurgatory = []byte("purgatory")
 	bucketRelays    = []byte("relays")
+	bucketRepos     = []byte("repos")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -221,7 +222,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
