@@ -28,13 +28,24 @@ type recordingGit struct {
 	inner gitx.Runner
 	mu    sync.Mutex
 	cmds  []string
+	args  [][]string
 }
+
+var _ gitx.Runner = (*recordingGit)(nil)
 
 func (g *recordingGit) Run(ctx context.Context, c gitx.Cmd) (gitx.Result, error) {
 	g.mu.Lock()
 	g.cmds = append(g.cmds, strings.Join(append([]string{c.Dir}, c.Args...), " "))
+	g.args = append(g.args, append([]string(nil), c.Args...))
 	g.mu.Unlock()
 	return g.inner.Run(ctx, c)
+}
+
+// commandLines returns every command's arguments so far.
+func (g *recordingGit) commandLines() [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([][]string(nil), g.args...)
 }
 
 func (g *recordingGit) mentioning(s string) []string {
@@ -164,9 +175,9 @@ func TestForeignRepositoriesNeverReachPurgatory(t *testing.T) {
 	if got := maxHeld.Load(); got > 2 {
 		t.Errorf("purgatory held up to %d events, want at most the hosted repository's 2", got)
 	}
-	ever := testkit.Metric(t, sc.Registry, "purgatory_events_released_total", nil) +
-		testkit.Metric(t, sc.Registry, "purgatory_events_expired_total", nil) +
-		testkit.Metric(t, sc.Registry, "purgatory_events", nil)
+	ever := testkit.Metric(t, sc.Registry, "ngit_sync_purgatory_events_released_total", nil) +
+		testkit.Metric(t, sc.Registry, "ngit_sync_purgatory_events_expired_total", nil) +
+		testkit.Metric(t, sc.Registry, "ngit_sync_purgatory_events", nil)
 	if ever != 2 {
 		t.Errorf("purgatory took %v events in all, want 2", ever)
 	}

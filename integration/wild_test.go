@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,4 +232,67 @@ func TestWildMessageLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWildOwnRelayPurgatory: a GRASP own relay answers a PR with OK true
+// "purgatory: …" and does not serve it. The sidecar does not count it
+// present; when the relay discards it, it is published again; once the
+// relay serves it (git data arrived), a publish answers duplicate and the
+// sidecar counts it present.
+func TestWildOwnRelayPurgatory(t *testing.T) {
+	own := harness.Start(t, harness.RelayOptions{Name: "own-grasp", Policy: harness.GraspPolicy(),
+		HoldPurgatory: func(ev *nostr.Event) bool { return ev.Kind == nip34.KindPullRequest }})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "held", own, remote)
+	mustPublish(t, own, repo)
+	pr := alice.PR(harness.Address(repo), strings.Repeat("ab", 20))
+	issue := alice.Issue(harness.Address(repo), "served at once")
+	remote.Inject(repo, pr, issue)
+
+	cfg := fastConfig(own)
+	cfg.Publisher.OwnPurgatoryRecheck = 300 * time.Millisecond
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, issue)
+	testkit.WaitFor(t, syncTimeout, "the PR in the own relay's purgatory", func() bool { return slices.Contains(own.Held(), pr.ID) })
+	if own.Has(pr.ID) {
+		t.Fatal("the own relay serves a held PR")
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_events", nil); v != 1 {
+		t.Fatalf("own purgatory events = %v, want 1 (held, not present)", v)
+	}
+	// The relay discards it (no git data within 30 minutes): it comes back.
+	own.DiscardHeld()
+	testkit.WaitFor(t, syncTimeout, "the PR published again", func() bool { return slices.Contains(own.Held(), pr.ID) })
+	// Its git data arrives: the relay serves it (without telling live
+	// subscribers); the next publish answers duplicate.
+	own.ReleaseHeld()
+	testkit.WaitFor(t, syncTimeout, "the PR counted present", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_events", nil) == 0
+	})
+	if !own.Has(pr.ID) {
+		t.Fatal("the PR is not on the own relay")
+	}
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_republished_total", nil); v < 2 {
+		t.Fatalf("republished %v times, want at least 2 (after the discard and after the release)", v)
+	}
+}
+
+// TestWildCIEventsArriveThroughLayer2: CI events (NIP-C1) tag the
+// repository and are real volume on relay.ngit.dev; they arrive like any
+// other Layer 2 event, historic and live.
+func TestWildCIEventsArriveThroughLayer2(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "ci", Negentropy: true})
+	alice := harness.NewKey()
+	repo := repoFor(alice, "ci", own, remote)
+	mustPublish(t, own, repo)
+	old := alice.CIRun(harness.Address(repo), strings.Repeat("cd", 20), "success")
+	remote.Inject(repo, old)
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, old)
+	waitState(t, sc, remote.URL(), "connected")
+	live := alice.CIRun(harness.Address(repo), strings.Repeat("ef", 20), "failure")
+	mustPublish(t, remote, live)
+	waitHas(t, own, live)
 }

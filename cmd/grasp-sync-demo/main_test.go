@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +28,21 @@ func TestDemoRuns(t *testing.T) {
 		t.Skip("end to end")
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"grasp-sync-demo", "--repos", "2", "--timeout", (2 * time.Minute).String()}, &stdout, &stderr); code != 0 {
+	logFile := filepath.Join(t.TempDir(), "sidecar.log")
+	if code := run([]string{"grasp-sync-demo", "--repos", "2", "--timeout", (2 * time.Minute).String(), "--log", logFile}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "grasp-sync demo: everything runs on 127.0.0.1") {
-		t.Errorf("stdout:\n%s", stdout.String())
+	for _, want := range []string{"grasp-sync demo: everything runs on 127.0.0.1", "sidecar log: " + logFile} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	log, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "INFO") || !strings.Contains(string(log), "historic sync complete") {
+		t.Errorf("sidecar log:\n%s", log)
 	}
 }
 

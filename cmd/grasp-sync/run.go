@@ -72,8 +72,10 @@ func (e *env) runAction(c *cli.Context) (err error) {
 		zap.Bool("auth_key", !cfg.Auth.Key.IsZero()))
 	// The secret key renders as "[redacted]".
 	log.Debug("configuration", zap.Any("config", cfg))
-	for _, name := range unknownEnv(e.environ(), knownEnv(c.App.Commands)) {
-		log.Warn("unknown environment variable ignored (see grasp-sync run --help for the names)", zap.String("variable", name))
+	known := knownEnv(c.App.Commands)
+	for _, name := range unknownEnv(e.environ(), known) {
+		log.Warn("unknown environment variable ignored (see grasp-sync run --help for the names)",
+			zap.String("variable", name), zap.String("did_you_mean", suggestEnv(name, known)))
 	}
 
 	reg := prometheus.NewRegistry()

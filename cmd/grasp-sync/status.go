@@ -193,7 +193,7 @@ func printPurgatory(w io.Writer, p *status.Purgatory, now time.Time) error {
 	if !p.Enabled || len(p.Identifiers) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\npurgatory: %d identifiers, %d events waiting for git data\n", len(p.Identifiers), p.Events)
+	fmt.Fprintf(w, "\npurgatory (identifiers: %d, events waiting for git data: %d)\n", len(p.Identifiers), p.Events)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "IDENTIFIER\tSTATES\tPRS\tHELD FOR\tEXPIRES IN\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR")
 	rows := p.Identifiers

@@ -61,7 +61,7 @@ func TestPrintStatus(t *testing.T) {
 		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234",
 		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0       3         dial tcp: lookup gitnostr.com: no such host, and a very long\n" +
 			strings.Repeat(" ", 115) + "tail that must not be cut off\n",
-		"purgatory: 2 identifiers, 7 events waiting for git data",
+		"purgatory (identifiers: 2, events waiting for git data: 7)",
 		"IDENTIFIER  STATES  PRS  HELD FOR  EXPIRES IN  ATTEMPTS  NEXT ATTEMPT  LAST ERROR",
 		"tool        2       1    10m0s     20m0s       3         in 40s        fetch https://git.example/alice/tool.git: git fetch: exit\n" +
 			strings.Repeat(" ", 71) + "status 128: fatal: unable to access\n" +

@@ -115,3 +115,36 @@ func (e *env) environ() []string {
 	}
 	return os.Environ()
 }
+
+// suggestEnv returns the known variable closest to name (at most 3 edits
+// away), or "".
+func suggestEnv(name string, known map[string]bool) string {
+	best, bestD := "", 4
+	for k := range known {
+		if d := editDistance(name, k); d < bestD || (d == bestD && k < best) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

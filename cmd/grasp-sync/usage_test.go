@@ -70,7 +70,7 @@ func TestUnknownEnvironmentVariableWarned(t *testing.T) {
 		t.Errorf("exit code %d", c)
 	}
 	out := h.stderr.String()
-	if !strings.Contains(out, `"unknown environment variable ignored`) || !strings.Contains(out, `"variable":"GRASP_SYNC_OWN_RELAAY"`) {
+	if !strings.Contains(out, `"unknown environment variable ignored`) || !strings.Contains(out, `"variable":"GRASP_SYNC_OWN_RELAAY","did_you_mean":"GRASP_SYNC_OWN_RELAY"`) {
 		t.Errorf("no warning for GRASP_SYNC_OWN_RELAAY:\n%s", out)
 	}
 	if strings.Count(out, "unknown environment variable") != 1 {

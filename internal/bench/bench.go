@@ -139,6 +139,10 @@ type Options struct {
 	// BatchWindow is the sidecar's sync.batch_window (the self-subscriber
 	// batch window, 5 s in production); default DefaultBatchWindow.
 	BatchWindow time.Duration
+	// Delay is the one-way latency of every remote relay (harness
+	// Faults.Latency): remotes Delay away, a round trip 2×Delay. The own
+	// relay stays local, beside the sidecar. 0: loopback.
+	Delay time.Duration
 	// Window is the publish window of own-relay-ingest and the baseline;
 	// default DefaultWindow.
 	Window int
@@ -272,10 +276,12 @@ type Machine struct {
 
 // Report is the whole benchmark result.
 type Report struct {
-	Profile Profile   `json:"profile"`
-	Seed    uint64    `json:"seed"`
-	Machine Machine   `json:"machine"`
-	Started time.Time `json:"started"`
+	Profile Profile `json:"profile"`
+	Seed    uint64  `json:"seed"`
+	// Delay is Options.Delay: the remote relays' one-way latency.
+	Delay   time.Duration `json:"delay_ns,omitempty"`
+	Machine Machine       `json:"machine"`
+	Started time.Time     `json:"started"`
 	// Repos and Roots describe the generated universe; Expected is the
 	// number of events the own relay must gain (all but announcements).
 	Repos    int `json:"repos"`
@@ -314,11 +320,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		defer os.RemoveAll(dir)
 		opts.WorkDir = dir
 	}
-	rep := &Report{Profile: opts.Profile, Seed: opts.Seed, Machine: describeMachine(), Started: time.Now().UTC()}
+	rep := &Report{Profile: opts.Profile, Seed: opts.Seed, Delay: opts.Delay, Machine: describeMachine(), Started: time.Now().UTC()}
 	p := opts.Progress
 
-	fmt.Fprintf(p, "bench %s: %d events, %d repositories, %d remote relays (127.0.0.1 only)\n",
-		opts.Profile.Name, opts.Profile.Events, opts.Profile.Repos, opts.Profile.Relays)
+	fmt.Fprintf(p, "bench %s: %d events, %d repositories, %d remote relays (127.0.0.1 only, %s one-way delay)\n",
+		opts.Profile.Name, opts.Profile.Events, opts.Profile.Repos, opts.Profile.Relays, opts.Delay)
 	start := time.Now()
 	w, err := newWorld(opts)
 	if err != nil {

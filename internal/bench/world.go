@@ -46,6 +46,7 @@ func newWorld(opts Options) (*world, error) {
 	for i := 0; i < opts.Profile.Relays; i++ {
 		r, err := harness.StartRelay(harness.RelayOptions{
 			Name: fmt.Sprintf("remote %d", i+1), Negentropy: true, ReqCap: remoteReqCap, LogLimit: logLimit,
+			Faults: harness.Faults{Latency: opts.Delay},
 		})
 		if err != nil {
 			w.close()

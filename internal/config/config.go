@@ -134,6 +134,8 @@ type Publisher struct {
 	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
 	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
 	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
+	// OwnPurgatoryRecheck: see ingest.Config.OwnHeldRecheck.
+	OwnPurgatoryRecheck time.Duration `yaml:"own_purgatory_recheck" help:"An event a GRASP own relay accepted into its purgatory (OK true \"purgatory:\") and has not served after this long is published again (GRASP-01 discards after 30m)."`
 }
 
 // Purgatory configures the git-data purgatory.
@@ -255,6 +257,8 @@ func Default() *Config {
 			RetryBase: pub.RetryBase,
 			RetryMax:  pub.RetryMax,
 			QueueSize: pub.QueueSize,
+
+			OwnPurgatoryRecheck: ingest.DefaultOwnHeldRecheck,
 		},
 		Purgatory: Purgatory{
 			Enabled:                 true,

@@ -113,8 +113,21 @@ type composeFile struct {
 		Image       string            `yaml:"image"`
 		Build       any               `yaml:"build"`
 		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
 		Environment map[string]string `yaml:"environment"`
 	} `yaml:"services"`
+}
+
+// mountsVolume tells whether one of the compose volume entries
+// ("name:/path[:ro]") mounts a named volume at path.
+func mountsVolume(vols []string, path string) bool {
+	for _, v := range vols {
+		parts := strings.Split(v, ":")
+		if len(parts) >= 2 && parts[1] == path && !strings.HasPrefix(parts[0], ".") && !strings.HasPrefix(parts[0], "/") {
+			return true
+		}
+	}
+	return false
 }
 
 // pinned reports whether an image reference names a tag other than latest,
@@ -162,6 +175,10 @@ func TestDockerComposeDeploy(t *testing.T) {
 	if cfg.GitDir == "" || !cfg.Purgatory.CreateMissingRepos {
 		t.Errorf("compose: git_dir %q with create_missing_repos %v: nothing creates repositories on the volume", cfg.GitDir, cfg.Purgatory.CreateMissingRepos)
 	}
+	// The sync state lives on a volume of its own.
+	if cfg.State.Dir == "" || !mountsVolume(c.Services["grasp-sync"].Volumes, cfg.State.Dir) {
+		t.Errorf("compose: state.dir %q is not on a volume (%v)", cfg.State.Dir, c.Services["grasp-sync"].Volumes)
+	}
 	// The openness of the example relay is stated where an operator reads.
 	for _, f := range []string{"../../deploy/docker-compose.yml", "../../README.md", "../../deploy/kubernetes/kustomization.yaml"} {
 		b, err := os.ReadFile(f)
@@ -194,6 +211,9 @@ type k8sDeployment struct {
 							} `yaml:"secretKeyRef"`
 						} `yaml:"valueFrom"`
 					} `yaml:"env"`
+					VolumeMounts []struct {
+						MountPath string `yaml:"mountPath"`
+					} `yaml:"volumeMounts"`
 					ReadinessProbe any `yaml:"readinessProbe"`
 					LivenessProbe  any `yaml:"livenessProbe"`
 				} `yaml:"containers"`
@@ -257,6 +277,7 @@ func TestKubernetesDeploy(t *testing.T) {
 		}
 	}
 	seen := false
+	stateMounted := map[string]bool{}
 	for _, c := range pod.Spec.Containers {
 		if !pinned(c.Image) && !replaced[c.Image] {
 			t.Errorf("container %s: image %q is neither pinned nor set by kustomization.yaml", c.Name, c.Image)
@@ -265,6 +286,9 @@ func TestKubernetesDeploy(t *testing.T) {
 			continue
 		}
 		seen = true
+		for _, m := range c.VolumeMounts {
+			stateMounted[m.MountPath] = true
+		}
 		// Pod readiness gates the relay's Service: the sidecar must not
 		// take the relay out of rotation.
 		if c.ReadinessProbe != nil {
@@ -281,6 +305,20 @@ func TestKubernetesDeploy(t *testing.T) {
 	}
 	if !seen {
 		t.Fatal("no grasp-sync container")
+	}
+	// The ConfigMap's state.dir is a mounted volume of the grasp-sync container.
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(read("configmap.yaml"), &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(strings.NewReader(cm.Data["grasp-sync.yml"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.State.Dir == "" || !stateMounted[cfg.State.Dir] {
+		t.Errorf("state.dir %q is not a volume mount of the grasp-sync container", cfg.State.Dir)
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Secret != nil && !v.Secret.Optional {

@@ -207,6 +207,7 @@ func (c *Config) Validate() error {
 	p := c.Publisher
 	v.positiveInt("publisher.window", p.Window)
 	v.positive("publisher.ok_timeout", p.OKTimeout)
+	v.positive("publisher.own_purgatory_recheck", p.OwnPurgatoryRecheck)
 	v.positive("publisher.retry_base", p.RetryBase)
 	v.positive("publisher.retry_max", p.RetryMax)
 	if p.RetryMax < p.RetryBase {

@@ -1,6 +1,8 @@
 // Package demo runs grasp-sync end to end on 127.0.0.1: an own relay and
 // two remote relays (khatru, in-process), seeded with NIP-34 repositories,
-// synced by a real sidecar, with progress and a summary of real counts.
+// and, when git is installed, a git server whose commits the sidecar
+// fetches before it releases state and PR events (purgatory); synced by a
+// real sidecar, with progress and a summary of real counts.
 package demo
 
 import (
@@ -8,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -42,18 +46,30 @@ func DefaultOptions() Options {
 
 // Summary is what the demo measured.
 type Summary struct {
-	Expected   int
-	Arrived    int
+	Expected int
+	Arrived  int
+	// Received counts events as the remotes sent them: an event both
+	// remotes hold is received twice.
+	Received   uint64
 	Published  uint64
 	Duplicates uint64
 	Rejected   uint64
 	Elapsed    time.Duration
 	Relays     []status.Relay
+	// Git is set when git was available and purgatory ran.
+	Git bool
+	// Held is whether the watched state event was seen held in purgatory;
+	// Released whether it reached the own relay after its commit was
+	// fetched into the own git directory.
+	Held, Released bool
+	// GitRequests counts requests the git server answered.
+	GitRequests int
 }
 
 // world is the relays and the events the demo expects to see synced.
 type world struct {
 	own, a, b *harness.Relay
+	git       *gitWorld // nil without git
 	expected  []*nostr.Event
 }
 
@@ -78,6 +94,12 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	fmt.Fprintf(out, "  own relay     %s  (GRASP policy: hosts %d announced repositories)\n", w.own.URL(), w.own.Count(nostr.Filter{Kinds: []int{harness.KindAnnouncement}}))
 	fmt.Fprintf(out, "  remote A      %s  (%d events, NIP-77 on)\n", w.a.URL(), w.a.Len())
 	fmt.Fprintf(out, "  remote B      %s  (%d events, REQ capped at 500)\n", w.b.URL(), w.b.Len())
+	if w.git != nil {
+		fmt.Fprintf(out, "  git server    %s  (another GRASP service's clone URLs: the commits of every repository)\n", w.git.server.URL)
+		fmt.Fprintf(out, "  own git dir   %s  (empty: the sidecar creates the repositories and fetches into them)\n", w.git.dir)
+	} else {
+		fmt.Fprintln(out, "  git           not installed: purgatory off, state and PR events are published as they come")
+	}
 	fmt.Fprintf(out, "  to sync       %d events the own relay does not have yet\n\n", len(w.expected))
 
 	cfg := config.Default()
@@ -86,6 +108,16 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	cfg.Dial.Allow = []string{"127.0.0.0/8"}
 	cfg.Sync.BatchWindow = 200 * time.Millisecond
 	cfg.Health.Tick = 200 * time.Millisecond
+	cfg.Log.ProgressInterval = time.Second
+	if w.git != nil {
+		cfg.GitDir = w.git.dir
+		cfg.ServiceDomain = w.own.Addr()
+		cfg.Purgatory.CreateMissingRepos = true
+		// Long enough to watch a state event wait for its commit.
+		cfg.Purgatory.SyncedDelay = time.Second
+		cfg.Purgatory.OwnRelayDelay = 100 * time.Millisecond
+		cfg.Purgatory.Loop = 50 * time.Millisecond
+	}
 	reg := prometheus.NewRegistry()
 	sc, err := sidecar.New(cfg, sidecar.Deps{Log: opts.Log, Registry: reg, Version: "demo"})
 	if err != nil {
@@ -96,34 +128,113 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(runCtx) }()
 
+	sum := Summary{Expected: len(w.expected), Git: w.git != nil}
+	watch := w.watchState(runCtx, sc, start)
 	tick := time.NewTicker(opts.Progress)
 	defer tick.Stop()
-	var runErr error
-	for arrived := 0; arrived < len(w.expected); {
+	for sum.Arrived < len(w.expected) && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-			runErr = fmt.Errorf("timed out after %s with %d of %d events synced", opts.Timeout, arrived, len(w.expected))
-		case <-tick.C:
-			arrived = w.arrived()
-			st := sc.Status()
-			fmt.Fprintf(out, "  %5.1fs  synced %d/%d  relays connected %d/%d  published %d  rejected %d\n",
-				time.Since(start).Seconds(), arrived, len(w.expected), connected(st), len(st.Relays), st.Publisher.Accepted, st.Publisher.Rejected)
 			continue
+		case <-tick.C:
 		}
-		break
+		watch.print(out, w, &sum)
+		sum.Arrived = w.arrived()
+		st := sc.Status()
+		fmt.Fprintf(out, "  %5.1fs  own relay has %d/%d  received %d (%d new)  held for git %d  relays connected %d/%d  rejected %d\n",
+			time.Since(start).Seconds(), sum.Arrived, len(w.expected), received(st), st.Publisher.Accepted,
+			st.Purgatory.Events, connected(st), len(st.Relays), st.Publisher.Rejected)
 	}
 	elapsed := time.Since(start)
 	st := sc.Status()
 	stop()
-	if err := <-done; err != nil && runErr == nil {
-		runErr = err
-	}
-	sum := Summary{
-		Expected: len(w.expected), Arrived: w.arrived(), Elapsed: elapsed, Relays: st.Relays,
-		Published: st.Publisher.Accepted, Duplicates: st.Publisher.Duplicates, Rejected: st.Publisher.Rejected,
+	runErr := <-done
+	watch.print(out, w, &sum)
+	sum.Arrived, sum.Elapsed, sum.Relays = w.arrived(), elapsed, st.Relays
+	sum.Received, sum.Published, sum.Duplicates, sum.Rejected = received(st), st.Publisher.Accepted, st.Publisher.Duplicates, st.Publisher.Rejected
+	if w.git != nil {
+		sum.GitRequests = int(w.git.server.Stats().Requests)
 	}
 	printSummary(out, w, sum)
+	if sum.Arrived < sum.Expected {
+		// The same numbers as the summary's last line.
+		return sum, fmt.Errorf("timed out after %s: the own relay holds %d of the %d expected events", opts.Timeout, sum.Arrived, sum.Expected)
+	}
+	if w.git != nil && !sum.Released {
+		return sum, fmt.Errorf("the %s never reached the own relay after a git fetch", w.git.watched)
+	}
 	return sum, runErr
+}
+
+// stateWatch follows the watched state event: when purgatory first held
+// it, when it reached the own relay with its commit in the own git
+// directory. Polled often, so a short hold is seen.
+type stateWatch struct {
+	mu               sync.Mutex
+	heldAt, released time.Duration // 0: not yet
+	printedHeld      bool
+	printedReleased  bool
+}
+
+func (w *world) watchState(ctx context.Context, sc *sidecar.Sidecar, start time.Time) *stateWatch {
+	sw := &stateWatch{}
+	if w.git == nil || sc.Purgatory() == nil {
+		return sw
+	}
+	ws := w.git.watched
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			held := sc.Purgatory().Has(ws.event.ID)
+			released := !held && w.own.Has(ws.event.ID) && w.git.has(ws.repo, ws.commit)
+			sw.mu.Lock()
+			if held && sw.heldAt == 0 {
+				sw.heldAt = time.Since(start)
+			}
+			if released {
+				sw.released = time.Since(start)
+			}
+			sw.mu.Unlock()
+			if released {
+				return
+			}
+		}
+	}()
+	return sw
+}
+
+// print writes the hold and the release once each, and records them in sum.
+func (sw *stateWatch) print(out io.Writer, w *world, sum *Summary) {
+	if w.git == nil {
+		return
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	ws := w.git.watched
+	if sw.heldAt > 0 && !sw.printedHeld {
+		sw.printedHeld, sum.Held = true, true
+		fmt.Fprintf(out, "  %5.1fs  purgatory holds the %s: commit not in the own git directory yet\n", sw.heldAt.Seconds(), ws)
+	}
+	if sw.released > 0 && !sw.printedReleased {
+		sw.printedReleased, sum.Released = true, true
+		fmt.Fprintf(out, "  %5.1fs  released: %s fetched from the git server into %s, state event published\n",
+			sw.released.Seconds(), short(ws.commit), filepath.Join(w.git.dir, ws.repo))
+	}
+}
+
+// received sums the events the remotes sent (copies included).
+func received(st status.Snapshot) uint64 {
+	var n uint64
+	for _, r := range st.Relays {
+		n += r.EventsReceived
+	}
+	return n
 }
 
 func connected(st status.Snapshot) int {
@@ -139,8 +250,13 @@ func connected(st status.Snapshot) int {
 func printSummary(out io.Writer, w *world, s Summary) {
 	fmt.Fprintf(out, "\nsummary (%.1fs)\n", s.Elapsed.Seconds())
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  relay\tstate\tevents pulled\trepos\troot events")
+	fmt.Fprintln(tw, "  relay\tstate\tevents received\trepos\troot events")
 	names := map[string]string{w.a.URL(): "remote A", w.b.URL(): "remote B"}
+	if w.git != nil {
+		// A clone URL's host is taken for a GRASP service, whose relay is
+		// tried too; this git server has none.
+		names["ws://"+w.git.server.Host()] = "git server (tried as a relay; has none)"
+	}
 	for _, r := range s.Relays {
 		name := names[r.URL]
 		if name == "" {
@@ -149,7 +265,16 @@ func printSummary(out io.Writer, w *world, s Summary) {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", name, r.State, r.EventsReceived, r.ReposConfirmed, r.RootsConfirmed)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "  published into the own relay: %d accepted, %d already there, %d rejected\n", s.Published, s.Duplicates, s.Rejected)
+	fmt.Fprintf(out, "  received %d events in all: an event both remotes hold arrives twice, and announcements the own relay has arrive too\n", s.Received)
+	fmt.Fprintf(out, "  published into the own relay: %d new (accepted), %d already there, %d rejected\n", s.Published, s.Duplicates, s.Rejected)
+	if s.Git {
+		released := "not released"
+		if s.Released {
+			released = "released after its commit was fetched"
+		}
+		fmt.Fprintf(out, "  purgatory: state and PR events waited for their commits (%d git requests to the git server); the %s: %s\n",
+			s.GitRequests, w.git.watched, released)
+	}
 	fmt.Fprintf(out, "  own relay now holds %d of the %d expected events\n", s.Arrived, s.Expected)
 }
 
@@ -169,13 +294,21 @@ func startWorld() (*world, error) {
 		a.Close()
 		return nil, err
 	}
-	return &world{own: own, a: a, b: b}, nil
+	g, err := startGit()
+	if err != nil {
+		own.Close()
+		a.Close()
+		b.Close()
+		return nil, err
+	}
+	return &world{own: own, a: a, b: b, git: g}, nil
 }
 
 func (w *world) close() {
 	w.own.Close()
 	w.a.Close()
 	w.b.Close()
+	w.git.close()
 }
 
 // arrived counts expected events present on the own relay.
@@ -213,9 +346,16 @@ func (w *world) seed(ctx context.Context, n int) error {
 		} else if i%3 == 2 {
 			remotes = []*harness.Relay{w.b}
 		}
-		ann := announce(owner, d, w.own, remotes, next())
+		c, err := w.commits(owner, d)
+		if err != nil {
+			return err
+		}
+		ann := announce(owner, d, w.own, remotes, c.clone, next())
 		ownAnns = append(ownAnns, ann)
-		evs := repoEvents(owner, contributors, ann, d, next)
+		evs := repoEvents(owner, contributors, ann, d, c, next)
+		if i == 0 && w.git != nil {
+			w.git.watched = &watchedState{repo: owner.Npub() + "/" + d + ".git", commit: c.main, event: evs[0]}
+		}
 		for _, r := range remotes {
 			r.Inject(ann)
 			r.Inject(evs...)
@@ -226,8 +366,12 @@ func (w *world) seed(ctx context.Context, n int) error {
 	// remote B; its discussion lives on B.
 	owner := contributors[0]
 	d := "discovered-repo"
-	ann := announce(owner, d, w.own, []*harness.Relay{w.b}, next())
-	evs := repoEvents(owner, contributors, ann, d, next)
+	c, err := w.commits(owner, d)
+	if err != nil {
+		return err
+	}
+	ann := announce(owner, d, w.own, []*harness.Relay{w.b}, c.clone, next())
+	evs := repoEvents(owner, contributors, ann, d, c, next)
 	w.a.Inject(ann)
 	w.b.Inject(ann)
 	w.b.Inject(evs...)
@@ -241,9 +385,28 @@ func (w *world) seed(ctx context.Context, n int) error {
 	return nil
 }
 
-func announce(owner *harness.Key, d string, own *harness.Relay, remotes []*harness.Relay, opt harness.Option) *nostr.Event {
+// commits are the real commits of repository d on the git server, or
+// made-up ids without git.
+func (w *world) commits(owner *harness.Key, d string) (repoCommits, error) {
+	if w.git != nil {
+		c, err := w.git.commits(owner, d)
+		if err != nil {
+			return c, fmt.Errorf("demo: git server: %w", err)
+		}
+		return c, nil
+	}
+	return repoCommits{
+		main: fmt.Sprintf("%040x", len(d)*7919), pr: fmt.Sprintf("%040x", len(d)*104729),
+		prUpdate: fmt.Sprintf("%040x", len(d)*1299709),
+	}, nil
+}
+
+func announce(owner *harness.Key, d string, own *harness.Relay, remotes []*harness.Relay, clone string, opt harness.Option) *nostr.Event {
 	relays := []string{own.URL()}
 	clones := []string{harness.DefaultCloneURL(own.URL(), owner.Npub(), d)}
+	if clone != "" {
+		clones = append(clones, clone)
+	}
 	for _, r := range remotes {
 		relays = append(relays, r.URL())
 	}
@@ -252,10 +415,10 @@ func announce(owner *harness.Key, d string, own *harness.Relay, remotes []*harne
 }
 
 // repoEvents builds the discussion of one repository.
-func repoEvents(owner *harness.Key, contributors []*harness.Key, ann *nostr.Event, d string, next func() harness.Option) []*nostr.Event {
+// The state event comes first.
+func repoEvents(owner *harness.Key, contributors []*harness.Key, ann *nostr.Event, d string, c repoCommits, next func() harness.Option) []*nostr.Event {
 	addr := owner.RepoAddress(d)
-	tip := fmt.Sprintf("%040x", len(d)*7919)
-	state := owner.State(d, harness.WithRef("refs/heads/main", tip), harness.WithHEAD("main"), next())
+	state := owner.State(d, harness.WithRef("refs/heads/main", c.main), harness.WithHEAD("main"), next())
 	evs := []*nostr.Event{state}
 	for i, c := range contributors {
 		patch := c.Patch(addr, next())
@@ -266,8 +429,12 @@ func repoEvents(owner *harness.Key, contributors []*harness.Key, ann *nostr.Even
 		applied := owner.Status(harness.KindStatusApplied, patch, next())
 		evs = append(evs, patch, reply, issue, comment, answer, applied)
 	}
-	pr := contributors[0].PR(addr, fmt.Sprintf("%040x", len(d)*104729), next())
-	update := contributors[0].PRUpdate(addr, pr, fmt.Sprintf("%040x", len(d)*1299709), next())
+	var clone []harness.Option
+	if c.clone != "" {
+		clone = append(clone, harness.WithClone(c.clone))
+	}
+	pr := contributors[0].PR(addr, c.pr, append(clone, next())...)
+	update := contributors[0].PRUpdate(addr, pr, c.prUpdate, append(clone, next())...)
 	evs = append(evs, pr, update, owner.Comment(ann, nil, next()))
 	return evs
 }

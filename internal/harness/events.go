@@ -29,6 +29,9 @@ const (
 	KindStatusApplied = 1631
 	KindStatusClosed  = 1632
 	KindStatusDraft   = 1633
+	// KindCIWorkflowRun is a CI event (NIP-C1 uses kinds 9840–9844 and
+	// 39842) that tags the repository it ran for.
+	KindCIWorkflowRun = 9841
 	KindAnnouncement  = 30617
 	KindState         = 30618
 )
@@ -325,6 +328,14 @@ func (k *Key) PRUpdate(repo string, pr *nostr.Event, commit string, opts ...Opti
 func (k *Key) Issue(repo, subject string, opts ...Option) *nostr.Event {
 	tags := append(repoTags(repo), nostr.Tag{"subject", subject})
 	return k.build(KindIssue, "it does not work", tags, opts)
+}
+
+// CIRun builds a CI workflow-run event (NIP-C1) for repo at commit: the
+// kind of NIP-34 tooling's events that tag a repository and arrive
+// through Layer 2 like an issue.
+func (k *Key) CIRun(repo, commit, status string, opts ...Option) *nostr.Event {
+	tags := append(repoTags(repo), nostr.Tag{"c", commit}, nostr.Tag{"status", status})
+	return k.build(KindCIWorkflowRun, "workflow run "+status, tags, opts)
 }
 
 // Status builds a status event (KindStatusOpen … KindStatusDraft) for root

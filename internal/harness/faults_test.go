@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -515,5 +516,33 @@ func TestHarnessPublishToMuteRelayTimesOut(t *testing.T) {
 	err := r.Publish(ctx, notes(harness.NewKey(), 1, 1_700_000_000)...)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("publish to a mute relay: %v, want a deadline error", err)
+	}
+}
+
+// Faults.Latency delays every message both ways: a REQ's EOSE comes one
+// round trip (2×Latency) after the REQ at the earliest, and the events
+// before it arrive in order, with nothing lost.
+func TestHarnessLatency(t *testing.T) {
+	ctx := testCtx(t)
+	const latency = 100 * time.Millisecond
+	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{Latency: latency}})
+	k := harness.NewKey()
+	var want []string
+	for i := 0; i < 50; i++ {
+		ev := k.Issue(k.RepoAddress("lat"), fmt.Sprintf("issue %d", i))
+		r.Inject(ev)
+		want = append(want, ev.ID)
+	}
+	c := dial(t, ctx, r.URL())
+	start := time.Now()
+	res, err := c.Req(ctx, "s", nostr.Filter{Kinds: []int{1621}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(start); rtt < 2*latency {
+		t.Fatalf("EOSE after %s, before one round trip of %s", rtt, 2*latency)
+	}
+	if len(res.Events) != len(want) {
+		t.Fatalf("got %d events, want %d", len(res.Events), len(want))
 	}
 }

@@ -53,6 +53,11 @@ type Faults struct {
 	// for this long: a slow relay. Live events and the fault answers above
 	// are not delayed.
 	Delay time.Duration
+	// Latency is a one-way network delay on connections opened while it
+	// is set: every message in either direction arrives this long after
+	// it was sent, in order and without limiting throughput (a relay
+	// Latency away: a round trip takes 2×Latency).
+	Latency time.Duration
 }
 
 // Msg.Type of the connection lifecycle entries in the Received log.
@@ -123,6 +128,10 @@ type proxyConn struct {
 	cancel   context.CancelFunc
 	killOnce sync.Once
 
+	// down carries messages to the client across a delayed link (nil
+	// without Faults.Latency).
+	down chan timedFrame
+
 	// used by pumpUp only
 	negSessions map[string]*negSession
 	challenge   string
@@ -149,34 +158,10 @@ func (c *proxyConn) kill() {
 	})
 }
 
-// send writes a message to the client, records it and applies DropAfterSend.
-func (c *proxyConn) send(ctx context.Context, typ websocket.MessageType, data []byte, label, sub string) bool {
-	// record first, so a client that reacts to the message sees it counted
-	n := c.r.obs.sent(c, label, sub, data)
-	if err := c.client.Write(ctx, typ, data); err != nil {
-		return false
-	}
-	if f := c.r.Faults(); f.DropAfterSend > 0 && n >= f.DropAfterSend {
-		c.kill()
-		return false
-	}
-	return true
-}
-
-func (c *proxyConn) sendJSON(ctx context.Context, v []any) {
-	data, _ := json.Marshal(v)
-	label, _ := v[0].(string)
-	sub, _ := v[1].(string)
-	if label == "AUTH" {
-		sub = ""
-	}
-	c.send(ctx, websocket.MessageText, data, label, sub)
-}
-
 // pumpUp forwards client messages to khatru, applying faults.
-func (c *proxyConn) pumpUp(ctx context.Context) {
+func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (websocket.MessageType, []byte, error)) {
 	for {
-		typ, data, err := c.client.Read(ctx)
+		typ, data, err := read(ctx)
 		if err != nil {
 			return
 		}
@@ -201,6 +186,9 @@ func (c *proxyConn) pumpUp(ctx context.Context) {
 			case c.r.opts.AuthWrites && c.authed == "":
 				c.sendJSON(ctx, []any{"AUTH", c.challenge})
 				c.sendJSON(ctx, []any{"OK", evID, false, ReasonAuthRequired})
+				forward = false
+			case c.r.opts.HoldPurgatory != nil && c.holdPurgatory(data):
+				c.sendJSON(ctx, []any{"OK", evID, true, ReasonPurgatory})
 				forward = false
 			case f.EventReject != "":
 				c.sendJSON(ctx, []any{"OK", evID, false, f.EventReject})
@@ -306,6 +294,20 @@ func (c *proxyConn) deliverLive(ev *nostr.Event) {
 		c.send(ctx, websocket.MessageText, data, "EVENT", sub)
 		cancel()
 	}
+}
+
+// holdPurgatory puts the published event in the relay's purgatory when
+// HoldPurgatory wants it held and the store does not have it.
+func (c *proxyConn) holdPurgatory(data []byte) bool {
+	var ev nostr.Event
+	if err := json.Unmarshal([]byte(gjson.GetBytes(data, "1").Raw), &ev); err != nil {
+		return false
+	}
+	if ok, _ := ev.CheckSignature(); !ok || c.r.store.Get(ev.ID) != nil || !c.r.opts.HoldPurgatory(&ev) {
+		return false
+	}
+	c.r.hold(&ev)
+	return true
 }
 
 // ReasonTooManyFilters is the CLOSED reason of RelayOptions.MaxFilters.

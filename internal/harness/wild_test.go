@@ -97,3 +97,26 @@ func TestHarnessMaxFilters(t *testing.T) {
 		t.Fatalf("3 filters: %d events", len(got))
 	}
 }
+
+// TestHarnessHoldPurgatory: a GRASP-01 relay accepts a PR into its
+// purgatory (OK true "purgatory: …") without serving it until released.
+func TestHarnessHoldPurgatory(t *testing.T) {
+	ctx := testCtx(t)
+	r := harness.Start(t, harness.RelayOptions{HoldPurgatory: func(ev *nostr.Event) bool { return ev.Kind == 1 }})
+	evs := corpus()[:2]
+	if err := r.Publish(ctx, evs...); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if r.Has(evs[0].ID) || len(r.Held()) != 2 {
+		t.Fatalf("stored %v, held %d; want held, not stored", r.Has(evs[0].ID), len(r.Held()))
+	}
+	if n := r.DiscardHeld(); n != 2 || len(r.Held()) != 0 {
+		t.Fatalf("discarded %d", n)
+	}
+	if err := r.Publish(ctx, evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.ReleaseHeld(); n != 1 || !r.Has(evs[0].ID) {
+		t.Fatalf("released %d, stored %v", n, r.Has(evs[0].ID))
+	}
+}

@@ -1,6 +1,6 @@
 // Package httpapi serves grasp-sync's HTTP surface on one http.Server:
-// /metrics (Prometheus), /healthz (liveness), /readyz (readiness) and
-// /status (JSON status.Snapshot).
+// /metrics (Prometheus), /healthz (liveness), /readyz (readiness),
+// /status (JSON status.Snapshot) and / (the same as an HTML status page).
 package httpapi
 
 import (
@@ -114,6 +114,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /status", s.status)
+	mux.HandleFunc("GET /{$}", s.page)
 	return mux
 }
 

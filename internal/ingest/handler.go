@@ -31,6 +31,12 @@ type Publisher interface {
 	Publish(ctx context.Context, ev *nostr.Event) (publish.Result, error)
 }
 
+// RawPublisher is a Publisher that can send an event as the bytes it
+// arrived in (*publish.Publisher).
+type RawPublisher interface {
+	SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, done func(publish.Result)) error
+}
+
 // Purgatory holds events that need git data (*purgatory.Purgatory): they
 // go there instead of straight to the publisher. Add refuses events of
 // repositories not hosted here with purgatory.ErrNotHosted.
@@ -69,6 +75,10 @@ type Config struct {
 	RelayQueueBytes int
 	// Rejected bounds the RejectedIndex.
 	Rejected RejectedConfig
+	// OwnHeldRecheck is how long an event the own relay accepted into its
+	// GRASP purgatory may stay unserved before it is published again; 0
+	// means DefaultOwnHeldRecheck.
+	OwnHeldRecheck time.Duration
 }
 
 // Defaults (DESIGN.md §4 and the limits of the configuration reference).
@@ -89,7 +99,8 @@ func DefaultConfig() Config {
 		QueueLen: 2 * DefaultRelayQueue, RelayQueue: DefaultRelayQueue, RelayQueueBytes: DefaultRelayQueueBytes,
 		RelayRate: DefaultRelayRate, MaxEventBytes: DefaultMaxEventBytes, MaxEventTags: DefaultMaxEventTags,
 		SeenMax: DefaultSeenMax, SeenTTL: DefaultSeenTTL,
-		Rejected: DefaultRejectedConfig(),
+		Rejected:       DefaultRejectedConfig(),
+		OwnHeldRecheck: DefaultOwnHeldRecheck,
 	}
 }
 
@@ -119,6 +130,10 @@ type Incoming struct {
 	// Size of the frame it came in (0 if unknown).
 	Size  int
 	Relay string
+	// Raw is the event's JSON as it arrived (relay.SubMsg.Raw), forwarded
+	// to the own relay as is when the publisher takes it (RawPublisher);
+	// nil: Event is encoded.
+	Raw []byte
 
 	release func() // frees the relay's queue slot once processed
 }
@@ -135,8 +150,11 @@ type Handler struct {
 	purg     Purgatory
 	rejected *RejectedIndex
 	seen     *seenSet
+	flying   *flights
 	present  Present
 	limits   *relayLimits
+	held     *ownHeld
+	now      func() time.Time
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -151,6 +169,9 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	}
 	if cfg.QueueLen <= 0 || cfg.SeenMax <= 0 {
 		return nil, fmt.Errorf("ingest: QueueLen (%d) and SeenMax (%d) must be positive", cfg.QueueLen, cfg.SeenMax)
+	}
+	if cfg.OwnHeldRecheck <= 0 {
+		cfg.OwnHeldRecheck = DefaultOwnHeldRecheck
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
@@ -173,7 +194,10 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		rejected: NewRejectedIndex(cfg.Rejected, d.Now),
 		present:  d.Present,
 		limits:   limits,
+		held:     newOwnHeld(cfg.SeenMax),
+		now:      d.Now,
 		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
+		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),
 		retries:  make(chan *nostr.Event, cfg.QueueLen),
 	}, nil
@@ -205,6 +229,11 @@ func (h *Handler) LimitHit(limit string) { h.m.limitHits.WithLabelValues(limit).
 
 // Run starts the workers and blocks until ctx is done and they stopped.
 func (h *Handler) Run(ctx context.Context) error {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.runHeldRecheck(ctx)
+	}()
 	for i := 0; i < h.cfg.Workers; i++ {
 		h.wg.Add(1)
 		go func() {
@@ -275,6 +304,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
+	h.servedByOwn(id)
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
@@ -339,20 +369,26 @@ func (h *Handler) bounds(in Incoming) (string, error) {
 	return "", nil
 }
 
-// validate checks bounds, id and signature. Its error names the reason.
+// validate checks bounds and the id hash (the signature is the own
+// relay's to check, or checkSig's). Its error names the reason.
 func (h *Handler) validate(in Incoming) (string, error) {
-	ev := in.Event
 	if reason, err := h.bounds(in); err != nil {
 		return reason, err
 	}
-	if !ev.CheckID() {
+	if !in.Event.CheckID() {
 		return "bad_id", fmt.Errorf("id does not match content")
 	}
-	ok, err := ev.CheckSignature()
-	if err != nil || !ok {
-		return "bad_signature", fmt.Errorf("signature does not verify")
-	}
 	return "", nil
+}
+
+// checkSig verifies ev's signature, counting and logging a failure.
+func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
+	if verifySig(ev) {
+		return true
+	}
+	h.m.eventsInvalid.WithLabelValues("bad_signature").Inc()
+	h.log.Debug("dropped invalid event", zap.String("relay", relay), zap.String("id", ev.ID), zap.String("reason", "bad_signature"))
+	return false
 }
 
 func (h *Handler) process(ctx context.Context, in Incoming) {
@@ -362,34 +398,67 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	if in.Event == nil {
 		return
 	}
-	id, ok := decodeID(in.Event.ID)
+	ev := in.Event
+	id, ok := decodeID(ev.ID)
 	if !ok {
 		h.m.eventsInvalid.WithLabelValues("bad_id").Inc()
 		return
 	}
-	// Cheap check first: most events arrive from several relays. Only a
-	// verified event is ever marked, so a forged copy cannot shadow it.
-	if h.seen.Has(id) {
+	// Cheap check first: most events arrive from several relays.
+	if h.flying.duplicate(h.seen, id, ev.Sig) {
 		return
 	}
 	if reason, err := h.validate(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
-		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
+		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", ev.ID), zap.Error(err))
 		return
 	}
-	if !h.seen.Mark(id) {
+	if h.purg != nil && h.purg.Needs(ev) {
+		// The purgatory acts on it alone (git fetches, holding it for
+		// hours): verified before it is marked, so a forged copy never
+		// shadows the real one.
+		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
+			return
+		}
+		h.hold(ev, false)
 		return
 	}
-	h.route(ctx, in.Event)
+	switch h.flying.claim(h.seen, id, ev.Sig) {
+	case claimDrop:
+		return
+	case claimVerify:
+		// A second, different copy of an id in flight: one of the two is
+		// forged. Verified, it waits for the first copy's outcome and is
+		// sent if that is refused, so a forged first copy cannot keep the
+		// real event out.
+		if !h.checkSig(ev, in.Relay) || !h.flying.claimVerified(h.seen, id, ev) {
+			return
+		}
+	}
+	h.submit(ctx, ev, in.Raw)
 }
 
-// route sends a verified, deduplicated event on.
+// route sends a verified, deduplicated event on (a retry from the
+// RejectedIndex's hot cache).
 func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 	if h.purg != nil && h.purg.Needs(ev) {
 		h.hold(ev, false)
 		return
 	}
-	if err := h.pub.Submit(ctx, ev, func(r publish.Result) { h.Settle(ev, r) }); err != nil {
+	h.submit(ctx, ev, nil)
+}
+
+// submit hands a deduplicated event to the publisher, as raw (the bytes it
+// arrived in) when set and the publisher takes them.
+func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
+	done := func(r publish.Result) { h.Settle(ev, r) }
+	var err error
+	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
+		err = rp.SubmitRaw(ctx, ev, raw, done)
+	} else {
+		err = h.pub.Submit(ctx, ev, done)
+	}
+	if err != nil {
 		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
 	}
 }
@@ -444,8 +513,44 @@ func reason(r publish.Result) string {
 // Settle applies a publish result: bookkeeping, metrics, and retries of
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
+	id, idOK := decodeID(ev.ID)
+	var verified bool
+	var alt *nostr.Event
+	if idOK {
+		verified, alt = h.flying.settle(id, ev.Sig, r.Present())
+	}
+	if r.Outcome == publish.Rejected && (refusedInvalid(r) || (!verified && !verifySig(ev))) {
+		// Not a valid event (the own relay's judgement, or ours before it
+		// could enter the RejectedIndex): dropped, and its id forgotten
+		// so that an honest copy can still come — or the verified copy
+		// that waited is sent now.
+		h.m.eventsInvalid.WithLabelValues(invalidLabel(ev, r)).Inc()
+		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
+		if alt != nil {
+			if !h.retry(alt) {
+				h.flying.abandon(id)
+			}
+			return
+		}
+		if idOK {
+			h.seen.Forget(id)
+		}
+		return
+	}
+	if alt != nil {
+		// Refused for another reason although valid: the other copy
+		// would be too (the id fixes the content).
+		h.flying.abandon(id)
+	}
 	switch r.Outcome {
+	case publish.Held:
+		// Accepted into the own relay's GRASP purgatory: not present
+		// until the relay serves it.
+		h.onHeld(ev)
 	case publish.Accepted, publish.Duplicate:
+		if id, ok := decodeID(ev.ID); ok {
+			h.servedByOwn(id)
+		}
 		if r.Outcome == publish.Accepted {
 			h.m.eventsSynced.Inc()
 		} else {
@@ -467,7 +572,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		}
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
 	case publish.Dropped:
-		if id, ok := decodeID(ev.ID); ok {
+		if idOK {
 			h.seen.Forget(id)
 		}
 	}
@@ -496,13 +601,16 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 
 // retry queues a previously rejected event for another publish. It never
 // blocks (Settle runs on the publisher's goroutine); when the retry queue is
-// full the event is forgotten instead, so the next sync fetches it again.
-func (h *Handler) retry(ev *nostr.Event) {
+// full the event is forgotten instead, so the next sync fetches it again,
+// and retry returns false.
+func (h *Handler) retry(ev *nostr.Event) bool {
 	select {
 	case h.retries <- ev:
+		return true
 	default:
 		if id, ok := decodeID(ev.ID); ok {
 			h.seen.Forget(id)
 		}
+		return false
 	}
 }

@@ -25,10 +25,13 @@ func signed(t testing.TB, ev nostr.Event) *nostr.Event {
 	return &ev
 }
 
-// recordingPublish is a Publisher that accepts everything and records it.
+// recordingPublish is a Publisher that judges like a relay: it refuses an
+// event whose signature does not verify as "invalid:" (counted in sent
+// only), and accepts and records everything else.
 type recordingPublish struct {
-	mu  sync.Mutex
-	got []*nostr.Event
+	mu   sync.Mutex
+	got  []*nostr.Event
+	sent []*nostr.Event
 }
 
 var _ Publisher = (*recordingPublish)(nil)
@@ -43,8 +46,12 @@ func (p *recordingPublish) Submit(ctx context.Context, ev *nostr.Event, done fun
 
 func (p *recordingPublish) Publish(_ context.Context, ev *nostr.Event) (publish.Result, error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sent = append(p.sent, ev)
+	if ok, err := ev.CheckSignature(); !ok || err != nil {
+		return publish.Result{ID: ev.ID, Outcome: publish.Rejected, Reason: "invalid: signature is invalid"}, nil
+	}
 	p.got = append(p.got, ev)
-	p.mu.Unlock()
 	return publish.Result{ID: ev.ID, Outcome: publish.Accepted}, nil
 }
 

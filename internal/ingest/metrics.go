@@ -13,6 +13,10 @@ type metrics struct {
 	eventsDuplicate prometheus.Counter
 	eventsInvalid   *prometheus.CounterVec
 	limitHits       *prometheus.CounterVec
+	// ownHeld and ownHeldRepublished: events the own relay accepted into
+	// its GRASP purgatory without serving them.
+	ownHeld            prometheus.Gauge
+	ownHeldRepublished prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,14 +35,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		eventsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_events_invalid_total",
-			Help: "Events dropped before publishing, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match).",
+			Help: "Events dropped as invalid, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match; refused_invalid: the own relay answered invalid: for an event whose signature verifies).",
 		}, []string{"reason"}),
 		limitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_limit_hits_total",
 			Help: "Times a configured bound refused input, by limit.",
 		}, []string{"limit"}),
+		ownHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ngit_sync_own_purgatory_events",
+			Help: "Events the own relay accepted into its GRASP purgatory (OK true \"purgatory:\") and does not serve yet.",
+		}),
+		ownHeldRepublished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_own_purgatory_republished_total",
+			Help: "Events published again because the own relay had not served them within publisher.own_purgatory_recheck.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits} {
+	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits, m.ownHeld, m.ownHeldRepublished} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

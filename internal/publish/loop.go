@@ -48,6 +48,7 @@ type session struct {
 // item is one distinct event the publisher holds.
 type item struct {
 	ev      *nostr.Event
+	raw     []byte // ev as it arrived (nil: encode ev)
 	seq     uint64 // submission order
 	waiters []func(Result)
 
@@ -239,7 +240,7 @@ func (r *runner) takeIncoming() {
 			continue
 		}
 		r.seq++
-		it := &item{ev: s.ev, seq: r.seq, waiters: []func(Result){s.done}}
+		it := &item{ev: s.ev, raw: s.raw, seq: r.seq, waiters: []func(Result){s.done}}
 		r.items[s.ev.ID] = it
 		r.queue = append(r.queue, it)
 	}
@@ -299,19 +300,6 @@ func (r *runner) send() {
 	}
 }
 
-func (r *runner) transmit(s *session, it *item) {
-	r.sendSeq++
-	it.sendID = r.sendSeq
-	it.sends++
-	it.sentAt = time.Now()
-	it.sentAuth = s.auth
-	it.sess = s
-	r.inflight[it.ev.ID] = it
-	ch := s.conn.Publish(r.ctx, it.ev)
-	r.wg.Add(1)
-	go r.await(ch, it.ev.ID, it.sendID)
-}
-
 // await forwards one OK (or its absence) to the loop.
 func (r *runner) await(ch <-chan relay.OKResult, id string, sendID uint64) {
 	defer r.wg.Done()
@@ -362,6 +350,9 @@ func (r *runner) handleReply(it *item, ok bool, reason string) {
 	case prefix == relay.ReasonDuplicate:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Duplicate, Reason: reason})
+	case ok && prefix == relay.ReasonPurgatory:
+		r.answered(it)
+		r.resolve(it, Result{Outcome: Held, Reason: reason})
 	case ok:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Accepted, Reason: reason})

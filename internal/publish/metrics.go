@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: MetricRetries,
 		Help: "EVENTs queued to be sent again, by reason.",
 	}, []string{"reason"})
-	for _, o := range []Outcome{Accepted, Duplicate, Rejected} {
+	for _, o := range []Outcome{Accepted, Duplicate, Rejected, Held} {
 		m.results[o] = results.WithLabelValues(o.String())
 	}
 	for _, r := range []string{reasonRateLimited, reasonAuth, reasonTimeout, reasonDisconnect} {

@@ -52,6 +52,7 @@ const (
 
 type submission struct {
 	ev   *nostr.Event
+	raw  []byte // ev as it arrived, sent as is when set
 	done func(Result)
 }
 
@@ -126,6 +127,14 @@ func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.R
 // modified afterwards. Submitting an event that is still queued or in
 // flight does not send it again: both callers get its outcome.
 func (p *Publisher) Submit(ctx context.Context, ev *nostr.Event, done func(Result)) error {
+	return p.SubmitRaw(ctx, ev, nil, done)
+}
+
+// SubmitRaw is Submit for an event that arrived from another relay: raw is
+// its JSON object as it arrived (relay.SubMsg.Raw), sent in the EVENT
+// message instead of re-encoding ev, which gives the id and routing. raw
+// nil is Submit; raw must not be modified afterwards.
+func (p *Publisher) SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, done func(Result)) error {
 	if ev == nil || len(ev.ID) != 64 {
 		return ErrInvalidEvent
 	}
@@ -142,7 +151,7 @@ func (p *Publisher) Submit(ctx context.Context, ev *nostr.Event, done func(Resul
 		<-p.slots
 		return ErrStopped
 	}
-	p.incoming = append(p.incoming, submission{ev: ev, done: done})
+	p.incoming = append(p.incoming, submission{ev: ev, raw: raw, done: done})
 	if p.outstanding == 0 {
 		p.idle = make(chan struct{})
 	}
@@ -269,6 +278,7 @@ func (p *Publisher) count(o Outcome) {
 		p.duplicates.Add(1)
 	case Rejected:
 		p.rejected.Add(1)
+	case Held:
 	default:
 		return
 	}

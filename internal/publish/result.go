@@ -21,6 +21,11 @@ const (
 	// Dropped: the publisher stopped before the relay acknowledged the
 	// event; Result.Err says why. It happens only on shutdown.
 	Dropped
+	// Held: the relay answered OK true with a "purgatory:" reason (a
+	// GRASP-01 relay): accepted but not served until the event's git data
+	// arrives, and discarded after 30 minutes without it. It is not
+	// present.
+	Held
 )
 
 // String returns the outcome's name as used in metric labels.
@@ -34,6 +39,8 @@ func (o Outcome) String() string {
 		return "rejected"
 	case Dropped:
 		return "dropped"
+	case Held:
+		return "held"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -62,7 +69,7 @@ var ErrRejected = errors.New("rejected by the own relay")
 // refused it, and the error of a Dropped event.
 func (r Result) AsError() error {
 	switch r.Outcome {
-	case Accepted, Duplicate:
+	case Accepted, Duplicate, Held:
 		return nil
 	case Rejected:
 		return fmt.Errorf("event %s: %w: %s", r.ID, ErrRejected, r.Reason)

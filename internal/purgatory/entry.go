@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -271,6 +272,9 @@ func (p *Purgatory) screen(ev *nostr.Event) {
 			}
 			if cu, err := gitx.ParseCloneURL(u); err == nil && p.own != "" && cu.Domain == p.own {
 				continue
+			}
+			if nip34.IsNostrURL(u) {
+				continue // resolved to other clone URLs when needed, never dialled
 			}
 			_ = p.check(u)
 		}

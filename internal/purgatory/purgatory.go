@@ -99,6 +99,11 @@ type Options struct {
 	// that a refused one is reported once with its reason; the git runner
 	// must refuse them again should one ever be tried.
 	CheckCloneURL func(url string) error
+	// ResolveNostr, when set, resolves a nostr:// clone URL (never handed
+	// to git) to the clone URLs of the repository it names — another
+	// owner's fork, say (NostrResolver.Resolve). Without it such URLs are
+	// only resolved through announcements the purgatory holds.
+	ResolveNostr func(ctx context.Context, u nip34.NostrURL) ([]string, error)
 }
 
 // Purgatory holds events until their git data is present. Create with New,
@@ -111,9 +116,11 @@ type Purgatory struct {
 	git   gitx.Runner
 	res   gitx.Resolver
 	check func(url string) error
-	own   string // OwnDomain, normalized
-	m     *metrics
-	sc    SyncContext
+	// resolveNostr: Options.ResolveNostr.
+	resolveNostr func(ctx context.Context, u nip34.NostrURL) ([]string, error)
+	own          string // OwnDomain, normalized
+	m            *metrics
+	sc           SyncContext
 	// enabled: a git directory (or a replacement SyncContext) is configured.
 	enabled bool
 	sync    *syncer
@@ -156,21 +163,22 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		return nil, errors.New("purgatory: Options.Publisher is required")
 	}
 	p := &Purgatory{
-		cfg:       cfg,
-		log:       opts.Logger,
-		clock:     opts.Clock,
-		pub:       opts.Publisher,
-		git:       opts.Git,
-		res:       opts.Resolver,
-		check:     opts.CheckCloneURL,
-		own:       gitx.NormalizeDomain("", cfg.OwnDomain),
-		wake:      make(chan struct{}, 1),
-		byID:      map[string]*entry{},
-		states:    map[string]map[string]*entry{},
-		prs:       map[string]map[string]*entry{},
-		anns:      map[string]map[string]*announcement{},
-		latest:    map[string]stamp{},
-		identLock: map[string]*identLock{},
+		cfg:          cfg,
+		log:          opts.Logger,
+		clock:        opts.Clock,
+		pub:          opts.Publisher,
+		git:          opts.Git,
+		res:          opts.Resolver,
+		check:        opts.CheckCloneURL,
+		resolveNostr: opts.ResolveNostr,
+		own:          gitx.NormalizeDomain("", cfg.OwnDomain),
+		wake:         make(chan struct{}, 1),
+		byID:         map[string]*entry{},
+		states:       map[string]map[string]*entry{},
+		prs:          map[string]map[string]*entry{},
+		anns:         map[string]map[string]*announcement{},
+		latest:       map[string]stamp{},
+		identLock:    map[string]*identLock{},
 	}
 	if p.log == nil {
 		p.log = zap.NewNop()

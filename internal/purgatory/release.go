@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
@@ -222,7 +223,7 @@ func (g *gitContext) NeededOIDs(ctx context.Context, id string) ([]string, error
 
 // Sources implements SyncContext: clone URLs from the identifier's
 // announcements (owners in order) and from held PRs, minus the own domain.
-func (g *gitContext) Sources(_ context.Context, id string) []Source {
+func (g *gitContext) Sources(ctx context.Context, id string) []Source {
 	s := g.snapshot(id)
 	owners := make([]string, 0, len(s.anns))
 	for o := range s.anns {
@@ -236,6 +237,7 @@ func (g *gitContext) Sources(_ context.Context, id string) []Source {
 	for _, e := range s.prs {
 		raw = append(raw, e.cloneURLs...)
 	}
+	raw = g.resolveNostr(ctx, raw)
 	own := gitx.NormalizeDomain("", g.p.cfg.OwnDomain)
 	seen := map[string]bool{}
 	var out []Source
@@ -252,6 +254,49 @@ func (g *gitContext) Sources(_ context.Context, id string) []Source {
 		if len(out) >= g.p.cfg.MaxCloneURLs {
 			break
 		}
+	}
+	return out
+}
+
+// resolveNostr replaces each nostr:// clone URL in raw (git never sees
+// one) by the clone URLs of the repository it names: from that owner's
+// announcement when the purgatory holds it, else through
+// Options.ResolveNostr (the owner's announcement and GRASP list on
+// relays). At most 4 are resolved per call.
+func (g *gitContext) resolveNostr(ctx context.Context, raw []string) []string {
+	out := make([]string, 0, len(raw))
+	resolved := 0
+	for _, u := range raw {
+		if !nip34.IsNostrURL(u) {
+			out = append(out, u)
+			continue
+		}
+		nu, err := nip34.ParseNostrURL(u)
+		if err != nil {
+			g.p.log.Debug("unusable nostr:// clone url", zap.Error(err))
+			continue
+		}
+		g.p.mu.Lock()
+		a := g.p.anns[nu.Identifier][nu.PubKey]
+		g.p.mu.Unlock()
+		if a != nil {
+			for _, c := range a.clone {
+				if !nip34.IsNostrURL(c) {
+					out = append(out, c)
+				}
+			}
+			continue
+		}
+		if g.p.resolveNostr == nil || resolved >= 4 {
+			continue
+		}
+		resolved++
+		urls, err := g.p.resolveNostr(ctx, nu)
+		if err != nil {
+			g.p.log.Info("cannot resolve nostr:// clone url", zap.String("url", u), zap.Error(err))
+			continue
+		}
+		out = append(out, urls...)
 	}
 	return out
 }

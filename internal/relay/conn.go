@@ -157,6 +157,10 @@ type SubMsg struct {
 	Event  *nostr.Event
 	Size   int    // bytes of the EVENT frame
 	Reason string // CLOSED reason
+	// Raw is the event as it arrived: the JSON object of the EVENT frame,
+	// byte for byte (nil when it could not be delimited safely). It is
+	// forwarded as is (PublishRaw) instead of re-encoding Event.
+	Raw []byte
 }
 
 // Subscription is an open REQ.

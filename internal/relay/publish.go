@@ -34,6 +34,29 @@ func (c *Conn) publish(ctx context.Context, ev *nostr.Event) chan OKResult {
 	return ch
 }
 
+// PublishRaw sends an EVENT whose event is raw, the JSON object as it
+// arrived from another relay (SubMsg.Raw), not re-encoded; id is its id,
+// which the OK answers. Otherwise it is Publish.
+func (c *Conn) PublishRaw(ctx context.Context, id string, raw []byte) <-chan OKResult {
+	ch := make(chan OKResult, 1)
+	c.mu.Lock()
+	if c.ctx.Err() != nil {
+		c.mu.Unlock()
+		ch <- OKResult{Err: ErrClosed}
+		return ch
+	}
+	c.oks[id] = append(c.oks[id], ch)
+	c.mu.Unlock()
+	msg := make([]byte, 0, len(raw)+len(`["EVENT",]`))
+	msg = append(msg, `["EVENT",`...)
+	msg = append(msg, raw...)
+	msg = append(msg, ']')
+	if err := c.write(ctx, msg); err != nil {
+		c.resolveOK(id, ch, OKResult{Err: err})
+	}
+	return ch
+}
+
 // PublishWait publishes ev and waits for its OK.
 func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
 	ch := c.publish(ctx, ev)

@@ -100,7 +100,7 @@ func (c *Conn) handle(data []byte) {
 			return
 		}
 		ev := env.Event
-		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data)})
+		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: eventJSON(data, *env.SubscriptionID)})
 	case "EOSE":
 		var env nostr.EOSEEnvelope
 		if env.FromJSON(msg) != nil {

@@ -14,6 +14,10 @@ const (
 	ReasonMute         = "mute"
 	ReasonError        = "error"
 	ReasonAuthRequired = "auth-required"
+	// ReasonPurgatory is GRASP-01's OK true "purgatory: …": accepted, not
+	// served until the event's git data arrives (discarded after 30 min
+	// without it).
+	ReasonPurgatory = "purgatory"
 )
 
 // ReasonPrefix returns the machine-readable NIP-01 prefix of reason (one of
@@ -27,7 +31,7 @@ func ReasonPrefix(reason string) string {
 	}
 	switch prefix {
 	case ReasonDuplicate, ReasonPoW, ReasonBlocked, ReasonRateLimited, ReasonInvalid,
-		ReasonRestricted, ReasonMute, ReasonError, ReasonAuthRequired:
+		ReasonRestricted, ReasonMute, ReasonError, ReasonAuthRequired, ReasonPurgatory:
 		return prefix
 	}
 	return ""

@@ -143,7 +143,7 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 					e.h.Invalid("no_match")
 					continue
 				}
-				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url}); err != nil {
+				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url, Raw: m.Raw}); err != nil {
 					return
 				}
 			case relay.MsgClosed:

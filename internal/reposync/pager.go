@@ -268,6 +268,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	defer timer.Stop()
 	var page []*nostr.Event
 	var sizes = map[*nostr.Event]int{}
+	raws := map[*nostr.Event][]byte{} // each event as it arrived, forwarded as is
 	seen := map[string]bool{}
 	progressed := false
 	outside := 0
@@ -314,6 +315,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				seen[m.Event.ID] = true
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
+				raws[m.Event] = m.Raw
 				progressed = true
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
@@ -326,7 +328,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 			case relay.MsgEOSE:
 				sortForPublish(page)
 				for _, ev := range page {
-					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL()}); err != nil {
+					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL(), Raw: raws[ev]}); err != nil {
 						return nil, 0, err
 					}
 				}

@@ -160,10 +160,20 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			x.OutputCap = pc.GitOutputCap
 			git = x
 		}
+		// nostr:// clone URLs are resolved on the URL's relay hints and
+		// the bootstrap relays, dialled under the relay address policy.
+		nostrURLs := &purgatory.NostrResolver{
+			Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
+				return relays.Dial(ctx, url, ropts)
+			},
+			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
+			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: purgatory.DefaultNostrResolveTTL,
+		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
 			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
 			CheckCloneURL: pol.CheckCloneURL,
+			ResolveNostr:  nostrURLs.Resolve,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("purgatory: %w", err)
@@ -328,6 +338,7 @@ func ingestConfig(cfg *config.Config) ingest.Config {
 	icfg.RelayRate = cfg.Limits.RelayEventRate
 	icfg.MaxEventBytes = cfg.Limits.MaxEventBytes
 	icfg.MaxEventTags = cfg.Limits.MaxEventTags
+	icfg.OwnHeldRecheck = cfg.Publisher.OwnPurgatoryRecheck
 	// The dedupe memory must be shorter than the full-resync interval, or
 	// a resync could never re-publish what the own relay lost.
 	icfg.SeenTTL = min(ingest.DefaultSeenTTL, cfg.Sync.FullResyncMin/2)
@@ -363,6 +374,10 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 
 // Engine exposes the sync engine (tests and the demo read its state).
 func (s *Sidecar) Engine() *reposync.Engine { return s.engine }
+
+// Purgatory exposes the purgatory, nil when it is off (the demo follows a
+// held event with it).
+func (s *Sidecar) Purgatory() *purgatory.Purgatory { return s.purg }
 
 // Run runs every component until ctx is cancelled, then shuts down in
 // order: stop syncing, flush the publisher within the grace period, stop

@@ -4,6 +4,7 @@
 package testkit
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// MetricPrefix starts the name of every metric the sidecar exports.
+const MetricPrefix = "ngit_sync_"
+
 // Metric returns the sum of the samples of the counter or gauge name in g
 // whose labels include labels (nil matches every series), 0 when none does.
 func Metric(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
@@ -51,9 +55,15 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels map[string]
 }
 
 // Series is Metric that also reports whether any series matched. A label
-// with value "" matches a series without that label.
+// with value "" matches a series without that label. A vector without series
+// is not gathered at all, so a name outside the sidecar's scheme (the
+// ngit_sync_ prefix, README's metrics section) fails the test rather than
+// reading as 0: a renamed metric cannot make a test pass vacuously.
 func Series(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
+	if !strings.HasPrefix(name, MetricPrefix) {
+		t.Fatalf("metric %q is not under the %s scheme", name, MetricPrefix)
+	}
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)

@@ -33,8 +33,8 @@ func TestWaitFor(t *testing.T) {
 
 func TestMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c_total", Help: "h"}, []string{"kind", "reason"})
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "h"})
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ngit_sync_c_total", Help: "h"}, []string{"kind", "reason"})
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ngit_sync_g", Help: "h"})
 	reg.MustRegister(vec, g)
 	vec.WithLabelValues("relay", "a").Add(2)
 	vec.WithLabelValues("relay", "b").Add(3)
@@ -46,13 +46,13 @@ func TestMetric(t *testing.T) {
 		want   float64
 		found  bool
 	}{
-		{"c_total", nil, 10, true},
-		{"c_total", map[string]string{"kind": "relay"}, 5, true},
-		{"c_total", map[string]string{"kind": "relay", "reason": "a"}, 2, true},
-		{"c_total", map[string]string{"kind": "other"}, 0, false},
-		{"g", nil, 7, true},
-		{"g", map[string]string{"relay": ""}, 7, true},
-		{"missing", nil, 0, false},
+		{"ngit_sync_c_total", nil, 10, true},
+		{"ngit_sync_c_total", map[string]string{"kind": "relay"}, 5, true},
+		{"ngit_sync_c_total", map[string]string{"kind": "relay", "reason": "a"}, 2, true},
+		{"ngit_sync_c_total", map[string]string{"kind": "other"}, 0, false},
+		{"ngit_sync_g", nil, 7, true},
+		{"ngit_sync_g", map[string]string{"relay": ""}, 7, true},
+		{"ngit_sync_missing", nil, 0, false},
 	} {
 		if got, found := Series(t, reg, tc.name, tc.labels); got != tc.want || found != tc.found {
 			t.Errorf("Series(%s, %v) = %v, %v; want %v, %v", tc.name, tc.labels, got, found, tc.want, tc.found)
@@ -60,6 +60,11 @@ func TestMetric(t *testing.T) {
 		if got := Metric(t, reg, tc.name, tc.labels); got != tc.want {
 			t.Errorf("Metric(%s, %v) = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
+	}
+	rec := &fatalRecorder{TB: t}
+	Metric(rec, reg, "purgatory_events", nil)
+	if want := `metric "purgatory_events" is not under the ngit_sync_ scheme`; rec.msg != want {
+		t.Errorf("a name outside the scheme: failure %q, want %q", rec.msg, want)
 	}
 	if got := Value(t, vec.WithLabelValues("clone", "a")); got != 5 {
 		t.Errorf("Value(counter) = %v, want 5", got)

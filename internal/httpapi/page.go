@@ -1,0 +1,180 @@
+package httpapi
+
+import (
+	"bytes"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/version"
+)
+
+// DefaultPageRefresh is how often the status page at / reloads itself;
+// ?refresh=SECONDS overrides it per request (0 turns it off).
+const DefaultPageRefresh = 10 * time.Second
+
+// MaxPageIdentifiers bounds the purgatory rows of the status page; the
+// page says how many more there are and /status lists them all.
+const MaxPageIdentifiers = 200
+
+// pageData is what the status page template renders.
+type pageData struct {
+	S              status.Snapshot
+	NotReadyReason string
+	Uptime         string
+	Refresh        int
+	Now            time.Time
+	Identifiers    []status.PurgatoryIdentifier
+	MoreIdentifier int
+}
+
+var pageFuncs = template.FuncMap{
+	"yesno": func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	},
+	"ago": func(now time.Time, t *time.Time) string {
+		if t == nil || t.IsZero() {
+			return "-"
+		}
+		return max(now.Sub(*t), 0).Round(time.Second).String() + " ago"
+	},
+	"since": func(now, t time.Time) string { return max(now.Sub(t), 0).Round(time.Second).String() },
+	"until": func(now, t time.Time) string { return max(t.Sub(now), 0).Round(time.Second).String() },
+	"next": func(now time.Time, id status.PurgatoryIdentifier) string {
+		switch {
+		case id.Syncing:
+			return "syncing now"
+		case id.NextAttempt == nil:
+			return "-"
+		}
+		return "in " + max(id.NextAttempt.Sub(now), 0).Round(time.Second).String()
+	},
+	"utc": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"add": func(a, b int) int { return a + b },
+}
+
+var pageTemplate = template.Must(template.New("page").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
+<title>grasp-sync {{if .S.Ready}}ready{{else}}not ready{{end}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}
+h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.4em 0 .4em}
+table{border-collapse:collapse;background:#fff}
+th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.err{max-width:40em;overflow-wrap:anywhere;font-family:monospace;font-size:12px}
+.ok{color:#176c2a;font-weight:600}.bad{color:#b00020;font-weight:600}.warn{color:#a35a00;font-weight:600}
+.muted{color:#666}
+dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt{color:#555}dd{margin:0}
+</style>
+</head>
+<body>
+<h1>grasp-sync <span class="muted">{{.S.Version}}</span></h1>
+<dl id="summary">
+<dt>ready</dt><dd id="ready">{{if .S.Ready}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>: {{.NotReadyReason}}{{end}}</dd>
+<dt>uptime</dt><dd>{{.Uptime}}</dd>
+<dt>own relay</dt><dd id="own-relay">{{.S.OwnRelay.URL}}: connected {{yesno .S.OwnRelay.Connected}}, stored state read {{yesno .S.OwnRelay.SelfSubscriptionEOSE}}</dd>
+<dt>repositories</dt><dd>{{.S.Repositories}}</dd>
+<dt>root events</dt><dd>{{.S.RootEvents}}</dd>
+<dt>pending batches</dt><dd>{{.S.PendingBatches}}</dd>
+<dt>rejected index</dt><dd>hot {{.S.Rejected.Hot}}, cold {{.S.Rejected.Cold}}</dd>
+</dl>
+
+<h2>Relays ({{len .S.Relays}})</h2>
+{{if .S.Relays}}<table id="relays">
+<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th></tr>
+{{range .S.Relays}}<tr class="relay" data-relay="{{.URL}}">
+<td class="url">{{.URL}}{{if .Bootstrap}} <span class="muted">(bootstrap)</span>{{end}}</td>
+<td class="state {{if eq .State "connected"}}ok{{else if eq .State "disconnected"}}bad{{else}}warn{{end}}">{{.State}}</td>
+<td class="health {{if eq .Health "healthy"}}ok{{else if or (eq .Health "dead") (eq .Health "disconnected")}}bad{{else}}warn{{end}}">{{.Health}}</td>
+<td>{{if .Negentropy}}{{.Negentropy}}{{else}}-{{end}}</td>
+<td class="n">{{.ReposConfirmed}}/{{add .ReposConfirmed .ReposPending}}</td>
+<td class="n">{{.RootsConfirmed}}/{{add .RootsConfirmed .RootsPending}}</td>
+<td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}}</td><td class="n">{{.Failures}}</td>
+<td>{{ago $.Now .LastConnected}}</td>
+<td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}</td>
+</tr>
+{{end}}</table>{{else}}<p class="muted">No remote relay tracked yet.</p>{{end}}
+
+<h2>Publisher</h2>
+<dl id="publisher">
+<dt>queued</dt><dd>{{.S.Publisher.Queued}}</dd>
+<dt>in flight</dt><dd>{{.S.Publisher.InFlight}}</dd>
+<dt>accepted</dt><dd>{{.S.Publisher.Accepted}}</dd>
+<dt>duplicates</dt><dd>{{.S.Publisher.Duplicates}}</dd>
+<dt>rejected</dt><dd>{{.S.Publisher.Rejected}}</dd>
+</dl>
+
+<h2>Purgatory</h2>
+{{if not .S.Purgatory.Enabled}}<p id="purgatory">off (no git directory)</p>{{else}}
+<p id="purgatory">events waiting for git data: {{.S.Purgatory.Events}}; identifiers in the sync queue: {{.S.Purgatory.QueueSize}}</p>
+{{if .Identifiers}}<table id="identifiers">
+<tr><th>identifier</th><th>states</th><th>PRs</th><th>held for</th><th>expires in</th><th>failed attempts</th><th>next attempt</th><th>last error</th></tr>
+{{range .Identifiers}}<tr class="identifier">
+<td>{{.Identifier}}</td><td class="n">{{.States}}</td><td class="n">{{.PRs}}</td>
+<td>{{since $.Now .HeldSince}}</td><td>{{until $.Now .ExpiresAt}}</td><td class="n">{{.Attempts}}</td>
+<td>{{next $.Now .}}</td>
+<td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}</td>
+</tr>
+{{end}}</table>
+{{if .MoreIdentifier}}<p class="muted">… and {{.MoreIdentifier}} more identifiers: <a href="status">/status</a> lists them all.</p>{{end}}
+{{end}}{{end}}
+
+<p class="muted">As of {{utc .Now}}{{if .Refresh}}; reloads every {{.Refresh}} s (<a href="?refresh=0">stop</a>){{end}}.
+Also: <a href="status">/status</a> (JSON), <a href="metrics">/metrics</a>, <a href="readyz">/readyz</a>.</p>
+</body>
+</html>
+`))
+
+// page serves the status page: what `grasp-sync status` shows, as HTML
+// without scripts or external assets, reloading itself.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	refresh := int(DefaultPageRefresh / time.Second)
+	if v := r.URL.Query().Get("refresh"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, "refresh: want a number of seconds (0 turns reloading off)", http.StatusBadRequest)
+			return
+		}
+		refresh = n
+	}
+	d := pageData{Refresh: refresh, Now: time.Now(), Uptime: "unknown"}
+	if p := s.opts.Provider; p != nil {
+		d.S = p.Status()
+		if !d.S.Ready {
+			d.NotReadyReason = NotReadyReason(p)
+		}
+	} else {
+		d.S = status.Snapshot{Version: version.Get().Version}
+		d.NotReadyReason = "starting"
+	}
+	if !d.S.StartedAt.IsZero() {
+		d.Uptime = d.Now.Sub(d.S.StartedAt).Round(time.Second).String()
+	}
+	d.Identifiers = d.S.Purgatory.Identifiers
+	if len(d.Identifiers) > MaxPageIdentifiers {
+		d.MoreIdentifier = len(d.Identifiers) - MaxPageIdentifiers
+		d.Identifiers = d.Identifiers[:MaxPageIdentifiers]
+	}
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, d); err != nil {
+		s.log.Error("render status page", zap.Error(err))
+		http.Error(w, "cannot render the status page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	_, _ = w.Write(b.Bytes())
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/status"
+)
+
+// The status page shows readiness, every relay with state, health,
+// progress and its whole last error (escaped), the publisher and the
+// purgatory per identifier; it reloads itself and loads nothing else.
+func TestStatusPage(t *testing.T) {
+	snap := sampleSnapshot()
+	snap.StartedAt = time.Now().Add(-time.Hour)
+	snap.Relays = append(snap.Relays, status.Relay{URL: "wss://b.example", State: "disconnected", Health: "dead",
+		ReposConfirmed: 1, ReposPending: 4, RootsConfirmed: 2, RootsPending: 6, Failures: 9,
+		LastError: "dial: <script>alert(1)</script> " + strings.Repeat("long ", 40) + "end"})
+	next := time.Now().Add(40 * time.Second)
+	snap.Purgatory.Identifiers = []status.PurgatoryIdentifier{{Identifier: "tool", States: 2, PRs: 1, Attempts: 3,
+		HeldSince: time.Now().Add(-10 * time.Minute), ExpiresAt: time.Now().Add(20 * time.Minute), NextAttempt: &next,
+		LastError: "fetch https://git.example/tool.git: not found"}}
+	p := &fakeProvider{snap: snap}
+	p.ready.Store(true)
+	h := New(Options{Provider: p}).Handler()
+
+	code, body, hdr := get(t, h, "GET", "/")
+	if code != 200 || hdr.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("/: %d %s\n%s", code, hdr.Get("Content-Type"), body)
+	}
+	for _, want := range []string{
+		`<meta http-equiv="refresh" content="10">`,
+		`<dd id="ready"><span class="ok">yes</span></dd>`,
+		`ws://own:7777: connected yes, stored state read yes`,
+		`<tr class="relay" data-relay="wss://a.example">`,
+		`<td class="url">wss://a.example</td>`,
+		`<td class="state ok">connected</td>`,
+		`<td class="url">wss://b.example</td>`,
+		`<td class="state bad">disconnected</td>`,
+		`<td class="health bad">dead</td>`,
+		`<td class="n">1/5</td>`, `<td class="n">2/8</td>`,
+		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`, `long end</td>`,
+		`<dt>accepted</dt><dd>100</dd>`,
+		`<td>tool</td><td class="n">2</td><td class="n">1</td>`,
+		`fetch https://git.example/tool.git: not found`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script") {
+		t.Error("page contains a script")
+	}
+	for _, m := range regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(body, -1) {
+		if strings.Contains(m[1], "//") {
+			t.Errorf("page refers to an external asset %q", m[1])
+		}
+	}
+
+	if _, body, _ := get(t, h, "GET", "/?refresh=0"); strings.Contains(body, "http-equiv") {
+		t.Error("?refresh=0 still reloads")
+	}
+	if _, body, _ := get(t, h, "GET", "/?refresh=3"); !strings.Contains(body, `content="3"`) {
+		t.Error("?refresh=3 not honoured")
+	}
+	if code, _, _ := get(t, h, "GET", "/?refresh=soon"); code != http.StatusBadRequest {
+		t.Errorf("?refresh=soon: %d, want 400", code)
+	}
+	if code, _, _ := get(t, h, "GET", "/other"); code != http.StatusNotFound {
+		t.Errorf("/other: %d, want 404", code)
+	}
+}
+
+// Not ready: the page says why. Many identifiers: the page shows
+// MaxPageIdentifiers and counts the rest.
+func TestStatusPageNotReadyAndManyIdentifiers(t *testing.T) {
+	snap := sampleSnapshot()
+	snap.Ready = false
+	snap.OwnRelay.Connected = false
+	for i := range MaxPageIdentifiers + 7 {
+		snap.Purgatory.Identifiers = append(snap.Purgatory.Identifiers, status.PurgatoryIdentifier{Identifier: fmt.Sprintf("repo-%d", i), States: 1})
+	}
+	h := New(Options{Provider: &fakeProvider{snap: snap}}).Handler()
+	_, body, _ := get(t, h, "GET", "/")
+	for _, want := range []string{
+		`<span class="bad">no</span>: own relay ws://own:7777 not connected`,
+		"… and 7 more identifiers",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `<tr class="identifier">`); n != MaxPageIdentifiers {
+		t.Errorf("%d identifier rows, want %d", n, MaxPageIdentifiers)
+	}
+}

@@ -1,0 +1,160 @@
+package ingest
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Each signature is checked once per box (DESIGN.md §5): the own relay
+// verifies every event it stores, so an event on its way there is sent
+// unverified. The sidecar verifies only what it keeps or acts on alone:
+// events for the purgatory, events entering the RejectedIndex, and a
+// second, different copy of an id already in flight — so a forged copy
+// that arrived first cannot keep the real event out. An `invalid:` OK
+// drops the copy and clears its seen mark, so an honest copy can come.
+
+// flight is an id handed to the publisher whose outcome is not known yet.
+type flight struct {
+	sig string // signature of the copy sent
+	// verified: the sidecar checked the copy sent; other copies of the id
+	// are dropped as duplicates.
+	verified bool
+	// alt is a second, different copy that verified, waiting for the sent
+	// copy's outcome: the publisher matches OKs by id, so two copies of an
+	// id cannot be in flight at once. It is sent if the first is refused.
+	alt *nostr.Event
+}
+
+// flights tracks the ids in flight to the own relay. Its size is bounded
+// by the publisher's queue and window (every entry is a submission
+// without an outcome).
+type flights struct {
+	mu sync.Mutex
+	m  map[[32]byte]*flight
+}
+
+func newFlights() *flights { return &flights{m: make(map[[32]byte]*flight)} }
+
+// claim verdicts.
+const (
+	claimDrop   = iota // seen before: a duplicate
+	claimSend          // first copy: marked seen, send it unverified
+	claimVerify        // a different copy of an id in flight: verify it first
+)
+
+// duplicate tells, before any check, whether a copy of id with signature
+// sig is one to drop: seen, and not a different copy of an id in flight.
+func (f *flights) duplicate(seen *seenSet, id [32]byte, sig string) bool {
+	if !seen.Has(id) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := f.m[id]
+	return fl == nil || fl.verified || fl.alt != nil || fl.sig == sig
+}
+
+// claim decides what becomes of a copy of id with signature sig that is
+// about to go to the own relay. Marking seen and registering the flight
+// happen under one lock, so a second copy always finds the first's flight.
+func (f *flights) claim(seen *seenSet, id [32]byte, sig string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl := f.m[id]; fl != nil {
+		if fl.verified || fl.alt != nil || fl.sig == sig {
+			return claimDrop
+		}
+		return claimVerify
+	}
+	if !seen.Mark(id) {
+		return claimDrop
+	}
+	f.m[id] = &flight{sig: sig}
+	return claimSend
+}
+
+// claimVerified takes a copy whose signature verified (after claimVerify)
+// and tells whether to send it now: it waits as the flight's alternative
+// while the first copy is in flight, and is sent at once if the id settled
+// meanwhile without being marked again.
+func (f *flights) claimVerified(seen *seenSet, id [32]byte, ev *nostr.Event) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl := f.m[id]; fl != nil {
+		if !fl.verified && fl.alt == nil {
+			fl.alt = ev
+		}
+		return false
+	}
+	if !seen.Mark(id) {
+		return false
+	}
+	f.m[id] = &flight{sig: ev.Sig, verified: true}
+	return true
+}
+
+// settle records the outcome of the copy with signature sig. verified
+// tells whether the sidecar had checked that copy. When it was refused
+// (not present) and a verified alternative waited, the alternative is
+// returned and registered as the id's flight: the caller sends it, or
+// calls abandon.
+func (f *flights) settle(id [32]byte, sig string, present bool) (verified bool, alt *nostr.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := f.m[id]
+	if fl == nil || fl.sig != sig {
+		return false, nil
+	}
+	delete(f.m, id)
+	if !present && fl.alt != nil {
+		f.m[id] = &flight{sig: fl.alt.Sig, verified: true}
+		return fl.verified, fl.alt
+	}
+	return fl.verified, nil
+}
+
+// abandon forgets the flight of id (an alternative that could not be
+// sent).
+func (f *flights) abandon(id [32]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, id)
+}
+
+// len is the number of ids in flight.
+func (f *flights) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}
+
+// refusedInvalid tells whether the own relay refused r's event as invalid
+// (a bad signature or id, or malformed: NIP-01's "invalid:" prefix).
+func refusedInvalid(r publish.Result) bool {
+	return r.Outcome == publish.Rejected && relay.ReasonPrefix(strings.ToLower(r.Reason)) == relay.ReasonInvalid
+}
+
+// verifySig checks ev's signature (its id was checked on arrival).
+func verifySig(ev *nostr.Event) bool {
+	ok, err := ev.CheckSignature()
+	return ok && err == nil
+}
+
+// invalidLabel is the ngit_sync_events_invalid_total reason of an event
+// found invalid after it was sent: bad_signature when its signature does
+// not verify, else refused_invalid (the own relay's "invalid:" for another
+// reason).
+func invalidLabel(ev *nostr.Event, r publish.Result) string {
+	if !verifySig(ev) {
+		return "bad_signature"
+	}
+	if refusedInvalid(r) {
+		return "refused_invalid"
+	}
+	return "bad_signature"
+}

@@ -1,0 +1,123 @@
+package ingest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// DefaultOwnHeldRecheck is how long after a GRASP own relay accepted an
+// event into its purgatory (OK true "purgatory: …") the event is published
+// again if the own relay has not served it: just past GRASP-01's 30-minute
+// discard. A "duplicate:" answer then means the relay has it; another
+// "purgatory:" starts a new wait.
+const DefaultOwnHeldRecheck = 31 * time.Minute
+
+// ownHeld remembers the events the own relay accepted without serving them
+// yet. They are not counted present (LocalIndex, negentropy's local set)
+// until the relay serves them (the self-subscription sees them, or a later
+// publish answers duplicate). One still unserved after the recheck delay
+// is published again, through the purgatory when it needs git data, so an
+// event the relay discarded comes back once its git data can be had.
+type ownHeld struct {
+	mu  sync.Mutex
+	max int
+	evs map[[32]byte]heldEvent
+}
+
+type heldEvent struct {
+	ev *nostr.Event
+	at time.Time
+}
+
+func newOwnHeld(max int) *ownHeld { return &ownHeld{max: max, evs: map[[32]byte]heldEvent{}} }
+
+// add records ev as held since at; it reports false when the set is full.
+func (o *ownHeld) add(id [32]byte, ev *nostr.Event, at time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.evs[id]; !ok && len(o.evs) >= o.max {
+		return false
+	}
+	o.evs[id] = heldEvent{ev: ev, at: at}
+	return true
+}
+
+// served forgets id: the own relay serves it.
+func (o *ownHeld) served(id [32]byte) {
+	o.mu.Lock()
+	delete(o.evs, id)
+	o.mu.Unlock()
+}
+
+// due removes and returns the events held since before cutoff.
+func (o *ownHeld) due(cutoff time.Time) []*nostr.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []*nostr.Event
+	for id, h := range o.evs {
+		if h.at.Before(cutoff) {
+			out = append(out, h.ev)
+			delete(o.evs, id)
+		}
+	}
+	return out
+}
+
+func (o *ownHeld) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.evs)
+}
+
+// onHeld records an event the own relay answered "purgatory:" for.
+func (h *Handler) onHeld(ev *nostr.Event) {
+	id, ok := decodeID(ev.ID)
+	if !ok {
+		return
+	}
+	if !h.held.add(id, ev, h.now()) {
+		// Full: forget it, so the next sync fetches it again.
+		h.m.limitHits.WithLabelValues("own_purgatory").Inc()
+		h.seen.Forget(id)
+		return
+	}
+	h.m.ownHeld.Set(float64(h.held.len()))
+}
+
+// servedByOwn forgets a held event the own relay now serves.
+func (h *Handler) servedByOwn(id [32]byte) {
+	h.held.served(id)
+	h.m.ownHeld.Set(float64(h.held.len()))
+}
+
+// recheckHeld publishes again the events the own relay has held for longer
+// than the recheck delay without serving them.
+func (h *Handler) recheckHeld(ctx context.Context) {
+	evs := h.held.due(h.now().Add(-h.cfg.OwnHeldRecheck))
+	h.m.ownHeld.Set(float64(h.held.len()))
+	for _, ev := range evs {
+		h.m.ownHeldRepublished.Inc()
+		select {
+		case h.retries <- ev:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runHeldRecheck checks the held events a few times per recheck delay.
+func (h *Handler) runHeldRecheck(ctx context.Context) {
+	t := time.NewTicker(max(h.cfg.OwnHeldRecheck/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			h.recheckHeld(ctx)
+		}
+	}
+}
