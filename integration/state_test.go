@@ -80,6 +80,9 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 		return n
 	}
 	testkit.WaitFor(t, syncTimeout, "local index holds the whole set", func() bool { return missing() == 0 })
+	// Let a few flushes save the converged relay state (saved only while
+	// nothing is on its way to the own relay).
+	time.Sleep(5 * stateConfig(t, w.own, dir).State.FlushInterval)
 	sc.Stop(t)
 
 	// Another client writes to the own relay while the sidecar is down.
