@@ -66,7 +66,17 @@ func stateConfig(t *testing.T, own *harness.Relay, dir string) *config.Config {
 // another client published to (or deleted from) the own relay while it was
 // down, without
 // reading the own relay's events back; nothing is published again.
+//
+// A GRASP relay holds little beyond what sync covers: one reconciliation of
+// the whole relay does. On a relay that holds much more (here 1,200 notes
+// unrelated to any repository, written while the sidecar was down) the
+// catch-up reconciles only the filters sync covers and fetches none of it.
 func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
+	t.Run("grasp-relay", func(t *testing.T) { testRestartCatchesUp(t, 0) })
+	t.Run("general-relay", func(t *testing.T) { testRestartCatchesUp(t, 1200) })
+}
+
+func testRestartCatchesUp(t *testing.T, unrelated int) {
 	w := newStateWorld(t, 20, 15)
 	dir := t.TempDir()
 	sc := startSidecar(t, stateConfig(t, w.own, dir))
@@ -93,6 +103,8 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	if w.own.Delete(gone.ID) != 1 {
 		t.Fatal("delete did not work")
 	}
+	notes := harness.Corpus()[:unrelated]
+	w.own.Inject(notes...)
 	w.own.ResetStats()
 	w.remote.ResetStats()
 
@@ -102,6 +114,11 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	}
 	if !sc2.LocalIndex().Has(late.ID) {
 		t.Fatal("the event another client published while the sidecar was down is not in the local index after the restart")
+	}
+	for _, n := range notes {
+		if sc2.LocalIndex().Has(n.ID) {
+			t.Fatal("an unrelated note on the own relay was fetched into the local index")
+		}
 	}
 	if sc2.LocalIndex().Has(gone.ID) {
 		t.Fatal("the event deleted from the own relay while the sidecar was down is still in the local index")
