@@ -216,6 +216,7 @@ func startObservedWorld(t *testing.T) *observedWorld {
 	cfg.Purgatory.SyncedDelay = 100 * time.Millisecond
 	cfg.Purgatory.Loop = 50 * time.Millisecond
 	cfg.Purgatory.GitTimeout = 30 * time.Second
+	cfg.State.Dir = t.TempDir() // the state store's metrics are exported too
 
 	w.Reg = newRecordingRegistry()
 	// As cmd/grasp-sync's run does.
