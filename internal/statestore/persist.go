@@ -54,6 +54,9 @@ type Stats struct {
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush"`
 	Flushes       uint64    `json:"flushes"`
+	// InUse is the bytes each bucket's pages hold (keys, values, page
+	// headers; the file also has free pages and bbolt's growth slack).
+	InUse map[string]int64 `json:"in_use"`
 }
 
 // writer is the state Run keeps between flushes.
@@ -66,6 +69,8 @@ type writer struct {
 	lastFlush time.Time
 	events    int
 	relayGen  map[string]uint64
+	inUse     map[string]int64
+	usageAt   time.Time
 	reposGen  uint64
 	selfSeen  time.Time
 }
@@ -312,6 +317,7 @@ func (s *Store) Flush(src Sources) error {
 	}
 	w.lastFlush = time.Now()
 	s.refreshSize()
+	s.refreshUsage(w)
 	if w.events > 0 {
 		s.m.perEvent.Set(float64(s.Bytes()) / float64(w.events))
 	}
@@ -327,5 +333,28 @@ func (s *Store) Stats() Stats {
 	if w.events > 0 {
 		st.BytesPerEvent = float64(st.Bytes) / float64(w.events)
 	}
+	st.InUse = w.inUse
 	return st
+}
+
+// usageEvery bounds how often Flush walks the buckets for Stats.InUse.
+const usageEvery = 10 * time.Second
+
+// refreshUsage recomputes the bytes in use per bucket (under w.mu).
+func (s *Store) refreshUsage(w *writer) {
+	if time.Since(w.usageAt) < usageEvery && w.inUse != nil {
+		return
+	}
+	w.usageAt = time.Now()
+	in := map[string]int64{}
+	_ = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				bs := b.Stats()
+				in[string(name)] = int64(bs.LeafInuse + bs.BranchInuse)
+				return nil
+			})
+		})
+	})
+	w.inUse = in
 }
