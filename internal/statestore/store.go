@@ -154,6 +154,7 @@ func Open(opt Options) (*Store, error) {
 		return nil, err
 	}
 	s.refreshSize()
+	s.refreshUsage(s.wr)
 	return s, nil
 }
 
