@@ -127,7 +127,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 // reconnect; then compute_actions for new items.
 func (e *Engine) connectOrReconnect(r *remote) {
 	now := e.clock.Now()
-	fresh := r.LastConnected.IsZero() || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	fresh := e.needsFreshSync(r, now)
 	lastConnected := r.LastConnected
 	if fresh {
 		r.ClearConfirmed()

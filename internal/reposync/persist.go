@@ -276,3 +276,9 @@ func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nos
 	}
 	return fs
 }
+
+// needsFreshSync tells a first connection or one after a downtime longer
+// than the quick-reconnect window (a fresh sync) from a quick reconnect.
+func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
+	return r.LastConnected.IsZero() || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+}
