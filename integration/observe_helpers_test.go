@@ -146,7 +146,7 @@ func (r *recordingRegistry) exported(t *testing.T) map[string]metricInfo {
 }
 
 // observedWorld is a sidecar syncing a harness world that touches every
-// part the dashboard shows: an own relay, a remote relay with NIP-77, a
+// part the dashboard shows: a state directory, an own relay, a remote relay with NIP-77, a
 // relay that is down, repositories with issues, a state event released
 // after a git fetch and one whose git data never arrives (held in
 // purgatory), and the HTTP surface of the binary.
@@ -212,11 +212,11 @@ func startObservedWorld(t *testing.T) *observedWorld {
 
 	cfg := fastConfig(w.Own)
 	cfg.GitDir = gitDir
+	cfg.State.Dir = t.TempDir()
 	cfg.ServiceDomain = w.Own.Addr()
 	cfg.Purgatory.SyncedDelay = 100 * time.Millisecond
 	cfg.Purgatory.Loop = 50 * time.Millisecond
 	cfg.Purgatory.GitTimeout = 30 * time.Second
-	cfg.State.Dir = t.TempDir() // the state store's metrics are exported too
 
 	w.Reg = newRecordingRegistry()
 	// As cmd/grasp-sync's run does.

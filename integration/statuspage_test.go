@@ -115,7 +115,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	// The states may move between the page and the snapshot taken after
 	// it: compare a few times before calling it a mismatch.
 	var problems []string
-	for try := 0; try < 3; try++ {
+	for try := 0; try < 5; try++ {
 		dom := runChromium(t, bin, w.URL()+"/?refresh=0", "--dump-dom")
 		st := w.Sidecar.Status()
 		problems = checkRenderedPage(dom, st, w)

@@ -145,6 +145,7 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 		fmt.Fprintf(tw, "purgatory\toff\n")
 	}
 	fmt.Fprintf(tw, "rejected\thot %d, cold %d\n", s.Rejected.Hot, s.Rejected.Cold)
+	fmt.Fprintf(tw, "state\t%s\n", stateText(&s.State, now))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -178,7 +179,47 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 		return err
 	}
 	fmt.Fprintln(w, "\nREPOS and ROOTS are confirmed/total (total = confirmed + pending).")
+	printRelayNotes(w, s.Relays)
 	return printPurgatory(w, &s.Purgatory, now)
+}
+
+// stateText summarises the state store on one line.
+func stateText(st *status.State, now time.Time) string {
+	if st.Outcome == "" {
+		return "-"
+	}
+	if st.Dir == "" {
+		return st.Outcome
+	}
+	text := fmt.Sprintf("%s, %s: %d bytes, %d events (%.0f bytes/event)", st.Outcome, st.Dir, st.Bytes, st.Events, st.BytesPerEvent)
+	if !st.LastFlush.IsZero() {
+		text += ", last write " + untilText(now.Sub(st.LastFlush)) + " ago"
+	}
+	return text
+}
+
+// printRelayNotes lists what the relay table has no room for: relays
+// caught truncating results and relays that asked for AUTH to read.
+func printRelayNotes(w io.Writer, relays []status.Relay) {
+	header := false
+	for _, r := range relays {
+		if r.Truncation == "" && r.ReadAuth == "" {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nrelay notes")
+			header = true
+		}
+		fmt.Fprintf(w, "  %s\n", r.URL)
+		for _, n := range [][2]string{{"truncation", r.Truncation}, {"read AUTH", r.ReadAuth}} {
+			if n[1] == "" {
+				continue
+			}
+			for _, l := range wrapText(n[0]+": "+n[1], 2*errorColumnWidth) {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
+		}
+	}
 }
 
 // errorColumnWidth is where long errors wrap (they are never cut).

@@ -25,7 +25,8 @@ func sampleStatus(started time.Time) status.Snapshot {
 			{URL: "wss://relay.ngit.dev", State: "connected", Health: "healthy", Bootstrap: true, Negentropy: "supported",
 				ReposConfirmed: 10, ReposPending: 2, RootsConfirmed: 30, RootsPending: 10, FiltersOpen: 4, PendingBatches: 1, EventsReceived: 1234},
 			{URL: "wss://gitnostr.com", State: "backoff", Health: "failing", Failures: 3,
-				LastError: "dial tcp: lookup gitnostr.com: no such host, and a very long tail that must not be cut off"},
+				LastError:  "dial tcp: lookup gitnostr.com: no such host, and a very long tail that must not be cut off",
+				Truncation: "a REQ page cut at 500 events below its limit", ReadAuth: "needs a key: set auth.key"},
 		},
 		Publisher: status.Publisher{Queued: 5, InFlight: 2, Accepted: 1000, Duplicates: 50, Rejected: 3},
 		Purgatory: status.Purgatory{Enabled: true, Events: 7, QueueSize: 7, Identifiers: []status.PurgatoryIdentifier{
@@ -35,6 +36,8 @@ func sampleStatus(started time.Time) status.Snapshot {
 			{Identifier: "new", States: 4, HeldSince: started.Add(89 * time.Minute), ExpiresAt: started.Add(119 * time.Minute), Syncing: true},
 		}},
 		Rejected: status.Rejected{Hot: 3, Cold: 9},
+		State: status.State{Outcome: "resumed", Dir: "/var/lib/grasp-sync", Bytes: 123456, Events: 1000, BytesPerEvent: 123.456,
+			LastFlush: started.Add(90*time.Minute - 3*time.Second)},
 	}
 }
 
@@ -57,6 +60,8 @@ func TestPrintStatus(t *testing.T) {
 		"publisher        queued 5, in flight 2, accepted 1000, duplicates 50, rejected 3",
 		"purgatory        7 events, 7 queued",
 		"rejected         hot 3, cold 9",
+		"state            resumed, /var/lib/grasp-sync: 123456 bytes, 1000 events (123 bytes/event), last write 3s ago",
+		"relay notes\n  wss://gitnostr.com\n    truncation: a REQ page cut at 500 events below its limit\n    read AUTH: needs a key: set auth.key\n",
 		"relays (2)",
 		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234",
 		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0       3         dial tcp: lookup gitnostr.com: no such host, and a very long\n" +

@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"html/template"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +33,22 @@ type pageData struct {
 	Now            time.Time
 	Identifiers    []status.PurgatoryIdentifier
 	MoreIdentifier int
+	// ByState and ByHealth count the relays, e.g. "connected 3".
+	ByState, ByHealth []string
+}
+
+// countBy counts values and returns "value n" in value order.
+func countBy(relays []status.Relay, key func(status.Relay) string) []string {
+	n := map[string]int{}
+	for _, r := range relays {
+		n[key(r)]++
+	}
+	out := make([]string, 0, len(n))
+	for k, c := range n {
+		out = append(out, fmt.Sprintf("%s %d", k, c))
+	}
+	sort.Strings(out)
+	return out
 }
 
 var pageFuncs = template.FuncMap{
@@ -56,8 +75,9 @@ var pageFuncs = template.FuncMap{
 		}
 		return "in " + max(id.NextAttempt.Sub(now), 0).Round(time.Second).String()
 	},
-	"utc": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"add": func(a, b int) int { return a + b },
+	"utc":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"add":  func(a, b int) int { return a + b },
+	"join": func(s []string) string { return strings.Join(s, ", ") },
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
@@ -89,11 +109,13 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <dt>root events</dt><dd>{{.S.RootEvents}}</dd>
 <dt>pending batches</dt><dd>{{.S.PendingBatches}}</dd>
 <dt>rejected index</dt><dd>hot {{.S.Rejected.Hot}}, cold {{.S.Rejected.Cold}}</dd>
+<dt>state store</dt><dd id="state">{{with .S.State}}{{if .Outcome}}{{.Outcome}}{{else}}-{{end}}{{if .Dir}}, {{.Dir}}: {{.Bytes}} bytes, {{.Events}} events{{if not .LastFlush.IsZero}}, last write {{since $.Now .LastFlush}} ago{{end}}{{end}}{{end}}</dd>
 </dl>
 
 <h2>Relays ({{len .S.Relays}})</h2>
+{{if .S.Relays}}<p id="relay-counts">by state: {{join .ByState}}; by health: {{join .ByHealth}}</p>{{end}}
 {{if .S.Relays}}<table id="relays">
-<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th></tr>
+<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th><th>notes</th></tr>
 {{range .S.Relays}}<tr class="relay" data-relay="{{.URL}}">
 <td class="url">{{.URL}}{{if .Bootstrap}} <span class="muted">(bootstrap)</span>{{end}}</td>
 <td class="state {{if eq .State "connected"}}ok{{else if eq .State "disconnected"}}bad{{else}}warn{{end}}">{{.State}}</td>
@@ -104,6 +126,7 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}}</td><td class="n">{{.Failures}}</td>
 <td>{{ago $.Now .LastConnected}}</td>
 <td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}</td>
+<td class="err">{{if .Truncation}}truncation: {{.Truncation}}{{end}}{{if and .Truncation .ReadAuth}}<br>{{end}}{{if .ReadAuth}}read AUTH: {{.ReadAuth}}{{end}}{{if not (or .Truncation .ReadAuth)}}-{{end}}</td>
 </tr>
 {{end}}</table>{{else}}<p class="muted">No remote relay tracked yet.</p>{{end}}
 
@@ -162,6 +185,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if !d.S.StartedAt.IsZero() {
 		d.Uptime = d.Now.Sub(d.S.StartedAt).Round(time.Second).String()
 	}
+	d.ByState = countBy(d.S.Relays, func(r status.Relay) string { return r.State })
+	d.ByHealth = countBy(d.S.Relays, func(r status.Relay) string { return r.Health })
 	d.Identifiers = d.S.Purgatory.Identifiers
 	if len(d.Identifiers) > MaxPageIdentifiers {
 		d.MoreIdentifier = len(d.Identifiers) - MaxPageIdentifiers

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,7 +20,9 @@ func TestStatusPage(t *testing.T) {
 	snap.StartedAt = time.Now().Add(-time.Hour)
 	snap.Relays = append(snap.Relays, status.Relay{URL: "wss://b.example", State: "disconnected", Health: "dead",
 		ReposConfirmed: 1, ReposPending: 4, RootsConfirmed: 2, RootsPending: 6, Failures: 9,
-		LastError: "dial: <script>alert(1)</script> " + strings.Repeat("long ", 40) + "end"})
+		LastError:  "dial: <script>alert(1)</script> " + strings.Repeat("long ", 40) + "end",
+		Truncation: "a REQ page cut at 500", ReadAuth: "needs a key"})
+	snap.State = status.State{Outcome: "resumed", Dir: "/var/lib/grasp-sync", Bytes: 4096, Events: 10, LastFlush: time.Now().Add(-5 * time.Second)}
 	next := time.Now().Add(40 * time.Second)
 	snap.Purgatory.Identifiers = []status.PurgatoryIdentifier{{Identifier: "tool", States: 2, PRs: 1, Attempts: 3,
 		HeldSince: time.Now().Add(-10 * time.Minute), ExpiresAt: time.Now().Add(20 * time.Minute), NextAttempt: &next,
@@ -44,7 +47,10 @@ func TestStatusPage(t *testing.T) {
 		`<td class="health bad">dead</td>`,
 		`<td class="n">1/5</td>`, `<td class="n">2/8</td>`,
 		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`, `long end</td>`,
+		`by state: connected 1, disconnected 1; by health: dead 1, healthy 1`,
 		`<dt>accepted</dt><dd>100</dd>`,
+		`truncation: a REQ page cut at 500<br>read AUTH: needs a key</td>`,
+		`<dd id="state">resumed, /var/lib/grasp-sync: 4096 bytes, 10 events, last write `,
 		`<td>tool</td><td class="n">2</td><td class="n">1</td>`,
 		`fetch https://git.example/tool.git: not found`,
 	} {
@@ -96,5 +102,37 @@ func TestStatusPageNotReadyAndManyIdentifiers(t *testing.T) {
 	}
 	if n := strings.Count(body, `<tr class="identifier">`); n != MaxPageIdentifiers {
 		t.Errorf("%d identifier rows, want %d", n, MaxPageIdentifiers)
+	}
+}
+
+// BenchmarkStatusDocuments renders / and /status for a large sidecar: 500
+// relays and a full purgatory of 10,000 identifiers (purgatory.max_entries),
+// each with a git error. It reports the response size as bytes/doc.
+func BenchmarkStatusDocuments(b *testing.B) {
+	snap := sampleSnapshot()
+	snap.Relays = nil
+	for i := range 500 {
+		snap.Relays = append(snap.Relays, status.Relay{URL: fmt.Sprintf("wss://relay%d.example", i), State: "connected", Health: "healthy",
+			ReposConfirmed: 10, ReposPending: 2, RootsConfirmed: 30, RootsPending: 5, LastError: "dial: connection refused"})
+	}
+	now := time.Now()
+	for i := range 10_000 {
+		snap.Purgatory.Identifiers = append(snap.Purgatory.Identifiers, status.PurgatoryIdentifier{
+			Identifier: fmt.Sprintf("repo-%d", i), States: 1, Attempts: 3, HeldSince: now, ExpiresAt: now.Add(30 * time.Minute),
+			NextAttempt: &now, LastError: "fetch https://git.example/npub1xyz/repo.git: git fetch: exit 128: fatal: repository not found"})
+	}
+	p := &fakeProvider{snap: snap}
+	p.ready.Store(true)
+	h := New(Options{Provider: p}).Handler()
+	for name, path := range map[string]string{"page": "/", "status": "/status"} {
+		b.Run(name, func(b *testing.B) {
+			size := 0
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/doc")
+		})
 	}
 }

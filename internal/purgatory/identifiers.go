@@ -36,32 +36,43 @@ type IdentifierStatus struct {
 // Identifiers returns every identifier with held events, oldest first (the
 // next to expire), then by name.
 func (p *Purgatory) Identifiers() []IdentifierStatus {
+	out := p.identifiers()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].HeldSince.Equal(out[j].HeldSince) {
+			return out[i].HeldSince.Before(out[j].HeldSince)
+		}
+		return out[i].Identifier < out[j].Identifier
+	})
+	return out
+}
+
+// identifiers collects Identifiers' rows under the lock, unsorted.
+func (p *Purgatory) identifiers() []IdentifierStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	byName := map[string]*IdentifierStatus{}
-	get := func(id string) *IdentifierStatus {
-		s := byName[id]
-		if s == nil {
-			s = &IdentifierStatus{Identifier: id}
-			byName[id] = s
-		}
-		return s
-	}
+	index := make(map[string]int, len(p.states)+len(p.prs))
+	out := make([]IdentifierStatus, 0, len(p.states)+len(p.prs))
 	for _, e := range p.byID {
-		s := get(e.identifier)
+		i, ok := index[e.identifier]
+		if !ok {
+			i = len(out)
+			index[e.identifier] = i
+			out = append(out, IdentifierStatus{Identifier: e.identifier, HeldSince: e.added})
+		}
+		s := &out[i]
 		if e.ev.Kind == KindState {
 			s.States++
 		} else {
 			s.PRs++
 		}
-		if s.HeldSince.IsZero() || e.added.Before(s.HeldSince) {
+		if e.added.Before(s.HeldSince) {
 			s.HeldSince = e.added
 		}
 	}
-	out := make([]IdentifierStatus, 0, len(byName))
-	for id, s := range byName {
+	for i := range out {
+		s := &out[i]
 		s.ExpiresAt = s.HeldSince.Add(p.cfg.Expiry)
-		if q := p.queue.entries[id]; q != nil {
+		if q := p.queue.entries[s.Identifier]; q != nil {
 			s.Attempts = q.attempts
 			s.Syncing = q.inProgress
 			if !q.inProgress {
@@ -69,14 +80,7 @@ func (p *Purgatory) Identifiers() []IdentifierStatus {
 			}
 			s.LastError, s.LastErrorAt = q.lastErr, q.lastErrAt
 		}
-		out = append(out, *s)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].HeldSince.Equal(out[j].HeldSince) {
-			return out[i].HeldSince.Before(out[j].HeldSince)
-		}
-		return out[i].Identifier < out[j].Identifier
-	})
 	return out
 }
 

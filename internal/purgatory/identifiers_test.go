@@ -1,9 +1,12 @@
 package purgatory
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nbd-wtf/go-nostr"
 )
 
 // Identifiers reports per identifier what is held, since when, the failed
@@ -65,5 +68,33 @@ func TestIdentifiersNoSource(t *testing.T) {
 	got := env.p.Identifiers()
 	if len(got) != 1 || got[0].LastError != ErrNoSource.Error() || got[0].Attempts != 1 {
 		t.Fatalf("identifiers %+v, want one with attempts 1 and %q", got, ErrNoSource)
+	}
+}
+
+// BenchmarkIdentifiers is the status view of a full purgatory (10,000 held
+// state events, purgatory.max_entries, one per identifier); it runs under
+// the purgatory's lock.
+func BenchmarkIdentifiers(b *testing.B) {
+	sc := newFakeSC()
+	p, err := New(DefaultConfig(), Options{Clock: newManualClock(), SyncContext: sc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc.p = p
+	k := newKey(b)
+	for i := range 10_000 {
+		d := fmt.Sprintf("repo-%d", i)
+		ann := &nostr.Event{Kind: KindAnnouncement, PubKey: k.pk, CreatedAt: 1, Tags: nostr.Tags{{"d", d}}}
+		ann.ID = ann.GetID()
+		p.AddAnnouncement(ann)
+		tags := nostr.Tags{{"d", d}, {"refs/heads/main", oid(i)}, {"HEAD", "ref: refs/heads/main"}}
+		if err := p.Add(signed(b, k, KindState, 1000, tags), false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if n := len(p.Identifiers()); n != 10_000 {
+			b.Fatalf("%d identifiers", n)
+		}
 	}
 }
