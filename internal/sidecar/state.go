@@ -80,7 +80,7 @@ func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
 // stateSources are what the store saves.
 func (s *Sidecar) stateSources() statestore.Sources {
 	return statestore.Sources{
-		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState,
+		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export,
 		Confirmable: func() bool {
 			ps := s.pub.Stats()
 			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
@@ -101,6 +101,12 @@ func (s *Sidecar) restoreRelays() {
 	if len(rs) > 0 {
 		s.engine.RestoreRelays(rs)
 		s.log.Info("relay states restored from the state store", zap.Int("relays", len(rs)))
+	}
+	if hs, err := s.store.LoadHealth(); err != nil {
+		s.log.Warn("state store: cannot read the relays' health; they start healthy", zap.Error(err))
+	} else if len(hs) > 0 {
+		s.health.Restore(hs)
+		s.log.Info("relay health restored from the state store", zap.Int("relays", len(hs)))
 	}
 	repos, err := s.store.LoadRepos()
 	if err != nil {

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
@@ -28,6 +30,8 @@ type Sources struct {
 	Confirmable func() bool
 	// Repos returns the repository index (roots per repository).
 	Repos func() reposync.PersistedRepos
+	// Health returns the remote relays' health (failures, penalties).
+	Health func() []health.Persisted
 }
 
 // DefaultFlushInterval is the default interval between batched writes.
@@ -73,6 +77,7 @@ type writer struct {
 	usageAt   time.Time
 	reposGen  uint64
 	selfSeen  time.Time
+	health    []byte
 }
 
 // LoadLocal replays the persisted local index into idx and enables its
@@ -225,6 +230,12 @@ func (s *Store) Flush(src Sources) error {
 		saveRoots = repos.Gen != 0 && repos.Gen != w.reposGen
 		saveSeen = !repos.SelfSeen.Equal(w.selfSeen)
 	}
+	var healthJSON []byte
+	if src.Health != nil {
+		if b, err := json.Marshal(src.Health()); err == nil && !bytes.Equal(b, w.health) {
+			healthJSON = b
+		}
+	}
 	var held []purgatory.Persisted
 	savePurg := false
 	if src.Purgatory != nil {
@@ -235,7 +246,7 @@ func (s *Store) Flush(src Sources) error {
 			w.purgGen = gen
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil {
 		w.flushes++
 		return nil
 	}
@@ -260,6 +271,12 @@ func (s *Store) Flush(src Sources) error {
 				return err
 			}
 			written += len(c)
+		}
+		if healthJSON != nil {
+			if err := tx.Bucket(bucketHealth).Put(keyHealth, healthJSON); err != nil {
+				return err
+			}
+			written += len(healthJSON)
 		}
 		if saveRoots || saveSeen {
 			n, err := putRepos(tx, repos, saveRoots)
@@ -308,6 +325,9 @@ func (s *Store) Flush(src Sources) error {
 		w.reposGen = repos.Gen
 	}
 	w.selfSeen = repos.SelfSeen
+	if healthJSON != nil {
+		w.health = healthJSON
+	}
 	if snapshot != nil {
 		s.m.compactions.Inc()
 		w.chunks, w.removed = len(snapshot), 0

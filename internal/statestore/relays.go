@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
@@ -178,4 +179,26 @@ func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
 		return reposync.PersistedRepos{}, s.replaceDamaged(err)
 	}
 	return p, err
+}
+
+var keyHealth = []byte("all")
+
+// LoadHealth returns the persisted health of the remote relays.
+func (s *Store) LoadHealth() ([]health.Persisted, error) {
+	var out []health.Persisted
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if v := tx.Bucket(bucketHealth).Get(keyHealth); v != nil {
+				if err := json.Unmarshal(v, &out); err != nil {
+					s.log.Warn("persisted relay health unreadable; relays start healthy", zap.Error(err))
+					out = nil
+				}
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return nil, s.replaceDamaged(err)
+	}
+	return out, err
 }

@@ -30,6 +30,7 @@ var (
 	bucketPurgatory = []byte("purgatory")
 	bucketRelays    = []byte("relays")
 	bucketRepos     = []byte("repos")
+	bucketHealth    = []byte("health")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -223,7 +224,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
