@@ -73,11 +73,32 @@ type writer struct {
 	lastFlush time.Time
 	events    int
 	relayGen  map[string]uint64
+	relayConn map[string]time.Time
+	relayDisc map[string]time.Time
 	inUse     map[string]int64
 	usageAt   time.Time
 	reposGen  uint64
 	selfSeen  time.Time
 	health    []byte
+	lastBeat  time.Time
+}
+
+// heartbeat bounds how often timestamps alone are written.
+const heartbeat = 30 * time.Second
+
+// relaysChanged reports whether a relay's confirmed items, connection
+// times or set of relays differ from what was written last.
+func (w *writer) relaysChanged(relays []reposync.PersistedRelay) bool {
+	if len(relays) != len(w.relayGen) {
+		return true
+	}
+	for _, r := range relays {
+		g, ok := w.relayGen[r.URL]
+		if !ok || g != r.ConfirmedGen || !r.LastConnected.Equal(w.relayConn[r.URL]) || !r.DisconnectedAt.Equal(w.relayDisc[r.URL]) {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadLocal replays the persisted local index into idx and enables its
@@ -223,12 +244,19 @@ func (s *Store) Flush(src Sources) error {
 			relays = rs
 		}
 	}
+	// Timestamps alone (a relay last seen up, the own relay read until
+	// now) are written at most every heartbeat: an idle sidecar does not
+	// commit every flush interval.
+	beat := time.Since(w.lastBeat) >= heartbeat
+	if relays != nil && !beat && !w.relaysChanged(relays) {
+		relays = nil
+	}
 	var repos reposync.PersistedRepos
 	saveRoots, saveSeen := false, false
 	if src.Repos != nil {
 		repos = src.Repos()
 		saveRoots = repos.Gen != 0 && repos.Gen != w.reposGen
-		saveSeen = !repos.SelfSeen.Equal(w.selfSeen)
+		saveSeen = !repos.SelfSeen.Equal(w.selfSeen) && (beat || saveRoots || w.selfSeen.IsZero())
 	}
 	var healthJSON []byte
 	if src.Health != nil {
@@ -320,6 +348,9 @@ func (s *Store) Flush(src Sources) error {
 	s.m.flushBytes.Add(float64(written))
 	if relays != nil {
 		s.relaysWritten(relays)
+	}
+	if beat {
+		w.lastBeat = time.Now()
 	}
 	if saveRoots {
 		w.reposGen = repos.Gen

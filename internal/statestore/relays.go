@@ -122,8 +122,11 @@ func (s *Store) putRelays(tx *bolt.Tx, relays []reposync.PersistedRelay) (int, e
 func (s *Store) relaysWritten(relays []reposync.PersistedRelay) {
 	w := s.w()
 	w.relayGen = make(map[string]uint64, len(relays))
+	w.relayConn = make(map[string]time.Time, len(relays))
+	w.relayDisc = make(map[string]time.Time, len(relays))
 	for _, r := range relays {
 		w.relayGen[r.URL] = r.ConfirmedGen
+		w.relayConn[r.URL], w.relayDisc[r.URL] = r.LastConnected, r.DisconnectedAt
 	}
 }
 
