@@ -213,3 +213,27 @@ func TestBadStoreGivesWorkingSidecar(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartAfterOwnRelayLostItsData: the own relay's database was wiped
+// (or restored from an old backup) while the sidecar was down. The
+// catch-up finds the events gone; the relays' confirmed progress no longer
+// holds, so every remote relay syncs afresh and the own relay gets
+// everything back, instead of a quick reconnect asking only for what is new.
+func TestRestartAfterOwnRelayLostItsData(t *testing.T) {
+	w := newStateWorld(t, 20, 60)
+	dir := t.TempDir()
+	sc := startSidecar(t, stateConfig(t, w.own, dir))
+	waitHas(t, w.own, w.all...)
+	time.Sleep(5 * stateConfig(t, w.own, dir).State.FlushInterval)
+	sc.Stop(t)
+
+	var lost []string
+	for _, ev := range w.all[1:] { // the announcement stays
+		lost = append(lost, ev.ID)
+	}
+	if n := w.own.Delete(lost...); n != len(lost) {
+		t.Fatalf("deleted %d of %d", n, len(lost))
+	}
+	startSidecar(t, stateConfig(t, w.own, dir))
+	waitHas(t, w.own, w.all...)
+}

@@ -1,11 +1,13 @@
 package reposync
 
 import (
+	"context"
 	"reflect"
 	"time"
 	"unsafe"
 
 	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
@@ -281,4 +283,31 @@ func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nos
 // than the quick-reconnect window (a fresh sync) from a quick reconnect.
 func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
 	return r.LastConnected.IsZero() || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+}
+
+// lostMin: a catch-up finding the own relay lacks more than this many
+// indexed events (or a tenth of the index) means it lost data while the
+// sidecar was down (a wiped or restored database).
+const lostMin = 1000
+
+// forgetConfirmed makes every remote relay sync afresh: what the previous
+// run confirmed is no longer on the own relay, and a quick reconnect would
+// only ask for what is newer. It runs on the Run goroutine before remote
+// relays may connect (the caller declares readiness after it).
+func (e *Engine) forgetConfirmed(ctx context.Context, lost int) {
+	done := make(chan struct{})
+	e.post(func() {
+		defer close(done)
+		e.log.Warn("the own relay lost events while the sidecar was down; every remote relay syncs afresh",
+			zap.Int("events_lost", lost))
+		e.restored = nil
+		for _, r := range e.relays {
+			r.ClearConfirmed()
+			r.LastConnected = time.Time{}
+		}
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }

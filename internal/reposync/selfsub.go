@@ -275,9 +275,13 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
 	opts := e.cfg.Negentropy.Options
 	opts.Now = e.clock.Now
-	_, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
+	before := e.local.Index().Len()
+	res, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
 	switch {
 	case err == nil:
+		if res.Removed > max(lostMin, before/10) {
+			e.forgetConfirmed(ctx, res.Removed)
+		}
 		return true
 	case ctx.Err() != nil:
 		return false
