@@ -80,7 +80,7 @@ func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
 // stateSources are what the store saves.
 func (s *Sidecar) stateSources() statestore.Sources {
 	return statestore.Sources{
-		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export,
+		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export, Rejected: s.ingest.Rejected(),
 		Confirmable: func() bool {
 			ps := s.pub.Stats()
 			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
@@ -107,6 +107,16 @@ func (s *Sidecar) restoreRelays() {
 	} else if len(hs) > 0 {
 		s.health.Restore(hs)
 		s.log.Info("relay health restored from the state store", zap.Int("relays", len(hs)))
+	}
+	if st, ok, err := s.store.LoadRejected(); err != nil {
+		s.log.Warn("state store: cannot read the rejected index", zap.Error(err))
+	} else if ok {
+		if err := s.ingest.Rejected().RestoreState(st); err != nil {
+			s.log.Warn("state store: rejected index not restored", zap.Error(err))
+		} else {
+			hot, cold := s.ingest.Rejected().Len()
+			s.log.Info("rejected index restored from the state store", zap.Int("hot", hot), zap.Int("cold", cold))
+		}
 	}
 	repos, err := s.store.LoadRepos()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
@@ -32,7 +33,14 @@ type Sources struct {
 	Repos func() reposync.PersistedRepos
 	// Health returns the remote relays' health (failures, penalties).
 	Health func() []health.Persisted
+	// Rejected is the RejectedIndex (saved when it changed, at most every
+	// rejectedEvery, and at shutdown).
+	Rejected *ingest.RejectedIndex
 }
+
+// rejectedEvery bounds how often the RejectedIndex (up to a million ids)
+// is rewritten.
+const rejectedEvery = time.Minute
 
 // DefaultFlushInterval is the default interval between batched writes.
 const DefaultFlushInterval = 2 * time.Second
@@ -81,6 +89,8 @@ type writer struct {
 	selfSeen  time.Time
 	health    []byte
 	lastBeat  time.Time
+	rejGen    uint64
+	rejAt     time.Time
 }
 
 // heartbeat bounds how often timestamps alone are written.
@@ -210,7 +220,7 @@ func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) er
 	for {
 		select {
 		case <-ctx.Done():
-			return s.Flush(src)
+			return s.FlushFinal(src)
 		case <-t.C:
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
@@ -222,7 +232,13 @@ func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) er
 // Flush writes what changed since the last flush in one transaction: the
 // local index's journal as one chunk (or, when the journal grew long, a
 // snapshot replacing it) and the purgatory when it changed.
-func (s *Store) Flush(src Sources) error {
+func (s *Store) Flush(src Sources) error { return s.flush(src, false) }
+
+// FlushFinal is Flush at shutdown: what is written only now and then
+// (timestamps, the RejectedIndex) is written too if it changed.
+func (s *Store) FlushFinal(src Sources) error { return s.flush(src, true) }
+
+func (s *Store) flush(src Sources, final bool) error {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -247,7 +263,7 @@ func (s *Store) Flush(src Sources) error {
 	// Timestamps alone (a relay last seen up, the own relay read until
 	// now) are written at most every heartbeat: an idle sidecar does not
 	// commit every flush interval.
-	beat := time.Since(w.lastBeat) >= heartbeat
+	beat := final || time.Since(w.lastBeat) >= heartbeat
 	if relays != nil && !beat && !w.relaysChanged(relays) {
 		relays = nil
 	}
@@ -264,6 +280,17 @@ func (s *Store) Flush(src Sources) error {
 			healthJSON = b
 		}
 	}
+	var rejected []byte
+	var rejGen uint64
+	if src.Rejected != nil {
+		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || time.Since(w.rejAt) >= rejectedEvery) {
+			b, err := json.Marshal(src.Rejected.ExportState())
+			if err != nil {
+				return fmt.Errorf("statestore: rejected index: %w", err)
+			}
+			rejected = b
+		}
+	}
 	var held []purgatory.Persisted
 	savePurg := false
 	if src.Purgatory != nil {
@@ -274,7 +301,7 @@ func (s *Store) Flush(src Sources) error {
 			w.purgGen = gen
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil && rejected == nil {
 		w.flushes++
 		return nil
 	}
@@ -299,6 +326,12 @@ func (s *Store) Flush(src Sources) error {
 				return err
 			}
 			written += len(c)
+		}
+		if rejected != nil {
+			if err := tx.Bucket(bucketRejected).Put(keyRejected, rejected); err != nil {
+				return err
+			}
+			written += len(rejected)
 		}
 		if healthJSON != nil {
 			if err := tx.Bucket(bucketHealth).Put(keyHealth, healthJSON); err != nil {
@@ -351,6 +384,9 @@ func (s *Store) Flush(src Sources) error {
 	}
 	if beat {
 		w.lastBeat = time.Now()
+	}
+	if rejected != nil {
+		w.rejGen, w.rejAt = rejGen, time.Now()
 	}
 	if saveRoots {
 		w.reposGen = repos.Gen

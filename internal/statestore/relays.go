@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
@@ -204,4 +205,28 @@ func (s *Store) LoadHealth() ([]health.Persisted, error) {
 		return nil, s.replaceDamaged(err)
 	}
 	return out, err
+}
+
+var keyRejected = []byte("state")
+
+// LoadRejected returns the persisted RejectedIndex (ok false when none).
+func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			v := tx.Bucket(bucketRejected).Get(keyRejected)
+			if v == nil {
+				return nil
+			}
+			if err := json.Unmarshal(v, &st); err != nil {
+				s.log.Warn("persisted rejected index unreadable; rejected events may be fetched again once", zap.Error(err))
+				return nil
+			}
+			ok = true
+			return nil
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return st, false, s.replaceDamaged(err)
+	}
+	return st, ok, err
 }

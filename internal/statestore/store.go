@@ -31,6 +31,7 @@ var (
 	bucketRelays    = []byte("relays")
 	bucketRepos     = []byte("repos")
 	bucketHealth    = []byte("health")
+	bucketRejected  = []byte("rejected")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -224,7 +225,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
@@ -107,7 +108,10 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	failing := []health.Persisted{{URL: "wss://down.example", Failures: 3, FailingSince: time.Unix(1_700_000_000, 0).UTC()}}
-	if err := s.Flush(Sources{Local: x, Purgatory: p, Health: func() []health.Persisted { return failing }}); err != nil {
+	rej := ingest.NewRejectedIndex(ingest.DefaultRejectedConfig(), nil)
+	refused := events(t, 1)[0]
+	rej.Add(refused)
+	if err := s.FlushFinal(Sources{Local: x, Purgatory: p, Rejected: rej, Health: func() []health.Persisted { return failing }}); err != nil {
 		t.Fatal(err)
 	}
 	st := s.Stats()
@@ -127,6 +131,14 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if y.Len() != 2999 || y.Has(evs[5].ID) || !y.Has(evs[6].ID) {
 		t.Fatalf("restored %d events (removed one present: %v)", y.Len(), y.Has(evs[5].ID))
+	}
+	rs, ok, err := s2.LoadRejected()
+	if err != nil || !ok {
+		t.Fatalf("LoadRejected: %v %v", ok, err)
+	}
+	rej2 := ingest.NewRejectedIndex(ingest.DefaultRejectedConfig(), nil)
+	if err := rej2.RestoreState(rs); err != nil || !rej2.Has(refused.ID) {
+		t.Fatalf("rejected index after restore: %v, has %v", err, rej2.Has(refused.ID))
 	}
 	hs, err := s2.LoadHealth()
 	if err != nil || len(hs) != 1 || hs[0].URL != failing[0].URL || hs[0].Failures != 3 || !hs[0].FailingSince.Equal(failing[0].FailingSince) {
