@@ -35,7 +35,7 @@ func wildRepo(t *testing.T, own, remote *harness.Relay, d string, n int) []*nost
 // repository directly (its issues): a relay
 // reported synced after a silently truncated sync fails here. Then every
 // event must reach the own relay (the ingest pipeline is asynchronous).
-func waitSyncedComplete(t *testing.T, sc *runningSidecar, own, remote *harness.Relay, evs []*nostr.Event) {
+func waitSyncedComplete(t *testing.T, sc *runningSidecar, own, remote *harness.Relay, evs []*nostr.Event, ownHad ...*nostr.Event) {
 	t.Helper()
 	var r status.Relay
 	testkit.WaitFor(t, syncTimeout, "relay synced", func() bool {
@@ -52,8 +52,9 @@ func waitSyncedComplete(t *testing.T, sc *runningSidecar, own, remote *harness.R
 			issues++
 		}
 	}
+	issues -= len(ownHad)
 	if int(r.EventsReceived) < issues {
-		t.Fatalf("relay reported %q after receiving %d events; it holds %d issues", r.State, r.EventsReceived, issues)
+		t.Fatalf("relay reported %q after receiving %d events; it holds %d issues the own relay lacked", r.State, r.EventsReceived, issues)
 	}
 	waitHas(t, own, evs...)
 }
@@ -258,9 +259,10 @@ func TestWildOwnRelayPurgatory(t *testing.T) {
 	if own.Has(pr.ID) {
 		t.Fatal("the own relay serves a held PR")
 	}
-	if v := testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_events", nil); v != 1 {
-		t.Fatalf("own purgatory events = %v, want 1 (held, not present)", v)
-	}
+	// The relay holds it before its OK reaches the sidecar.
+	testkit.WaitFor(t, syncTimeout, "the PR counted held, not present", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_own_purgatory_events", nil) == 1
+	})
 	// The relay discards it (no git data within 30 minutes): it comes back.
 	own.DiscardHeld()
 	testkit.WaitFor(t, syncTimeout, "the PR published again", func() bool { return slices.Contains(own.Held(), pr.ID) })
@@ -295,4 +297,64 @@ func TestWildCIEventsArriveThroughLayer2(t *testing.T) {
 	live := alice.CIRun(harness.Address(repo), strings.Repeat("ef", 20), "failure")
 	mustPublish(t, remote, live)
 	waitHas(t, own, live)
+}
+
+// TestWildAuthChallengeFirst: a relay that sends an AUTH challenge as soon
+// as the connection opens gets AUTH with the configured key before any
+// read is refused.
+func TestWildAuthChallengeFirst(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "challenger", AuthChallengeOnConnect: true, Negentropy: true})
+	evs := wildRepo(t, own, remote, "challenged", 30)
+	cfg := fastConfig(own)
+	key, err := config.ParseSecretKey(harness.NewKey().Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth.Key = key
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, evs)
+	testkit.WaitFor(t, syncTimeout, "AUTH answered", func() bool {
+		r, _ := relayStatus(sc, remote.URL())
+		return r.ReadAuth == "authenticated" && remote.Stats().Received["AUTH"] >= 1
+	})
+}
+
+// TestWildNegentropyCappedOwnHoldsOlder: a NIP-77 set capped at 400 (not a
+// common cap) is caught because it ends above older events the own relay
+// holds and the relay claims to lack; the events between are fetched.
+func TestWildNegentropyCappedOwnHoldsOlder(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "capped-400", Negentropy: true, NegCap: 400, SilentReqCap: 400})
+	evs := wildRepo(t, own, remote, "older", scaled(1000, 600))
+	var issues []*nostr.Event
+	for _, ev := range evs {
+		if ev.Kind == nip34.KindIssue {
+			issues = append(issues, ev)
+		}
+	}
+	// The own relay already holds the 100 oldest issues.
+	own.Inject(issues[:100]...)
+	sc := startSidecar(t, fastConfig(own))
+	waitSyncedComplete(t, sc, own, remote, evs, issues[:100]...)
+	if r, _ := relayStatus(sc, remote.URL()); r.Truncation == "" {
+		t.Errorf("status shows no truncation: %+v", r)
+	}
+}
+
+// TestWildIgnoresUntil: a relay that ignores until keeps answering with its
+// newest page; the pager cannot get past it and reports the batch failed,
+// never the relay synced.
+func TestWildIgnoresUntil(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "no-until", IgnoreUntil: true, SilentReqCap: 100})
+	wildRepo(t, own, remote, "until", 300)
+	sc := startSidecar(t, fastConfig(own))
+	testkit.WaitFor(t, syncTimeout, "the relay reported with failures", func() bool {
+		r, ok := relayStatus(sc, remote.URL())
+		if ok && r.State == "connected" {
+			t.Fatalf("a relay ignoring until was reported synced: %+v", r)
+		}
+		return ok && r.State == "connected_historic_sync_failures" && strings.Contains(r.LastError, "outside the filter")
+	})
 }

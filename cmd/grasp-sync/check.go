@@ -40,5 +40,9 @@ func (e *env) checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	e.typosReported = true
+	for _, typo := range e.envTypos(c.App.Commands) {
+		rep.Warn("%s", typo)
+	}
 	return rep.Print(e.stdout)
 }

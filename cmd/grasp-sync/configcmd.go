@@ -42,13 +42,9 @@ func (e *env) configAction(c *cli.Context) error {
 		}
 		header = append(header, "auth key: loaded from "+src+" (redacted; never printed)")
 	}
-	known := knownEnv(c.App.Commands)
-	for _, name := range unknownEnv(e.environ(), known) {
-		w := "warning: unknown environment variable " + name + " ignored"
-		if s := suggestEnv(name, known); s != "" {
-			w += " (did you mean " + s + "?)"
-		}
-		header = append(header, w)
+	e.typosReported = true
+	for _, typo := range e.envTypos(c.App.Commands) {
+		header = append(header, "warning: "+typo.String())
 	}
 	source := func(s config.Setting) string {
 		return config.SourceOf(s, e.args, os.LookupEnv, file)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
 
@@ -36,6 +37,10 @@ type env struct {
 	environment []string
 	// args is the command line main was given (where a value came from).
 	args []string
+	// typosReported is set once a command has reported the unknown
+	// GRASP_SYNC_* variables (log, YAML header, check report); otherwise
+	// main adds them to an error, which they may well explain.
+	typosReported bool
 }
 
 func newEnv() *env {
@@ -77,6 +82,9 @@ func (e *env) app() *cli.App {
 		UsageText: "grasp-sync [command] [flags]   (run is the default command)",
 		Version:   version.Get().Version,
 		Commands:  cmds,
+		// Reached with a first word that is no command ("run" is inserted
+		// otherwise, see withDefaultCommand).
+		Action:    unknownCommand,
 		Writer:    e.stdout,
 		ErrWriter: e.stderr,
 		// Errors are printed once, by main, as one line.
@@ -118,16 +126,22 @@ func (e *env) main(args []string) int {
 	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
 		fmt.Fprintf(e.stderr, "grasp-sync: %s\n", line)
 	}
+	if !e.typosReported {
+		for _, typo := range e.envTypos(app.Commands) {
+			fmt.Fprintf(e.stderr, "grasp-sync: %s\n", typo)
+		}
+	}
 	return code
 }
 
 func (e *env) versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print version, commit, build date and Go version",
+		Usage: "print version, commit, build date, Go version and signature backend",
 		Action: func(c *cli.Context) error {
 			b := version.Get()
-			_, err := fmt.Fprintf(e.stdout, "grasp-sync %s\ncommit:     %s\nbuilt:      %s\ngo version: %s\n", b.Version, b.Commit, b.Date, b.GoVersion)
+			_, err := fmt.Fprintf(e.stdout, "grasp-sync %s\ncommit:     %s\nbuilt:      %s\ngo version: %s\nsignatures: %s\n",
+				b.Version, b.Commit, b.Date, b.GoVersion, ingest.SignatureBackend)
 			return err
 		},
 	}

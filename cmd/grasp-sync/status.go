@@ -131,7 +131,11 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 	}
 	fmt.Fprintf(tw, "version\t%s\n", s.Version)
 	fmt.Fprintf(tw, "uptime\t%s\n", up)
-	fmt.Fprintf(tw, "ready\t%s\n", yesNo(s.Ready))
+	if s.Ready || s.NotReady == "" {
+		fmt.Fprintf(tw, "ready\t%s\n", yesNo(s.Ready))
+	} else {
+		fmt.Fprintf(tw, "ready\tno: %s\n", s.NotReady)
+	}
 	fmt.Fprintf(tw, "own relay\t%s (connected: %s, self-subscription EOSE: %s)\n",
 		s.OwnRelay.URL, yesNo(s.OwnRelay.Connected), yesNo(s.OwnRelay.SelfSubscriptionEOSE))
 	fmt.Fprintf(tw, "repositories\t%d\n", s.Repositories)
@@ -140,7 +144,7 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 	fmt.Fprintf(tw, "publisher\tqueued %d, in flight %d, accepted %d, duplicates %d, rejected %d\n",
 		s.Publisher.Queued, s.Publisher.InFlight, s.Publisher.Accepted, s.Publisher.Duplicates, s.Publisher.Rejected)
 	if s.Purgatory.Enabled {
-		fmt.Fprintf(tw, "purgatory\t%d events, %d queued\n", s.Purgatory.Events, s.Purgatory.QueueSize)
+		fmt.Fprintf(tw, "purgatory\t%d events, %d identifiers queued for a git sync\n", s.Purgatory.Events, s.Purgatory.QueueSize)
 	} else {
 		fmt.Fprintf(tw, "purgatory\toff\n")
 	}

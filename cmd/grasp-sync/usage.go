@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -21,11 +22,20 @@ func usageErrors(cmds []*cli.Command) {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 			return &exitError{code: 1, err: fmt.Errorf("%s; see grasp-sync %s --help", explainUsage(err, flags), name)}
 		}
+		// No command takes arguments: a word after the flags is a flag's
+		// value without its flag (`grasp-sync run ws://…`), never ignored.
+		c.Before = func(ctx *cli.Context) error {
+			if ctx.Args().Present() {
+				return &exitError{code: 1, err: fmt.Errorf("unexpected argument %q (settings are flags: --own-relay ws://…); see grasp-sync %s --help", ctx.Args().First(), name)}
+			}
+			return nil
+		}
 	}
 }
 
 var (
 	reUndefined = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
+	reNoValue   = regexp.MustCompile(`^flag needs an argument: -+(\S+)$`)
 	reInvalid   = regexp.MustCompile(`^invalid value "(.*)" for flag -+(\S+): (.*)$`)
 	reEnv       = regexp.MustCompile(`^could not parse "(.*)" as (\S+) value from (?:env var|environment variable) "(\S+)" for flag (\S+): (.*)$`)
 )
@@ -36,10 +46,13 @@ func explainUsage(err error, flags []cli.Flag) string {
 	msg := err.Error()
 	if m := reUndefined.FindStringSubmatch(msg); m != nil {
 		s := "unknown flag --" + m[1]
-		if sug := cli.SuggestFlag(flags, m[1], false); sug != "" {
+		if sug := suggestFlag(flags, m[1]); sug != "" {
 			s += " (did you mean " + sug + "?)"
 		}
 		return s
+	}
+	if m := reNoValue.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + " needs a value"
 	}
 	if m := reInvalid.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("--%s: invalid value %q%s", m[2], m[1], wants(flags, m[2], m[3]))
@@ -94,17 +107,35 @@ func knownEnv(cmds []*cli.Command) map[string]bool {
 	return known
 }
 
-// unknownEnv returns the GRASP_SYNC_* variables in environ that no command
-// reads (misspellings are otherwise silently ignored), sorted.
-func unknownEnv(environ []string, known map[string]bool) []string {
-	var out []string
-	for _, kv := range environ {
+// envTypo is a GRASP_SYNC_* variable no command reads (a misspelling is
+// otherwise silently ignored) and the known name closest to it ("" when
+// none is close).
+type envTypo struct{ name, suggestion string }
+
+func (t envTypo) String() string {
+	s := "unknown environment variable " + t.name + " ignored"
+	if t.suggestion != "" {
+		s += " (did you mean " + t.suggestion + "?)"
+	}
+	return s
+}
+
+// envTypos lists the GRASP_SYNC_* variables of the environment that none of
+// cmds reads, sorted.
+func (e *env) envTypos(cmds []*cli.Command) []envTypo {
+	known := knownEnv(cmds)
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	var out []envTypo
+	for _, kv := range e.environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, config.EnvPrefix) && !known[name] {
-			out = append(out, name)
+			out = append(out, envTypo{name: name, suggestion: closest(name, names)})
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
@@ -116,16 +147,50 @@ func (e *env) environ() []string {
 	return os.Environ()
 }
 
-// suggestEnv returns the known variable closest to name (at most 3 edits
-// away), or "".
-func suggestEnv(name string, known map[string]bool) string {
-	best, bestD := "", 4
-	for k := range known {
-		if d := editDistance(name, k); d < bestD || (d == bestD && k < best) {
-			best, bestD = k, d
+// closest returns the candidate nearest to name, or "" when even the
+// nearest is more than a third of name's length (at most 3) edits away:
+// a suggestion for a typo, not for any word at all.
+func closest(name string, candidates []string) string {
+	best, bestD := "", min(3, max(1, len(name)/3))+1
+	for _, c := range candidates {
+		if d := editDistance(name, c); d < bestD || (d == bestD && c < best) {
+			best, bestD = c, d
 		}
 	}
 	return best
+}
+
+// suggestFlag returns the flag of flags closest to the misspelled name, as
+// it is written (--name, -n), or "".
+func suggestFlag(flags []cli.Flag, name string) string {
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	names = append(names, "help")
+	switch s := closest(name, names); {
+	case s == "":
+		return ""
+	case len(s) == 1:
+		return "-" + s
+	default:
+		return "--" + s
+	}
+}
+
+// unknownCommand answers a first word that is no command (urfave/cli would
+// say "No help topic").
+func unknownCommand(c *cli.Context) error {
+	word := c.Args().First()
+	var names []string
+	for _, cmd := range c.App.Commands {
+		names = append(names, cmd.Names()...)
+	}
+	msg := fmt.Sprintf("unknown command %q", word)
+	if s := closest(word, names); s != "" {
+		msg += " (did you mean " + s + "?)"
+	}
+	return &exitError{code: 1, err: errors.New(msg + "; see grasp-sync --help")}
 }
 
 // editDistance is the Levenshtein distance of a and b.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -25,6 +26,15 @@ func TestUsageErrorsAreOneLineWithHint(t *testing.T) {
 			`grasp-sync: unknown flag --own-rely (did you mean --own-relay?); see grasp-sync run --help`},
 		{[]string{"check", "--own-relay", "ws://x", "--sync.page-size", "many"}, nil,
 			`grasp-sync: --sync.page-size: invalid value "many" (a whole number); see grasp-sync check --help`},
+		{[]string{"run", "ws://x"}, nil,
+			`grasp-sync: unexpected argument "ws://x" (settings are flags: --own-relay ws://…); see grasp-sync run --help`},
+		{[]string{"check", "--own-relay", "ws://x", "extra"}, nil,
+			`grasp-sync: unexpected argument "extra" (settings are flags: --own-relay ws://…); see grasp-sync check --help`},
+		{[]string{"--own-relay"}, nil,
+			`grasp-sync: --own-relay needs a value; see grasp-sync run --help`},
+		// No suggestion when no flag is close.
+		{[]string{"--own-relay", "ws://x", "--bogus"}, nil,
+			`grasp-sync: unknown flag --bogus; see grasp-sync run --help`},
 		{[]string{"status", "--timeout", "4"}, nil,
 			`grasp-sync: --timeout: invalid value "4" (a duration needs a unit: 500ms, 5s, 2m, 1h); see grasp-sync status --help`},
 	}
@@ -41,10 +51,8 @@ func TestUsageErrorsAreOneLineWithHint(t *testing.T) {
 			if strings.TrimSpace(got) != tt.want {
 				t.Errorf("output\n%s\nwant\n%s", got, tt.want)
 			}
-			select {
-			case <-h.engine.started:
+			if h.engineStarted() {
 				t.Error("engine started")
-			default:
 			}
 		})
 	}
@@ -78,6 +86,44 @@ func TestUnknownEnvironmentVariableWarned(t *testing.T) {
 	}
 }
 
+// A misspelled variable that leaves the configuration invalid is named
+// with the error it explains.
+func TestUnknownEnvironmentVariableExplainsError(t *testing.T) {
+	for _, cmd := range []string{"run", "check", "config"} {
+		h := newHarness(t)
+		h.env.environment = []string{"GRASP_SYNC_OWN_RELAYY=ws://typo"}
+		if c := h.run(cmd); c != 1 {
+			t.Errorf("%s: exit code %d", cmd, c)
+		}
+		want := `grasp-sync: own_relay: is required, got ""` + "\n" +
+			"grasp-sync: unknown environment variable GRASP_SYNC_OWN_RELAYY ignored (did you mean GRASP_SYNC_OWN_RELAY?)\n"
+		if got := h.stderr.String() + h.stdout.String(); got != want {
+			t.Errorf("%s: output\n%s\nwant\n%s", cmd, got, want)
+		}
+	}
+}
+
+func TestCheckWarnsAboutUnknownEnvironmentVariable(t *testing.T) {
+	url := startOwnRelay(t, false)
+	h := newHarness(t)
+	h.env.environment = []string{"GRASP_SYNC_GIT_DIRR=/srv/git", "GRASP_SYNC_XYZZY=1"}
+	if c := h.run("check", "--own-relay", url); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	out := h.stdout.String()
+	for _, want := range []string{
+		"unknown environment variable GRASP_SYNC_GIT_DIRR ignored (did you mean GRASP_SYNC_GIT_DIR?)",
+		"unknown environment variable GRASP_SYNC_XYZZY ignored",
+	} {
+		if !regexp.MustCompile(`(?m)^  warning +` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
+			t.Errorf("report lacks the warning %q:\n%s", want, out)
+		}
+	}
+	if h.stderr.String() != "" {
+		t.Errorf("stderr %q", h.stderr)
+	}
+}
+
 // stripComments drops the source comments so two renderings compare equal.
 func stripComments(s string) string {
 	var out []string
@@ -95,7 +141,10 @@ func stripComments(s string) string {
 
 func TestConfigCommandRoundTrips(t *testing.T) {
 	h := newHarness(t)
-	if c := h.run("config", "--own-relay", "ws://127.0.0.1:1", "--purgatory.backoff", "1m,2h"); c != 0 {
+	// One setting of each kind away from its default.
+	if c := h.run("config", "--own-relay", "ws://127.0.0.1:1", "--purgatory.backoff", "1m,2h",
+		"--bootstrap-relay", "wss://a.example,wss://b.example", "--health.jitter", "0.35", "--sync.page-size", "321",
+		"--purgatory.create-missing-repos", "--git-dir", "/srv/git", "--health.backoff-base", "1500ms"); c != 0 {
 		t.Fatalf("exit %d: %s", c, h.stderr)
 	}
 	out := h.stdout.String()
@@ -107,6 +156,9 @@ func TestConfigCommandRoundTrips(t *testing.T) {
 		"own_relay: ws://127.0.0.1:1 # flag --own-relay\n",
 		"shutdown_grace: 10s # default\n",
 		"backoff: # flag --purgatory.backoff\n    - 1m\n    - 2h\n",
+		"jitter: 0.35 # flag --health.jitter\n",
+		"backoff_base: 1.5s # flag --health.backoff-base\n",
+		"create_missing_repos: true # flag --purgatory.create-missing-repos\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -145,6 +197,9 @@ func TestConfigCommandRoundTrips(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("configuration changed: %+v vs %+v", got, want)
 	}
+	if want.Sync.PageSize != 321 || len(want.BootstrapRelays) != 2 || want.GitDir != "/srv/git" {
+		t.Errorf("the flags did not reach the printed configuration: %+v", want)
+	}
 }
 
 func TestConfigCommandRedactsKey(t *testing.T) {
@@ -160,5 +215,31 @@ func TestConfigCommandRedactsKey(t *testing.T) {
 	}
 	if !strings.Contains(out, "# auth key: loaded from "+config.EnvAuthKey+" (redacted") {
 		t.Errorf("the key's source is not said:\n%s", out)
+	}
+}
+
+// The debug line with the configuration reads like `grasp-sync config`:
+// YAML keys and durations with units, not Go field names and nanoseconds.
+func TestRunLogsConfigurationWithUnits(t *testing.T) {
+	key := strings.Repeat("3", 64)
+	t.Setenv(config.EnvAuthKey, key)
+	h := newHarness(t)
+	h.engine.runErr = errors.New("stop here")
+	if c := h.run("--own-relay", "ws://x", "--listen", "127.0.0.1:0", "--log.level", "debug"); c != 1 {
+		t.Errorf("exit code %d", c)
+	}
+	var line string
+	for _, l := range strings.Split(h.stderr.String(), "\n") {
+		if strings.Contains(l, `"msg":"configuration"`) {
+			line = l
+		}
+	}
+	for _, want := range []string{`"shutdown_grace":"10s"`, `"backoff_base":"5s"`, `"own_relay":"ws://x"`, `"key":"[redacted]"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("configuration line lacks %s:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "10000000000") || strings.Contains(line, "ShutdownGrace") || strings.Contains(line, key) {
+		t.Errorf("configuration line in Go's terms or with the key:\n%s", line)
 	}
 }

@@ -50,6 +50,9 @@ func (r *Report) warn(format string, args ...any) {
 	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
 }
 
+// Warn adds a warning of the caller's (the command line's own findings).
+func (r *Report) Warn(format string, args ...any) { r.warn(format, args...) }
+
 // Print writes the report as an aligned table.
 func (r *Report) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -115,6 +118,8 @@ func Run(ctx context.Context, cfg *config.Config, timeout time.Duration, file st
 	}
 	// NIP-77: served or not, capped or not, whatever NIP-11 says.
 	probeNegentropy(ctx, rep, conn, cfg, advertisesNEG(nip11), timeout)
+	// What will be synced: the announcements that name this service.
+	probeHosted(ctx, rep, conn, cfg, timeout)
 
 	// Git directory.
 	if cfg.GitDir == "" {
@@ -223,6 +228,12 @@ func probeREQ(ctx context.Context, conn *relay.Conn, key config.SecretKey) (prob
 // awaitAnswer sends REQ subID and waits for its EOSE ("EOSE") or CLOSED
 // ("CLOSED" and the reason).
 func awaitAnswer(ctx context.Context, conn *relay.Conn, subID string, filters nostr.Filters) (answer, reason string, err error) {
+	return request(ctx, conn, subID, filters, nil)
+}
+
+// request sends a REQ, hands each event to onEvent (when not nil) and
+// returns at its EOSE or CLOSED.
+func request(ctx context.Context, conn *relay.Conn, subID string, filters nostr.Filters, onEvent func(*nostr.Event)) (answer, reason string, err error) {
 	sub, err := conn.Subscribe(ctx, subID, filters)
 	if err != nil {
 		return "", "", fmt.Errorf("send REQ: %w", rootCause(err))
@@ -238,6 +249,8 @@ func awaitAnswer(ctx context.Context, conn *relay.Conn, subID string, filters no
 				return "EOSE", "", nil
 			case msg.Type == relay.MsgClosed:
 				return "CLOSED", msg.Reason, nil
+			case msg.Event != nil && onEvent != nil:
+				onEvent(msg.Event)
 			}
 		case <-conn.Done():
 			return "", "", connEnded(conn)

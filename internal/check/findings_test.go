@@ -226,3 +226,54 @@ func TestGitDirCheckRealPermissions(t *testing.T) {
 		t.Fatalf("denied %v", gd.denied)
 	}
 }
+
+// check says how many of the own relay's announcements name service_domain
+// (GRASP-01) and warns when none does: the sidecar would sync nothing.
+func TestCheckCountsHostedAnnouncements(t *testing.T) {
+	grasp := map[string]any{"supported_grasps": []string{"GRASP-01"}}
+	r := startRelay(t, harness.RelayOptions{Negentropy: true, NIP11Extra: grasp})
+	for _, d := range []string{"one", "two"} {
+		r.Inject(harness.NewKey().Announcement(d,
+			harness.WithRelays("wss://git.example.org", "wss://relay.other.net"),
+			harness.WithClone("https://git.example.org/npub1x/"+d+".git")))
+	}
+	tests := []struct {
+		name   string
+		edit   func(*config.Config)
+		want   string
+		warned bool
+	}{
+		{"wrong domain", func(c *config.Config) { c.ServiceDomain = "git.example.com" },
+			"repositories      0 of 2 announcements on the own relay list service_domain git.example.com", true},
+		{"right domain", func(c *config.Config) { c.ServiceDomain = "git.example.org" },
+			"repositories      2 of 2 announcements on the own relay list service_domain git.example.org", false},
+		{"relay.other.net names no clone", func(c *config.Config) { c.ServiceDomain = "relay.other.net" },
+			"repositories      0 of 2 announcements", true},
+		{"host_all", func(c *config.Config) { c.ServiceDomain, c.Sync.HostAll = "git.example.com", true },
+			"repositories      2 announcements on the own relay, all synced (sync.host_all)", false},
+		{"no service_domain", nil,
+			"repositories      2 announcements on the own relay, all synced (no service_domain", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := runCheck(t, r.URL(), tt.edit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLines(t, out, tt.want)
+			warning := "so grasp-sync will sync nothing; 2 of them name git.example.org: is that this service's service_domain?"
+			if got := strings.Contains(out, warning); got != tt.warned {
+				t.Errorf("warning %v, want %v:\n%s", got, tt.warned, out)
+			}
+		})
+	}
+	// An empty relay: nothing to warn about.
+	empty := startRelay(t, harness.RelayOptions{Negentropy: true, NIP11Extra: grasp})
+	out, err := runCheck(t, empty.URL(), func(c *config.Config) { c.ServiceDomain = "git.example.com" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "sync nothing") {
+		t.Errorf("warning on an empty relay:\n%s", out)
+	}
+}

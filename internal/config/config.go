@@ -111,6 +111,8 @@ type Sync struct {
 	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures. 0 means automatic (GOMAXPROCS); this is the only setting where 0 means automatic."`
 	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
+	HistoricRetryBase      time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
+	HistoricRetryMax       time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
 }
 
 // Health configures per-relay health tracking.
@@ -150,8 +152,10 @@ type Purgatory struct {
 	DomainRequestsPerWindow int             `yaml:"domain_requests_per_window" help:"Git requests per clone domain per domain_window."`
 	DomainWindow            time.Duration   `yaml:"domain_window" help:"Window of the per-domain request limit."`
 	GitTimeout              time.Duration   `yaml:"git_timeout" help:"Timeout of one git command."`
+	FailureLogInterval      time.Duration   `yaml:"failure_log_interval" help:"Least time between two warnings about failed git fetches (or releases) of one identifier; the failures in between are counted in the next warning."`
 	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
 	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
+	NostrURLCacheTTL        time.Duration   `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
 }
 
 // Negentropy configures NIP-77 reconciliation.
@@ -227,6 +231,8 @@ func Default() *Config {
 			SelfKinds:              slices.Clone(sync.SelfKinds),
 			BatchWindow:            sync.BatchWindow,
 			BatchQuiet:             sync.BatchQuiet,
+			HistoricRetryBase:      sync.HistoricRetry.Base,
+			HistoricRetryMax:       sync.HistoricRetry.Max,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,
@@ -267,10 +273,12 @@ func Default() *Config {
 			OwnRelayDelay:           purg.OwnRelayDelay,
 			Backoff:                 slices.Clone(purg.Backoff),
 			Expiry:                  purg.Expiry,
+			NostrURLCacheTTL:        purgatory.DefaultNostrResolveTTL,
 			DomainConcurrency:       purg.DomainConcurrency,
 			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
 			DomainWindow:            purg.DomainWindow,
 			GitTimeout:              purg.GitCommandTimeout,
+			FailureLogInterval:      purg.FailureLogInterval,
 			CreateMissingRepos:      purg.CreateMissingRepos,
 			MaxEntries:              purg.MaxEntries,
 		},

@@ -320,6 +320,12 @@ func TestKubernetesDeploy(t *testing.T) {
 	if cfg.State.Dir == "" || !stateMounted[cfg.State.Dir] {
 		t.Errorf("state.dir %q is not a volume mount of the grasp-sync container", cfg.State.Dir)
 	}
+	// Like compose: strfry serves no git and no other container creates
+	// repositories on the git volume, so without create_missing_repos every
+	// state and PR event would expire in purgatory.
+	if cfg.GitDir == "" || !cfg.Purgatory.CreateMissingRepos {
+		t.Errorf("ConfigMap: git_dir %q with create_missing_repos %v: nothing creates repositories on the volume", cfg.GitDir, cfg.Purgatory.CreateMissingRepos)
+	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Secret != nil && !v.Secret.Optional {
 			t.Errorf("volume %s: Secret is not optional, the Pod would not start without it", v.Name)

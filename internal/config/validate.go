@@ -172,6 +172,11 @@ func (c *Config) Validate() error {
 	v.positive("sync.quick_reconnect_window", s.QuickReconnectWindow)
 	v.nonNegative("sync.since_buffer", s.SinceBuffer)
 	v.nonNegative("sync.batch_quiet", s.BatchQuiet)
+	v.positive("sync.historic_retry_base", s.HistoricRetryBase)
+	v.positive("sync.historic_retry_max", s.HistoricRetryMax)
+	if s.HistoricRetryMax < s.HistoricRetryBase {
+		v.fail("sync.historic_retry_max", "must be >= sync.historic_retry_base", s.HistoricRetryMax)
+	}
 	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)
@@ -226,10 +231,12 @@ func (c *Config) Validate() error {
 		v.positive(fmt.Sprintf("purgatory.backoff[%d]", i), d)
 	}
 	v.positive("purgatory.expiry", g.Expiry)
+	v.positive("purgatory.nostr_url_cache_ttl", g.NostrURLCacheTTL)
 	v.positiveInt("purgatory.domain_concurrency", g.DomainConcurrency)
 	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
 	v.positive("purgatory.domain_window", g.DomainWindow)
 	v.positive("purgatory.git_timeout", g.GitTimeout)
+	v.positive("purgatory.failure_log_interval", g.FailureLogInterval)
 	v.positiveInt("purgatory.max_entries", g.MaxEntries)
 
 	n := c.Negentropy

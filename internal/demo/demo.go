@@ -31,7 +31,8 @@ type Options struct {
 	// Repos is the number of repositories seeded on the remotes (besides
 	// the one found only through discovery).
 	Repos int
-	// Timeout bounds the whole run.
+	// Timeout bounds the whole run; the progress lines and the summary
+	// count from the same start.
 	Timeout time.Duration
 	// Progress is how often progress is printed.
 	Progress time.Duration
@@ -79,6 +80,9 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
+	// One clock for the timeout, the progress lines and the summary, so a
+	// timeout says the same time as the summary above it.
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 
@@ -123,7 +127,6 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	start := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(runCtx) }()
@@ -158,7 +161,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	printSummary(out, w, sum)
 	if sum.Arrived < sum.Expected {
 		// The same numbers as the summary's last line.
-		return sum, fmt.Errorf("timed out after %s: the own relay holds %d of the %d expected events", opts.Timeout, sum.Arrived, sum.Expected)
+		return sum, fmt.Errorf("timed out after %.1fs (--timeout %s): the own relay holds %d of the %d expected events", elapsed.Seconds(), opts.Timeout, sum.Arrived, sum.Expected)
 	}
 	if w.git != nil && !sum.Released {
 		return sum, fmt.Errorf("the %s never reached the own relay after a git fetch", w.git.watched)
@@ -272,7 +275,7 @@ func printSummary(out io.Writer, w *world, s Summary) {
 		if s.Released {
 			released = "released after its commit was fetched"
 		}
-		fmt.Fprintf(out, "  purgatory: state and PR events waited for their commits (%d git requests to the git server); the %s: %s\n",
+		fmt.Fprintf(out, "  purgatory: state and PR events waited for their commits (the git server answered %d requests); the %s: %s\n",
 			s.GitRequests, w.git.watched, released)
 	}
 	fmt.Fprintf(out, "  own relay now holds %d of the %d expected events\n", s.Arrived, s.Expected)

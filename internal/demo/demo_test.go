@@ -3,9 +3,12 @@ package demo
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDemoSyncsEverything(t *testing.T) {
@@ -42,5 +45,32 @@ func TestDemoSyncsEverything(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+// A timeout says the time and the numbers of the summary printed above it.
+func TestDemoTimeoutAgreesWithSummary(t *testing.T) {
+	var out bytes.Buffer
+	opts := DefaultOptions()
+	opts.Repos = 1
+	opts.Timeout = 700 * time.Millisecond
+	sum, err := Run(context.Background(), &out, opts)
+	t.Log(out.String())
+	if err == nil {
+		if _, gitErr := exec.LookPath("git"); gitErr == nil {
+			t.Fatal("no timeout although the purgatory holds the state event for a second")
+		}
+		t.Skip("synced within the timeout (no git, nothing held)")
+	}
+	m := regexp.MustCompile(`(?m)^summary \((\d+\.\d)s\)$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no summary time in:\n%s", out.String())
+	}
+	want := fmt.Sprintf("timed out after %ss (--timeout 700ms): the own relay holds %d of the %d expected events", m[1], sum.Arrived, sum.Expected)
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("own relay now holds %d of the %d expected events", sum.Arrived, sum.Expected)) {
+		t.Errorf("summary does not end with the error's numbers:\n%s", out.String())
 	}
 }

@@ -10,8 +10,15 @@
 // keep the port and the store. RelayOptions add NIP-77, a strfry-like silent
 // REQ cap (newest ReqCap events, no NOTICE), a NEG-ERR cap, a GRASP-like
 // acceptance policy (GraspPolicy), NIP-11 max_subscriptions with optional
-// strfry-style enforcement, and NIP-42 AUTH for reads or writes. StartKhatru
-// serves plain khatru, without the proxy, for tests of khatru's own behaviour.
+// strfry-style enforcement, and NIP-42 AUTH for reads or writes. Relays as
+// they are in the wild (protocol-notes.md): NegCap and SilentReqCap (khatru
+// on its slicestore: 500, negentropy included, nothing announced),
+// DefaultLimit/MaxHonouredLimit (ngit-relay: 250 above 1000), IgnoreLimit,
+// IgnoreUntil, NegNotice (NIP-77 advertised, NEG-OPEN answered with a
+// NOTICE), MaxFilters and MaxMessageSize (strfry: 200 and 131,072),
+// AuthChallengeOnConnect, and HoldPurgatory (a GRASP-01 own relay's OK true
+// "purgatory:"). StartKhatru serves plain khatru, without the proxy, for
+// tests of khatru's own behaviour.
 //
 //	r, err := harness.StartRelay(harness.RelayOptions{Negentropy: true, ReqCap: 500})
 //	defer r.Close()
@@ -38,7 +45,7 @@
 // # Events
 //
 // Key builds signed events of every NIP-34 kind (Announcement, State, Patch,
-// PatchReply, PR, PRUpdate, Issue, Status), NIP-22 comments, kind 1 replies
+// PatchReply, PR, PRUpdate, Issue, Status, CIRun), NIP-22 comments, kind 1 replies
 // and quotes, with Options for created_at, tags and content size.
 // NewUniverse generates a deterministic set of repositories spread over
 // relays. Signing costs about 1.5 ms per event under -race (20× more than

@@ -74,6 +74,9 @@ type RelayOptions struct {
 	// IgnoreLimit serves REQ filters as if they had no limit (the caps above
 	// still apply).
 	IgnoreLimit bool
+	// IgnoreUntil serves REQ filters as if they had no until (a broken
+	// relay: paging with until cannot get past its newest page).
+	IgnoreUntil bool
 	// NegNotice, when set, advertises NIP-77 in NIP-11 but answers every
 	// NEG-OPEN with a NOTICE carrying it (e.g. "negentropy disabled", as
 	// strfry with negentropy off does).
@@ -101,6 +104,9 @@ type RelayOptions struct {
 	// AuthReads answers REQs on connections that have not completed NIP-42
 	// AUTH with an AUTH challenge and CLOSED ReasonAuthRequired.
 	AuthReads bool
+	// AuthChallengeOnConnect sends a NIP-42 AUTH challenge as soon as a
+	// connection opens (as many relays do), whether or not AUTH is needed.
+	AuthChallengeOnConnect bool
 	// NIP11Extra adds fields to the NIP-11 document, e.g.
 	// {"supported_grasps": ["GRASP-01"]}.
 	NIP11Extra map[string]any
@@ -213,6 +219,9 @@ func (r *Relay) newKhatru() *khatru.Relay {
 	k.CountEvents = append(k.CountEvents, r.store.CountEvents)
 	k.QueryEvents = append(k.QueryEvents, func(ctx context.Context, f nostr.Filter) (chan *nostr.Event, error) {
 		f.Limit = r.queryLimit(f.Limit)
+		if r.opts.IgnoreUntil {
+			f.Until = nil
+		}
 		return streamEvents(ctx, r.store.Match(f, r.reqCap())), nil
 	})
 	if r.opts.Policy != nil {
@@ -523,6 +532,9 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 	read := c.client.Read
 	if d := r.Faults().Latency; d > 0 {
 		read = c.startLatency(cctx, d)
+	}
+	if r.opts.AuthChallengeOnConnect {
+		c.sendJSON(cctx, []any{"AUTH", c.challenge})
 	}
 	done := make(chan struct{})
 	go func() {

@@ -156,14 +156,22 @@ func NotReadyReason(p Provider) string {
 	return "starting"
 }
 
-func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+// snapshot is the provider's status with the reason it is not ready, the
+// one document /status and the status page render.
+func (s *Server) snapshot() status.Snapshot {
 	p := s.opts.Provider
-	var snap status.Snapshot
-	if p != nil {
-		snap = p.Status()
-	} else {
-		snap = status.Snapshot{Version: version.Get().Version}
+	if p == nil {
+		return status.Snapshot{Version: version.Get().Version, NotReady: "starting"}
 	}
+	snap := p.Status()
+	if !snap.Ready {
+		snap.NotReady = NotReadyReason(p)
+	}
+	return snap
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	snap := s.snapshot()
 	b, err := json.MarshalIndent(snap, "", "  ")
 	if err != nil {
 		s.log.Error("encode status", zap.Error(err))

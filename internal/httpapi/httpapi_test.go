@@ -128,6 +128,15 @@ func TestReadyReasons(t *testing.T) {
 			if code != http.StatusServiceUnavailable || body != tt.want {
 				t.Errorf("got %d %q, want 503 %q", code, body, tt.want)
 			}
+			// /status gives the same reason.
+			_, body, _ = get(t, New(Options{Provider: tt.p}).Handler(), "GET", "/status")
+			var snap status.Snapshot
+			if err := json.Unmarshal([]byte(body), &snap); err != nil {
+				t.Fatal(err)
+			}
+			if want := strings.TrimSuffix(strings.TrimPrefix(tt.want, "not ready: "), "\n"); snap.NotReady != want {
+				t.Errorf("/status not_ready %q, want %q", snap.NotReady, want)
+			}
 		})
 	}
 	code, _, _ := get(t, New(Options{}).Handler(), "GET", "/readyz")

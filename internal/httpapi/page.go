@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/status"
-	"github.com/grasp-sync/grasp-sync/internal/version"
 )
 
 // DefaultPageRefresh is how often the status page at / reloads itself;
@@ -27,7 +26,6 @@ const MaxPageIdentifiers = 200
 // pageData is what the status page template renders.
 type pageData struct {
 	S              status.Snapshot
-	NotReadyReason string
 	Uptime         string
 	Refresh        int
 	Now            time.Time
@@ -102,7 +100,7 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <body>
 <h1>grasp-sync <span class="muted">{{.S.Version}}</span></h1>
 <dl id="summary">
-<dt>ready</dt><dd id="ready">{{if .S.Ready}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>: {{.NotReadyReason}}{{end}}</dd>
+<dt>ready</dt><dd id="ready">{{if .S.Ready}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>: {{.S.NotReady}}{{end}}</dd>
 <dt>uptime</dt><dd>{{.Uptime}}</dd>
 <dt>own relay</dt><dd id="own-relay">{{.S.OwnRelay.URL}}: connected {{yesno .S.OwnRelay.Connected}}, stored state read {{yesno .S.OwnRelay.SelfSubscriptionEOSE}}</dd>
 <dt>repositories</dt><dd>{{.S.Repositories}}</dd>
@@ -172,16 +170,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		}
 		refresh = n
 	}
-	d := pageData{Refresh: refresh, Now: time.Now(), Uptime: "unknown"}
-	if p := s.opts.Provider; p != nil {
-		d.S = p.Status()
-		if !d.S.Ready {
-			d.NotReadyReason = NotReadyReason(p)
-		}
-	} else {
-		d.S = status.Snapshot{Version: version.Get().Version}
-		d.NotReadyReason = "starting"
-	}
+	d := pageData{S: s.snapshot(), Refresh: refresh, Now: time.Now(), Uptime: "unknown"}
 	if !d.S.StartedAt.IsZero() {
 		d.Uptime = d.Now.Sub(d.S.StartedAt).Round(time.Second).String()
 	}

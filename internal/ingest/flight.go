@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"context"
 	"strings"
 	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -157,4 +159,29 @@ func invalidLabel(ev *nostr.Event, r publish.Result) string {
 		return "refused_invalid"
 	}
 	return "bad_signature"
+}
+
+// checkSig verifies ev's signature, counting and logging a failure.
+func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
+	if verifySig(ev) {
+		return true
+	}
+	h.m.eventsInvalid.WithLabelValues("bad_signature").Inc()
+	h.log.Debug("dropped invalid event", zap.String("relay", relay), zap.String("id", ev.ID), zap.String("reason", "bad_signature"))
+	return false
+}
+
+// submit hands a deduplicated event to the publisher, as raw (the bytes it
+// arrived in) when set and the publisher takes them.
+func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
+	done := func(r publish.Result) { h.Settle(ev, r) }
+	var err error
+	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
+		err = rp.SubmitRaw(ctx, ev, raw, done)
+	} else {
+		err = h.pub.Submit(ctx, ev, done)
+	}
+	if err != nil {
+		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
+	}
 }

@@ -83,8 +83,8 @@ type Config struct {
 
 // Defaults (DESIGN.md §4 and the limits of the configuration reference).
 const (
-	DefaultRelayQueue      = 10000
-	DefaultRelayQueueBytes = 32 << 20
+	DefaultRelayQueue      = 1000
+	DefaultRelayQueueBytes = 4 << 20
 	DefaultRelayRate       = 2000
 	DefaultMaxEventBytes   = 262144
 	DefaultMaxEventTags    = 2000
@@ -298,7 +298,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
-	h.servedByOwn(id)
+	h.notHeld(id)
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
@@ -362,16 +362,6 @@ func (h *Handler) validate(in Incoming) (string, error) {
 	return "", nil
 }
 
-// checkSig verifies ev's signature, counting and logging a failure.
-func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
-	if verifySig(ev) {
-		return true
-	}
-	h.m.eventsInvalid.WithLabelValues("bad_signature").Inc()
-	h.log.Debug("dropped invalid event", zap.String("relay", relay), zap.String("id", ev.ID), zap.String("reason", "bad_signature"))
-	return false
-}
-
 func (h *Handler) process(ctx context.Context, in Incoming) {
 	if in.release != nil {
 		defer in.release()
@@ -427,21 +417,6 @@ func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
 		return
 	}
 	h.submit(ctx, ev, nil)
-}
-
-// submit hands a deduplicated event to the publisher, as raw (the bytes it
-// arrived in) when set and the publisher takes them.
-func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
-	done := func(r publish.Result) { h.Settle(ev, r) }
-	var err error
-	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
-		err = rp.SubmitRaw(ctx, ev, raw, done)
-	} else {
-		err = h.pub.Submit(ctx, ev, done)
-	}
-	if err != nil {
-		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
-	}
 }
 
 // hold hands ev to the purgatory.
@@ -529,8 +504,8 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		// until the relay serves it.
 		h.onHeld(ev)
 	case publish.Accepted, publish.Duplicate:
-		if id, ok := decodeID(ev.ID); ok {
-			h.servedByOwn(id)
+		if idOK {
+			h.notHeld(id)
 		}
 		if r.Outcome == publish.Accepted {
 			h.m.eventsSynced.Inc()
@@ -545,6 +520,9 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		}
 		h.dependencyAccepted(ev)
 	case publish.Rejected:
+		if idOK {
+			h.notHeld(id)
+		}
 		h.m.eventsRejected.WithLabelValues(reasonLabel(r.Reason)).Inc()
 		if h.rejected.Add(ev) {
 			// Its dependency was accepted while it was in flight.
@@ -554,44 +532,8 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
 	case publish.Dropped:
 		if idOK {
+			h.notHeld(id)
 			h.seen.Forget(id)
 		}
-	}
-}
-
-// dependencyAccepted retries the rejected events that referenced ev.
-func (h *Handler) dependencyAccepted(ev *nostr.Event) {
-	refs := []string{ev.ID}
-	if ev.Kind == nip34.KindRepoAnnouncement {
-		if d := ev.Tags.GetD(); d != "" {
-			refs = append(refs, nip34.RepoRef(ev.PubKey, d), nip34.AnyOwnerRef(d))
-		}
-	}
-	for _, ref := range refs {
-		retry, forgotten := h.rejected.DependencyAccepted(ref)
-		for _, id := range forgotten {
-			if b, ok := decodeID(id); ok {
-				h.seen.Forget(b)
-			}
-		}
-		for _, r := range retry {
-			h.retry(r)
-		}
-	}
-}
-
-// retry queues a previously rejected event for another publish. It never
-// blocks (Settle runs on the publisher's goroutine); when the retry queue is
-// full the event is forgotten instead, so the next sync fetches it again,
-// and retry returns false.
-func (h *Handler) retry(ev *nostr.Event) bool {
-	select {
-	case h.retries <- ev:
-		return true
-	default:
-		if id, ok := decodeID(ev.ID); ok {
-			h.seen.Forget(id)
-		}
-		return false
 	}
 }

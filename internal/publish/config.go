@@ -28,7 +28,9 @@ type Config struct {
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	// QueueSize bounds the submissions not yet answered (queued and in
-	// flight); Submit blocks while it is reached. Default 100000.
+	// flight); Submit blocks while it is reached, which slows the whole
+	// pipeline down to the own relay's pace (backpressure) instead of
+	// holding a sync in memory. Default 4000 (20 windows of 200).
 	QueueSize int
 	// AuthTimeout bounds one NIP-42 attempt: waiting for the relay's
 	// challenge and for the OK of the AUTH event. Default 10s.
@@ -46,7 +48,7 @@ func DefaultConfig() Config {
 		MaxTimeouts: 3,
 		RetryBase:   time.Second,
 		RetryMax:    60 * time.Second,
-		QueueSize:   100000,
+		QueueSize:   4000,
 		AuthTimeout: 10 * time.Second,
 		DialTimeout: relay.DefaultConnectTimeout,
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -356,7 +357,9 @@ func (r *runner) handleReply(it *item, ok bool, reason string) {
 	case ok:
 		r.answered(it)
 		r.resolve(it, Result{Outcome: Accepted, Reason: reason})
-	case prefix == relay.ReasonRateLimited:
+	case health.ClassifyMessage(reason) == health.SignalRateLimited:
+		// The one classifier: "rate-limited:" and the common wordings
+		// without it ("too many events", "slow down"), as for NOTICEs.
 		r.rateLimited(it, reason)
 	case prefix == relay.ReasonAuthRequired:
 		r.authRequired(it, reason)

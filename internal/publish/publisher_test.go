@@ -727,3 +727,33 @@ func TestStopDuringDial(t *testing.T) {
 	}
 	h.stop() // fails the test if Run does not return
 }
+
+// TestRateLimitWordingWithoutPrefix: an OK false that says "too many …"
+// without the "rate-limited:" prefix is a rate limit too (the health
+// tracker's classifier, as for NOTICEs): the event is held and sent again,
+// not rejected.
+func TestRateLimitWordingWithoutPrefix(t *testing.T) {
+	f := newFakeRelay(t)
+	limited := false
+	f.setDecide(func(_ *fakeConn, ev *nostr.Event) reply {
+		if !limited {
+			limited = true
+			return reply{ok: false, reason: "error: too many events, slow down"}
+		}
+		f.accept(ev)
+		return reply{ok: true}
+	})
+	h := startPublisher(t, testConfig(), f.dialer(), nil)
+	evs := makeEvents(t, 1)
+	res := newResults()
+	submitAll(t, h.p, evs, res)
+	testkit.WaitFor(t, 10*time.Second, "an outcome", func() bool { return res.count() == 1 })
+	if r := res.get(evs[0].ID); r[0].Outcome != Accepted {
+		t.Fatalf("outcome %+v, want accepted after the hold", r[0])
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.perID[evs[0].ID] != 2 {
+		t.Fatalf("event sent %d times, want 2", f.perID[evs[0].ID])
+	}
+}

@@ -56,6 +56,11 @@ type Config struct {
 	// DomainWindow is the sliding window of DomainRequestsPerWindow. Default 1m.
 	DomainWindow time.Duration
 
+	// FailureLogInterval is the least time between two WARN lines about
+	// failed fetches (or releases) of one identifier; the failures between
+	// are counted in the next line. Default 5m.
+	FailureLogInterval time.Duration
+
 	// GitCommandTimeout bounds every git command. Default 2m.
 	GitCommandTimeout time.Duration
 	// GitOutputCap bounds captured stdout/stderr of a git command. Default 16 MiB.
@@ -83,6 +88,7 @@ func DefaultConfig() Config {
 		DomainConcurrency:       5,
 		DomainRequestsPerWindow: 30,
 		DomainWindow:            time.Minute,
+		FailureLogInterval:      5 * time.Minute,
 		GitCommandTimeout:       gitx.DefaultTimeout,
 		GitOutputCap:            gitx.DefaultOutputCap,
 		MaxEntries:              10000,
@@ -102,6 +108,7 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"loop", c.Loop}, {"expiry", c.Expiry}, {"domain_window", c.DomainWindow}, {"git_timeout", c.GitCommandTimeout},
+		{"failure_log_interval", c.FailureLogInterval},
 	} {
 		if d.v <= 0 {
 			return bad(d.name, fmt.Sprintf("%q", d.v), "must be > 0")

@@ -207,7 +207,8 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		p.sc = &gitContext{p: p}
 	}
 	p.th = newThrottle(p.clock, cfg.DomainConcurrency, cfg.DomainRequestsPerWindow, cfg.DomainWindow, m)
-	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log, note: p.noteError}
+	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log, note: p.noteError,
+		fails: newFailLog(p.log, p.clock, cfg.FailureLogInterval)}
 	p.th.spawn = p.spawn
 	p.th.work = func(domain, id string, tried map[string]bool, l *lease) (string, bool) {
 		return p.sync.workQueued(p.ctx(), domain, id, tried, l)

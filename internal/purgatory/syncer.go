@@ -54,6 +54,18 @@ type syncer struct {
 	log *zap.Logger
 	// note, when set, records an identifier's latest failure for status.
 	note func(id string, err error)
+	// fails, when set, writes the rate-limited WARN lines of failures.
+	fails *failLog
+}
+
+// warn logs a failure of identifier id through the rate limit (debug
+// without one).
+func (s *syncer) warn(id, msg string, fields ...zap.Field) {
+	if s.fails == nil {
+		s.log.Debug(msg, append(fields, zap.String("identifier", id))...)
+		return
+	}
+	s.fails.warn(id, msg, fields...)
 }
 
 func (s *syncer) noteErr(id string, err error) {
@@ -163,13 +175,17 @@ func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []
 		s.m.oidsFetched.Add(float64(len(fetched)))
 	}
 	if err != nil && ctx.Err() == nil {
-		s.log.Debug("fetch failed", zap.String("identifier", id), zap.String("url", src.URL),
-			zap.Int("fetched", len(fetched)), zap.Error(err))
 		if result == resultError {
+			s.warn(id, "git fetch failed", zap.String("url", src.URL), zap.Int("fetched", len(fetched)), zap.Error(err))
 			s.noteErr(id, fmt.Errorf("fetch %s: %w", src.URL, err))
+		} else {
+			s.log.Debug("fetch round cut short", zap.String("identifier", id), zap.String("url", src.URL),
+				zap.Int("fetched", len(fetched)), zap.Error(err))
 		}
 	}
 	if len(fetched) > 0 {
+		s.log.Info("fetched objects", zap.String("identifier", id), zap.String("url", src.URL),
+			zap.Int("objects", len(fetched)), zap.Int("needed", len(needed)))
 		s.release(ctx, id)
 	}
 }
@@ -177,11 +193,14 @@ func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []
 func (s *syncer) release(ctx context.Context, id string) {
 	res, err := s.sc.Release(ctx, id)
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("release failed", zap.String("identifier", id), zap.Error(err))
+		s.warn(id, "release failed", zap.Error(err))
 		s.noteErr(id, fmt.Errorf("release: %w", err))
 	}
 	if res.States+res.PRs > 0 {
-		s.log.Debug("released", zap.String("identifier", id), zap.Int("states", res.States), zap.Int("prs", res.PRs))
+		s.log.Info("released events", zap.String("identifier", id), zap.Int("states", res.States), zap.Int("prs", res.PRs))
+	}
+	if s.fails != nil && !s.sc.Pending(id) {
+		s.fails.forget(id)
 	}
 }
 

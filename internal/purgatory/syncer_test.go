@@ -12,6 +12,9 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
@@ -619,5 +622,60 @@ func TestAddHostedOnly(t *testing.T) {
 	archive.announce(t, alice.pk, "foreign", elsewhere)
 	if err := archive.p.Add(st, false); err != nil {
 		t.Fatalf("HostAll: %v", err)
+	}
+}
+
+// TestFetchFailureWarnRateLimited: a failed fetch is logged at WARN with the
+// clone URL and git's error, at most once per identifier per
+// FailureLogInterval, the next line counting the failures in between;
+// fetched objects and released events are logged at INFO.
+func TestFetchFailureWarnRateLimited(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	env := newTestEnv(t, func(c *Config) {
+		c.FailureLogInterval = 10 * time.Minute
+		c.Backoff = []time.Duration{time.Minute}
+	})
+	env.p.sync.fails = newFailLog(zap.New(core), env.clk, env.p.cfg.FailureLogInterval)
+	env.p.sync.log = zap.New(core)
+	env.p.log = zap.New(core)
+	sc := env.sc
+	sc.sources = []Source{{"http://dead/r.git", "dead"}}
+	sc.fail["http://dead/r.git"] = true
+	if err := env.add(t, stateEv(t, newKey(t), "repo", 1000, oid(1)), false); err != nil {
+		t.Fatal(err)
+	}
+	warns := func() []observer.LoggedEntry { return logs.FilterMessage("git fetch failed").All() }
+	for range 5 { // five attempts, a minute apart
+		env.clk.Advance(time.Minute)
+		env.pass()
+	}
+	if got := len(sc.fetchLog()); got < 5 {
+		t.Fatalf("%d fetches, want one per attempt", got)
+	}
+	if w := warns(); len(w) != 1 {
+		t.Fatalf("%d warnings for 5 failures within the interval, want 1", len(w))
+	}
+	first := warns()[0].ContextMap()
+	if first["url"] != "http://dead/r.git" || first["identifier"] != "repo" || !strings.Contains(fmt.Sprint(first["error"]), "connection refused") {
+		t.Fatalf("warning fields %v: want the clone URL, the identifier and git's error", first)
+	}
+	for range 6 {
+		env.clk.Advance(time.Minute)
+		env.pass()
+	}
+	w := warns()
+	if len(w) != 2 || w[1].ContextMap()["failures"].(int64) < 5 {
+		t.Fatalf("after the interval: %d warnings, last %v; want a second one counting the failures since", len(w), w[len(w)-1].ContextMap())
+	}
+
+	// The objects appear on the source: fetched and released, at INFO.
+	sc.mu.Lock()
+	sc.fail["http://dead/r.git"] = false
+	sc.serve["http://dead/r.git"] = []string{oid(1)}
+	sc.mu.Unlock()
+	env.clk.Advance(time.Minute)
+	env.pass()
+	if logs.FilterMessage("fetched objects").Len() != 1 || logs.FilterMessage("released events").Len() != 1 {
+		t.Fatalf("fetched/released not logged at INFO: %v", logs.All())
 	}
 }

@@ -90,6 +90,15 @@ type Options struct {
 	// subscription sees it, so a rate limit can be recorded before anyone
 	// reacts to the refusal. It must return quickly.
 	OnClosed func(subID, reason string)
+	// OnNegErr, when set, is called from the reader goroutine with the id
+	// and reason of every NEG-ERR before the session sees it, and OnOK
+	// with every OK before the publisher does, so a rate limit they signal
+	// is recorded before anyone retries. They must return quickly.
+	OnNegErr func(subID, reason string)
+	OnOK     func(eventID string, ok bool, reason string)
+	// OnChallenge, when set, is called from the reader goroutine for every
+	// NIP-42 AUTH challenge the relay sends; it must not block.
+	OnChallenge func(challenge string)
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)

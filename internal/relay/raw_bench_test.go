@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func BenchmarkForward(b *testing.B) {
 			if err := env.FromJSON(string(frame)); err != nil {
 				b.Fatal(err)
 			}
-			raw := eventJSON(frame, *env.SubscriptionID)
+			raw := bytes.Clone(eventJSON(frame, *env.SubscriptionID))
 			if raw == nil {
 				b.Fatal("no raw event")
 			}

@@ -1,9 +1,9 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -33,11 +33,18 @@ func (c *Conn) pingLoop() {
 	}
 }
 
+// maxKeptReadBuffer is the largest read buffer a connection keeps between
+// messages.
+const maxKeptReadBuffer = 1 << 20
+
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	defer c.teardown()
+	// One buffer for every message: what outlives handle (an event's raw
+	// bytes) is copied out of it at its exact size.
+	var buf bytes.Buffer
 	for {
-		data, err := c.readMessage()
+		data, err := c.readMessage(&buf)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.shutdown(fmt.Errorf("read: %w", err))
@@ -53,7 +60,7 @@ func (c *Conn) readLoop() {
 // readMessage waits as long as it takes for the next message to start,
 // then gives it PongTimeout to arrive whole: a relay that trickles a
 // message (in fragments, while still answering pings) is dropped.
-func (c *Conn) readMessage() ([]byte, error) {
+func (c *Conn) readMessage(buf *bytes.Buffer) ([]byte, error) {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
 	_, r, err := c.ws.Reader(ctx)
@@ -64,11 +71,18 @@ func (c *Conn) readMessage() ([]byte, error) {
 		cancel(fmt.Errorf("message not complete within %s", c.opts.PongTimeout))
 	})
 	defer t.Stop()
-	data, err := io.ReadAll(r)
+	buf.Reset()
+	_, err = buf.ReadFrom(r)
 	if err != nil && ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	return data, err
+	if buf.Cap() > maxKeptReadBuffer {
+		// One huge message does not pin its buffer for the connection's life.
+		data := bytes.Clone(buf.Bytes())
+		*buf = bytes.Buffer{}
+		return data, err
+	}
+	return buf.Bytes(), err
 }
 
 // handle parses one frame; a frame that cannot be parsed is ignored (and
@@ -100,7 +114,7 @@ func (c *Conn) handle(data []byte) {
 			return
 		}
 		ev := env.Event
-		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: eventJSON(data, *env.SubscriptionID)})
+		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: bytes.Clone(eventJSON(data, *env.SubscriptionID))})
 	case "EOSE":
 		var env nostr.EOSEEnvelope
 		if env.FromJSON(msg) != nil {
@@ -154,6 +168,9 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
+		if c.opts.OnOK != nil {
+			c.opts.OnOK(env.EventID, env.OK, env.Reason)
+		}
 		c.mu.Lock()
 		list := c.oks[env.EventID]
 		delete(c.oks, env.EventID)
@@ -169,6 +186,9 @@ func (c *Conn) handle(data []byte) {
 		c.mu.Lock()
 		c.challenge = *env.Challenge
 		c.mu.Unlock()
+		if c.opts.OnChallenge != nil {
+			c.opts.OnChallenge(*env.Challenge)
+		}
 	case "NEG-MSG":
 		var env nip77.MessageEnvelope
 		if env.FromJSON(msg) != nil {
@@ -183,6 +203,9 @@ func (c *Conn) handle(data []byte) {
 		reason := env.Reason
 		if reason == "" {
 			reason = "unspecified"
+		}
+		if c.opts.OnNegErr != nil {
+			c.opts.OnNegErr(env.SubscriptionID, reason)
 		}
 		c.deliverNeg(env.SubscriptionID, NegReply{Err: reason})
 	}

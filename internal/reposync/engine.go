@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -41,8 +42,10 @@ type Config struct {
 	// BatchWindow caps how long a self-subscription batch collects events;
 	// BatchQuiet flushes it earlier once no event came for that long (0:
 	// only the window).
-	BatchWindow            time.Duration
-	BatchQuiet             time.Duration
+	BatchWindow time.Duration
+	BatchQuiet  time.Duration
+	// HistoricRetry is the backoff of a failed historic batch's retries.
+	HistoricRetry          backoff.Policy
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -75,6 +78,7 @@ func DefaultConfig() Config {
 		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:              5 * time.Second,
 		BatchQuiet:               250 * time.Millisecond,
+		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
@@ -183,14 +187,19 @@ type Engine struct {
 	orphans     map[string]set
 	orphanCount int
 	relays      map[string]*remote
-	pending     map[string][]*PendingBatch
-	nextBatch   uint64
-	nextGen     uint64
-	lastEmpty   time.Time
+	// historicJobs are the historic jobs running over all relays
+	// (maxHistoricJobs).
+	historicJobs int
+	pending      map[string][]*PendingBatch
+	nextBatch    uint64
+	nextGen      uint64
+	lastEmpty    time.Time
 
-	running     atomic.Bool
-	ready       atomic.Bool
-	pager       *Pager
+	running atomic.Bool
+	ready   atomic.Bool
+	pager   *Pager
+	// catchup pages catch-up batches (since a disconnect): the REQ pager.
+	catchup     HistoricSyncer
 	neg         *NegSyncer
 	local       *OwnLocalSet
 	ownUp       atomic.Bool
@@ -198,6 +207,9 @@ type Engine struct {
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
+	// trustedOK are the trusted relays (normalized): their health stays
+	// tracked when the engine stops syncing them.
+	trustedOK map[string]bool
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
 	// restored are relay states of the previous run not yet applied;
@@ -247,11 +259,17 @@ type remote struct {
 	// rateLimitedAt is when the relay last signalled a rate limit; historic
 	// jobs running then that failed are re-queued, not given up.
 	rateLimitedAt time.Time
+	// failed are historic jobs that failed, retried with backoff; they
+	// survive a quick reconnect and are dropped by a fresh sync.
+	failed []*retryJob
 }
 
 type job struct {
 	batch   *PendingBatch
 	filters []nostr.Filter
+	// run is shared by the jobs of one batch: its filters run as
+	// concurrent jobs, and the batch is done when the last one is.
+	run *batchRun
 }
 
 // New builds an engine.
@@ -280,6 +298,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		relays:      map[string]*remote{},
 		pending:     map[string][]*PendingBatch{},
 		bootstrapOK: map[string]bool{},
+		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
 	}
 	pager := &Pager{
@@ -288,7 +307,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
 		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
 	}
-	e.pager = pager
+	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
 		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
 		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
@@ -345,6 +364,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
 	for _, url := range e.cfg.Trusted.Relays {
+		if norm, err := relay.NormalizeURL(url); err == nil {
+			url = norm // the health tracker's key, as for discovered relays
+		}
+		e.trustedOK[url] = true
+	}
+	for url := range e.trustedOK {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.runTrusted(ctx, url) }()
 	}

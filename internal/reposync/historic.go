@@ -2,43 +2,145 @@ package reposync
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
+// batchRun collects the outcomes of a batch's jobs.
+type batchRun struct {
+	left int
+	errs []error
+	// failed are the filters of the jobs that failed: a retry runs only
+	// them.
+	failed []nostr.Filter
+	// pager runs the batch's jobs with the REQ pager even when NIP-77 is on
+	// (catch-up with since).
+	pager bool
+}
+
+// startBatch queues a batch of items with its filters.
 func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
+	e.queueJob(r, &PendingBatch{Items: items, Catchup: catchup}, fs, false)
+}
+
+// queueJob registers b as pending and queues it as one job per filter: the
+// jobs of all batches run concurrently within the relay's subscription
+// budget (jobSlots), so the round trips of one relay overlap instead of
+// following each other. pager runs them with the REQ pager.
+func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager bool) {
 	e.nextBatch++
-	b := &PendingBatch{ID: e.nextBatch, Items: items, Catchup: catchup}
+	b.ID = e.nextBatch
 	e.pending[r.URL] = append(e.pending[r.URL], b)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
-	r.jobs = append(r.jobs, &job{batch: b, filters: fs})
+	run := &batchRun{left: max(1, len(fs)), pager: pager}
+	if len(fs) == 0 {
+		r.jobs = append(r.jobs, &job{batch: b, run: run})
+	}
+	for i := range fs {
+		r.jobs = append(r.jobs, &job{batch: b, filters: fs[i : i+1 : i+1], run: run})
+	}
 	e.startJobs(r)
 }
 
-// jobSlots is how many historic subscriptions may run beside the live ones.
+// retryFailed queues the failed historic jobs of r whose backoff is over
+// (the tick calls it).
+func (e *Engine) retryFailed(r *remote, now time.Time) {
+	if len(r.failed) == 0 || !e.allowed(r) {
+		return
+	}
+	keep := r.failed[:0]
+	var due []*retryJob
+	for _, rj := range r.failed {
+		if now.Before(rj.at) {
+			keep = append(keep, rj)
+		} else {
+			due = append(due, rj)
+		}
+	}
+	r.failed = keep
+	for _, rj := range due {
+		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.failures))
+		e.queueJob(r, &PendingBatch{Items: rj.items, Catchup: true, retry: rj}, rj.filters, rj.pager)
+	}
+}
+
+// parkRetries keeps the retries of r's pending batches when its connection
+// ends (a quick reconnect runs them again; a fresh sync drops them).
+func (e *Engine) parkRetries(r *remote) {
+	for _, b := range e.pending[r.URL] {
+		if b.retry != nil {
+			r.failed = append(r.failed, b.retry)
+		}
+	}
+}
+
+// jobDone records one job's outcome; the batch is done (onBatchDone) with
+// its last job, failed if any job failed.
+func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	r.running--
+	if err != nil {
+		j.run.errs = append(j.run.errs, err)
+		j.run.failed = append(j.run.failed, j.filters...)
+	}
+	if j.run.left--; j.run.left > 0 {
+		e.startJobs(r)
+		return
+	}
+	e.onBatchDone(r, j.batch, j.run)
+}
+
+// jobSlots is how many historic subscriptions may run beside the live ones,
+// keeping one free for a live subscription that addFilters may open while
+// they run.
 func (e *Engine) jobSlots(r *remote) int {
-	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
+}
+
+// maxHistoricJobs bounds the historic jobs running at once over all
+// relays: each holds up to a page of events until its EOSE, so memory
+// stays bounded however many relays and batches there are, while enough
+// run to overlap the round trips of distant relays.
+const maxHistoricJobs = 16
+
+// startWaitingJobs starts queued jobs of every relay, up to the bounds.
+func (e *Engine) startWaitingJobs() {
+	for _, r := range e.relays {
+		if len(r.jobs) > 0 {
+			e.startJobs(r)
+		}
+	}
 }
 
 func (e *Engine) startJobs(r *remote) {
 	if !e.allowed(r) {
 		return
 	}
-	for len(r.jobs) > 0 && r.running < e.jobSlots(r) {
+	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		r.running++
+		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
 		started := e.clock.Now()
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
 			asked := nostr.Filters(j.filters)
-			err := e.d.Historic.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+			hs := e.d.Historic
+			if j.run.pager {
+				hs = e.catchup
+			}
+			err := hs.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
@@ -48,10 +150,11 @@ func (e *Engine) startJobs(r *remote) {
 				return e.h.Handle(ctx, in)
 			})
 			e.post(func() {
-				if err != nil && e.requeueRateLimited(url, gen, j, started) {
-					return
+				e.historicJobs--
+				if err == nil || !e.requeueRateLimited(url, gen, j, started) {
+					e.jobDone(url, gen, j, err)
 				}
-				e.onBatchDone(url, gen, j.batch, err)
+				e.startWaitingJobs()
 			})
 		}()
 	}
@@ -80,13 +183,12 @@ func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time
 }
 
 // onBatchDone confirms a batch's items; when no batch is pending the
-// relay's historic sync is complete.
-func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error) {
-	r := e.relays[url]
-	if r == nil || r.gen != gen || !r.Status.IsUp() {
-		return
-	}
-	r.running--
+// relay's historic sync is complete. A failed batch is retried with
+// backoff (Config.HistoricRetry) until it succeeds; meanwhile the relay is
+// ConnectedHistoricSyncFailures.
+func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
+	url := r.URL
+	err := errors.Join(run.errs...)
 	batches := e.pending[url]
 	for i, x := range batches {
 		if x == b {
@@ -96,15 +198,28 @@ func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error)
 	}
 	e.m.pendingBatches.WithLabelValues(url).Set(float64(len(e.pending[url])))
 	if err != nil {
-		r.HistoricFailed = true
+		rj := b.retry
+		if rj == nil {
+			rj = &retryJob{items: b.Items, pager: run.pager}
+		}
+		rj.filters = run.failed
+		rj.failures++
+		wait := e.cfg.HistoricRetry.Delay(rj.failures, backoff.Rand())
+		rj.at = e.clock.Now().Add(wait)
+		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
 		e.m.historicBatches.WithLabelValues("failed").Inc()
-		e.log.Warn("historic sync batch failed", zap.String("relay", url), zap.Uint64("batch", b.ID), zap.Error(err))
+		e.log.Warn("historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
+			zap.Int("failures", rj.failures), zap.Duration("retry_in", wait), zap.Error(err))
 	} else {
 		e.m.historicBatches.WithLabelValues("ok").Inc()
+		if b.retry != nil {
+			e.log.Info("failed historic sync batch retried successfully", zap.String("relay", url),
+				zap.Int("failures", b.retry.failures))
+		}
 	}
 	// Items are confirmed even when the batch failed: their live
-	// subscriptions are open, and the full resync retries the history.
+	// subscriptions are open, and the retry fetches their history.
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
 	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
@@ -119,20 +234,34 @@ func (e *Engine) onBatchDone(url string, gen uint64, b *PendingBatch, err error)
 }
 
 // updateRelayState derives Syncing / Connected / ConnectedHistoricSyncFailures.
+// A relay is Syncing until its first historic sync completed; batches for
+// items discovered later (announcements still round-tripping through the
+// own relay) and retries of failed batches do not turn it back, so
+// "historic sync complete" is reported once per fresh sync.
 func (e *Engine) updateRelayState(r *remote) {
 	if !r.Status.IsUp() {
 		return
 	}
-	prev := r.Status
+	wasDone := r.HistoricDone
+	syncing, retrying := false, false
+	for _, b := range e.pending[r.URL] {
+		if b.retry != nil {
+			retrying = true
+		} else {
+			syncing = true
+		}
+	}
+	r.HistoricFailed = len(r.failed) > 0 || retrying
 	switch {
-	case len(e.pending[r.URL]) > 0:
+	case syncing && !r.HistoricDone:
 		r.Status = Syncing
 	case r.HistoricFailed:
 		r.Status = ConnectedHistoricSyncFailures
 	default:
 		r.Status = Connected
 	}
-	if prev == Syncing && r.Status != Syncing {
+	if !wasDone && r.Status != Syncing {
+		r.HistoricDone = true
 		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
 			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
 	}

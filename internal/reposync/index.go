@@ -3,6 +3,8 @@ package reposync
 import (
 	"slices"
 	"time"
+
+	"github.com/nbd-wtf/go-nostr"
 )
 
 // RepoNeeds is what one repository asks of the network: the relays its
@@ -38,6 +40,20 @@ type PendingBatch struct {
 	// Catchup batches re-fetch confirmed items with since; they confirm
 	// nothing new but keep the relay in Syncing until done.
 	Catchup bool
+	// retry, when set, is the failed job this batch runs again; the relay
+	// stays in ConnectedHistoricSyncFailures (not Syncing) meanwhile.
+	retry *retryJob
+}
+
+// retryJob is a historic job that failed, waiting for its next attempt.
+// Its items are confirmed (their live subscriptions are open); only their
+// history is missing.
+type retryJob struct {
+	items    Items
+	filters  []nostr.Filter
+	pager    bool
+	failures int
+	at       time.Time
 }
 
 // RelayStatus is a relay's connection state as the sync engine sees it.
@@ -80,8 +96,13 @@ type RelayState struct {
 	Status         RelayStatus
 	LastConnected  time.Time
 	DisconnectedAt time.Time
-	// HistoricFailed is set when a batch of the current sync failed.
+	// HistoricFailed is set while a failed historic batch waits for a
+	// successful retry (a quick reconnect keeps it; a fresh sync clears it).
 	HistoricFailed bool
+	// HistoricDone is set once the relay's first historic sync (since its
+	// last fresh sync) completed: later batches for new items do not turn
+	// it back to Syncing.
+	HistoricDone bool
 }
 
 // ClearConfirmed forgets what was confirmed (fresh sync).

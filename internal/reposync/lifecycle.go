@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -44,11 +45,7 @@ func (e *Engine) dial(r *remote) {
 		timeout = e.cfg.ConnectTimeout
 	}
 	url := r.URL
-	opts := e.d.RelayOptions
-	opts.OnNotice = func(text string) { e.onNotice(url, text) }
-	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
-	opts.OnClosed = func(_, reason string) { e.onClosed(url, reason) }
-	opts.Logger = e.log
+	opts := e.remoteOptions(url)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -67,6 +64,26 @@ func (e *Engine) dial(r *remote) {
 			conn.Close()
 		}
 	}()
+}
+
+// remoteOptions are the connection options of remote relay url: every
+// NOTICE and every CLOSED, NEG-ERR and refusing OK reason goes through the
+// health tracker's classifier (a rate limit starts the cooldown), and no
+// REQ or NEG-OPEN is sent while the cooldown runs.
+func (e *Engine) remoteOptions(url string) relay.Options {
+	opts := e.d.RelayOptions
+	opts.OnNotice = func(text string) { e.onNotice(url, text) }
+	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
+	opts.OnClosed = func(_, reason string) { e.onReason(url, health.SourceClosed, reason) }
+	opts.OnNegErr = func(_, reason string) { e.onReason(url, health.SourceNegErr, reason) }
+	opts.OnOK = func(_ string, ok bool, reason string) {
+		if !ok {
+			e.onReason(url, health.SourceOK, reason)
+		}
+	}
+	opts.OnChallenge = func(string) { e.post(func() { e.onChallenge(url) }) }
+	opts.Logger = e.log
+	return opts
 }
 
 func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
@@ -92,6 +109,9 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	}
 	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
 	e.d.Health.Connected(url)
+	if conn.Challenge() != "" {
+		defer e.onChallenge(url) // a relay that challenges at once
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	r.conn, r.cancel = conn, cancel
 	cmds := make(chan func(*relay.Conn), 1024)
@@ -128,17 +148,14 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 func (e *Engine) connectOrReconnect(r *remote) {
 	now := e.clock.Now()
 	fresh := e.needsFreshSync(r, now)
-	lastConnected := r.LastConnected
+	disconnectedAt := r.DisconnectedAt
 	if fresh {
+		// Everything is fetched again: failed batches with it.
 		r.ClearConfirmed()
+		r.failed = nil
+		r.HistoricDone = false
 	}
 	r.Status = Syncing
-	if fresh {
-		// A quick reconnect keeps a failure: the failed batches' items are
-		// confirmed and only caught up with since, so their history is
-		// still missing until the next fresh or full sync.
-		r.HistoricFailed = false
-	}
 	r.LastConnected = now
 	r.DisconnectedAt = time.Time{}
 	r.lastError = ""
@@ -151,12 +168,21 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.subscribeLayer1(r)
 		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
-		// Catch-up and live in one: subscriptions with since return what
-		// was stored meanwhile, then stay open. No pending batch: the
-		// items are confirmed already.
-		since := nostr.Timestamp(lastConnected.Add(-e.cfg.SinceBuffer).Unix())
+		// Live subscriptions for what is confirmed, and a catch-up batch
+		// with since = disconnect − since_buffer paged with REQs (a relay
+		// capping a REQ at 500 does not hide the rest). Failed batches
+		// keep waiting for their retry.
+		since := nostr.Timestamp(disconnectedAt.Add(-e.cfg.SinceBuffer).Unix())
 		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
-		e.subscribeCatchup(r, r.Confirmed, since)
+		e.subscribeLayer1(r)
+		repos, roots := r.Confirmed.Repos.sorted(), r.Confirmed.Roots.sorted()
+		e.subscribeLive(r, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
+		items := newItems()
+		items.Repos.addAll(r.Confirmed.Repos)
+		items.Roots.addAll(r.Confirmed.Roots)
+		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
+		e.queueJob(r, &PendingBatch{Items: items, Catchup: true}, fs, true)
+		r.baseline = e.filtersOpen(r)
 	}
 	e.recomputeRelay(r.URL)
 	e.updateRelayState(r)
@@ -191,6 +217,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 // teardown stops a relay's connection goroutines and clears its pending
 // batches and live subscriptions.
 func (e *Engine) teardown(r *remote) {
+	e.parkRetries(r)
 	if r.cancel != nil {
 		r.cancel()
 	}
@@ -221,7 +248,9 @@ func (e *Engine) dropConnection(url string) {
 func (e *Engine) forget(url string) {
 	e.dropConnection(url)
 	delete(e.relays, url)
-	e.d.Health.Forget(url)
+	if !e.trustedOK[url] {
+		e.d.Health.Forget(url)
+	}
 	e.m.forgetRelay(url)
 	e.pager.Truncation.forget(url)
 	e.pager.Auth.forget(url)

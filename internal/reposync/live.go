@@ -165,7 +165,7 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	if _, ok := r.live[id]; !ok {
 		return
 	}
-	delete(r.live, id) // the health tracker heard the reason in onClosed
+	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
 		// NIP-42: rebuild once the connection authenticated; without a key
@@ -188,11 +188,29 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }
 
-// onClosed hears every CLOSED of a remote relay, live or historic, from
-// its reader before the subscription does, so that a rate limit starts the
-// cooldown before anyone retries.
-func (e *Engine) onClosed(url, reason string) {
-	if e.d.Health.Observe(url, health.SourceClosed, reason) == health.SignalRateLimited {
+// onChallenge: the relay sent a NIP-42 AUTH challenge. With a key the
+// connection authenticates before the relay has to refuse a read (the
+// reference implementation answers with the relay owner's key); without
+// one nothing happens until a read is refused.
+func (e *Engine) onChallenge(url string) {
+	r := e.relays[url]
+	if r == nil || r.conn == nil || e.d.Sign == nil {
+		return
+	}
+	conn := r.conn
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = e.pager.Auth.Ensure(e.ctx, conn)
+	}()
+}
+
+// onReason hears the reason of every CLOSED, NEG-ERR and refusing OK of a
+// remote relay from its reader before the subscription, session or
+// publisher does, so that a rate limit starts the cooldown before anyone
+// retries.
+func (e *Engine) onReason(url string, source health.MessageSource, reason string) {
+	if e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := e.clock.Now()
 		e.post(func() {
 			if r := e.relays[url]; r != nil {

@@ -227,10 +227,13 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 var errLocalFill = errors.New("cannot fill the local set from the own relay")
 
 // ReconcileFilter reconciles one filter and fetches what is missing; max
-// bounds the events fetched (0: no bound). It reports how many ids were
-// missing.
+// bounds the events fetched (0: no bound), keeping the newest (see
+// reconcileNewest). It reports how many ids were missing.
 func (s *NegSyncer) ReconcileFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
-	return s.reconcileMax(ctx, c, f, slots, max, emit)
+	if max > 0 {
+		return s.reconcileNewest(ctx, c, f, slots, max, emit)
+	}
+	return s.reconcileMax(ctx, c, f, slots, 0, emit)
 }
 
 func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter, slots int, emit Emit) error {
@@ -240,56 +243,11 @@ func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter
 
 func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
 	url := c.URL()
-	if err := s.local.EnsureFilled(ctx, f); err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		return 0, fmt.Errorf("%w: %v", errLocalFill, err)
-	}
-	f.Limit, f.LimitZero = 0, false
-	opts := s.cfg.Options
-	opts.Now = s.now
-	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
-	// The storage of each window reconciled (the last, when one is retried)
-	// tells, with the result, what the relay's set held.
-	windows := map[string]*neg.Storage{}
-	localFor := func(w nostr.Filter) (*neg.Storage, error) {
-		st, err := s.local.Storage(w)
-		if st != nil {
-			windows[windowKey(w)] = st
-		}
-		return st, err
-	}
-	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
-	if errors.Is(err, neg.ErrAuthRequired) {
-		// NIP-42: authenticate the connection and reconcile again.
-		if aerr := s.pager.Auth.Ensure(ctx, c); aerr != nil {
-			return 0, errors.Join(err, aerr)
-		}
-		clear(windows)
-		res, err = neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
-	}
-	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
-	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
-	s.m.duration.Observe(res.Duration.Seconds())
-	if err != nil && !errors.Is(err, neg.ErrUnsupported) {
-		s.m.errors.WithLabelValues(url, errorKind(err)).Inc()
-	}
-	switch {
-	case errors.Is(err, neg.ErrUnsupported):
-		s.m.syncs.WithLabelValues(url, "unsupported").Inc()
+	res, windows, err := s.reconcileNeed(ctx, c, f)
+	if errors.Is(err, neg.ErrUnsupported) || errors.Is(err, errLocalFill) || (err != nil && ctx.Err() != nil) {
 		return 0, err
-	case err != nil:
-		s.m.syncs.WithLabelValues(url, "error").Inc()
-	default:
-		s.m.syncs.WithLabelValues(url, "ok").Inc()
-		s.m.lastSync.WithLabelValues(url).Set(float64(s.now().Unix()))
-	}
-	if res.Sessions > 0 || err == nil {
-		s.setSupport(url, true)
 	}
 	need := res.Need
-	s.m.discovered.Add(float64(len(need)))
 	if max > 0 && len(need) > max {
 		need = need[len(need)-max:]
 	}
@@ -317,6 +275,63 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), emit)
 	}
 	return len(res.Need), err
+}
+
+// reconcileNeed reconciles one filter: the result (what the relay has that
+// we do not, also of the windows that completed when err is set) and the
+// local storage of each window reconciled.
+func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Filter) (neg.Result, map[string]*neg.Storage, error) {
+	url := c.URL()
+	if err := s.local.EnsureFilled(ctx, f); err != nil {
+		if ctx.Err() != nil {
+			return neg.Result{}, nil, ctx.Err()
+		}
+		return neg.Result{}, nil, fmt.Errorf("%w: %v", errLocalFill, err)
+	}
+	f.Limit, f.LimitZero = 0, false
+	opts := s.cfg.Options
+	opts.Now = s.now
+	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
+	// The storage of each window reconciled (the last, when one is retried)
+	// tells, with the result, what the relay's set held.
+	windows := map[string]*neg.Storage{}
+	localFor := func(w nostr.Filter) (*neg.Storage, error) {
+		st, err := s.local.Storage(w)
+		if st != nil {
+			windows[windowKey(w)] = st
+		}
+		return st, err
+	}
+	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	if errors.Is(err, neg.ErrAuthRequired) {
+		// NIP-42: authenticate the connection and reconcile again.
+		if aerr := s.pager.Auth.Ensure(ctx, c); aerr != nil {
+			return res, windows, errors.Join(err, aerr)
+		}
+		clear(windows)
+		res, err = neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
+	}
+	s.m.bytes.WithLabelValues(url, "sent").Add(float64(res.BytesSent))
+	s.m.bytes.WithLabelValues(url, "received").Add(float64(res.BytesReceived))
+	s.m.duration.Observe(res.Duration.Seconds())
+	if err != nil && !errors.Is(err, neg.ErrUnsupported) {
+		s.m.errors.WithLabelValues(url, errorKind(err)).Inc()
+	}
+	switch {
+	case errors.Is(err, neg.ErrUnsupported):
+		s.m.syncs.WithLabelValues(url, "unsupported").Inc()
+		return res, windows, err
+	case err != nil:
+		s.m.syncs.WithLabelValues(url, "error").Inc()
+	default:
+		s.m.syncs.WithLabelValues(url, "ok").Inc()
+		s.m.lastSync.WithLabelValues(url).Set(float64(s.now().Unix()))
+	}
+	if res.Sessions > 0 || err == nil {
+		s.setSupport(url, true)
+	}
+	s.m.discovered.Add(float64(len(res.Need)))
+	return res, windows, err
 }
 
 // windowKey names a reconciled window by its time range.

@@ -33,6 +33,9 @@ type PersistedRelay struct {
 	// NegentropyAt.
 	Negentropy   string    `json:"negentropy,omitempty"`
 	NegentropyAt time.Time `json:"negentropy_at,omitzero"`
+	// HistoricDone: the relay's historic sync had completed with no failed
+	// batch waiting for a retry; without it a restart syncs it afresh.
+	HistoricDone bool `json:"historic_done,omitempty"`
 	// ConfirmedGen changes whenever Repos or Roots change, so a store
 	// rewrites them only then.
 	ConfirmedGen uint64 `json:"-"`
@@ -81,6 +84,9 @@ func (e *Engine) applyRestored(r *remote) {
 	if r.DisconnectedAt.IsZero() {
 		r.LastConnected = time.Time{} // nothing to measure the downtime by: fresh
 	}
+	// Its confirmed items were synced, with no failed batch waiting: a
+	// reconnect inside the window catches up instead of starting over.
+	r.HistoricDone = p.HistoricDone && !r.LastConnected.IsZero()
 }
 
 // confirmedCache holds a relay's confirmed items as lists, rebuilt only
@@ -140,7 +146,7 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 		}
 		repos, roots := c.lists(r.Confirmed, &e.confirmedGen)
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
-			Repos: repos, Roots: roots, ConfirmedGen: c.gen}
+			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
 		if r.Status.IsUp() {
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now
 		}
@@ -279,10 +285,12 @@ func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nos
 	return fs
 }
 
-// needsFreshSync tells a first connection or one after a downtime longer
-// than the quick-reconnect window (a fresh sync) from a quick reconnect.
+// needsFreshSync tells a fresh sync (a first connection, a relay whose
+// first historic sync did not complete — a catch-up since the disconnect
+// would not cover its history —, or a downtime longer than the
+// quick-reconnect window) from a quick reconnect.
 func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
-	return r.LastConnected.IsZero() || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	return r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
 }
 
 // lostMin: a catch-up finding the own relay lacks more than this many

@@ -17,11 +17,13 @@ func TestRestoredRelayResumesLikeADroppedConnection(t *testing.T) {
 	now := e.clock.Now()
 	root := strings.Repeat("ab", 32)
 	e.RestoreRelays([]PersistedRelay{
-		{URL: "wss://inside.example", Repos: []string{"30617:x:y"}, Roots: []string{root},
+		{URL: "wss://inside.example", Repos: []string{"30617:x:y"}, Roots: []string{root}, HistoricDone: true,
 			LastConnected: now.Add(-time.Hour), SeenUp: now.Add(-time.Minute)},
-		{URL: "wss://outside.example", Repos: []string{"30617:x:y"},
+		{URL: "wss://outside.example", Repos: []string{"30617:x:y"}, HistoricDone: true,
 			LastConnected: now.Add(-2 * time.Hour), DisconnectedAt: now.Add(-e.cfg.QuickReconnectWindow - time.Minute)},
-		{URL: "wss://crashed-unknown.example", Repos: []string{"30617:x:y"}, LastConnected: now.Add(-time.Hour)},
+		{URL: "wss://crashed-unknown.example", Repos: []string{"30617:x:y"}, HistoricDone: true, LastConnected: now.Add(-time.Hour)},
+		{URL: "wss://unfinished.example", Repos: []string{"30617:x:y"},
+			LastConnected: now.Add(-time.Hour), SeenUp: now.Add(-time.Minute)},
 	})
 	fresh := func(url string) bool {
 		e.track(url, false)
@@ -38,6 +40,9 @@ func TestRestoredRelayResumesLikeADroppedConnection(t *testing.T) {
 	}
 	if !fresh("wss://crashed-unknown.example") {
 		t.Error("a relay with no disconnection or last-seen time would resume, want a fresh sync")
+	}
+	if !fresh("wss://unfinished.example") {
+		t.Error("a relay whose historic sync had not completed (or had a failed batch) would resume, want a fresh sync")
 	}
 	if !fresh("wss://never-seen.example") {
 		t.Error("an unknown relay would resume")

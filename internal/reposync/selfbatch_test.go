@@ -28,8 +28,21 @@ func newBareEngine(t *testing.T) *Engine {
 // LocalIndex (so the engine builds its own-relay local set).
 func newBareEngineWith(t *testing.T, cfg Config, local *localindex.Index) *Engine {
 	t.Helper()
+	return newBareEngineDeps(t, cfg, func(d *Deps) { d.LocalIndex = local })
+}
+
+// newBareEngineDeps is newBareEngine with cfg and deps changed by mut (its
+// Clock, when set, is the health tracker's too).
+func newBareEngineDeps(t *testing.T, cfg Config, mut func(*Deps)) *Engine {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	ht, err := health.New(health.DefaultConfig(), clock.NewManual(time.Unix(1_700_000_000, 0)), reg, nil)
+	d := Deps{Registry: reg}
+	mut(&d)
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.NewManual(time.Unix(1_700_000_000, 0))
+	}
+	ht, err := health.New(health.DefaultConfig(), clk, reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +53,8 @@ func newBareEngineWith(t *testing.T, cfg Config, local *localindex.Index) *Engin
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(cfg, Deps{
-		Health: ht, Registry: reg, Dial: noDial, DialOwn: noDial, Ingest: in, LocalIndex: local,
-	})
+	d.Health, d.Dial, d.DialOwn, d.Ingest = ht, noDial, noDial, in
+	e, err := New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -90,12 +91,17 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 	flush := func() {
 		evs := batch
 		batch = nil
+		// Announcements first: a state or PR the page brought before its
+		// announcement finds its repository hosted.
+		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
+		for _, ev := range evs {
+			e.h.OnOwnRelay(ev)
+		}
 		if len(evs) > 0 {
 			e.post(func() { e.applySelfBatch(evs) })
 		}
 	}
 	emit := func(_ context.Context, in ingest.Incoming) error {
-		e.h.OnOwnRelay(in.Event)
 		batch = append(batch, in.Event)
 		total++
 		if len(batch) >= selfHistoryBatch {

@@ -25,6 +25,7 @@ func (e *Engine) onTick() {
 		if !r.fullResyncAt.IsZero() && !now.Before(r.fullResyncAt) {
 			e.fullResync(r)
 		}
+		e.retryFailed(r, now)
 		e.startJobs(r)
 		if r.Status == Syncing && now.Sub(r.progressLogged) >= progressLogInterval {
 			if !r.progressLogged.IsZero() {
@@ -60,7 +61,8 @@ func (e *Engine) fullResync(r *remote) {
 	r.jobs = nil
 	delete(e.pending, r.URL)
 	r.ClearConfirmed()
-	r.HistoricFailed = false
+	r.failed = nil
+	r.HistoricDone = false
 	r.consolidateBy = time.Time{}
 	r.baseline = 0
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())

@@ -35,28 +35,42 @@ var nip34Kinds = []int{
 }
 
 // runTrusted reconciles one trusted relay every Interval until ctx ends.
-// The first cycle starts once the sidecar is ready.
+// The first cycle starts once the sidecar is ready. The relay goes through
+// the health tracker like any other: a failed cycle backs off (dead relays
+// are tried once per dead retry interval, hard failures sit out the naughty
+// period), a rate limit's cooldown is waited out, and a relay known not to
+// speak NIP-77 (the support cache) is not asked until the cache expires.
 func (e *Engine) runTrusted(ctx context.Context, url string) {
 	log := e.log.Named("trusted").With(zap.String("relay", url))
 	if e.neg == nil {
 		log.Warn("trusted relay configured but NIP-77 historic sync is off; not reconciling")
 		return
 	}
+	e.d.Health.Track(url)
 	for !e.Ready() {
 		if e.sleep(ctx, 100*time.Millisecond) != nil {
 			return
 		}
 	}
-	t := time.NewTicker(e.cfg.Trusted.Interval)
-	defer t.Stop()
 	for {
-		if err := e.trustedCycle(ctx, url, log); err != nil && ctx.Err() == nil {
-			log.Warn("trusted reconciliation failed", zap.Error(err))
+		wait := e.cfg.Trusted.Interval
+		// Not ok with no wait: the sync engine holds a connection to the
+		// relay (an announcement lists it too); its health is the
+		// engine's to report, the cycle runs beside it.
+		ok, w := e.d.Health.CanAttempt(url)
+		shared := !ok && w <= 0
+		if !ok && !shared {
+			wait = max(w, e.cfg.Tick)
+		} else if e.neg.Support(url) != "unsupported" {
+			if err := e.trustedCycle(ctx, url, shared, log); err != nil && ctx.Err() == nil {
+				log.Warn("trusted reconciliation failed", zap.Error(err))
+				if ok, w := e.d.Health.CanAttempt(url); !ok {
+					wait = min(max(w, e.cfg.Tick), wait)
+				}
+			}
 		}
-		select {
-		case <-ctx.Done():
+		if e.sleep(ctx, wait) != nil {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -88,17 +102,33 @@ func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
 	return append(fs, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...), true
 }
 
-func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) error {
+// trustedCycle runs one reconciliation on a connection of its own. Unless
+// shared (the engine is connected to the relay and reports its health), the
+// connection's outcome goes to the health tracker.
+func (e *Engine) trustedCycle(ctx context.Context, url string, shared bool, log *zap.Logger) error {
+	ht := e.d.Health
+	attempt, connected, failed, closed := ht.AttemptStarted, ht.Connected, ht.Failed, ht.Disconnected
+	if shared {
+		attempt, connected, closed = func(string) {}, func(string) {}, func(string) {}
+		failed = func(string, error) {}
+	}
 	fs, ok := e.trustedFilters(ctx)
 	if !ok {
 		return ctx.Err()
 	}
-	dctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
-	conn, err := e.d.DialOwn(dctx, url, e.d.RelayOptions)
+	timeout := min(e.d.Health.ConnectTimeout(url), e.cfg.ConnectTimeout)
+	if timeout <= 0 {
+		timeout = e.cfg.ConnectTimeout
+	}
+	attempt(url)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	conn, err := e.d.Dial(dctx, url, e.remoteOptions(url))
 	cancel()
 	if err != nil {
+		failed(url, err)
 		return err
 	}
+	connected(url)
 	defer conn.Close()
 	recv := e.m.eventsReceived.WithLabelValues(url)
 	emit := func(ctx context.Context, in ingest.Incoming) error {
@@ -117,15 +147,22 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, log *zap.Logger) 
 		n, err := e.neg.ReconcileFilter(ctx, conn, f, 2, budget, emit)
 		missing += n
 		if e.cfg.Trusted.MaxEventsPerCycle > 0 {
-			budget -= n
+			budget -= min(n, budget)
 		}
 		if errors.Is(err, neg.ErrUnsupported) {
+			e.neg.setSupport(url, false)
+			closed(url)
 			return err
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		failed(url, err)
+		return err
+	}
+	closed(url)
 	log.Info("trusted reconciliation done", zap.Int("filters", len(fs)), zap.Int("missing", missing), zap.Duration("took", time.Since(start)))
-	return errors.Join(errs...)
+	return nil
 }

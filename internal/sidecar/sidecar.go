@@ -167,7 +167,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 				return relays.Dial(ctx, url, ropts)
 			},
 			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
-			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: purgatory.DefaultNostrResolveTTL,
+			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
 		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
@@ -299,6 +299,8 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.SelfKinds = cfg.Sync.SelfKinds
 	scfg.BatchWindow = cfg.Sync.BatchWindow
 	scfg.BatchQuiet = cfg.Sync.BatchQuiet
+	scfg.HistoricRetry.Base = cfg.Sync.HistoricRetryBase
+	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
@@ -364,6 +366,7 @@ func purgatoryConfig(cfg *config.Config) purgatory.Config {
 	pc.DomainRequestsPerWindow = cfg.Purgatory.DomainRequestsPerWindow
 	pc.DomainWindow = cfg.Purgatory.DomainWindow
 	pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
+	pc.FailureLogInterval = cfg.Purgatory.FailureLogInterval
 	pc.MaxEntries = cfg.Purgatory.MaxEntries
 	pc.HostAll = cfg.Sync.HostAll
 	// The policy's git guard checks every remote against --dial.allow

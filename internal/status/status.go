@@ -9,8 +9,11 @@ type Snapshot struct {
 	Version   string    `json:"version"`
 	StartedAt time.Time `json:"started_at"`
 	Ready     bool      `json:"ready"`
-	OwnRelay  OwnRelay  `json:"own_relay"`
-	Relays    []Relay   `json:"relays"`
+	// NotReady says why the sidecar is not ready, as /readyz does; empty
+	// when ready.
+	NotReady string   `json:"not_ready,omitempty"`
+	OwnRelay OwnRelay `json:"own_relay"`
+	Relays   []Relay  `json:"relays"`
 	// Repositories is the number of repositories in the RepoSyncIndex.
 	Repositories int `json:"repositories"`
 	// RootEvents is the number of root events (patches, PRs, issues) tracked.

@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
+
+// waitRelay waits until the sidecar reports relay url in a state for which
+// ok holds.
+func waitRelay(t *testing.T, sc *runningSidecar, url, what string, ok func(status.Relay) bool) {
+	t.Helper()
+	testkit.WaitFor(t, syncTimeout, url+": "+what, func() bool {
+		for _, r := range sc.Status().Relays {
+			if r.URL == url {
+				return ok(r)
+			}
+		}
+		return false
+	})
+}
+
+// TestQuickReconnectCatchUpPagedPastCap: a remote relay that caps every REQ
+// at 500 events goes away after the first sync and comes back within the
+// quick-reconnect window holding 1,200 new events of the repository. The
+// catch-up (since = disconnect − since_buffer) is paged like any historic
+// REQ: every event arrives, not the newest 500.
+func TestQuickReconnectCatchUpPagedPastCap(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 500})
+	k := harness.NewKey()
+	ann := repoFor(k, "busy", own, remote)
+	first := k.Issue(k.RepoAddress("busy"), "before")
+	mustPublish(t, own, ann)
+	remote.Inject(ann, first)
+
+	cfg := fastConfig(own)
+	cfg.Negentropy.Enabled = false // the first sync pages too
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, ann, first)
+	waitRelay(t, sc, remote.URL(), "first sync complete", func(r status.Relay) bool {
+		return r.State == "connected" && r.PendingBatches == 0 && r.ReposConfirmed == 1
+	})
+
+	if err := remote.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n := scaled(1200, 600)
+	var missed []*nostr.Event
+	for i := range n {
+		missed = append(missed, k.Issue(k.RepoAddress("busy"), fmt.Sprintf("while away %d", i),
+			harness.WithCreatedAt(nostr.Now()-nostr.Timestamp(i/3)))) // three a second, within since_buffer
+	}
+	remote.Inject(missed...)
+	if err := remote.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitHas(t, own, missed...)
+}
+
+// TestTrustedRelayBackoffAndNewestFirstCap: a trusted relay goes through
+// the health tracker: while it refuses connections its attempts back off
+// (and it is reported with failures) instead of following the cycle
+// interval; once it answers, a cycle capped at 10 events fetches the 10
+// newest of the 30 it is missing, not an arbitrary subset.
+func TestTrustedRelayBackoffAndNewestFirstCap(t *testing.T) {
+	own := ownRelay(t)
+	archive := harness.Start(t, harness.RelayOptions{Name: "archive", Negentropy: true})
+	k := harness.NewKey()
+	ann := repoFor(k, "archived", own)
+	mustPublish(t, own, ann)
+	now := time.Now()
+	var issues []*nostr.Event // newest first
+	for i := range 30 {
+		issues = append(issues, k.Issue(k.RepoAddress("archived"), fmt.Sprintf("issue %d", i), harness.At(now.Add(-time.Duration(i)*time.Minute))))
+	}
+	archive.Inject(ann)
+	archive.Inject(issues...)
+	archive.SetFaults(harness.Faults{Refuse: true})
+
+	cfg := fastConfig(own)
+	cfg.TrustedRelays = []string{archive.URL()}
+	cfg.Trusted.Interval = 3 * time.Second
+	cfg.Trusted.Lookback = 24 * time.Hour
+	cfg.Trusted.MaxEventsPerCycle = 10
+	cfg.Health.BackoffBase = 100 * time.Millisecond
+	cfg.Health.BackoffMax = 400 * time.Millisecond
+	sc := startSidecar(t, cfg)
+
+	// Backing off: more than one attempt within one cycle interval, each
+	// counted as a failure of the relay's health.
+	testkit.WaitFor(t, syncTimeout, "trusted relay failures counted by the health tracker", func() bool {
+		f, ok := testkit.Series(t, sc.Registry, "ngit_sync_relay_failures", map[string]string{"relay": archive.URL()})
+		return ok && f >= 3
+	})
+	if refused := archive.Stats().Refused; refused < 3 {
+		t.Fatalf("%d attempts refused, want the backoff's retries", refused)
+	}
+	archive.SetFaults(harness.Faults{})
+	testkit.WaitFor(t, syncTimeout, "a capped cycle", func() bool {
+		n := 0
+		for _, ev := range issues {
+			if own.Has(ev.ID) {
+				n++
+			}
+		}
+		return n >= 10
+	})
+	for i, ev := range issues {
+		if got, want := own.Has(ev.ID), i < 10; got != want {
+			t.Errorf("issue %d (%s old): on the own relay %v, want %v", i, time.Duration(i)*time.Minute, got, want)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package ingest
+
+import (
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+)
+
+// dependencyAccepted retries the rejected events that referenced ev.
+func (h *Handler) dependencyAccepted(ev *nostr.Event) {
+	refs := []string{ev.ID}
+	if ev.Kind == nip34.KindRepoAnnouncement {
+		if d := ev.Tags.GetD(); d != "" {
+			refs = append(refs, nip34.RepoRef(ev.PubKey, d), nip34.AnyOwnerRef(d))
+		}
+	}
+	for _, ref := range refs {
+		retry, forgotten := h.rejected.DependencyAccepted(ref)
+		for _, id := range forgotten {
+			if b, ok := decodeID(id); ok {
+				h.seen.Forget(b)
+			}
+		}
+		for _, r := range retry {
+			h.retry(r)
+		}
+	}
+}
+
+// retry queues a previously rejected event for another publish. It never
+// blocks (Settle runs on the publisher's goroutine); when the retry queue is
+// full the event is forgotten instead, so the next sync fetches it again,
+// and retry returns false.
+func (h *Handler) retry(ev *nostr.Event) bool {
+	select {
+	case h.retries <- ev:
+		return true
+	default:
+		if id, ok := decodeID(ev.ID); ok {
+			h.seen.Forget(id)
+		}
+		return false
+	}
+}
