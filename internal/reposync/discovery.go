@@ -194,6 +194,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			}
 		}
 	}
+	e.reposGen++
 	e.applyDelta(delta)
 }
 
@@ -239,6 +240,7 @@ func (e *Engine) dropOrphans() {
 	}
 	clear(e.orphans)
 	e.orphanCount = 0
+	e.reposGen++
 }
 
 // validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a
