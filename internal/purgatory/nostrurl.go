@@ -27,8 +27,8 @@ const (
 // KindGraspList is a user's list of GRASP servers (`g` tags), kind 10317.
 const KindGraspList = 10317
 
-// ErrNIP05Owner: nostr:// URLs naming a NIP-05 owner are not resolved (it
-// would take an HTTP request to a domain named in an event).
+// ErrNIP05Owner: nostr:// URLs naming a NIP-05 owner are not resolved when
+// the resolver has no NIP05 lookup.
 var ErrNIP05Owner = errors.New("purgatory: nostr:// URLs with a NIP-05 owner are not resolved")
 
 // NostrResolver turns a nostr:// clone URL (a repository named by owner
@@ -47,6 +47,9 @@ type NostrResolver struct {
 	MaxRelays int
 	// TTL is how long a resolution is remembered.
 	TTL time.Duration
+	// NIP05, when set, turns a NIP-05 owner into a public key and relay
+	// hints (NIP05Lookup.Lookup); without it such URLs fail ErrNIP05Owner.
+	NIP05 func(ctx context.Context, id string) (pubkey string, relays []string, err error)
 
 	mu    sync.Mutex
 	cache map[string]resolved
@@ -60,7 +63,10 @@ type resolved struct {
 // Resolve returns the fetchable clone URLs u resolves to.
 func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string, error) {
 	if u.PubKey == "" {
-		return nil, fmt.Errorf("%w: %s", ErrNIP05Owner, u.NIP05)
+		var err error
+		if u, err = r.nip05Owner(ctx, u); err != nil {
+			return nil, err
+		}
 	}
 	key := u.PubKey + ":" + u.Identifier
 	r.mu.Lock()
