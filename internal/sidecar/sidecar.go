@@ -169,6 +169,14 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
 			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
 		}
+		// A NIP-05 owner's nostr.json is fetched over HTTPS from a domain
+		// named in an event: dialled under the policy (kind nip05).
+		nip05 := &purgatory.NIP05Lookup{
+			Client:  pol.HTTPClientFor(netpolicy.KindNIP05, cfg.Purgatory.NIP05Timeout),
+			Timeout: cfg.Purgatory.NIP05Timeout, MaxBody: purgatory.DefaultNIP05MaxBody,
+			MaxRelays: purgatory.DefaultNIP05MaxRelays, TTL: cfg.Purgatory.NostrURLCacheTTL, Clock: d.Clock,
+		}
+		nostrURLs.NIP05 = nip05.Lookup
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
 			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
