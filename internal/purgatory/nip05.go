@@ -143,7 +143,8 @@ func (l *NIP05Lookup) fetch(ctx context.Context, name, domain string) (string, [
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := client.Do(req)
 	if err != nil {
-		return fail("%v", err)
+		// Wrapped: a refusal of the address policy stays visible.
+		return "", nil, fmt.Errorf("%w: %s@%s: %w", ErrNIP05, name, domain, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
