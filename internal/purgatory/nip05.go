@@ -49,9 +49,6 @@ type NIP05Lookup struct {
 	// Client makes the request; its dialer applies the address policy.
 	// Its redirect policy is overridden: no redirect is followed.
 	Client *http.Client
-	// Scheme is "https" (the default); tests against a plain-HTTP server
-	// on an allowed address may set "http".
-	Scheme string
 	// Timeout bounds one request; MaxBody the document's size.
 	Timeout time.Duration
 	MaxBody int64
@@ -124,16 +121,12 @@ func (l *NIP05Lookup) fetch(ctx context.Context, name, domain string) (string, [
 	if l.Client == nil {
 		return fail("no HTTP client")
 	}
-	scheme := l.Scheme
-	if scheme == "" {
-		scheme = "https"
-	}
 	if l.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.Timeout)
 		defer cancel()
 	}
-	target := scheme + "://" + domain + "/.well-known/nostr.json?name=" + url.QueryEscape(name)
+	target := "https://" + domain + "/.well-known/nostr.json?name=" + url.QueryEscape(name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return fail("%v", err)

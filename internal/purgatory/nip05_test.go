@@ -101,7 +101,7 @@ func TestNIP05Lookup(t *testing.T) {
 		t.Fatal("the redirect was followed")
 	}
 
-	// Plain HTTP is refused unless the scheme is set for it.
+	// Only HTTPS is spoken: a plain-HTTP server does not answer.
 	plain := httptest.NewServer(http.NotFoundHandler())
 	defer plain.Close()
 	if _, _, err := l.Lookup(ctx, "alice@"+strings.TrimPrefix(plain.URL, "http://")); err == nil {
