@@ -68,7 +68,11 @@ func (c *Conn) readMessage(buf *bytes.Buffer) ([]byte, error) {
 		return nil, err
 	}
 	t := time.AfterFunc(c.opts.PongTimeout, func() {
-		cancel(fmt.Errorf("message not complete within %s", c.opts.PongTimeout))
+		// The connection ends with this cause: ending the read closes the
+		// socket, and a ping failing on it must not be taken for the cause.
+		cause := fmt.Errorf("message not complete within %s", c.opts.PongTimeout)
+		c.shutdown(cause)
+		cancel(cause)
 	})
 	defer t.Stop()
 	buf.Reset()
