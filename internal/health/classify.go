@@ -65,6 +65,7 @@ var (
 	}
 	filterPhrases = []string{
 		"too many filters",
+		"arr too big", // strfry: "ERROR: bad req: arr too big" (maxReqFilterSize)
 		"max filters",
 		"maximum filters",
 		"max_filters",

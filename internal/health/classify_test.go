@@ -40,6 +40,7 @@ func TestClassifyMessage(t *testing.T) {
 		{"rate-limited: too many concurrent REQs", SignalRateLimited}, // the prefix is the protocol
 		// Filter count.
 		{"ERROR: too many filters", SignalTooManyFilters},
+		{"ERROR: bad req: arr too big", SignalTooManyFilters}, // strfry over maxReqFilterSize
 		{"invalid: max_filters exceeded", SignalTooManyFilters},
 		// Other NIP-01 prefixes are never rate limits.
 		{"blocked: too many query results", SignalNone},

@@ -209,6 +209,8 @@ type OKResult struct {
 type Stats struct {
 	BytesIn, BytesOut   uint64
 	FramesIn, FramesOut uint64
+	// MaxFrameOut is the size of the largest message sent.
+	MaxFrameOut uint64
 }
 
 // Conn is one websocket connection to a relay. All methods are safe for
@@ -231,6 +233,7 @@ type Conn struct {
 	challenge string
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
+	maxFrameOut                            atomic.Uint64
 	stalls                                 atomic.Int32
 }
 
@@ -292,6 +295,7 @@ func (c *Conn) Stats() Stats {
 	return Stats{
 		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(),
 		FramesIn: c.framesIn.Load(), FramesOut: c.framesOut.Load(),
+		MaxFrameOut: c.maxFrameOut.Load(),
 	}
 }
 
@@ -330,7 +334,20 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	}
 	c.bytesOut.Add(uint64(len(msg)))
 	c.framesOut.Add(1)
+	for n := uint64(len(msg)); ; {
+		old := c.maxFrameOut.Load()
+		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	return nil
+}
+
+// MessageTooBig tells whether err (a Conn's Err) is the relay closing the
+// connection with status 1009 because a message we sent was over its limit
+// (khatru's and strfry's answer to a message above their maximum).
+func MessageTooBig(err error) bool {
+	return ws.CloseStatus(err) == ws.StatusMessageTooBig
 }
 
 // beforeRequest runs Options.BeforeRequest, bounded by ctx and by the

@@ -135,6 +135,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		select {
 		case <-conn.Done():
 			err := conn.Err()
+			e.learnMessageSize(url, conn, err)
 			e.post(func() { e.onDisconnected(url, gen, err) })
 		case <-ctx.Done():
 		}

@@ -4,6 +4,31 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
+// learnFilters: url refused a REQ of sent filters for their number, a
+// limit it does not announce (or announces higher). The health tracker
+// keeps half of it as the relay's bound, so the REQs rebuilt next fit
+// (halving again if the relay still refuses) instead of failing the same
+// way in a loop.
+func (e *Engine) learnFilters(url string, sent int, why string) {
+	if sent > 1 {
+		e.d.Health.Learn(url, relay.Limits{MaxFilters: sent / 2}, why)
+	}
+}
+
+// learnMessageSize: the connection to url ended; if the relay closed it
+// for a message too big (status 1009), the health tracker keeps half of
+// the largest message sent on it as the relay's message size, so that
+// REQs, NEG-OPENs, NEG-MSGs and fetch-by-id batches are built within it
+// after the reconnect.
+func (e *Engine) learnMessageSize(url string, c *relay.Conn, err error) {
+	if !relay.MessageTooBig(err) {
+		return
+	}
+	if sent := int(c.Stats().MaxFrameOut); sent > 0 {
+		e.d.Health.Learn(url, relay.Limits{MaxMessageLength: sent / 2}, "closed for a message too big: "+err.Error())
+	}
+}
+
 // defaultMaxMessage is the message size assumed for a relay that announces
 // none (NIP-11 max_message_length): strfry's default, the smallest in use
 // among the common relays (khatru: 512,000).
