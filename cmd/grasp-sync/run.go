@@ -70,8 +70,11 @@ func (e *env) runAction(c *cli.Context) (err error) {
 		zap.String("own_relay", cfg.OwnRelay), zap.String("listen", cfg.Listen),
 		zap.String("git_dir", cfg.GitDir), zap.Bool("purgatory", cfg.PurgatoryActive()),
 		zap.Bool("auth_key", !cfg.Auth.Key.IsZero()))
-	// The secret key renders as "[redacted]".
-	log.Debug("configuration", zap.Any("config", cfg))
+	// As `grasp-sync config` prints it: YAML keys, durations with units,
+	// the secret key redacted.
+	if values, err := cfg.Values(); err == nil {
+		log.Debug("configuration", zap.Any("config", values))
+	}
 	e.typosReported = true
 	for _, typo := range e.envTypos(c.App.Commands) {
 		log.Warn("unknown environment variable ignored (see grasp-sync run --help for the names)",

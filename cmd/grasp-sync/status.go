@@ -144,7 +144,7 @@ func printStatus(w io.Writer, s *status.Snapshot, now time.Time) error {
 	fmt.Fprintf(tw, "publisher\tqueued %d, in flight %d, accepted %d, duplicates %d, rejected %d\n",
 		s.Publisher.Queued, s.Publisher.InFlight, s.Publisher.Accepted, s.Publisher.Duplicates, s.Publisher.Rejected)
 	if s.Purgatory.Enabled {
-		fmt.Fprintf(tw, "purgatory\t%d events, %d queued\n", s.Purgatory.Events, s.Purgatory.QueueSize)
+		fmt.Fprintf(tw, "purgatory\t%d events, %d identifiers queued for a git sync\n", s.Purgatory.Events, s.Purgatory.QueueSize)
 	} else {
 		fmt.Fprintf(tw, "purgatory\toff\n")
 	}

@@ -58,7 +58,7 @@ func TestPrintStatus(t *testing.T) {
 		"repositories     12",
 		"pending batches  2",
 		"publisher        queued 5, in flight 2, accepted 1000, duplicates 50, rejected 3",
-		"purgatory        7 events, 7 queued",
+		"purgatory        7 events, 7 identifiers queued for a git sync",
 		"rejected         hot 3, cold 9",
 		"state            resumed, /var/lib/grasp-sync: 123456 bytes, 1000 events (123 bytes/event), last write 3s ago",
 		"relay notes\n  wss://gitnostr.com\n    truncation: a REQ page cut at 500 events below its limit\n    read AUTH: needs a key: set auth.key\n",

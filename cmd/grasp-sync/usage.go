@@ -22,11 +22,20 @@ func usageErrors(cmds []*cli.Command) {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 			return &exitError{code: 1, err: fmt.Errorf("%s; see grasp-sync %s --help", explainUsage(err, flags), name)}
 		}
+		// No command takes arguments: a word after the flags is a flag's
+		// value without its flag (`grasp-sync run ws://…`), never ignored.
+		c.Before = func(ctx *cli.Context) error {
+			if ctx.Args().Present() {
+				return &exitError{code: 1, err: fmt.Errorf("unexpected argument %q (settings are flags: --own-relay ws://…); see grasp-sync %s --help", ctx.Args().First(), name)}
+			}
+			return nil
+		}
 	}
 }
 
 var (
 	reUndefined = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)
+	reNoValue   = regexp.MustCompile(`^flag needs an argument: -+(\S+)$`)
 	reInvalid   = regexp.MustCompile(`^invalid value "(.*)" for flag -+(\S+): (.*)$`)
 	reEnv       = regexp.MustCompile(`^could not parse "(.*)" as (\S+) value from (?:env var|environment variable) "(\S+)" for flag (\S+): (.*)$`)
 )
@@ -41,6 +50,9 @@ func explainUsage(err error, flags []cli.Flag) string {
 			s += " (did you mean " + sug + "?)"
 		}
 		return s
+	}
+	if m := reNoValue.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + " needs a value"
 	}
 	if m := reInvalid.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("--%s: invalid value %q%s", m[2], m[1], wants(flags, m[2], m[3]))

@@ -26,6 +26,12 @@ func TestUsageErrorsAreOneLineWithHint(t *testing.T) {
 			`grasp-sync: unknown flag --own-rely (did you mean --own-relay?); see grasp-sync run --help`},
 		{[]string{"check", "--own-relay", "ws://x", "--sync.page-size", "many"}, nil,
 			`grasp-sync: --sync.page-size: invalid value "many" (a whole number); see grasp-sync check --help`},
+		{[]string{"run", "ws://x"}, nil,
+			`grasp-sync: unexpected argument "ws://x" (settings are flags: --own-relay ws://…); see grasp-sync run --help`},
+		{[]string{"check", "--own-relay", "ws://x", "extra"}, nil,
+			`grasp-sync: unexpected argument "extra" (settings are flags: --own-relay ws://…); see grasp-sync check --help`},
+		{[]string{"--own-relay"}, nil,
+			`grasp-sync: --own-relay needs a value; see grasp-sync run --help`},
 		// No suggestion when no flag is close.
 		{[]string{"--own-relay", "ws://x", "--bogus"}, nil,
 			`grasp-sync: unknown flag --bogus; see grasp-sync run --help`},
@@ -45,10 +51,8 @@ func TestUsageErrorsAreOneLineWithHint(t *testing.T) {
 			if strings.TrimSpace(got) != tt.want {
 				t.Errorf("output\n%s\nwant\n%s", got, tt.want)
 			}
-			select {
-			case <-h.engine.started:
+			if h.engineStarted() {
 				t.Error("engine started")
-			default:
 			}
 		})
 	}
@@ -137,7 +141,10 @@ func stripComments(s string) string {
 
 func TestConfigCommandRoundTrips(t *testing.T) {
 	h := newHarness(t)
-	if c := h.run("config", "--own-relay", "ws://127.0.0.1:1", "--purgatory.backoff", "1m,2h"); c != 0 {
+	// One setting of each kind away from its default.
+	if c := h.run("config", "--own-relay", "ws://127.0.0.1:1", "--purgatory.backoff", "1m,2h",
+		"--bootstrap-relay", "wss://a.example,wss://b.example", "--health.jitter", "0.35", "--sync.page-size", "321",
+		"--purgatory.create-missing-repos", "--git-dir", "/srv/git", "--health.backoff-base", "1500ms"); c != 0 {
 		t.Fatalf("exit %d: %s", c, h.stderr)
 	}
 	out := h.stdout.String()
@@ -149,6 +156,9 @@ func TestConfigCommandRoundTrips(t *testing.T) {
 		"own_relay: ws://127.0.0.1:1 # flag --own-relay\n",
 		"shutdown_grace: 10s # default\n",
 		"backoff: # flag --purgatory.backoff\n    - 1m\n    - 2h\n",
+		"jitter: 0.35 # flag --health.jitter\n",
+		"backoff_base: 1.5s # flag --health.backoff-base\n",
+		"create_missing_repos: true # flag --purgatory.create-missing-repos\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -187,6 +197,9 @@ func TestConfigCommandRoundTrips(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("configuration changed: %+v vs %+v", got, want)
 	}
+	if want.Sync.PageSize != 321 || len(want.BootstrapRelays) != 2 || want.GitDir != "/srv/git" {
+		t.Errorf("the flags did not reach the printed configuration: %+v", want)
+	}
 }
 
 func TestConfigCommandRedactsKey(t *testing.T) {
@@ -202,5 +215,31 @@ func TestConfigCommandRedactsKey(t *testing.T) {
 	}
 	if !strings.Contains(out, "# auth key: loaded from "+config.EnvAuthKey+" (redacted") {
 		t.Errorf("the key's source is not said:\n%s", out)
+	}
+}
+
+// The debug line with the configuration reads like `grasp-sync config`:
+// YAML keys and durations with units, not Go field names and nanoseconds.
+func TestRunLogsConfigurationWithUnits(t *testing.T) {
+	key := strings.Repeat("3", 64)
+	t.Setenv(config.EnvAuthKey, key)
+	h := newHarness(t)
+	h.engine.runErr = errors.New("stop here")
+	if c := h.run("--own-relay", "ws://x", "--listen", "127.0.0.1:0", "--log.level", "debug"); c != 1 {
+		t.Errorf("exit code %d", c)
+	}
+	var line string
+	for _, l := range strings.Split(h.stderr.String(), "\n") {
+		if strings.Contains(l, `"msg":"configuration"`) {
+			line = l
+		}
+	}
+	for _, want := range []string{`"shutdown_grace":"10s"`, `"backoff_base":"5s"`, `"own_relay":"ws://x"`, `"key":"[redacted]"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("configuration line lacks %s:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "10000000000") || strings.Contains(line, "ShutdownGrace") || strings.Contains(line, key) {
+		t.Errorf("configuration line in Go's terms or with the key:\n%s", line)
 	}
 }

@@ -46,6 +46,25 @@ func (c *Config) AnnotatedYAML(source func(Setting) string, header []string) ([]
 	return buf.Bytes(), nil
 }
 
+// Values is the configuration as its YAML keys and values, the way
+// AnnotatedYAML writes them (durations with units, the secret key
+// redacted), for a structured log line.
+func (c *Config) Values() (map[string]any, error) {
+	var doc yaml.Node
+	if err := doc.Encode(c); err != nil {
+		return nil, err
+	}
+	annotate(&doc, "", func(Setting) string { return "" })
+	var m map[string]any
+	if err := doc.Decode(&m); err != nil {
+		return nil, err
+	}
+	if auth, ok := m["auth"].(map[string]any); ok && !c.Auth.Key.IsZero() {
+		auth["key"] = Redacted // loaded (file or environment), never shown
+	}
+	return m, nil
+}
+
 // annotate walks a mapping node and sets the line comment of each setting's
 // key (the value of a sequence can span lines, the key cannot).
 func annotate(n *yaml.Node, prefix string, source func(Setting) string) {

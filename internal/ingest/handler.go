@@ -304,7 +304,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.seen.Mark(id)
-	h.servedByOwn(id)
+	h.notHeld(id)
 	if h.present != nil {
 		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
 	}
@@ -524,7 +524,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		h.onHeld(ev)
 	case publish.Accepted, publish.Duplicate:
 		if idOK {
-			h.servedByOwn(id)
+			h.notHeld(id)
 		}
 		if r.Outcome == publish.Accepted {
 			h.m.eventsSynced.Inc()
@@ -539,6 +539,9 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		}
 		h.dependencyAccepted(ev)
 	case publish.Rejected:
+		if idOK {
+			h.notHeld(id)
+		}
 		h.m.eventsRejected.WithLabelValues(reasonLabel(r.Reason)).Inc()
 		if h.rejected.Add(ev) {
 			// Its dependency was accepted while it was in flight.
@@ -548,6 +551,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))
 	case publish.Dropped:
 		if idOK {
+			h.notHeld(id)
 			h.seen.Forget(id)
 		}
 	}

@@ -45,22 +45,24 @@ func (o *ownHeld) add(id [32]byte, ev *nostr.Event, at time.Time) bool {
 	return true
 }
 
-// served forgets id: the own relay serves it.
-func (o *ownHeld) served(id [32]byte) {
+// forget forgets id: the own relay serves it, or refused it.
+func (o *ownHeld) forget(id [32]byte) {
 	o.mu.Lock()
 	delete(o.evs, id)
 	o.mu.Unlock()
 }
 
-// due removes and returns the events held since before cutoff.
-func (o *ownHeld) due(cutoff time.Time) []*nostr.Event {
+// due returns the events held since before cutoff and restarts their wait
+// at now: they stay counted as held while they are published again, until
+// the own relay's answer settles them (served, held anew, or refused).
+func (o *ownHeld) due(cutoff, now time.Time) []*nostr.Event {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []*nostr.Event
 	for id, h := range o.evs {
 		if h.at.Before(cutoff) {
 			out = append(out, h.ev)
-			delete(o.evs, id)
+			o.evs[id] = heldEvent{ev: h.ev, at: now}
 		}
 	}
 	return out
@@ -87,17 +89,17 @@ func (h *Handler) onHeld(ev *nostr.Event) {
 	h.m.ownHeld.Set(float64(h.held.len()))
 }
 
-// servedByOwn forgets a held event the own relay now serves.
-func (h *Handler) servedByOwn(id [32]byte) {
-	h.held.served(id)
+// notHeld forgets a held event the own relay now serves or refused.
+func (h *Handler) notHeld(id [32]byte) {
+	h.held.forget(id)
 	h.m.ownHeld.Set(float64(h.held.len()))
 }
 
 // recheckHeld publishes again the events the own relay has held for longer
 // than the recheck delay without serving them.
 func (h *Handler) recheckHeld(ctx context.Context) {
-	evs := h.held.due(h.now().Add(-h.cfg.OwnHeldRecheck))
-	h.m.ownHeld.Set(float64(h.held.len()))
+	now := h.now()
+	evs := h.held.due(now.Add(-h.cfg.OwnHeldRecheck), now)
 	for _, ev := range evs {
 		h.m.ownHeldRepublished.Inc()
 		select {
