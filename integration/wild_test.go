@@ -361,9 +361,10 @@ func TestWildIgnoresUntil(t *testing.T) {
 
 // TestWildLearnedLimits: relays that enforce a limit they do not announce
 // (or announce a bigger one): 20,000-byte messages with no
-// max_message_length or with strfry's 131,072 announced, and 3 filters per
-// REQ (never in NIP-11). The sidecar learns each bound from the refusal
-// (a connection closed with 1009, a REQ CLOSED for its filter count),
+// max_message_length or with strfry's 131,072 announced, 3 filters per
+// REQ and 4 tag values per filter (never in NIP-11). The sidecar learns
+// each bound from the refusal (a connection closed with 1009, a REQ CLOSED
+// for its filter count or its tag values),
 // builds its requests within it, ends with every event, keeps a working
 // live subscription and does not reconnect or re-subscribe in a loop.
 func TestWildLearnedLimits(t *testing.T) {
@@ -374,6 +375,7 @@ func TestWildLearnedLimits(t *testing.T) {
 		{"message-unannounced", harness.RelayOptions{Negentropy: true, ReqCap: 500, MaxMessageSize: 20_000, AnnounceMaxMessage: -1}},
 		{"message-announced-bigger", harness.RelayOptions{Negentropy: true, ReqCap: 500, MaxMessageSize: 20_000, AnnounceMaxMessage: 131_072}},
 		{"filters-unannounced", harness.RelayOptions{Negentropy: true, ReqCap: 500, MaxFilters: 3}},
+		{"tag-values-unannounced", harness.RelayOptions{ReqCap: 500, MaxTagValues: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			own := ownRelay(t)

@@ -85,6 +85,10 @@ type RelayOptions struct {
 	// CLOSED "invalid: too many filters" (strfry's maxReqFilterSize 200).
 	// NIP-11 does not announce it.
 	MaxFilters int
+	// MaxTagValues, when positive, answers a REQ with a filter carrying
+	// more values for one tag with CLOSED ReasonTooManyTagValues
+	// (eventstore's SQL backends limit tag values per query).
+	MaxTagValues int
 	// HoldPurgatory, when set, answers a published event it returns true
 	// for with OK true ReasonPurgatory and keeps it out of the store (a
 	// GRASP-01 relay waiting for the event's git data): ReleaseHeld stores

@@ -42,6 +42,7 @@ func (t *Tracker) limits(r *relayHealth) relay.Limits {
 	l.MaxSubscriptions = t.budget(r)
 	l.MaxFilters = lower(l.MaxFilters, r.learned.MaxFilters)
 	l.MaxMessageLength = lower(l.MaxMessageLength, r.learned.MaxMessageLength)
+	l.MaxTagValues = r.learned.MaxTagValues
 	return l
 }
 
@@ -63,8 +64,8 @@ const (
 
 // Learn records limits url enforces without announcing them (or below what
 // it announces), taught by a refusal: a REQ CLOSED for too many filters, a
-// connection closed for a message too big. Only positive MaxFilters and
-// MaxMessageLength count; a bound only ever goes down, never below 1 filter
+// connection closed for a message too big, a filter refused for its tag
+// values. Only positive MaxFilters, MaxMessageLength and MaxTagValues count; a bound only ever goes down, never below 1 filter
 // or 8,192 bytes. Limits returns the smaller of the announced and learned
 // bounds from then on, for as long as the relay is tracked: NIP-11 fetched
 // again does not erase what the relay did. It reports whether a bound went
@@ -80,6 +81,9 @@ func (t *Tracker) Learn(url string, l relay.Limits, why string) bool {
 	if l.MaxFilters > 0 {
 		r.learned.MaxFilters = lower(r.learned.MaxFilters, max(l.MaxFilters, minLearnedFilters))
 	}
+	if l.MaxTagValues > 0 {
+		r.learned.MaxTagValues = lower(r.learned.MaxTagValues, l.MaxTagValues)
+	}
 	if l.MaxMessageLength > 0 {
 		r.learned.MaxMessageLength = lower(r.learned.MaxMessageLength, max(l.MaxMessageLength, minLearnedMessage))
 	}
@@ -90,7 +94,8 @@ func (t *Tracker) Learn(url string, l relay.Limits, why string) bool {
 	r.log.Warn("relay refused a request over a limit it does not announce (or announces higher), building smaller requests",
 		zap.String("why", why),
 		zap.Int("max_filters_before", before.MaxFilters), zap.Int("max_filters", after.MaxFilters),
-		zap.Int("max_message_length_before", before.MaxMessageLength), zap.Int("max_message_length", after.MaxMessageLength))
+		zap.Int("max_message_length_before", before.MaxMessageLength), zap.Int("max_message_length", after.MaxMessageLength),
+		zap.Int("max_tag_values_before", before.MaxTagValues), zap.Int("max_tag_values", after.MaxTagValues))
 	return true
 }
 

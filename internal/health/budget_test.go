@@ -135,6 +135,12 @@ func TestTrackerLearnedLimits(t *testing.T) {
 	if l := tr.Limits(relayA); l.MaxFilters != 20 || l.MaxMessageLength != 8192 {
 		t.Fatalf("limits after tiny bounds = %+v", l)
 	}
+	// Tag values: NIP-11 has none, only learned.
+	tr.Learn(relayA, relay.Limits{MaxTagValues: 10}, "test")
+	tr.Learn(relayA, relay.Limits{MaxTagValues: 50}, "test")
+	if l := tr.Limits(relayA); l.MaxTagValues != 10 {
+		t.Fatalf("MaxTagValues = %d, want 10", l.MaxTagValues)
+	}
 	if tr.Learn(relayB, relay.Limits{MaxFilters: 1}, "test") {
 		t.Fatal("an untracked relay learned")
 	}

@@ -45,7 +45,9 @@ func TestClassifyMessage(t *testing.T) {
 		// Other NIP-01 prefixes are never rate limits.
 		{"blocked: too many query results", SignalNone},
 		{"blocked: you are banned", SignalNone},
-		{"invalid: too many tags", SignalNone},
+		{"invalid: too many tags", SignalNone}, // an event refused, not a filter
+		{"error: too many tag values", SignalTooManyTagValues},
+		{"ERROR: bad req: too many tags in filter", SignalTooManyTagValues},
 		{"restricted: slow down is not for you", SignalNone},
 		{"duplicate: already have this event", SignalNone},
 		{"auth-required: please authenticate", SignalNone},

@@ -90,6 +90,9 @@ type Options struct {
 	// subscription sees it, so a rate limit can be recorded before anyone
 	// reacts to the refusal. It must return quickly.
 	OnClosed func(subID, reason string)
+	// OnClosedFilters, when set, is called like OnClosed for a CLOSED of an
+	// open subscription, with the filters the relay refused or ended.
+	OnClosedFilters func(reason string, fs nostr.Filters)
 	// OnNegErr, when set, is called from the reader goroutine with the id
 	// and reason of every NEG-ERR before the session sees it, and OnOK
 	// with every OK before the publisher does, so a rate limit they signal

@@ -23,6 +23,10 @@ type Limits struct {
 	// MaxMessageLength is the largest websocket message the relay accepts,
 	// in bytes.
 	MaxMessageLength int `json:"max_message_length,omitempty"`
+	// MaxTagValues is the number of tag values one filter may carry. NIP-11
+	// has no such field: it is only ever learned from a refusal (eventstore's
+	// "too many tag values").
+	MaxTagValues int `json:"max_tag_values,omitempty"`
 }
 
 // ParseLimits extracts Limits from a NIP-11 relay information document

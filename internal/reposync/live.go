@@ -54,6 +54,7 @@ const maxReqBytes = 120_000
 // announces a smaller max_message_length).
 func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
 	limits := e.d.Health.Limits(r.URL)
+	fs = fitTagValues(fs, e.valuesPerFilter(r.URL))
 	per := limits.MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
@@ -306,7 +307,7 @@ func (e *Engine) addFilters(a AddFilters) {
 		return
 	}
 	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
-	newFilters := nip34.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
+	newFilters := nip34.Count23(len(repos), len(roots), e.valuesPerFilter(r.URL))
 	budget := e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a
