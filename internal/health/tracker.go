@@ -45,6 +45,8 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	relays map[string]*relayHealth
+	// restored is the previous run's health not yet applied (Restore).
+	restored map[string]Persisted
 }
 
 // relayHealth is one relay's record. All fields are guarded by Tracker.mu.
@@ -143,6 +145,7 @@ func (t *Tracker) Track(url string) {
 		return
 	}
 	r := &relayHealth{url: url, log: t.log.With(zap.String("relay", url)), reported: Disconnected}
+	t.applyRestoredLocked(r)
 	t.relays[url] = r
 	t.metrics.set(url, Disconnected, 0)
 }

@@ -53,6 +53,37 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 		return nil
 	}
 	fetchBatch = max(fetchBatch, 1)
+	// First the whole own relay in one reconciliation: a GRASP relay holds
+	// little beyond what the index covers, and one empty filter costs a
+	// few hundred bytes where filters naming every root cost megabytes.
+	// When the relay holds much more (a general-purpose relay), the
+	// per-filter reconciliation below asks only for what sync covers.
+	whole, err := neg.ReconcileSplit(ctx, conn, "cuw-", nostr.Filter{}, local, opts)
+	res.BytesSent += whole.BytesSent
+	res.BytesRecvd += whole.BytesReceived
+	res.Filters++
+	if err != nil {
+		return res, err
+	}
+	if len(whole.Need) <= max(wholeNeedMin, o.idx.Len()/10) {
+		for _, id := range whole.Have {
+			if o.idx.Remove(id) {
+				res.Removed++
+			}
+			if o.forget != nil {
+				o.forget(id)
+			}
+		}
+		for s := 0; s < len(whole.Need); s += fetchBatch {
+			ids := whole.Need[s:min(s+fetchBatch, len(whole.Need))]
+			if err := o.pager.Sync(ctx, conn, []nostr.Filter{{IDs: ids}}, 1, emit); err != nil {
+				return res, fmt.Errorf("fetching what others added to the own relay: %w", err)
+			}
+		}
+		o.markFilled(l1, repos, roots)
+		o.logCatchUp(res, start, true)
+		return res, nil
+	}
 	for i, f := range o.fillFilters(l1, repos, roots) {
 		r, err := neg.ReconcileSplit(ctx, conn, fmt.Sprintf("cu%d-", i), f, local, opts)
 		res.BytesSent += r.BytesSent
@@ -76,6 +107,17 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 			}
 		}
 	}
+	o.markFilled(l1, repos, roots)
+	o.logCatchUp(res, start, false)
+	return res, nil
+}
+
+// wholeNeedMin: a whole-relay reconciliation finding at most this many
+// events (or a tenth of the index) the index lacks fetches them; more
+// means the relay holds much that sync does not cover.
+const wholeNeedMin = 1000
+
+func (o *OwnLocalSet) markFilled(l1 bool, repos, roots []string) {
 	if l1 {
 		o.filled["L1"] = true
 	}
@@ -85,8 +127,10 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 	for _, v := range roots {
 		o.filled[v] = true
 	}
-	o.log.Info("local index caught up with the own relay by NIP-77",
+}
+
+func (o *OwnLocalSet) logCatchUp(res CatchUpResult, start time.Time, whole bool) {
+	o.log.Info("local index caught up with the own relay by NIP-77", zap.Bool("whole_relay", whole),
 		zap.Int("filters", res.Filters), zap.Int("added", res.Added), zap.Int("removed", res.Removed),
 		zap.Int("bytes_sent", res.BytesSent), zap.Int("bytes_received", res.BytesRecvd), zap.Duration("took", time.Since(start)))
-	return res, nil
 }

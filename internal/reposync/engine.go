@@ -218,6 +218,15 @@ type Engine struct {
 	relaySnap      []PersistedRelay
 	confirmedLists map[string]*confirmedCache
 	confirmedGen   uint64
+	// reposGen counts changes of repos and orphans; reposSnap is the last
+	// persistable copy (under snapMu). restoredSelfSeen is how far the
+	// previous run had read the own relay's history; selfSeen is this
+	// run's (unix nanoseconds).
+	reposGen         uint64
+	reposSnap        PersistedRepos
+	restoredSelfSeen time.Time
+	selfSeen         atomic.Int64
+	selfLive         atomic.Bool // history read and the self-subscription live
 }
 
 // remote is the engine's record of one remote relay.
@@ -296,7 +305,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
-		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
+		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {

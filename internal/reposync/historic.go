@@ -10,6 +10,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // batchRun collects the outcomes of a batch's jobs.
@@ -133,9 +134,26 @@ func (e *Engine) startJobs(r *remote) {
 		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
 		started := e.clock.Now()
+		// The job's REQ goes out after the live-subscription commands
+		// queued before it (the CLOSEs of a consolidation): otherwise
+		// closed-but-not-yet-sent subscriptions and the new job overlap on
+		// the relay beyond its subscription budget.
+		queued := make(chan struct{})
+		var connDone <-chan struct{}
+		if r.cmds == nil || conn == nil {
+			close(queued)
+		} else {
+			connDone = conn.Done()
+			e.exec(r, func(*relay.Conn) { close(queued) })
+		}
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			select {
+			case <-queued:
+			case <-connDone:
+			case <-e.ctx.Done():
+			}
 			asked := nostr.Filters(j.filters)
 			hs := e.d.Historic
 			if j.run.pager {

@@ -153,9 +153,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 // reconnect; then compute_actions for new items.
 func (e *Engine) connectOrReconnect(r *remote) {
 	now := e.clock.Now()
-	// A relay whose first historic sync did not complete starts over: a
-	// catch-up since the disconnect would not cover its history.
-	fresh := r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	fresh := e.needsFreshSync(r, now)
 	disconnectedAt := r.DisconnectedAt
 	if fresh {
 		// Everything is fetched again: failed batches with it.

@@ -445,7 +445,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	stopPub()
 	wg.Wait()
 	if s.store != nil {
-		if err := s.store.Flush(s.stateSources()); err != nil {
+		if err := s.store.FlushFinal(s.stateSources()); err != nil {
 			s.log.Warn("final state store flush failed", zap.Error(err))
 		}
 		s.store.Close()

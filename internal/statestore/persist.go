@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
@@ -26,7 +29,18 @@ type Sources struct {
 	// still on its way to the own relay).
 	Relays      func() []reposync.PersistedRelay
 	Confirmable func() bool
+	// Repos returns the repository index (roots per repository).
+	Repos func() reposync.PersistedRepos
+	// Health returns the remote relays' health (failures, penalties).
+	Health func() []health.Persisted
+	// Rejected is the RejectedIndex (saved when it changed, at most every
+	// rejectedEvery, and at shutdown).
+	Rejected *ingest.RejectedIndex
 }
+
+// rejectedEvery bounds how often the RejectedIndex (up to a million ids)
+// is rewritten.
+const rejectedEvery = time.Minute
 
 // DefaultFlushInterval is the default interval between batched writes.
 const DefaultFlushInterval = 2 * time.Second
@@ -52,6 +66,9 @@ type Stats struct {
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush"`
 	Flushes       uint64    `json:"flushes"`
+	// InUse is the bytes each bucket's pages hold (keys, values, page
+	// headers; the file also has free pages and bbolt's growth slack).
+	InUse map[string]int64 `json:"in_use"`
 }
 
 // writer is the state Run keeps between flushes.
@@ -64,6 +81,34 @@ type writer struct {
 	lastFlush time.Time
 	events    int
 	relayGen  map[string]uint64
+	relayConn map[string]time.Time
+	relayDisc map[string]time.Time
+	inUse     map[string]int64
+	usageAt   time.Time
+	reposGen  uint64
+	selfSeen  time.Time
+	health    []byte
+	lastBeat  time.Time
+	rejGen    uint64
+	rejAt     time.Time
+}
+
+// heartbeat bounds how often timestamps alone are written.
+const heartbeat = 30 * time.Second
+
+// relaysChanged reports whether a relay's confirmed items, connection
+// times or set of relays differ from what was written last.
+func (w *writer) relaysChanged(relays []reposync.PersistedRelay) bool {
+	if len(relays) != len(w.relayGen) {
+		return true
+	}
+	for _, r := range relays {
+		g, ok := w.relayGen[r.URL]
+		if !ok || g != r.ConfirmedGen || !r.LastConnected.Equal(w.relayConn[r.URL]) || !r.DisconnectedAt.Equal(w.relayDisc[r.URL]) {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadLocal replays the persisted local index into idx and enables its
@@ -175,7 +220,7 @@ func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) er
 	for {
 		select {
 		case <-ctx.Done():
-			return s.Flush(src)
+			return s.FlushFinal(src)
 		case <-t.C:
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
@@ -187,7 +232,13 @@ func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) er
 // Flush writes what changed since the last flush in one transaction: the
 // local index's journal as one chunk (or, when the journal grew long, a
 // snapshot replacing it) and the purgatory when it changed.
-func (s *Store) Flush(src Sources) error {
+func (s *Store) Flush(src Sources) error { return s.flush(src, false) }
+
+// FlushFinal is Flush at shutdown: what is written only now and then
+// (timestamps, the RejectedIndex) is written too if it changed.
+func (s *Store) FlushFinal(src Sources) error { return s.flush(src, true) }
+
+func (s *Store) flush(src Sources, final bool) error {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -209,6 +260,37 @@ func (s *Store) Flush(src Sources) error {
 			relays = rs
 		}
 	}
+	// Timestamps alone (a relay last seen up, the own relay read until
+	// now) are written at most every heartbeat: an idle sidecar does not
+	// commit every flush interval.
+	beat := final || time.Since(w.lastBeat) >= heartbeat
+	if relays != nil && !beat && !w.relaysChanged(relays) {
+		relays = nil
+	}
+	var repos reposync.PersistedRepos
+	saveRoots, saveSeen := false, false
+	if src.Repos != nil {
+		repos = src.Repos()
+		saveRoots = repos.Gen != 0 && repos.Gen != w.reposGen
+		saveSeen = !repos.SelfSeen.Equal(w.selfSeen) && (beat || saveRoots || w.selfSeen.IsZero())
+	}
+	var healthJSON []byte
+	if src.Health != nil {
+		if b, err := json.Marshal(src.Health()); err == nil && !bytes.Equal(b, w.health) {
+			healthJSON = b
+		}
+	}
+	var rejected []byte
+	var rejGen uint64
+	if src.Rejected != nil {
+		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || time.Since(w.rejAt) >= rejectedEvery) {
+			b, err := json.Marshal(src.Rejected.ExportState())
+			if err != nil {
+				return fmt.Errorf("statestore: rejected index: %w", err)
+			}
+			rejected = b
+		}
+	}
 	var held []purgatory.Persisted
 	savePurg := false
 	if src.Purgatory != nil {
@@ -219,7 +301,7 @@ func (s *Store) Flush(src Sources) error {
 			w.purgGen = gen
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg && relays == nil {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil && rejected == nil {
 		w.flushes++
 		return nil
 	}
@@ -244,6 +326,25 @@ func (s *Store) Flush(src Sources) error {
 				return err
 			}
 			written += len(c)
+		}
+		if rejected != nil {
+			if err := tx.Bucket(bucketRejected).Put(keyRejected, rejected); err != nil {
+				return err
+			}
+			written += len(rejected)
+		}
+		if healthJSON != nil {
+			if err := tx.Bucket(bucketHealth).Put(keyHealth, healthJSON); err != nil {
+				return err
+			}
+			written += len(healthJSON)
+		}
+		if saveRoots || saveSeen {
+			n, err := putRepos(tx, repos, saveRoots)
+			if err != nil {
+				return err
+			}
+			written += n
 		}
 		if relays != nil {
 			n, err := s.putRelays(tx, relays)
@@ -281,6 +382,19 @@ func (s *Store) Flush(src Sources) error {
 	if relays != nil {
 		s.relaysWritten(relays)
 	}
+	if beat {
+		w.lastBeat = time.Now()
+	}
+	if rejected != nil {
+		w.rejGen, w.rejAt = rejGen, time.Now()
+	}
+	if saveRoots {
+		w.reposGen = repos.Gen
+	}
+	w.selfSeen = repos.SelfSeen
+	if healthJSON != nil {
+		w.health = healthJSON
+	}
 	if snapshot != nil {
 		s.m.compactions.Inc()
 		w.chunks, w.removed = len(snapshot), 0
@@ -290,6 +404,7 @@ func (s *Store) Flush(src Sources) error {
 	}
 	w.lastFlush = time.Now()
 	s.refreshSize()
+	s.refreshUsage(w)
 	if w.events > 0 {
 		s.m.perEvent.Set(float64(s.Bytes()) / float64(w.events))
 	}
@@ -305,5 +420,28 @@ func (s *Store) Stats() Stats {
 	if w.events > 0 {
 		st.BytesPerEvent = float64(st.Bytes) / float64(w.events)
 	}
+	st.InUse = w.inUse
 	return st
+}
+
+// usageEvery bounds how often Flush walks the buckets for Stats.InUse.
+const usageEvery = 10 * time.Second
+
+// refreshUsage recomputes the bytes in use per bucket (under w.mu).
+func (s *Store) refreshUsage(w *writer) {
+	if time.Since(w.usageAt) < usageEvery && w.inUse != nil {
+		return
+	}
+	w.usageAt = time.Now()
+	in := map[string]int64{}
+	_ = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				bs := b.Stats()
+				in[string(name)] = int64(bs.LeafInuse + bs.BranchInuse)
+				return nil
+			})
+		})
+	})
+	w.inUse = in
 }

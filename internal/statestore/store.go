@@ -29,6 +29,9 @@ var (
 	bucketLocal     = []byte("local")
 	bucketPurgatory = []byte("purgatory")
 	bucketRelays    = []byte("relays")
+	bucketRepos     = []byte("repos")
+	bucketHealth    = []byte("health")
+	bucketRejected  = []byte("rejected")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -153,6 +156,7 @@ func Open(opt Options) (*Store, error) {
 		return nil, err
 	}
 	s.refreshSize()
+	s.refreshUsage(s.wr)
 	return s, nil
 }
 
@@ -221,7 +225,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

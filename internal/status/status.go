@@ -36,6 +36,9 @@ type State struct {
 	Events        int       `json:"events"`
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush,omitzero"`
+	// InUse is the bytes held per part of the store (local, relays,
+	// repos, purgatory, meta), without free pages.
+	InUse map[string]int64 `json:"in_use,omitempty"`
 }
 
 // OwnRelay describes the connection to the operator's relay.
