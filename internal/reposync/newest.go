@@ -16,7 +16,8 @@ import (
 // events, the newest ones: NIP-77 names missing events by id only, so when
 // more than max are missing the time range is halved and the newer half
 // taken first (recursively, down to one second), the older half with what
-// budget is left. It reports how many ids were missing in f's range.
+// budget is left. It reports how many ids were missing in f's range, plus
+// the events paged below a truncated set (see fetchConfirmed).
 func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
 	res, windows, err := s.reconcileNeed(ctx, c, f)
 	need := res.Need
@@ -25,7 +26,8 @@ func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.
 	}
 	missing := len(need)
 	if len(need) <= max {
-		return missing, s.fetchConfirmed(ctx, c, f, res, windows, err, slots, max, emit)
+		paged, err := s.fetchConfirmed(ctx, c, f, res, windows, err, slots, max, emit)
+		return missing + paged, err
 	}
 	var since, until nostr.Timestamp
 	if f.Since != nil {
@@ -68,8 +70,9 @@ var errBudgetSpent = errors.New("per-cycle event budget spent")
 // a relay that answers NIP-77 with only its newest events is caught and
 // the rest of f is paged, newest first, with the budget left (max minus
 // the ids fetched); what is not paged waits for the next cycle. err is the
-// reconciliation's error: a failed reconciliation is not confirmed.
-func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.Filter, res neg.Result, windows map[string]*neg.Storage, err error, slots, max int, emit Emit) error {
+// reconciliation's error: a failed reconciliation is not confirmed. It
+// reports how many events the check and the paging emitted.
+func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.Filter, res neg.Result, windows map[string]*neg.Storage, err error, slots, max int, emit Emit) (int, error) {
 	var fetched []neg.Item
 	var fmu sync.Mutex
 	recording := func(ctx context.Context, in ingest.Incoming) error {
@@ -84,11 +87,11 @@ func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.F
 		err = errors.Join(err, ferr)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	left := max - len(res.Need)
 	if left <= 0 {
-		return nil
+		return 0, nil
 	}
 	local := make([]*neg.Storage, 0, len(windows))
 	for _, st := range windows {
@@ -103,7 +106,7 @@ func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.F
 		return emit(ctx, in)
 	}
 	if cerr := s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), bounded); cerr != nil && !errors.Is(cerr, errBudgetSpent) {
-		return cerr
+		return paged, cerr
 	}
-	return nil
+	return paged, nil
 }
