@@ -142,6 +142,9 @@ func (c *Conn) handle(data []byte) {
 		c.mu.Lock()
 		sub := c.subs[env.SubscriptionID]
 		c.mu.Unlock()
+		if sub != nil && c.opts.OnClosedFilters != nil {
+			c.opts.OnClosedFilters(env.Reason, sub.Filters)
+		}
 		if sub != nil {
 			if c.opts.OnClosed != nil {
 				c.opts.OnClosed(env.SubscriptionID, env.Reason)

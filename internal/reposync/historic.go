@@ -129,6 +129,7 @@ func (e *Engine) startJobs(r *remote) {
 	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
+		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
 		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
@@ -158,7 +159,7 @@ func (e *Engine) startJobs(r *remote) {
 			if j.run.pager {
 				hs = e.catchup
 			}
-			err := hs.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+			emit := func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
@@ -166,7 +167,18 @@ func (e *Engine) startJobs(r *remote) {
 					return nil
 				}
 				return e.h.Handle(ctx, in)
-			})
+			}
+			err := hs.Sync(e.ctx, conn, j.filters, 1, emit)
+			// A refusal that taught a smaller limit is asked again at once
+			// within it, not left to the retry backoff.
+			for err != nil && e.ctx.Err() == nil {
+				refit := fitTagValues(j.filters, e.valuesPerFilter(url))
+				if len(refit) == len(j.filters) {
+					break
+				}
+				j.filters = refit
+				err = hs.Sync(e.ctx, conn, j.filters, 1, emit)
+			}
 			e.post(func() {
 				e.historicJobs--
 				if err == nil || !e.requeueRateLimited(url, gen, j, started) {

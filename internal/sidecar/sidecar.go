@@ -168,6 +168,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			},
 			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
 			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
+			Clock: d.Clock,
 		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
