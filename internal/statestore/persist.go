@@ -293,12 +293,12 @@ func (s *Store) flush(src Sources, final bool) error {
 	}
 	var held []purgatory.Persisted
 	savePurg := false
+	var purgGen uint64
 	if src.Purgatory != nil {
-		gen := src.Purgatory.Generation()
+		purgGen = src.Purgatory.Generation()
 		n := src.Purgatory.Len()
-		if gen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
+		if purgGen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
 			held, savePurg = src.Purgatory.Export(), true
-			w.purgGen = gen
 		}
 	}
 	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil && rejected == nil {
@@ -375,9 +375,20 @@ func (s *Store) flush(src Sources, final bool) error {
 	s.m.flushSecs.Add(time.Since(start).Seconds())
 	if err != nil {
 		s.m.flushes.WithLabelValues("error").Inc()
+		// The journal was drained (or cleared by the snapshot) before the
+		// transaction: the next flush writes a full snapshot instead, so
+		// the lost chunk's adds and removes reach the store. Nothing else
+		// is recorded before commit; the purgatory is compared against
+		// the generation last committed.
+		if src.Local != nil && (chunk != nil || snapshot != nil) {
+			w.chunks = maxChunks
+		}
 		return fmt.Errorf("statestore: flush: %w", err)
 	}
 	s.m.flushes.WithLabelValues("ok").Inc()
+	if savePurg {
+		w.purgGen = purgGen
+	}
 	s.m.flushBytes.Add(float64(written))
 	if relays != nil {
 		s.relaysWritten(relays)

@@ -1,0 +1,66 @@
+package statestore
+
+import (
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+)
+
+// A flush whose transaction fails loses nothing: the journal chunk it
+// drained and the purgatory it exported are written by the next flush.
+func TestFailedFlushLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := open(t, dir, ownA)
+	x := newIndex(t)
+	x.EnableJournal()
+	p := newPurgatory(t)
+	src := Sources{Local: x, Purgatory: p}
+	evs := events(t, 30)
+	for _, ev := range evs[:10] {
+		x.Add(ev)
+	}
+	if err := s.Flush(src); err != nil {
+		t.Fatal(err)
+	}
+
+	// Changes made while the store cannot write.
+	for _, ev := range evs[10:] {
+		x.Add(ev)
+	}
+	x.Remove(evs[0].ID)
+	held := stateEvent(t)
+	ann := &nostr.Event{Kind: purgatory.KindAnnouncement, PubKey: held.PubKey, CreatedAt: 1, Tags: nostr.Tags{{"d", "repo"}}}
+	ann.ID = ann.GetID()
+	p.AddAnnouncement(ann)
+	if err := p.Add(held, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Close(); err != nil { // the next transaction fails
+		t.Fatal(err)
+	}
+	if err := s.Flush(src); err == nil {
+		t.Fatal("flush on a closed database succeeded")
+	}
+	if err := s.open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(src); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s2, _ := open(t, dir, ownA)
+	y := newIndex(t)
+	if loaded, err := s2.LoadLocal(y); err != nil || !loaded {
+		t.Fatalf("LoadLocal: %v %v", loaded, err)
+	}
+	if y.Len() != 29 || y.Has(evs[0].ID) || !y.Has(evs[29].ID) {
+		t.Fatalf("restored %d events, want 29 (removed one present: %v, last added present: %v)", y.Len(), y.Has(evs[0].ID), y.Has(evs[29].ID))
+	}
+	ps, err := s2.LoadPurgatory()
+	if err != nil || len(ps) != 1 || ps[0].Event.ID != held.ID {
+		t.Fatalf("purgatory after a failed flush: %d held, %v", len(ps), err)
+	}
+}
