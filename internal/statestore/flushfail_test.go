@@ -1,6 +1,9 @@
 package statestore
 
 import (
+	"context"
+	"time"
+
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -62,5 +65,22 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 	ps, err := s2.LoadPurgatory()
 	if err != nil || len(ps) != 1 || ps[0].Event.ID != held.ID {
 		t.Fatalf("purgatory after a failed flush: %d held, %v", len(ps), err)
+	}
+}
+
+// Run leaves the final flush to its owner: stopping it writes nothing, so
+// the flush after everything stopped is the only one at shutdown.
+func TestRunLeavesFinalFlushToOwner(t *testing.T) {
+	s, _ := open(t, t.TempDir(), ownA)
+	x := newIndex(t)
+	x.EnableJournal()
+	x.Add(events(t, 1)[0])
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx, Sources{Local: x}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Flushes != 0 || x.JournalPending() == 0 {
+		t.Fatalf("Run flushed at its end: %d flushes, %d journal entries pending", st.Flushes, x.JournalPending())
 	}
 }

@@ -213,14 +213,16 @@ func resetBucket(tx *bolt.Tx, name []byte) error {
 	return err
 }
 
-// Run flushes every interval until ctx is done, then once more.
+// Run flushes every interval until ctx is done. It does not flush at the
+// end: the owner calls FlushFinal once everything that feeds the sources
+// has stopped (a flush here would only be repeated by that one).
 func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return s.FlushFinal(src)
+			return nil
 		case <-t.C:
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
