@@ -2,9 +2,8 @@ package statestore
 
 import (
 	"context"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
