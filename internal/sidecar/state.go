@@ -24,7 +24,7 @@ func (s *Sidecar) openState(local *localindex.Index) error {
 	}
 	st, err := statestore.Open(statestore.Options{
 		Dir: s.cfg.State.Dir, OwnRelay: own, Log: s.log.Named("state"),
-		Registerer: s.d.Registry, Now: s.d.Clock.Now,
+		Registerer: s.d.Registry, Clock: s.d.Clock,
 	})
 	if err != nil {
 		return fmt.Errorf("state store: %w", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
 
@@ -81,5 +82,38 @@ func TestRunLeavesFinalFlushToOwner(t *testing.T) {
 	}
 	if st := s.Stats(); st.Flushes != 0 || x.JournalPending() == 0 {
 		t.Fatalf("Run flushed at its end: %d flushes, %d journal entries pending", st.Flushes, x.JournalPending())
+	}
+}
+
+// Run's interval and the flush times follow the injected clock.
+func TestRunUsesInjectedClock(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := newIndex(t)
+	x.EnableJournal()
+	x.Add(events(t, 1)[0])
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, Sources{Local: x}, time.Hour) }()
+	for clk.Waiters() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if s.Stats().Flushes != 0 {
+		t.Fatal("flushed before the interval passed")
+	}
+	clk.Advance(time.Hour)
+	for s.Stats().Flushes == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); !st.LastFlush.Equal(clk.Now()) {
+		t.Fatalf("last flush %v, want the injected clock's %v", st.LastFlush, clk.Now())
 	}
 }

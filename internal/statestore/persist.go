@@ -217,13 +217,11 @@ func resetBucket(tx *bolt.Tx, name []byte) error {
 // end: the owner calls FlushFinal once everything that feeds the sources
 // has stopped (a flush here would only be repeated by that one).
 func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-s.opt.Clock.After(interval):
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
 			}
@@ -244,7 +242,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	start := time.Now()
+	start := s.opt.Now()
 	var chunk []byte
 	var snapshot [][]byte
 	removed := 0
@@ -265,7 +263,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	// Timestamps alone (a relay last seen up, the own relay read until
 	// now) are written at most every heartbeat: an idle sidecar does not
 	// commit every flush interval.
-	beat := final || time.Since(w.lastBeat) >= heartbeat
+	beat := final || s.opt.Now().Sub(w.lastBeat) >= heartbeat
 	if relays != nil && !beat && !w.relaysChanged(relays) {
 		relays = nil
 	}
@@ -285,7 +283,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	var rejected []byte
 	var rejGen uint64
 	if src.Rejected != nil {
-		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || time.Since(w.rejAt) >= rejectedEvery) {
+		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || s.opt.Now().Sub(w.rejAt) >= rejectedEvery) {
 			b, err := json.Marshal(src.Rejected.ExportState())
 			if err != nil {
 				return fmt.Errorf("statestore: rejected index: %w", err)
@@ -374,7 +372,7 @@ func (s *Store) flush(src Sources, final bool) error {
 		return nil
 	})
 	w.flushes++
-	s.m.flushSecs.Add(time.Since(start).Seconds())
+	s.m.flushSecs.Add(s.opt.Now().Sub(start).Seconds())
 	if err != nil {
 		s.m.flushes.WithLabelValues("error").Inc()
 		// The journal was drained (or cleared by the snapshot) before the
@@ -396,10 +394,10 @@ func (s *Store) flush(src Sources, final bool) error {
 		s.relaysWritten(relays)
 	}
 	if beat {
-		w.lastBeat = time.Now()
+		w.lastBeat = s.opt.Now()
 	}
 	if rejected != nil {
-		w.rejGen, w.rejAt = rejGen, time.Now()
+		w.rejGen, w.rejAt = rejGen, s.opt.Now()
 	}
 	if saveRoots {
 		w.reposGen = repos.Gen
@@ -415,7 +413,7 @@ func (s *Store) flush(src Sources, final bool) error {
 		w.chunks++
 		w.removed += removed
 	}
-	w.lastFlush = time.Now()
+	w.lastFlush = s.opt.Now()
 	s.refreshSize()
 	s.refreshUsage(w)
 	if w.events > 0 {
@@ -442,10 +440,10 @@ const usageEvery = 10 * time.Second
 
 // refreshUsage recomputes the bytes in use per bucket (under w.mu).
 func (s *Store) refreshUsage(w *writer) {
-	if time.Since(w.usageAt) < usageEvery && w.inUse != nil {
+	if s.opt.Now().Sub(w.usageAt) < usageEvery && w.inUse != nil {
 		return
 	}
-	w.usageAt = time.Now()
+	w.usageAt = s.opt.Now()
 	in := map[string]int64{}
 	_ = guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
