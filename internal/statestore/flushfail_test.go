@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
 // A flush whose transaction fails loses nothing: the journal chunk it
@@ -115,5 +117,55 @@ func TestRunUsesInjectedClock(t *testing.T) {
 	}
 	if st := s.Stats(); !st.LastFlush.Equal(clk.Now()) {
 		t.Fatalf("last flush %v, want the injected clock's %v", st.LastFlush, clk.Now())
+	}
+}
+
+// Relay states held back because something received was still on its way
+// show as not saved; the first flush that saves them shows when.
+func TestRelaysSavedVisible(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	reg := prometheus.NewRegistry()
+	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	busy := true
+	src := Sources{
+		Relays: func() []reposync.PersistedRelay {
+			return []reposync.PersistedRelay{{URL: "wss://r.example", ConfirmedGen: 1}}
+		},
+		Confirmable: func() bool { return !busy },
+	}
+	gauge := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "ngit_sync_state_relays_saved_timestamp_seconds" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no ngit_sync_state_relays_saved_timestamp_seconds")
+		return 0
+	}
+	if err := s.Flush(src); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); !st.RelaysSaved.IsZero() || gauge() != 0 {
+		t.Fatalf("relay states shown saved while the sidecar was busy: %v, gauge %v", st.RelaysSaved, gauge())
+	}
+	busy = false
+	clk.Advance(time.Minute)
+	if err := s.Flush(src); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); !st.RelaysSaved.Equal(clk.Now()) || gauge() != float64(clk.Now().Unix()) {
+		t.Fatalf("relay states saved at %v (gauge %v), want %v", st.RelaysSaved, gauge(), clk.Now())
+	}
+	if rs, err := s.LoadRelays(); err != nil || len(rs) != 1 {
+		t.Fatalf("LoadRelays: %+v %v", rs, err)
 	}
 }

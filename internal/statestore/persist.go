@@ -66,6 +66,12 @@ type Stats struct {
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush"`
 	Flushes       uint64    `json:"flushes"`
+	// RelaysSaved is when the remote relays' states were last saved (zero
+	// before the first save of this run). They are saved only at a flush
+	// that finds nothing received still on its way to the own relay
+	// (Sources.Confirmable): a sidecar never idle at a flush keeps an old
+	// save, and a restart then syncs its relays as of that save.
+	RelaysSaved time.Time `json:"relays_saved"`
 	// InUse is the bytes each bucket's pages hold (keys, values, page
 	// headers; the file also has free pages and bbolt's growth slack).
 	InUse map[string]int64 `json:"in_use"`
@@ -91,6 +97,8 @@ type writer struct {
 	lastBeat  time.Time
 	rejGen    uint64
 	rejAt     time.Time
+	// relaysSaved is when relay states were last committed.
+	relaysSaved time.Time
 }
 
 // heartbeat bounds how often timestamps alone are written.
@@ -392,6 +400,8 @@ func (s *Store) flush(src Sources, final bool) error {
 	s.m.flushBytes.Add(float64(written))
 	if relays != nil {
 		s.relaysWritten(relays)
+		w.relaysSaved = s.opt.Now()
+		s.m.relaysSaved.Set(float64(w.relaysSaved.Unix()))
 	}
 	if beat {
 		w.lastBeat = s.opt.Now()
@@ -427,7 +437,7 @@ func (s *Store) Stats() Stats {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes}
+	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes, RelaysSaved: w.relaysSaved}
 	if w.events > 0 {
 		st.BytesPerEvent = float64(st.Bytes) / float64(w.events)
 	}
