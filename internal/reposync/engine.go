@@ -384,7 +384,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			e.refreshSnapshot() // the relays' last state, for the state store
+			e.refreshSnapshot()
+			e.storeRelaySnapshot() // the relays' last state, for the state store
 			for url := range e.relays {
 				e.dropConnection(url)
 			}

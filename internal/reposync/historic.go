@@ -252,6 +252,7 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	// subscriptions are open, and the retry fetches their history.
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
+	r.confirmedGen++
 	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
 		e.consolidate(r)
 	}
