@@ -106,12 +106,6 @@ func (e *Engine) jobSlots(r *remote) int {
 	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
 }
 
-// maxHistoricJobs bounds the historic jobs running at once over all
-// relays: each holds up to a page of events until its EOSE, so memory
-// stays bounded however many relays and batches there are, while enough
-// run to overlap the round trips of distant relays.
-const maxHistoricJobs = 16
-
 // startWaitingJobs starts queued jobs of every relay, up to the bounds.
 func (e *Engine) startWaitingJobs() {
 	for _, r := range e.relays {
@@ -121,17 +115,26 @@ func (e *Engine) startWaitingJobs() {
 	}
 }
 
+// startJobs starts r's queued jobs while it has free subscription slots
+// (jobSlots, less the slots lent to fetches) and fewer than
+// Config.HistoricMaxJobs jobs run over all relays: each holds up to a page
+// of events until its EOSE, so memory stays bounded however many relays and
+// batches there are, while enough run to overlap the round trips of
+// distant relays. Then it sets what r's running jobs may borrow (relend).
 func (e *Engine) startJobs(r *remote) {
+	defer e.relend(r)
 	if !e.allowed(r) {
 		return
 	}
-	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
+	lend := e.lender(r)
+	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		r.running++
 		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
 		started := e.clock.Now()
+		ctx := withBorrower(e.ctx, &jobSlotsBorrower{l: lend, max: e.cfg.HistoricFetchSlots - 1})
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -140,7 +143,7 @@ func (e *Engine) startJobs(r *remote) {
 			if j.run.pager {
 				hs = e.catchup
 			}
-			err := hs.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+			err := hs.Sync(ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
