@@ -309,7 +309,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
-		Auth:       newReadAuth(d.Sign, m.readAuth, e.log.Named("auth")),
+		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {

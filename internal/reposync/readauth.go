@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,11 @@ const (
 // relay is recorded as needing one (one warning, /status, the metric) and
 // not retried.
 type ReadAuth struct {
-	sign    func(*nostr.Event) error
+	sign func(*nostr.Event) error
+	// timeout bounds one AUTH round trip (the engine's EOSE timeout): a
+	// relay that never answers fails the attempt instead of holding every
+	// job on the connection.
+	timeout time.Duration
 	log     *zap.Logger
 	counter *prometheus.CounterVec
 
@@ -45,15 +50,18 @@ type authAttempt struct {
 	err  error
 }
 
-func newReadAuth(sign func(*nostr.Event) error, counter *prometheus.CounterVec, log *zap.Logger) *ReadAuth {
-	return &ReadAuth{sign: sign, log: log, counter: counter,
+func newReadAuth(sign func(*nostr.Event) error, timeout time.Duration, counter *prometheus.CounterVec, log *zap.Logger) *ReadAuth {
+	return &ReadAuth{sign: sign, timeout: timeout, log: log, counter: counter,
 		conns: map[*relay.Conn]*authAttempt{}, state: map[string]string{}, warned: map[string]bool{}}
 }
 
 // Ensure authenticates c once (concurrent callers wait for the one
-// attempt); it returns an error wrapping ErrAuthRequired when there is no
-// key or the relay refused the AUTH. The outcome holds for the connection's
-// life: a new connection tries again.
+// attempt, each on its own ctx); it returns an error wrapping
+// ErrAuthRequired when there is no key or the relay refused the AUTH or did
+// not answer within the timeout. The attempt runs on the connection's
+// lifetime, not on the first caller's ctx, so a caller that gives up does
+// not fail it for the others. The outcome holds for the connection's life:
+// a new connection tries again.
 func (a *ReadAuth) Ensure(ctx context.Context, c *relay.Conn) error {
 	if a == nil {
 		return fmt.Errorf("%w: no authenticator", ErrAuthRequired)
@@ -73,19 +81,7 @@ func (a *ReadAuth) Ensure(ctx context.Context, c *relay.Conn) error {
 			delete(a.conns, c)
 			a.mu.Unlock()
 		}()
-		switch {
-		case a.sign == nil:
-			at.err = fmt.Errorf("%w: no secret key configured", ErrAuthRequired)
-			a.record(url, authNoKey, "needs a key: no secret key configured", nil)
-		default:
-			if err := c.Authenticate(ctx, a.sign); err != nil {
-				at.err = fmt.Errorf("%w: %w", ErrAuthRequired, err)
-				a.record(url, authFailed, "AUTH failed: "+err.Error(), err)
-			} else {
-				a.record(url, authOK, authOK, nil)
-			}
-		}
-		close(at.done)
+		go a.attempt(c, url, at)
 	}
 	select {
 	case <-at.done:
@@ -93,6 +89,38 @@ func (a *ReadAuth) Ensure(ctx context.Context, c *relay.Conn) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// attempt runs the connection's one authentication and publishes its
+// outcome to every caller waiting in Ensure.
+func (a *ReadAuth) attempt(c *relay.Conn, url string, at *authAttempt) {
+	defer close(at.done)
+	if a.sign == nil {
+		at.err = fmt.Errorf("%w: no secret key configured", ErrAuthRequired)
+		a.record(url, authNoKey, "needs a key: no secret key configured", nil)
+		return
+	}
+	if err := a.authenticate(c); err != nil {
+		at.err = fmt.Errorf("%w: %w", ErrAuthRequired, err)
+		a.record(url, authFailed, "AUTH failed: "+err.Error(), err)
+		return
+	}
+	a.record(url, authOK, authOK, nil)
+}
+
+// authenticate runs one AUTH on c, bounded by the timeout and by the
+// connection's life.
+func (a *ReadAuth) authenticate(c *relay.Conn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return c.Authenticate(ctx, a.sign)
 }
 
 // Failed returns the error of an authentication that failed on c (nil when

@@ -1,0 +1,54 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
+
+// TestReadAuthUnansweredTimesOut: a relay that sends an AUTH challenge and
+// never answers the AUTH fails the attempt after the timeout (ErrAuthRequired,
+// the deadline as cause) instead of holding every job on the connection; a
+// caller that gives up first does not decide the attempt for the others.
+func TestReadAuthUnansweredTimesOut(t *testing.T) {
+	r := harness.Start(t, harness.RelayOptions{Name: "silent-auth", AuthChallengeOnConnect: true})
+	ctx := context.Background()
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	testkit.WaitFor(t, 10*time.Second, "the challenge", func() bool { return conn.Challenge() != "" })
+	r.SetFaults(harness.Faults{Mute: true})
+
+	sk := nostr.GeneratePrivateKey()
+	counter := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ngit_sync_read_auth_total", Help: "h"}, []string{"relay", "result"})
+	a := newReadAuth(func(ev *nostr.Event) error { return ev.Sign(sk) }, 300*time.Millisecond, counter, zap.NewNop())
+
+	impatient, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := a.Ensure(impatient, conn); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("impatient caller: %v, want its own deadline", err)
+	}
+	if err := a.Failed(conn); err != nil {
+		t.Fatalf("the attempt failed with the first caller's context: %v", err)
+	}
+	start := time.Now()
+	err = a.Ensure(ctx, conn)
+	if !errors.Is(err, ErrAuthRequired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered AUTH: %v, want ErrAuthRequired after the timeout", err)
+	}
+	t.Logf("unanswered AUTH failed after %v (timeout 300ms)", time.Since(start).Round(time.Millisecond))
+	if a.Failed(conn) == nil {
+		t.Fatal("the failed attempt is not remembered for the connection")
+	}
+}
