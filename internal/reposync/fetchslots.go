@@ -24,10 +24,10 @@ type slotLender struct {
 	// a lent slot came back.
 	wake func()
 
-	mu       sync.Mutex
-	spare    int  // slots that may be lent now
-	lent     int  // slots lent and not yet back
-	waiting  bool // a job of the relay waits for a slot
+	mu      sync.Mutex
+	spare   int  // slots that may be lent now
+	lent    int  // slots lent and not yet back
+	waiting bool // a job of the relay waits for a slot
 }
 
 // lender returns r's lender for its current connection.
