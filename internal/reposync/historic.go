@@ -107,12 +107,6 @@ func (e *Engine) jobSlots(r *remote) int {
 	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
 }
 
-// maxHistoricJobs bounds the historic jobs running at once over all
-// relays: each holds up to a page of events until its EOSE, so memory
-// stays bounded however many relays and batches there are, while enough
-// run to overlap the round trips of distant relays.
-const maxHistoricJobs = 16
-
 // startWaitingJobs starts queued jobs of every relay, up to the bounds.
 func (e *Engine) startWaitingJobs() {
 	for _, r := range e.relays {
@@ -122,11 +116,19 @@ func (e *Engine) startWaitingJobs() {
 	}
 }
 
+// startJobs starts r's queued jobs while it has free subscription slots
+// (jobSlots, less the slots lent to fetches) and fewer than
+// Config.HistoricMaxJobs jobs run over all relays: each holds up to a page
+// of events until its EOSE, so memory stays bounded however many relays and
+// batches there are, while enough run to overlap the round trips of
+// distant relays. Then it sets what r's running jobs may borrow (relend).
 func (e *Engine) startJobs(r *remote) {
+	defer e.relend(r)
 	if !e.allowed(r) {
 		return
 	}
-	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
+	lend := e.lender(r)
+	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
@@ -146,6 +148,7 @@ func (e *Engine) startJobs(r *remote) {
 			connDone = conn.Done()
 			e.exec(r, func(*relay.Conn) { close(queued) })
 		}
+		ctx := withBorrower(e.ctx, &jobSlotsBorrower{l: lend, max: e.cfg.HistoricFetchSlots - 1})
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -168,7 +171,7 @@ func (e *Engine) startJobs(r *remote) {
 				}
 				return e.h.Handle(ctx, in)
 			}
-			err := hs.Sync(e.ctx, conn, j.filters, 1, emit)
+			err := hs.Sync(ctx, conn, j.filters, 1, emit)
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.
 			for err != nil && e.ctx.Err() == nil {
@@ -177,7 +180,7 @@ func (e *Engine) startJobs(r *remote) {
 					break
 				}
 				j.filters = refit
-				err = hs.Sync(e.ctx, conn, j.filters, 1, emit)
+				err = hs.Sync(ctx, conn, j.filters, 1, emit)
 			}
 			e.post(func() {
 				e.historicJobs--

@@ -314,7 +314,7 @@ func (e *Engine) addFilters(a AddFilters) {
 	// threshold more than that set), or would use its last subscription:
 	// historic jobs running now hold subscriptions too.
 	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
-	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+1 >= budget {
+	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+e.lender(r).inUse()+1 >= budget {
 		if len(e.pending[r.URL]) > 0 {
 			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
 			r.deferred = true

@@ -302,6 +302,8 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.BatchQuiet = cfg.Sync.BatchQuiet
 	scfg.HistoricRetry.Base = cfg.Sync.HistoricRetryBase
 	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
+	scfg.HistoricMaxJobs = cfg.Sync.HistoricMaxJobs
+	scfg.HistoricFetchSlots = cfg.Sync.HistoricFetchSlots
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
