@@ -2,9 +2,7 @@ package reposync
 
 import (
 	"context"
-	"reflect"
 	"time"
-	"unsafe"
 
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
@@ -41,12 +39,35 @@ type PersistedRelay struct {
 	ConfirmedGen uint64 `json:"-"`
 }
 
-// RelayStates returns every tracked remote relay's persistable state, as
-// of the last status refresh (the engine's tick); nil before the first.
+// RelayStates returns every tracked remote relay's persistable state. It
+// is built when asked, on the Run goroutine; when the engine does not
+// answer within a second (or is not running), the last one built (nil
+// before the first). Run builds one last when it stops, before it drops
+// the connections.
 func (e *Engine) RelayStates() []PersistedRelay {
+	if e.running.Load() {
+		done := make(chan struct{})
+		select {
+		case e.inbox <- func() { e.storeRelaySnapshot(); close(done) }:
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+			}
+		default:
+		}
+	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	return e.relaySnap
+}
+
+// storeRelaySnapshot builds the persistable relay states (on the Run
+// goroutine) and keeps them for RelayStates.
+func (e *Engine) storeRelaySnapshot() {
+	relays := e.snapshotRelays()
+	e.snapMu.Lock()
+	e.relaySnap = relays
+	e.snapMu.Unlock()
 }
 
 // RestoreRelays hands the engine the relay states of the previous run;
@@ -76,6 +97,7 @@ func (e *Engine) applyRestored(r *remote) {
 	for _, v := range p.Roots {
 		r.Confirmed.Roots.add(v)
 	}
+	r.confirmedGen++
 	r.LastConnected = p.LastConnected
 	r.DisconnectedAt = p.DisconnectedAt
 	if r.DisconnectedAt.IsZero() {
@@ -90,31 +112,14 @@ func (e *Engine) applyRestored(r *remote) {
 }
 
 // confirmedCache holds a relay's confirmed items as lists, rebuilt only
-// when the sets changed: they only grow, or are replaced when cleared.
+// when they changed: when the relay's confirmedGen moved or the relay was
+// forgotten and tracked again (another *remote).
 type confirmedCache struct {
-	gen            uint64
-	repos, roots   unsafe.Pointer
-	nRepos, nRoots int
-	repoList       []string
-	rootList       []string
-}
-
-func (c *confirmedCache) lists(it Items, gen *uint64) ([]string, []string) {
-	rp, op := reflect.ValueOf(it.Repos).UnsafePointer(), reflect.ValueOf(it.Roots).UnsafePointer()
-	changed := c.gen == 0
-	if rp != c.repos || len(it.Repos) != c.nRepos {
-		c.repos, c.nRepos, c.repoList = rp, len(it.Repos), keys(it.Repos)
-		changed = true
-	}
-	if op != c.roots || len(it.Roots) != c.nRoots {
-		c.roots, c.nRoots, c.rootList = op, len(it.Roots), keys(it.Roots)
-		changed = true
-	}
-	if changed {
-		*gen++
-		c.gen = *gen
-	}
-	return c.repoList, c.rootList
+	r        *remote
+	seen     uint64 // r.confirmedGen the lists were built at
+	gen      uint64 // the engine-wide generation handed to the store
+	repoList []string
+	rootList []string
 }
 
 func keys(s set) []string {
@@ -126,7 +131,7 @@ func keys(s set) []string {
 }
 
 // snapshotRelays builds the persistable relay states; it runs on the Run
-// goroutine with the status refresh.
+// goroutine.
 func (e *Engine) snapshotRelays() []PersistedRelay {
 	now := e.clock.Now()
 	out := make([]PersistedRelay, 0, len(e.relays))
@@ -140,11 +145,13 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 	}
 	for _, r := range e.relays {
 		c := e.confirmedLists[r.URL]
-		if c == nil {
-			c = &confirmedCache{}
+		if c == nil || c.r != r || c.seen != r.confirmedGen {
+			e.confirmedGen++
+			c = &confirmedCache{r: r, seen: r.confirmedGen, gen: e.confirmedGen,
+				repoList: keys(r.Confirmed.Repos), rootList: keys(r.Confirmed.Roots)}
 			e.confirmedLists[r.URL] = c
 		}
-		repos, roots := c.lists(r.Confirmed, &e.confirmedGen)
+		repos, roots := c.repoList, c.rootList
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
 			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
 		if r.Status.IsUp() {

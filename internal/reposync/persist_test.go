@@ -82,3 +82,75 @@ func TestRestoredReposAndSelfHistoryFilters(t *testing.T) {
 }
 
 func nostrTS(t time.Time) nostr.Timestamp { return nostr.Timestamp(t.Unix()) }
+
+// The persistable relay states are built when the store asks, not with
+// every status refresh, and a relay's ConfirmedGen moves exactly when its
+// confirmed items changed: a confirmed batch, a clear (even to as many
+// items as before), a restore, or the relay forgotten and tracked again.
+func TestRelayStatesConfirmedGen(t *testing.T) {
+	e := newBareEngine(t)
+	const url = "wss://r.example"
+	ref := "30617:" + strings.Repeat("a", 64) + ":proj"
+	e.RestoreRelays([]PersistedRelay{{URL: url, Repos: []string{ref}, HistoricDone: true,
+		LastConnected: e.clock.Now().Add(-time.Hour), SeenUp: e.clock.Now()}})
+	e.track(url, false)
+	e.refreshSnapshot()
+	if rs := e.RelayStates(); rs != nil {
+		t.Fatalf("a status refresh built the relay states: %+v", rs)
+	}
+	snap := func() PersistedRelay {
+		t.Helper()
+		e.storeRelaySnapshot()
+		rs := e.RelayStates()
+		if len(rs) != 1 {
+			t.Fatalf("relay states: %+v", rs)
+		}
+		return rs[0]
+	}
+	p := snap()
+	if len(p.Repos) != 1 || p.ConfirmedGen == 0 {
+		t.Fatalf("restored relay: %+v", p)
+	}
+	if q := snap(); q.ConfirmedGen != p.ConfirmedGen {
+		t.Fatalf("generation moved with nothing changed: %d → %d", p.ConfirmedGen, q.ConfirmedGen)
+	}
+	steps := []struct {
+		name  string
+		do    func()
+		repos int
+	}{
+		{"a confirmed batch", func() {
+			items := newItems()
+			items.Repos.add("30617:" + strings.Repeat("b", 64) + ":other")
+			e.onBatchDone(e.relays[url], &PendingBatch{ID: 1, Items: items}, &batchRun{})
+		}, 2},
+		{"a clear", func() { e.relays[url].ClearConfirmed() }, 0},
+		{"a clear and as many items again", func() {
+			r := e.relays[url]
+			r.ClearConfirmed()
+			r.Confirmed.Repos.add(ref) // as Confirmed changes only with a bump
+			r.confirmedGen++
+			e.storeRelaySnapshot()
+			r.ClearConfirmed()
+			items := newItems()
+			items.Repos.add("30617:" + strings.Repeat("c", 64) + ":third")
+			e.onBatchDone(r, &PendingBatch{ID: 3, Items: items}, &batchRun{})
+		}, 1},
+		{"forgotten and tracked again", func() {
+			e.forget(url)
+			e.track(url, false)
+		}, 0},
+	}
+	last := snap()
+	for _, s := range steps {
+		s.do()
+		q := snap()
+		if q.ConfirmedGen == last.ConfirmedGen {
+			t.Errorf("%s: generation did not move (%d)", s.name, q.ConfirmedGen)
+		}
+		if len(q.Repos) != s.repos {
+			t.Errorf("%s: %d repos persisted, want %d", s.name, len(q.Repos), s.repos)
+		}
+		last = q
+	}
+}

@@ -282,11 +282,11 @@ func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
 	opts := e.cfg.Negentropy.Options
 	opts.Now = e.clock.Now
 	before := e.local.Index().Len()
-	res, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
+	removed, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
 	switch {
 	case err == nil:
-		if res.Removed > max(lostMin, before/10) {
-			e.forgetConfirmed(ctx, res.Removed)
+		if removed > max(lostMin, before/10) {
+			e.forgetConfirmed(ctx, removed)
 		}
 		return true
 	case ctx.Err() != nil:

@@ -24,7 +24,7 @@ func (s *Sidecar) openState(local *localindex.Index) error {
 	}
 	st, err := statestore.Open(statestore.Options{
 		Dir: s.cfg.State.Dir, OwnRelay: own, Log: s.log.Named("state"),
-		Registerer: s.d.Registry, Now: s.d.Clock.Now,
+		Registerer: s.d.Registry, Clock: s.d.Clock,
 	})
 	if err != nil {
 		return fmt.Errorf("state store: %w", err)
@@ -70,7 +70,7 @@ func (s *Sidecar) stateStatus() status.State {
 	}
 	st := s.store.Stats()
 	return status.State{Outcome: string(st.Outcome), Dir: st.Dir, Bytes: st.Bytes, Events: st.Events,
-		BytesPerEvent: st.BytesPerEvent, LastFlush: st.LastFlush, InUse: st.InUse}
+		BytesPerEvent: st.BytesPerEvent, LastFlush: st.LastFlush, RelaysSaved: st.RelaysSaved, InUse: st.InUse}
 }
 
 // LocalIndex is the index of what the own relay holds (nil without

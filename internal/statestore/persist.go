@@ -66,6 +66,12 @@ type Stats struct {
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush"`
 	Flushes       uint64    `json:"flushes"`
+	// RelaysSaved is when the remote relays' states were last saved (zero
+	// before the first save of this run). They are saved only at a flush
+	// that finds nothing received still on its way to the own relay
+	// (Sources.Confirmable): a sidecar never idle at a flush keeps an old
+	// save, and a restart then syncs its relays as of that save.
+	RelaysSaved time.Time `json:"relays_saved"`
 	// InUse is the bytes each bucket's pages hold (keys, values, page
 	// headers; the file also has free pages and bbolt's growth slack).
 	InUse map[string]int64 `json:"in_use"`
@@ -91,6 +97,8 @@ type writer struct {
 	lastBeat  time.Time
 	rejGen    uint64
 	rejAt     time.Time
+	// relaysSaved is when relay states were last committed.
+	relaysSaved time.Time
 }
 
 // heartbeat bounds how often timestamps alone are written.
@@ -213,15 +221,15 @@ func resetBucket(tx *bolt.Tx, name []byte) error {
 	return err
 }
 
-// Run flushes every interval until ctx is done, then once more.
+// Run flushes every interval until ctx is done. It does not flush at the
+// end: the owner calls FlushFinal once everything that feeds the sources
+// has stopped (a flush here would only be repeated by that one).
 func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return s.FlushFinal(src)
-		case <-t.C:
+			return nil
+		case <-s.opt.Clock.After(interval):
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
 			}
@@ -242,7 +250,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	start := time.Now()
+	start := s.opt.Now()
 	var chunk []byte
 	var snapshot [][]byte
 	removed := 0
@@ -263,7 +271,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	// Timestamps alone (a relay last seen up, the own relay read until
 	// now) are written at most every heartbeat: an idle sidecar does not
 	// commit every flush interval.
-	beat := final || time.Since(w.lastBeat) >= heartbeat
+	beat := final || s.opt.Now().Sub(w.lastBeat) >= heartbeat
 	if relays != nil && !beat && !w.relaysChanged(relays) {
 		relays = nil
 	}
@@ -283,7 +291,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	var rejected []byte
 	var rejGen uint64
 	if src.Rejected != nil {
-		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || time.Since(w.rejAt) >= rejectedEvery) {
+		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || s.opt.Now().Sub(w.rejAt) >= rejectedEvery) {
 			b, err := json.Marshal(src.Rejected.ExportState())
 			if err != nil {
 				return fmt.Errorf("statestore: rejected index: %w", err)
@@ -293,12 +301,12 @@ func (s *Store) flush(src Sources, final bool) error {
 	}
 	var held []purgatory.Persisted
 	savePurg := false
+	var purgGen uint64
 	if src.Purgatory != nil {
-		gen := src.Purgatory.Generation()
+		purgGen = src.Purgatory.Generation()
 		n := src.Purgatory.Len()
-		if gen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
+		if purgGen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
 			held, savePurg = src.Purgatory.Export(), true
-			w.purgGen = gen
 		}
 	}
 	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil && rejected == nil {
@@ -372,21 +380,34 @@ func (s *Store) flush(src Sources, final bool) error {
 		return nil
 	})
 	w.flushes++
-	s.m.flushSecs.Add(time.Since(start).Seconds())
+	s.m.flushSecs.Add(s.opt.Now().Sub(start).Seconds())
 	if err != nil {
 		s.m.flushes.WithLabelValues("error").Inc()
+		// The journal was drained (or cleared by the snapshot) before the
+		// transaction: the next flush writes a full snapshot instead, so
+		// the lost chunk's adds and removes reach the store. Nothing else
+		// is recorded before commit; the purgatory is compared against
+		// the generation last committed.
+		if src.Local != nil && (chunk != nil || snapshot != nil) {
+			w.chunks = maxChunks
+		}
 		return fmt.Errorf("statestore: flush: %w", err)
 	}
 	s.m.flushes.WithLabelValues("ok").Inc()
+	if savePurg {
+		w.purgGen = purgGen
+	}
 	s.m.flushBytes.Add(float64(written))
 	if relays != nil {
 		s.relaysWritten(relays)
+		w.relaysSaved = s.opt.Now()
+		s.m.relaysSaved.Set(float64(w.relaysSaved.Unix()))
 	}
 	if beat {
-		w.lastBeat = time.Now()
+		w.lastBeat = s.opt.Now()
 	}
 	if rejected != nil {
-		w.rejGen, w.rejAt = rejGen, time.Now()
+		w.rejGen, w.rejAt = rejGen, s.opt.Now()
 	}
 	if saveRoots {
 		w.reposGen = repos.Gen
@@ -402,7 +423,7 @@ func (s *Store) flush(src Sources, final bool) error {
 		w.chunks++
 		w.removed += removed
 	}
-	w.lastFlush = time.Now()
+	w.lastFlush = s.opt.Now()
 	s.refreshSize()
 	s.refreshUsage(w)
 	if w.events > 0 {
@@ -416,7 +437,7 @@ func (s *Store) Stats() Stats {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes}
+	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes, RelaysSaved: w.relaysSaved}
 	if w.events > 0 {
 		st.BytesPerEvent = float64(st.Bytes) / float64(w.events)
 	}
@@ -429,10 +450,10 @@ const usageEvery = 10 * time.Second
 
 // refreshUsage recomputes the bytes in use per bucket (under w.mu).
 func (s *Store) refreshUsage(w *writer) {
-	if time.Since(w.usageAt) < usageEvery && w.inUse != nil {
+	if s.opt.Now().Sub(w.usageAt) < usageEvery && w.inUse != nil {
 		return
 	}
-	w.usageAt = time.Now()
+	w.usageAt = s.opt.Now()
 	in := map[string]int64{}
 	_ = guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {

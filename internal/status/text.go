@@ -93,6 +93,11 @@ func stateText(st *State, now time.Time) string {
 	text := fmt.Sprintf("%s, %s: %d bytes, %d events (%.0f bytes/event)", st.Outcome, st.Dir, st.Bytes, st.Events, st.BytesPerEvent)
 	if !st.LastFlush.IsZero() {
 		text += ", last write " + Round(now.Sub(st.LastFlush)) + " ago"
+		if st.RelaysSaved.IsZero() {
+			text += ", relay states not saved yet"
+		} else {
+			text += ", relay states saved " + Round(now.Sub(st.RelaysSaved)) + " ago"
+		}
 	}
 	return text
 }

@@ -28,7 +28,7 @@ func sampleStatus(started time.Time) Snapshot {
 		}},
 		Rejected: Rejected{Hot: 3, Cold: 9},
 		State: State{Outcome: "resumed", Dir: "/var/lib/grasp-sync", Bytes: 123456, Events: 1000, BytesPerEvent: 123.456,
-			LastFlush: started.Add(90*time.Minute - 3*time.Second)},
+			LastFlush: started.Add(90*time.Minute - 3*time.Second), RelaysSaved: started.Add(90*time.Minute - 3*time.Second)},
 	}
 }
 
@@ -51,7 +51,7 @@ func TestPrintStatus(t *testing.T) {
 		"publisher        queued 5, in flight 2, accepted 1000, duplicates 50, rejected 3",
 		"purgatory        7 events, 7 identifiers queued for a git sync",
 		"rejected         hot 3, cold 9",
-		"state            resumed, /var/lib/grasp-sync: 123456 bytes, 1000 events (123 bytes/event), last write 3s ago",
+		"state            resumed, /var/lib/grasp-sync: 123456 bytes, 1000 events (123 bytes/event), last write 3s ago, relay states saved 3s ago",
 		"relay notes\n  wss://gitnostr.com\n    truncation: a REQ page cut at 500 events below its limit\n    read AUTH: needs a key: set auth.key\n",
 		"relays (2)",
 		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234",
