@@ -214,6 +214,9 @@ func parseNIP05(id string) (name, domain string, err error) {
 			return bad("bad port")
 		}
 	}
+	if port == "" && strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1] // [IPv6] without a port
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
 			return bad("zoned address")

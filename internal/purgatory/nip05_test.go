@@ -109,6 +109,28 @@ func TestNIP05Lookup(t *testing.T) {
 	}
 }
 
+func TestParseNIP05(t *testing.T) {
+	for _, c := range []struct{ id, name, domain string }{
+		{"Alice@Example.COM", "alice", "example.com"},
+		{"example.com", "_", "example.com"},
+		{"bob@127.0.0.1:8443", "bob", "127.0.0.1:8443"},
+		{"bob@[::1]:8443", "bob", "[::1]:8443"},
+		{"bob@[::1]", "bob", "[::1]"},
+		{"bob@::1", "bob", "[::1]"},
+	} {
+		name, domain, err := parseNIP05(c.id)
+		if err != nil || name != c.name || domain != c.domain {
+			t.Errorf("parseNIP05(%q) = %q, %q, %v; want %q, %q", c.id, name, domain, err, c.name, c.domain)
+		}
+	}
+	for _, id := range []string{"", "@example.com", "a b@example.com", "bob@localhost", "bob@example.com:0",
+		"bob@example.com:99999", "bob@[fe80::1%eth0]:1", "bob@-x.example", "bob@a..example", "bob@example.com?x=1"} {
+		if _, _, err := parseNIP05(id); !errors.Is(err, ErrNIP05) {
+			t.Errorf("parseNIP05(%q) = %v, want ErrNIP05", id, err)
+		}
+	}
+}
+
 // TestNIP05CacheBounded: at the bound, expired entries are pruned on insert
 // and nothing is stored beyond it.
 func TestNIP05CacheBounded(t *testing.T) {
