@@ -172,3 +172,43 @@ func (r staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 	}
 	return nil, fmt.Errorf("no such host %s", host)
 }
+
+// TestSSRFNIP05Owner: in the sidecar, a state event whose repository's
+// only clone URLs are nostr:// URLs with NIP-05 owners on a private and a
+// loopback address makes the purgatory look the owners up through the
+// policy, which refuses both domains (counted with kind nip05); nothing
+// is dialled.
+func TestSSRFNIP05Owner(t *testing.T) {
+	own := ownRelay(t)
+	res := &ssrfResolver{asked: map[string]int{}, answers: map[string][]netip.Addr{
+		"nip05.test": {netip.MustParseAddr("10.0.0.7")},
+	}}
+	dial, dialled := guardedDial(t)
+	alice := harness.NewKey()
+	commit := harness.FakeCommit("nip05")
+	own.Inject(
+		alice.Announcement("clones", harness.WithRelays(own.URL()),
+			harness.WithClone("nostr://alice@nip05.test/clones", "nostr://bob@127.0.0.1:1/clones")),
+		alice.State("clones", harness.WithRef("refs/heads/main", commit), harness.WithHEAD("main")))
+
+	cfg := fastConfig(own)
+	cfg.Dial.Allow = []string{} // nothing private is allowed
+	cfg.GitDir = t.TempDir()
+	cfg.Purgatory.CreateMissingRepos = true
+	cfg.Purgatory.OwnRelayDelay = 50 * time.Millisecond
+	cfg.Purgatory.SyncedDelay = 50 * time.Millisecond
+	cfg.Purgatory.Loop = 50 * time.Millisecond
+	cfg.Purgatory.Backoff = []time.Duration{100 * time.Millisecond}
+	sc, _ := startPolicySidecar(t, cfg, sidecar.Deps{Resolver: res, PolicyDial: dial})
+
+	testkit.WaitFor(t, syncTimeout, "the NIP-05 domains were not refused", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "nip05", "reason": "private"}) >= 1 &&
+			testkit.Metric(t, sc.Registry, "ngit_sync_dial_refused_total", map[string]string{"kind": "nip05", "reason": "loopback"}) >= 1
+	})
+	if res.count("nip05.test") == 0 {
+		t.Fatal("nip05.test was never resolved")
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Fatalf("%d connections dialled", n)
+	}
+}
