@@ -81,7 +81,7 @@ type Auth struct {
 
 // Dial configures which destinations announcements may make us connect to.
 type Dial struct {
-	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs may reach even though they are loopback, private, link-local or metadata addresses."`
+	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs (and NIP-05 domains of nostr:// clone URLs) may reach even though they are loopback, private, link-local or metadata addresses."`
 }
 
 // Relay configures every WebSocket connection.
