@@ -51,7 +51,7 @@ func TestBenchErrorsAreOneLine(t *testing.T) {
 	if code := run([]string{"grasp-sync-demo", "bench", "--profile", "huge"}, &stdout, &stderr); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
-	want := "grasp-sync-demo: bench: unknown profile \"huge\" (want one of small, medium, one-relay, large)\n"
+	want := "grasp-sync-demo: bench: unknown profile \"huge\" (want one of forge, small, medium, one-relay, large)\n"
 	if got := stderr.String(); got != want {
 		t.Errorf("stderr %q, want %q", got, want)
 	}

@@ -46,15 +46,20 @@ type Profile struct {
 	Relays int `json:"relays"`
 	// Repos is the number of repositories.
 	Repos int `json:"repos"`
+	// Forge shapes the events like a busy forge (harness
+	// UniverseOptions.Forge): half roots, half discussion under them.
+	Forge bool `json:"forge,omitempty"`
 }
 
 // Profiles are the named profiles of issue 8, plus "one-relay" (the
-// issue-5 historic sync of 100,000 events from a single relay).
+// issue-5 historic sync of 100,000 events from a single relay) and
+// "forge" (issue 16: half the events roots, half discussion under them).
 var Profiles = map[string]Profile{
 	"small":     {Name: "small", Events: 10_000, Relays: 3, Repos: 200},
 	"medium":    {Name: "medium", Events: 100_000, Relays: 10, Repos: 2_000},
 	"large":     {Name: "large", Events: 1_000_000, Relays: 20, Repos: 10_000},
 	"one-relay": {Name: "one-relay", Events: 100_000, Relays: 1, Repos: 2_000},
+	"forge":     {Name: "forge", Events: 10_000, Relays: 5, Repos: 100, Forge: true},
 }
 
 // Resized returns p with the given sizes in place of its own (zero keeps

@@ -141,7 +141,7 @@ func TestOptionsValidation(t *testing.T) {
 
 func TestProfileNamesSorted(t *testing.T) {
 	got := strings.Join(ProfileNames(), ",")
-	if want := "small,medium,one-relay,large"; got != want {
+	if want := "forge,small,medium,one-relay,large"; got != want {
 		t.Fatalf("ProfileNames = %s, want %s", got, want)
 	}
 }

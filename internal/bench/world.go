@@ -57,6 +57,7 @@ func newWorld(opts Options) (*world, error) {
 	}
 	u, err := harness.NewUniverse(harness.UniverseOptions{
 		Seed: opts.Seed, Repos: opts.Profile.Repos, Relays: urls, Events: opts.Profile.Events,
+		Forge: opts.Profile.Forge,
 	})
 	if err != nil {
 		w.close()

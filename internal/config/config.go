@@ -113,6 +113,8 @@ type Sync struct {
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
 	HistoricRetryBase      time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
 	HistoricRetryMax       time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
+	HistoricMaxJobs        int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; each holds up to a page of events until its EOSE, so this bounds memory while letting distant relays' round trips overlap."`
+	HistoricFetchSlots     int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
 }
 
 // Health configures per-relay health tracking.
@@ -233,6 +235,8 @@ func Default() *Config {
 			BatchQuiet:             sync.BatchQuiet,
 			HistoricRetryBase:      sync.HistoricRetry.Base,
 			HistoricRetryMax:       sync.HistoricRetry.Max,
+			HistoricMaxJobs:        sync.HistoricMaxJobs,
+			HistoricFetchSlots:     sync.HistoricFetchSlots,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,

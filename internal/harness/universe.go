@@ -56,6 +56,11 @@ type UniverseOptions struct {
 	// such events, relays reject them when published, and clients that
 	// verify signatures drop them.
 	SkipSignatures bool
+	// Forge shapes the events like a busy forge: half of them roots
+	// (patches, PRs, issues), the other half discussion under roots
+	// (statuses, comments, patch replies, PR updates, replies, quotes),
+	// none on the announcements. Default: 10 % comment on announcements.
+	Forge bool
 	// CloneURL returns a repository's clone URL for one of its relays;
 	// default http://<relay host>/<npub>/<d>.git (a GRASP layout, so a
 	// GraspPolicy relay accepts the announcement).
@@ -181,6 +186,9 @@ func NewUniverse(opts UniverseOptions) (*Universe, error) {
 		who := contributors[rng.IntN(len(contributors))]
 		at := WithCreatedAt(clock())
 		p := rng.IntN(100)
+		if opts.Forge && p >= 50 {
+			p = 60 + (p-50)*40/50 // discussion only, in the default proportions
+		}
 		if len(repo.Roots) == 0 {
 			p %= 60 // roots first
 		}

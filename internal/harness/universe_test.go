@@ -145,3 +145,43 @@ func TestHarnessCorpusFixture(t *testing.T) {
 		t.Fatal("Corpus returns shared events")
 	}
 }
+
+// TestHarnessUniverseForge checks the forge shape: about half the events
+// after the announcements and states are roots, the rest refer to a root,
+// none to an announcement.
+func TestHarnessUniverseForge(t *testing.T) {
+	u, err := harness.NewUniverse(harness.UniverseOptions{Seed: 3, Repos: 10, Relays: []string{"ws://127.0.0.1:1"},
+		Events: 2000, SkipSignatures: true, Forge: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, anns := map[string]bool{}, map[string]bool{}
+	for _, repo := range u.Repos {
+		anns[repo.Announcement.ID] = true
+		for _, r := range repo.Roots {
+			roots[r.ID] = true
+		}
+	}
+	discussion := 0
+	for _, ev := range u.Events {
+		if ev.Kind == harness.KindAnnouncement || ev.Kind == harness.KindState || roots[ev.ID] {
+			continue
+		}
+		discussion++
+		onRoot := false
+		for _, tag := range ev.Tags {
+			if len(tag) >= 2 && tag[0] == "e" && anns[tag[1]] {
+				t.Fatalf("event kind %d refers to an announcement", ev.Kind)
+			}
+			if len(tag) >= 2 && (tag[0] == "e" || tag[0] == "E" || tag[0] == "q") && roots[tag[1]] {
+				onRoot = true
+			}
+		}
+		if !onRoot {
+			t.Fatalf("discussion event kind %d refers to no root: %v", ev.Kind, ev.Tags)
+		}
+	}
+	if n := len(roots); n < 900 || n > 1100 || n+discussion != 2000-20 {
+		t.Fatalf("%d roots, %d discussion events of %d, want about half roots", n, discussion, 2000-20)
+	}
+}

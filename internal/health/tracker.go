@@ -68,7 +68,8 @@ type relayHealth struct {
 	attemptAt     time.Time
 
 	announced       relay.Limits
-	learnedSubs     int // 0: nothing learned
+	learned         relay.Limits // bounds taught by refusals (0: nothing learned)
+	learnedSubs     int          // 0: nothing learned
 	lastBudgetLower time.Time
 
 	reported State // last state logged, for transition logs

@@ -12,6 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip19"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -45,8 +46,10 @@ type NostrResolver struct {
 	// Timeout bounds one relay's answer; MaxRelays the relays asked per URL.
 	Timeout   time.Duration
 	MaxRelays int
-	// TTL is how long a resolution is remembered.
+	// TTL is how long a resolution is remembered, on Clock.
 	TTL time.Duration
+	// Clock tells the time of the cache (nil: the wall clock).
+	Clock clock.Clock
 
 	mu    sync.Mutex
 	cache map[string]resolved
@@ -64,7 +67,7 @@ func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string
 	}
 	key := u.PubKey + ":" + u.Identifier
 	r.mu.Lock()
-	if c, ok := r.cache[key]; ok && time.Since(c.at) < r.TTL {
+	if c, ok := r.cache[key]; ok && r.now().Sub(c.at) < r.TTL {
 		r.mu.Unlock()
 		return c.urls, nil
 	}
@@ -97,9 +100,16 @@ func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string
 	if r.cache == nil {
 		r.cache = map[string]resolved{}
 	}
-	r.cache[key] = resolved{urls: urls, at: time.Now()}
+	r.cache[key] = resolved{urls: urls, at: r.now()}
 	r.mu.Unlock()
 	return urls, nil
+}
+
+func (r *NostrResolver) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }
 
 // ask reads the owner's announcement and GRASP list from one relay.

@@ -29,6 +29,10 @@ type Limits struct {
 	MaxContentLength int `json:"max_content_length,omitempty"`
 	// CreatedAtLowerLimit, in seconds, refuses events older than that.
 	CreatedAtLowerLimit int `json:"created_at_lower_limit,omitempty"`
+	// MaxTagValues is the number of tag values one filter may carry. NIP-11
+	// has no such field: it is only ever learned from a refusal (eventstore's
+	// "too many tag values").
+	MaxTagValues int `json:"max_tag_values,omitempty"`
 }
 
 // CommonCaps are result sizes at which relays in the wild cut a REQ's

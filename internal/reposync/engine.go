@@ -45,7 +45,14 @@ type Config struct {
 	BatchWindow time.Duration
 	BatchQuiet  time.Duration
 	// HistoricRetry is the backoff of a failed historic batch's retries.
-	HistoricRetry          backoff.Policy
+	HistoricRetry backoff.Policy
+	// HistoricMaxJobs bounds the historic jobs running at once over all
+	// relays (each holds up to a page of events until its EOSE).
+	HistoricMaxJobs int
+	// HistoricFetchSlots is how many fetch-by-id REQs one historic job may
+	// have open at once: its own slot plus slots of its relay that no other
+	// job waits for.
+	HistoricFetchSlots     int
 	QuickReconnectWindow   time.Duration
 	SinceBuffer            time.Duration
 	ValuesPerFilter        int
@@ -79,6 +86,8 @@ func DefaultConfig() Config {
 		BatchWindow:              5 * time.Second,
 		BatchQuiet:               250 * time.Millisecond,
 		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
+		HistoricMaxJobs:          16,
+		HistoricFetchSlots:       4,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
@@ -110,6 +119,8 @@ func (c Config) validate() error {
 	}{
 		{"ValuesPerFilter", c.ValuesPerFilter},
 		{"PageSize", c.PageSize},
+		{"HistoricMaxJobs", c.HistoricMaxJobs},
+		{"HistoricFetchSlots", c.HistoricFetchSlots},
 	} {
 		if f.v <= 0 {
 			return fmt.Errorf("reposync: %s must be positive, got %d", f.name, f.v)
@@ -241,6 +252,8 @@ type remote struct {
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
 	running int
+	// lend lends the slots no job holds to running jobs' id fetches.
+	lend *slotLender
 	// Consolidation waiting for pending batches to finish.
 	consolidateBy time.Time
 	// rebuildLive: live subscriptions were closed by the relay and must be

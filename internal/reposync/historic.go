@@ -107,12 +107,6 @@ func (e *Engine) jobSlots(r *remote) int {
 	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
 }
 
-// maxHistoricJobs bounds the historic jobs running at once over all
-// relays: each holds up to a page of events until its EOSE, so memory
-// stays bounded however many relays and batches there are, while enough
-// run to overlap the round trips of distant relays.
-const maxHistoricJobs = 16
-
 // startWaitingJobs starts queued jobs of every relay, up to the bounds.
 func (e *Engine) startWaitingJobs() {
 	for _, r := range e.relays {
@@ -122,13 +116,22 @@ func (e *Engine) startWaitingJobs() {
 	}
 }
 
+// startJobs starts r's queued jobs while it has free subscription slots
+// (jobSlots, less the slots lent to fetches) and fewer than
+// Config.HistoricMaxJobs jobs run over all relays: each holds up to a page
+// of events until its EOSE, so memory stays bounded however many relays and
+// batches there are, while enough run to overlap the round trips of
+// distant relays. Then it sets what r's running jobs may borrow (relend).
 func (e *Engine) startJobs(r *remote) {
+	defer e.relend(r)
 	if !e.allowed(r) {
 		return
 	}
-	for len(r.jobs) > 0 && r.running < e.jobSlots(r) && e.historicJobs < maxHistoricJobs {
+	lend := e.lender(r)
+	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
+		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
 		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
@@ -145,6 +148,7 @@ func (e *Engine) startJobs(r *remote) {
 			connDone = conn.Done()
 			e.exec(r, func(*relay.Conn) { close(queued) })
 		}
+		ctx := withBorrower(e.ctx, &jobSlotsBorrower{l: lend, max: e.cfg.HistoricFetchSlots - 1})
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -158,7 +162,7 @@ func (e *Engine) startJobs(r *remote) {
 			if j.run.pager {
 				hs = e.catchup
 			}
-			err := hs.Sync(e.ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+			emit := func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
@@ -166,7 +170,18 @@ func (e *Engine) startJobs(r *remote) {
 					return nil
 				}
 				return e.h.Handle(ctx, in)
-			})
+			}
+			err := hs.Sync(ctx, conn, j.filters, 1, emit)
+			// A refusal that taught a smaller limit is asked again at once
+			// within it, not left to the retry backoff.
+			for err != nil && e.ctx.Err() == nil {
+				refit := fitTagValues(j.filters, e.valuesPerFilter(url))
+				if len(refit) == len(j.filters) {
+					break
+				}
+				j.filters = refit
+				err = hs.Sync(ctx, conn, j.filters, 1, emit)
+			}
 			e.post(func() {
 				e.historicJobs--
 				if err == nil || !e.requeueRateLimited(url, gen, j, started) {

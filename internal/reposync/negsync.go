@@ -347,8 +347,9 @@ func windowKey(f nostr.Filter) string {
 	return k
 }
 
-// fetch asks for ids in batches, up to slots REQs at once, and retries ids
-// the relay did not return once before giving up on them.
+// fetch asks for ids in batches, up to slots REQs at once (more when ctx
+// carries a borrower with slots to lend), and retries ids the relay did
+// not return once before giving up on them.
 func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slots int, emit Emit) error {
 	if len(ids) == 0 {
 		return nil
@@ -372,16 +373,29 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		errs := make([]error, len(batches))
 		sem := make(chan struct{}, slots)
 		var wg sync.WaitGroup
+		lend := borrowerFrom(ctx)
 		for i, b := range batches {
+			// A slot of our own, else one the relay lends (fetchslots.go),
+			// else wait for one of our own.
+			release := func() { <-sem }
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return ctx.Err()
+			default:
+				if lend != nil && lend.borrow() {
+					release = lend.giveBack
+					break
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					wg.Wait()
+					return ctx.Err()
+				}
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() { <-sem }()
+				defer release()
 				_, errs[i] = s.pager.fetch(ctx, c, nostr.Filter{IDs: b, Limit: len(b)}, counting)
 			}()
 		}

@@ -168,6 +168,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			},
 			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
 			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
+			Clock: d.Clock,
 		}
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
@@ -301,6 +302,8 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.BatchQuiet = cfg.Sync.BatchQuiet
 	scfg.HistoricRetry.Base = cfg.Sync.HistoricRetryBase
 	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
+	scfg.HistoricMaxJobs = cfg.Sync.HistoricMaxJobs
+	scfg.HistoricFetchSlots = cfg.Sync.HistoricFetchSlots
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
