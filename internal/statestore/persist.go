@@ -267,6 +267,12 @@ func (s *Store) Flush(src Sources) error { return s.flush(src, false) }
 func (s *Store) FlushFinal(src Sources) error { return s.flush(src, true) }
 
 func (s *Store) flush(src Sources, final bool) error {
+	// The relays' states come from the engine's goroutine: asked before
+	// the lock, so Stats (/status) does not wait for the engine.
+	var rs []reposync.PersistedRelay
+	if src.Relays != nil && src.Confirmable != nil {
+		rs = src.Relays()
+	}
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -283,13 +289,11 @@ func (s *Store) flush(src Sources, final bool) error {
 		}
 	}
 	var relays []reposync.PersistedRelay
-	if src.Relays != nil && src.Confirmable != nil {
-		if rs := src.Relays(); rs != nil {
-			if src.Confirmable() {
-				relays, w.waiting = rs, nil
-			} else {
-				w.waiting = rs // saved by Run at the next instant nothing is on its way
-			}
+	if rs != nil {
+		if src.Confirmable() {
+			relays, w.waiting = rs, nil
+		} else {
+			w.waiting = rs // saved by Run at the next instant nothing is on its way
 		}
 	}
 	// Timestamps alone (a relay last seen up, the own relay read until
