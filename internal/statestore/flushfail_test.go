@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,6 +165,60 @@ func TestRelaysSavedVisible(t *testing.T) {
 	}
 	if st := s.Stats(); !st.RelaysSaved.Equal(clk.Now()) || gauge() != float64(clk.Now().Unix()) {
 		t.Fatalf("relay states saved at %v (gauge %v), want %v", st.RelaysSaved, gauge(), clk.Now())
+	}
+	if rs, err := s.LoadRelays(); err != nil || len(rs) != 1 {
+		t.Fatalf("LoadRelays: %+v %v", rs, err)
+	}
+}
+
+// Relay states a flush held back (something was on its way to the own
+// relay) are saved by Run at the first instant nothing is, without waiting
+// for a flush to find the sidecar idle.
+func TestRunSavesHeldBackRelaysWhenIdle(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var busy atomic.Bool
+	busy.Store(true)
+	src := Sources{
+		Relays: func() []reposync.PersistedRelay {
+			return []reposync.PersistedRelay{{URL: "wss://r.example", ConfirmedGen: 1}}
+		},
+		Confirmable: func() bool { return !busy.Load() },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, src, time.Minute) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor := func(what string, cond func() bool, step time.Duration) {
+		t.Helper()
+		for i := 0; !cond(); i++ {
+			if i == 5000 {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			if step > 0 && clk.Waiters() > 0 {
+				clk.Advance(step)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor("a flush", func() bool { return s.Stats().Flushes > 0 }, time.Minute)
+	if !s.relaysWaiting() || !s.Stats().RelaysSaved.IsZero() {
+		t.Fatal("relay states not held back while the sidecar was busy")
+	}
+	busy.Store(false)
+	flushes := s.Stats().Flushes
+	waitFor("the held-back relay states saved", func() bool { return !s.Stats().RelaysSaved.IsZero() }, time.Minute/relayLooks)
+	if s.Stats().Flushes != flushes {
+		t.Fatal("saved by a flush, want by a look between flushes")
 	}
 	if rs, err := s.LoadRelays(); err != nil || len(rs) != 1 {
 		t.Fatalf("LoadRelays: %+v %v", rs, err)

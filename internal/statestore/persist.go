@@ -24,9 +24,10 @@ import (
 type Sources struct {
 	Local     *localindex.Index
 	Purgatory *purgatory.Purgatory
-	// Relays returns the remote relays' states; they are saved only when
+	// Relays returns the remote relays' states; they are saved only once
 	// Confirmable, asked after Relays, reports true (nothing received is
-	// still on its way to the own relay).
+	// still on its way to the own relay): at that flush, or else by Run at
+	// the next instant it does.
 	Relays      func() []reposync.PersistedRelay
 	Confirmable func() bool
 	// Repos returns the repository index (roots per repository).
@@ -67,10 +68,10 @@ type Stats struct {
 	LastFlush     time.Time `json:"last_flush"`
 	Flushes       uint64    `json:"flushes"`
 	// RelaysSaved is when the remote relays' states were last saved (zero
-	// before the first save of this run). They are saved only at a flush
-	// that finds nothing received still on its way to the own relay
-	// (Sources.Confirmable): a sidecar never idle at a flush keeps an old
-	// save, and a restart then syncs its relays as of that save.
+	// before the first save of this run). They are saved only once nothing
+	// received is on its way to the own relay (Sources.Confirmable): a
+	// sidecar never idle keeps an old save, and a restart then syncs its
+	// relays as of that save.
 	RelaysSaved time.Time `json:"relays_saved"`
 	// InUse is the bytes each bucket's pages hold (keys, values, page
 	// headers; the file also has free pages and bbolt's growth slack).
@@ -99,6 +100,8 @@ type writer struct {
 	rejAt     time.Time
 	// relaysSaved is when relay states were last committed.
 	relaysSaved time.Time
+	// waiting are relay states a flush held back (not Confirmable).
+	waiting []reposync.PersistedRelay
 }
 
 // heartbeat bounds how often timestamps alone are written.
@@ -224,14 +227,31 @@ func resetBucket(tx *bolt.Tx, name []byte) error {
 // Run flushes every interval until ctx is done. It does not flush at the
 // end: the owner calls FlushFinal once everything that feeds the sources
 // has stopped (a flush here would only be repeated by that one).
+//
+// Relay states a flush had to hold back (something received was still on
+// its way to the own relay) are saved as soon as a look every
+// interval/relayLooks finds nothing on its way: the states were built
+// before that instant, so everything they claim reached the own relay.
 func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) error {
+	tick := s.opt.Clock.After(interval)
 	for {
+		var look <-chan time.Time
+		if src.Confirmable != nil && s.relaysWaiting() {
+			look = s.opt.Clock.After(max(interval/relayLooks, time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.opt.Clock.After(interval):
+		case <-tick:
+			tick = s.opt.Clock.After(interval)
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
+			}
+		case <-look:
+			if src.Confirmable() {
+				if err := s.saveWaitingRelays(); err != nil {
+					s.log.Warn("state store: saving the relays' states failed", zap.Error(err))
+				}
 			}
 		}
 	}
@@ -247,6 +267,12 @@ func (s *Store) Flush(src Sources) error { return s.flush(src, false) }
 func (s *Store) FlushFinal(src Sources) error { return s.flush(src, true) }
 
 func (s *Store) flush(src Sources, final bool) error {
+	// The relays' states come from the engine's goroutine: asked before
+	// the lock, so Stats (/status) does not wait for the engine.
+	var rs []reposync.PersistedRelay
+	if src.Relays != nil && src.Confirmable != nil {
+		rs = src.Relays()
+	}
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -263,9 +289,11 @@ func (s *Store) flush(src Sources, final bool) error {
 		}
 	}
 	var relays []reposync.PersistedRelay
-	if src.Relays != nil && src.Confirmable != nil {
-		if rs := src.Relays(); rs != nil && src.Confirmable() {
-			relays = rs
+	if rs != nil {
+		if src.Confirmable() {
+			relays, w.waiting = rs, nil
+		} else {
+			w.waiting = rs // saved by Run at the next instant nothing is on its way
 		}
 	}
 	// Timestamps alone (a relay last seen up, the own relay read until
@@ -400,8 +428,6 @@ func (s *Store) flush(src Sources, final bool) error {
 	s.m.flushBytes.Add(float64(written))
 	if relays != nil {
 		s.relaysWritten(relays)
-		w.relaysSaved = s.opt.Now()
-		s.m.relaysSaved.Set(float64(w.relaysSaved.Unix()))
 	}
 	if beat {
 		w.lastBeat = s.opt.Now()

@@ -3,6 +3,7 @@ package statestore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -129,6 +130,47 @@ func (s *Store) relaysWritten(relays []reposync.PersistedRelay) {
 		w.relayGen[r.URL] = r.ConfirmedGen
 		w.relayConn[r.URL], w.relayDisc[r.URL] = r.LastConnected, r.DisconnectedAt
 	}
+	w.relaysSaved = s.opt.Now()
+	s.m.relaysSaved.Set(float64(w.relaysSaved.Unix()))
+}
+
+// relayLooks is how many times per flush interval Run looks whether relay
+// states a flush held back can be saved.
+const relayLooks = 20
+
+// relaysWaiting tells whether a flush held relay states back.
+func (s *Store) relaysWaiting() bool {
+	w := s.w()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiting != nil
+}
+
+// saveWaitingRelays writes the relay states a flush held back; call it
+// only once Confirmable reported true after that flush.
+func (s *Store) saveWaitingRelays() error {
+	w := s.w()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	relays := w.waiting
+	if relays == nil {
+		return nil
+	}
+	w.waiting = nil
+	var written int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		n, err := s.putRelays(tx, relays)
+		written = n
+		return err
+	})
+	if err != nil {
+		s.m.flushes.WithLabelValues("error").Inc()
+		return fmt.Errorf("statestore: relays: %w", err)
+	}
+	s.m.flushes.WithLabelValues("ok").Inc()
+	s.m.flushBytes.Add(float64(written))
+	s.relaysWritten(relays)
+	return nil
 }
 
 var (

@@ -37,8 +37,8 @@ type State struct {
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush,omitzero"`
 	// RelaysSaved is when the remote relays' states were last saved (only
-	// at a flush with nothing received still on its way to the own relay;
-	// zero before the first save of this run).
+	// at an instant nothing received is on its way to the own relay; zero
+	// before the first save of this run).
 	RelaysSaved time.Time `json:"relays_saved,omitzero"`
 	// InUse is the bytes held per part of the store (local, relays,
 	// repos, purgatory, meta), without free pages.
