@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -30,8 +29,6 @@ const (
 	// DefaultNIP05MaxRelays is how many of the document's relay hints are
 	// kept.
 	DefaultNIP05MaxRelays = 4
-	// nip05CacheMax bounds the remembered lookups.
-	nip05CacheMax = 4096
 )
 
 // ErrNIP05: a NIP-05 identifier could not be resolved to a public key.
@@ -59,14 +56,12 @@ type NIP05Lookup struct {
 	// Clock tells the time of cache entries (default clock.Real).
 	Clock clock.Clock
 
-	mu    sync.Mutex
-	cache map[string]nip05Result
+	cache ttlCache[nip05Result]
 }
 
 type nip05Result struct {
 	pubkey string
 	relays []string
-	at     time.Time
 }
 
 // Lookup returns the public key the identifier names and the relays the
@@ -77,33 +72,14 @@ func (l *NIP05Lookup) Lookup(ctx context.Context, id string) (pubkey string, rel
 		return "", nil, err
 	}
 	key := name + "@" + domain
-	now := l.now()
-	l.mu.Lock()
-	if c, ok := l.cache[key]; ok && now.Sub(c.at) < l.TTL {
-		l.mu.Unlock()
+	if c, ok := l.cache.get(key, l.now(), l.TTL); ok {
 		return c.pubkey, c.relays, nil
 	}
-	l.mu.Unlock()
-
 	pubkey, relays, err = l.fetch(ctx, name, domain)
 	if err != nil {
 		return "", nil, err
 	}
-	l.mu.Lock()
-	if l.cache == nil {
-		l.cache = map[string]nip05Result{}
-	}
-	if _, ok := l.cache[key]; !ok && len(l.cache) >= nip05CacheMax {
-		for k, c := range l.cache {
-			if now.Sub(c.at) >= l.TTL {
-				delete(l.cache, k)
-			}
-		}
-	}
-	if len(l.cache) < nip05CacheMax {
-		l.cache[key] = nip05Result{pubkey: pubkey, relays: relays, at: now}
-	}
-	l.mu.Unlock()
+	l.cache.put(key, nip05Result{pubkey: pubkey, relays: relays}, l.now(), l.TTL)
 	return pubkey, relays, nil
 }
 

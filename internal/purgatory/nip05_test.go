@@ -139,22 +139,21 @@ func TestNIP05CacheBounded(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "https://")
 	clk := newManualClock()
 	l := &NIP05Lookup{Client: srv.Client(), Timeout: 5 * time.Second, TTL: time.Minute, Clock: clk}
-	l.cache = map[string]nip05Result{}
-	for i := 0; i < nip05CacheMax; i++ {
-		l.cache[fmt.Sprintf("n%d@x.example", i)] = nip05Result{pubkey: alice.pk, at: clk.Now()}
+	for i := 0; i < resolveCacheMax; i++ {
+		l.cache.put(fmt.Sprintf("n%d@x.example", i), nip05Result{pubkey: alice.pk}, clk.Now(), l.TTL)
 	}
 	if _, _, err := l.Lookup(context.Background(), "fresh@"+host); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.cache) != nip05CacheMax {
-		t.Fatalf("cache holds %d, want %d (full, nothing expired)", len(l.cache), nip05CacheMax)
+	if n := l.cache.len(); n != resolveCacheMax {
+		t.Fatalf("cache holds %d, want %d (full, nothing expired)", n, resolveCacheMax)
 	}
 	clk.Advance(2 * time.Minute)
 	if _, _, err := l.Lookup(context.Background(), "later@"+host); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.cache) != 1 {
-		t.Fatalf("cache holds %d after pruning, want 1", len(l.cache))
+	if n := l.cache.len(); n != 1 {
+		t.Fatalf("cache holds %d after pruning, want 1", n)
 	}
 }
 

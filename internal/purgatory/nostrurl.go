@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -54,13 +53,7 @@ type NostrResolver struct {
 	// Clock tells the time of the cache (nil: the wall clock).
 	Clock clock.Clock
 
-	mu    sync.Mutex
-	cache map[string]resolved
-}
-
-type resolved struct {
-	urls []string
-	at   time.Time
+	cache ttlCache[[]string]
 }
 
 // Resolve returns the fetchable clone URLs u resolves to.
@@ -72,12 +65,9 @@ func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string
 		}
 	}
 	key := u.PubKey + ":" + u.Identifier
-	r.mu.Lock()
-	if c, ok := r.cache[key]; ok && r.now().Sub(c.at) < r.TTL {
-		r.mu.Unlock()
-		return c.urls, nil
+	if urls, ok := r.cache.get(key, r.now(), r.TTL); ok {
+		return urls, nil
 	}
-	r.mu.Unlock()
 
 	relays := append(append([]string(nil), u.Relays...), r.Relays...)
 	if len(relays) > r.MaxRelays {
@@ -102,12 +92,7 @@ func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("purgatory: nostr:// %s/%s: no announcement or GRASP list found on %d relays: %w", u.PubKey, u.Identifier, len(relays), errors.Join(errs...))
 	}
-	r.mu.Lock()
-	if r.cache == nil {
-		r.cache = map[string]resolved{}
-	}
-	r.cache[key] = resolved{urls: urls, at: r.now()}
-	r.mu.Unlock()
+	r.cache.put(key, urls, r.now(), r.TTL)
 	return urls, nil
 }
 
