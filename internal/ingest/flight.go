@@ -52,11 +52,14 @@ const (
 // duplicate tells, before any check, whether a copy of id with signature
 // sig is one to drop: seen, and not a different copy of an id in flight.
 func (f *flights) duplicate(seen *seenSet, id [32]byte, sig string) bool {
+	// Under the lock: settle forgets an id and its flight together, so a
+	// copy never finds the id seen with no flight while a refused copy is
+	// being forgotten.
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if !seen.Has(id) {
 		return false
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	fl := f.m[id]
 	return fl == nil || fl.verified || fl.alt != nil || fl.sig == sig
 }
@@ -100,32 +103,51 @@ func (f *flights) claimVerified(seen *seenSet, id [32]byte, ev *nostr.Event) boo
 	return true
 }
 
-// settle records the outcome of the copy with signature sig. verified
-// tells whether the sidecar had checked that copy. When it was refused
-// (not present) and a verified alternative waited, the alternative is
-// returned and registered as the id's flight: the caller sends it, or
-// calls abandon.
-func (f *flights) settle(id [32]byte, sig string, present bool) (verified bool, alt *nostr.Event) {
+// verified tells whether the copy of id with signature sig in flight is
+// one the sidecar checked.
+func (f *flights) verified(id [32]byte, sig string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := f.m[id]
+	return fl != nil && fl.sig == sig && fl.verified
+}
+
+// settle records the outcome of the copy with signature sig. When it was
+// refused (not present) and a verified alternative waited, the alternative
+// is returned and registered as the id's flight: the caller sends it, or
+// calls abandon. forget (an invalid copy) clears the id's seen mark in the
+// same step as its flight, when no alternative waits, so an honest copy
+// arriving meanwhile is never taken for a duplicate.
+func (f *flights) settle(seen *seenSet, id [32]byte, sig string, present, forget bool) (alt *nostr.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl := f.m[id]
 	if fl == nil || fl.sig != sig {
-		return false, nil
+		if forget && fl == nil {
+			seen.Forget(id)
+		}
+		return nil
 	}
 	delete(f.m, id)
 	if !present && fl.alt != nil {
 		f.m[id] = &flight{sig: fl.alt.Sig, verified: true}
-		return fl.verified, fl.alt
+		return fl.alt
 	}
-	return fl.verified, nil
+	if forget {
+		seen.Forget(id)
+	}
+	return nil
 }
 
 // abandon forgets the flight of id (an alternative that could not be
-// sent).
-func (f *flights) abandon(id [32]byte) {
+// sent); forget clears its seen mark with it, so the id can come again.
+func (f *flights) abandon(seen *seenSet, id [32]byte, forget bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.m, id)
+	if forget {
+		seen.Forget(id)
+	}
 }
 
 // len is the number of ids in flight.

@@ -470,33 +470,29 @@ func reason(r publish.Result) string {
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 	id, idOK := decodeID(ev.ID)
-	var verified bool
+	// Not a valid event: the own relay's judgement, or ours before it
+	// could enter the RejectedIndex (decided while its flight still
+	// stands, so no honest copy is dropped meanwhile).
+	invalid := r.Outcome == publish.Rejected &&
+		(refusedInvalid(r) || (!(idOK && h.flying.verified(id, ev.Sig)) && !verifySig(ev)))
 	var alt *nostr.Event
 	if idOK {
-		verified, alt = h.flying.settle(id, ev.Sig, r.Present())
+		alt = h.flying.settle(h.seen, id, ev.Sig, r.Present(), invalid)
 	}
-	if r.Outcome == publish.Rejected && (refusedInvalid(r) || (!verified && !verifySig(ev))) {
-		// Not a valid event (the own relay's judgement, or ours before it
-		// could enter the RejectedIndex): dropped, and its id forgotten
-		// so that an honest copy can still come — or the verified copy
-		// that waited is sent now.
+	if invalid {
+		// Dropped, and its id forgotten (in settle) so that an honest copy
+		// can still come — or the verified copy that waited is sent now.
 		h.m.eventsInvalid.WithLabelValues(invalidLabel(ev, r)).Inc()
 		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
-		if alt != nil {
-			if !h.retry(alt) {
-				h.flying.abandon(id)
-			}
-			return
-		}
-		if idOK {
-			h.seen.Forget(id)
+		if alt != nil && !h.retry(alt) {
+			h.flying.abandon(h.seen, id, true)
 		}
 		return
 	}
 	if alt != nil {
 		// Refused for another reason although valid: the other copy
 		// would be too (the id fixes the content).
-		h.flying.abandon(id)
+		h.flying.abandon(h.seen, id, false)
 	}
 	switch r.Outcome {
 	case publish.Held:
