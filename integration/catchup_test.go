@@ -118,3 +118,34 @@ func TestTrustedRelayBackoffAndNewestFirstCap(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedRelayNegCappedCycle: a trusted archive relay that answers
+// NIP-77 with its 500 newest events only (khatru on slicestore), reconciled
+// with a per-cycle limit: the cycle checks the set as a historic sync does,
+// finds the events below it with a REQ and pages them, so the own relay
+// ends with all 800, and the truncation is counted.
+func TestTrustedRelayNegCappedCycle(t *testing.T) {
+	own := ownRelay(t)
+	archive := harness.Start(t, harness.RelayOptions{Name: "archive-capped", Negentropy: true, NegCap: 500})
+	k := harness.NewKey()
+	ann := repoFor(k, "capped-archive", own)
+	mustPublish(t, own, ann)
+	now := time.Now()
+	var issues []*nostr.Event
+	for i := range 800 {
+		issues = append(issues, k.Issue(k.RepoAddress("capped-archive"), fmt.Sprintf("issue %d", i), harness.At(now.Add(-time.Duration(i)*time.Minute))))
+	}
+	archive.Inject(ann)
+	archive.Inject(issues...)
+
+	cfg := fastConfig(own)
+	cfg.TrustedRelays = []string{archive.URL()}
+	cfg.Trusted.Interval = time.Second
+	cfg.Trusted.Lookback = 2 * 24 * time.Hour
+	cfg.Trusted.MaxEventsPerCycle = 5000
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, issues...)
+	if v := testkit.Metric(t, sc.Registry, "ngit_sync_truncation_detected_total", map[string]string{"relay": archive.URL(), "kind": "negentropy"}); v < 1 {
+		t.Errorf("truncation metric = %v, want >= 1", v)
+	}
+}

@@ -41,11 +41,13 @@ func newStateWorld(t *testing.T, roots, commentsPerRoot int) *stateWorld {
 	addr := w.alice.RepoAddress("proj")
 	w.all = []*nostr.Event{w.repo}
 	for i := 0; i < roots; i++ {
-		issue := w.bob.Issue(addr, fmt.Sprintf("issue %d", i))
+		// History an hour old: older than since_buffer, as a restart meets it.
+		old := harness.At(time.Now().Add(-time.Hour + time.Duration(i)*time.Second))
+		issue := w.bob.Issue(addr, fmt.Sprintf("issue %d", i), old)
 		w.roots = append(w.roots, issue)
 		w.all = append(w.all, issue)
 		for j := 0; j < commentsPerRoot; j++ {
-			w.all = append(w.all, w.alice.Comment(issue, nil, harness.WithContent(fmt.Sprintf("comment %d on %d", j, i))))
+			w.all = append(w.all, w.alice.Comment(issue, nil, harness.WithContent(fmt.Sprintf("comment %d on %d", j, i)), old))
 		}
 	}
 	w.remote.Inject(w.all...)
@@ -64,7 +66,17 @@ func stateConfig(t *testing.T, own *harness.Relay, dir string) *config.Config {
 // another client published to (or deleted from) the own relay while it was
 // down, without
 // reading the own relay's events back; nothing is published again.
+//
+// A GRASP relay holds little beyond what sync covers: one reconciliation of
+// the whole relay does. On a relay that holds much more (here 1,200 notes
+// unrelated to any repository, written while the sidecar was down) the
+// catch-up reconciles only the filters sync covers and fetches none of it.
 func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
+	t.Run("grasp-relay", func(t *testing.T) { testRestartCatchesUp(t, 0) })
+	t.Run("general-relay", func(t *testing.T) { testRestartCatchesUp(t, 1200) })
+}
+
+func testRestartCatchesUp(t *testing.T, unrelated int) {
 	w := newStateWorld(t, 20, 15)
 	dir := t.TempDir()
 	sc := startSidecar(t, stateConfig(t, w.own, dir))
@@ -78,6 +90,9 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 		return n
 	}
 	testkit.WaitFor(t, syncTimeout, "local index holds the whole set", func() bool { return missing() == 0 })
+	// Let a few flushes save the converged relay state (saved only while
+	// nothing is on its way to the own relay).
+	time.Sleep(5 * stateConfig(t, w.own, dir).State.FlushInterval)
 	sc.Stop(t)
 
 	// Another client writes to the own relay while the sidecar is down.
@@ -88,6 +103,8 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	if w.own.Delete(gone.ID) != 1 {
 		t.Fatal("delete did not work")
 	}
+	notes := harness.Corpus()[:unrelated]
+	w.own.Inject(notes...)
 	w.own.ResetStats()
 	w.remote.ResetStats()
 
@@ -98,15 +115,20 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	if !sc2.LocalIndex().Has(late.ID) {
 		t.Fatal("the event another client published while the sidecar was down is not in the local index after the restart")
 	}
+	for _, n := range notes {
+		if sc2.LocalIndex().Has(n.ID) {
+			t.Fatal("an unrelated note on the own relay was fetched into the local index")
+		}
+	}
 	if sc2.LocalIndex().Has(gone.ID) {
 		t.Fatal("the event deleted from the own relay while the sidecar was down is still in the local index")
 	}
 	st := w.own.Stats()
-	// The self-subscription pages the announcement and the roots again
-	// (twice here: all were created in one second, the page edge); the
-	// comments (the bulk, 300) must not be read back: only the late one.
-	if max := 2*(1+len(w.roots)) + 2 + 3; st.Sent["EVENT"] > max {
-		t.Errorf("own relay sent %d events on restart, want at most %d (announcement, roots, the late comment): a read-back", st.Sent["EVENT"], max)
+	// The self-subscription pages the announcement again (the roots only
+	// since the restored point: none); the comments (the bulk, 300) are
+	// not read back: only the late one. Pages repeat their edge second.
+	if max := 2*1 + 2 + 2; st.Sent["EVENT"] > max {
+		t.Errorf("own relay sent %d events on restart, want at most %d (announcement, the late comment): a read-back", st.Sent["EVENT"], max)
 	}
 	if st.NegOpens == 0 {
 		t.Error("no NIP-77 reconciliation with the own relay on restart")
@@ -119,11 +141,10 @@ func TestRestartCatchesUpWithOwnRelay(t *testing.T) {
 	if rs := w.remote.Stats(); rs.NegOpens != 0 {
 		t.Errorf("remote relay got %d NEG-OPENs after the restart, want 0 (quick reconnect)", rs.NegOpens)
 	}
-	// Only the deleted event is published again (the quick reconnect's
-	// since covers it, and the remote still has it).
-	waitHas(t, w.own, gone)
-	if got := w.own.Stats().Received["EVENT"]; got != 1 {
-		t.Errorf("%d events published to the own relay after the restart, want 1 (the one deleted meanwhile)", got)
+	// Nothing is published again (the deleted event is older than the
+	// quick reconnect's since: the next full resync restores it).
+	if got := w.own.Stats().Received["EVENT"]; got != 0 {
+		t.Errorf("%d events published to the own relay after the restart, want 0", got)
 	}
 }
 
@@ -191,4 +212,28 @@ func TestBadStoreGivesWorkingSidecar(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRestartAfterOwnRelayLostItsData: the own relay's database was wiped
+// (or restored from an old backup) while the sidecar was down. The
+// catch-up finds the events gone; the relays' confirmed progress no longer
+// holds, so every remote relay syncs afresh and the own relay gets
+// everything back, instead of a quick reconnect asking only for what is new.
+func TestRestartAfterOwnRelayLostItsData(t *testing.T) {
+	w := newStateWorld(t, 20, 60)
+	dir := t.TempDir()
+	sc := startSidecar(t, stateConfig(t, w.own, dir))
+	waitHas(t, w.own, w.all...)
+	time.Sleep(5 * stateConfig(t, w.own, dir).State.FlushInterval)
+	sc.Stop(t)
+
+	var lost []string
+	for _, ev := range w.all[1:] { // the announcement stays
+		lost = append(lost, ev.ID)
+	}
+	if n := w.own.Delete(lost...); n != len(lost) {
+		t.Fatalf("deleted %d of %d", n, len(lost))
+	}
+	startSidecar(t, stateConfig(t, w.own, dir))
+	waitHas(t, w.own, w.all...)
 }

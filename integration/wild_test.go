@@ -358,3 +358,57 @@ func TestWildIgnoresUntil(t *testing.T) {
 		return ok && r.State == "connected_historic_sync_failures" && strings.Contains(r.LastError, "outside the filter")
 	})
 }
+
+// TestWildLearnedLimits: relays that enforce a limit they do not announce
+// (or announce a bigger one): 20,000-byte messages with no
+// max_message_length or with strfry's 131,072 announced, 3 filters per
+// REQ and 4 tag values per filter (never in NIP-11). The sidecar learns
+// each bound from the refusal (a connection closed with 1009, a REQ CLOSED
+// for its filter count or its tag values),
+// builds its requests within it, ends with every event, keeps a working
+// live subscription and does not reconnect or re-subscribe in a loop.
+func TestWildLearnedLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts harness.RelayOptions
+	}{
+		{"message-unannounced", harness.RelayOptions{Negentropy: true, ReqCap: 500, MaxMessageSize: 20_000, AnnounceMaxMessage: -1}},
+		{"message-announced-bigger", harness.RelayOptions{Negentropy: true, ReqCap: 500, MaxMessageSize: 20_000, AnnounceMaxMessage: 131_072}},
+		{"filters-unannounced", harness.RelayOptions{Negentropy: true, ReqCap: 500, MaxFilters: 3}},
+		{"tag-values-unannounced", harness.RelayOptions{ReqCap: 500, MaxTagValues: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := ownRelay(t)
+			tc.opts.Name = tc.name
+			remote := harness.Start(t, tc.opts)
+			evs := wildRepo(t, own, remote, "learned-"+tc.name, scaled(900, 600))
+			cfg := fastConfig(own)
+			cfg.Sync.ValuesPerFilter = 20 // ~40 live filters for the issues
+			sc := startSidecar(t, cfg)
+			waitSyncedComplete(t, sc, own, remote, evs)
+			// Live subscriptions are in place within the learned bounds:
+			// a new reply to the newest issue arrives.
+			var last *nostr.Event
+			for _, ev := range evs {
+				if ev.Kind == nip34.KindIssue {
+					last = ev
+				}
+			}
+			alice := harness.NewKey()
+			live := alice.Comment(last, nil)
+			testkit.WaitFor(t, syncTimeout, "a live reply", func() bool {
+				mustPublish(t, remote, live)
+				return own.Has(live.ID)
+			})
+			// Nothing runs in a loop once learned.
+			before := remote.Stats()
+			time.Sleep(2 * time.Second)
+			after := remote.Stats()
+			if after.Connections != before.Connections || after.Reqs-before.Reqs > 5 {
+				t.Fatalf("connections %d→%d, REQs %d→%d: the relay is refused again and again",
+					before.Connections, after.Connections, before.Reqs, after.Reqs)
+			}
+			t.Logf("%d connections, %d REQs", after.Connections, after.Reqs)
+		})
+	}
+}

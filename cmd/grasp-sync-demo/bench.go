@@ -15,7 +15,7 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "end-to-end benchmark on 127.0.0.1: remote relays with generated NIP-34 repositories, a grasp-sync process syncing them into an own relay",
-		Description: "Runs own-relay-ingest, sidecar, sidecar-resync, sidecar-req-only and baseline (see BENCHMARKS.md)\n" +
+		Description: "Runs own-relay-ingest, sidecar, sidecar-resync, sidecar-state, state-restart, sidecar-req-only and baseline (see BENCHMARKS.md)\n" +
 			"and prints a table (and JSON with --json). The sidecar is the grasp-sync command, run as a separate\n" +
 			"process: --binary, else a grasp-sync next to this command, else one built with the go tool.",
 		Flags: []cli.Flag{

@@ -99,15 +99,19 @@ func ProfileNames() []string {
 
 // Run names, in the order they are measured.
 const (
-	RunIngest   = "own-relay-ingest"
-	RunSidecar  = "sidecar"
-	RunResync   = "sidecar-resync"
+	RunIngest  = "own-relay-ingest"
+	RunSidecar = "sidecar"
+	RunResync  = "sidecar-resync"
+	// RunState is the sidecar run with a state directory; RunRestart a new
+	// process on its converged own relay and its state directory.
+	RunState    = "sidecar-state"
+	RunRestart  = "state-restart"
 	RunReqOnly  = "sidecar-req-only"
 	RunBaseline = "baseline"
 )
 
 // AllRuns lists every run in measurement order.
-var AllRuns = []string{RunIngest, RunSidecar, RunResync, RunReqOnly, RunBaseline}
+var AllRuns = []string{RunIngest, RunSidecar, RunResync, RunState, RunRestart, RunReqOnly, RunBaseline}
 
 // Defaults of Options.
 const (
@@ -190,7 +194,10 @@ func (o *Options) defaults() error {
 	if o.wants(RunResync) && !o.wants(RunSidecar) {
 		return fmt.Errorf("bench: run %s needs run %s", RunResync, RunSidecar)
 	}
-	if (o.wants(RunSidecar) || o.wants(RunReqOnly)) && o.Binary == "" {
+	if o.wants(RunRestart) && !o.wants(RunState) {
+		return fmt.Errorf("bench: run %s needs run %s", RunRestart, RunState)
+	}
+	if (o.wants(RunSidecar) || o.wants(RunReqOnly) || o.wants(RunState)) && o.Binary == "" {
 		return errors.New("bench: Options.Binary (the grasp-sync executable) is required for sidecar runs")
 	}
 	if o.Progress == nil {
@@ -250,6 +257,12 @@ type Result struct {
 	// own relay refused them for arriving before what they reference.
 	Retried int    `json:"retried,omitempty"`
 	Note    string `json:"note,omitempty"`
+	// State-directory runs: the store file's size after the run, the time
+	// until /readyz (restart), and the events the own relay was sent again
+	// (restart; EVENT messages it received).
+	StateBytes   int64   `json:"state_bytes,omitempty"`
+	ReadySeconds float64 `json:"ready_seconds,omitempty"`
+	Republished  int     `json:"republished,omitempty"`
 }
 
 // WireBytes is the sum of every byte counter.
@@ -363,6 +376,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if own != nil {
 		own.Close()
 		own = nil
+	}
+	if opts.wants(RunState) {
+		if err := w.stateRuns(ctx, opts, record); err != nil {
+			return rep, err
+		}
 	}
 	if opts.wants(RunReqOnly) {
 		res, o, err := w.sidecar(ctx, opts, RunReqOnly, false, "", "")

@@ -86,6 +86,7 @@ func evaluateGoals(rep *Report) []Goal {
 				Measured: fmt.Sprintf("%.2f%% (%.2f MB)", 100*nratio, float64(neg)/1e6), Met: nratio <= GoalResyncBytesRatio})
 		}
 	}
+	goals = append(goals, stateGoals(rep)...)
 	if bl, ok := rep.Run(RunBaseline); ok && haveSC && bl.Seconds > 0 {
 		ratio := sc.Seconds / bl.Seconds
 		goals = append(goals, Goal{Name: "sidecar vs plain relay-to-relay copy", Target: fmt.Sprintf("<= %.1f× wall time", GoalBaselineRatio),
@@ -180,4 +181,45 @@ func byType(m map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s %.3f MB", k, float64(m[k])/1e6)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Issue 15 goals of a restart on the state directory.
+const (
+	GoalRestartReadySeconds = 1
+	GoalRestartBytesRatio   = 0.01
+)
+
+// stateGoals compares the state-directory runs with issue 15's goals and
+// reports the store's write cost against the memory-only run.
+func stateGoals(rep *Report) []Goal {
+	st, ok := rep.Run(RunState)
+	if !ok {
+		return nil
+	}
+	var goals []Goal
+	if sc, ok := rep.Run(RunSidecar); ok && sc.Seconds > 0 && sc.CPUSeconds > 0 {
+		goals = append(goals, Goal{Name: "state directory write cost in a first sync (vs memory-only)", Target: "reported",
+			Measured: fmt.Sprintf("time %.2f× (%.2f s vs %.2f s), CPU %.2f× (%.2f s vs %.2f s); store %.1f MB, %.0f bytes/event",
+				st.Seconds/sc.Seconds, st.Seconds, sc.Seconds, st.CPUSeconds/sc.CPUSeconds, st.CPUSeconds, sc.CPUSeconds,
+				float64(st.StateBytes)/1e6, float64(st.StateBytes)/float64(max(1, rep.Profile.Events))),
+			Met: true})
+	}
+	rs, ok := rep.Run(RunRestart)
+	if !ok {
+		return goals
+	}
+	own := float64(rs.OwnSent+rs.OwnReceived) / float64(max(1, st.OwnSent+st.OwnReceived))
+	remote := float64(rs.RemoteSent+rs.RemoteReceived) / float64(max(1, st.RemoteSent+st.RemoteReceived))
+	return append(goals,
+		Goal{Name: "restart on the state directory: ready", Target: fmt.Sprintf("<= %d s", GoalRestartReadySeconds),
+			Measured: fmt.Sprintf("%.2f s (settled %.2f s)", rs.ReadySeconds, rs.Seconds), Met: rs.ReadySeconds <= GoalRestartReadySeconds},
+		Goal{Name: "restart: bytes with the own relay vs first sync", Target: fmt.Sprintf("<= %.0f%%", 100*GoalRestartBytesRatio),
+			Measured: fmt.Sprintf("%.2f%% (%.2f MB)", 100*own, float64(rs.OwnSent+rs.OwnReceived)/1e6), Met: own <= GoalRestartBytesRatio},
+		Goal{Name: "restart: bytes with the remotes vs first sync", Target: fmt.Sprintf("<= %.0f%%", 100*GoalRestartBytesRatio),
+			Measured: fmt.Sprintf("%.2f%% (%.2f MB; REQ %.2f MB, NEG-OPEN %.2f MB)", 100*remote, float64(rs.RemoteSent+rs.RemoteReceived)/1e6,
+				float64(rs.RemoteSentByType["REQ"])/1e6, float64(rs.RemoteSentByType["NEG-OPEN"])/1e6),
+			Met: remote <= GoalRestartBytesRatio},
+		Goal{Name: "restart: events published again", Target: "0",
+			Measured: fmt.Sprintf("%d", rs.Republished), Met: rs.Republished == 0},
+	)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // runCheck runs check against url with the defaults and returns the report.
@@ -141,7 +142,10 @@ func TestCompareLimits(t *testing.T) {
 	if err := json.Unmarshal([]byte(doc), i); err != nil {
 		t.Fatal(err)
 	}
-	i.limits.MaxMessageLength, i.limits.MaxLimit = 65536, 100
+	var err error
+	if i.limits, err = relay.ParseLimits([]byte(doc)); err != nil {
+		t.Fatal(err)
+	}
 	rep := &Report{}
 	compareLimits(rep, i, config.Default())
 	var out bytes.Buffer

@@ -2,9 +2,7 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -15,11 +13,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
-// knownNegCaps are set sizes at which relays in the wild silently cut a
-// negentropy session (khatru's default slicestore answers with the newest
-// 500 events while advertising NIP-77).
-var knownNegCaps = []int{250, 500, 1000}
-
 // describeOpenness warns when the own relay looks like it accepts any
 // event: a GRASP relay advertises supported_grasps and restricts writes.
 func describeOpenness(rep *Report, info *info) {
@@ -27,24 +20,6 @@ func describeOpenness(rep *Report, info *info) {
 		return
 	}
 	rep.warn("the own relay looks open: its NIP-11 states no supported_grasps and no restricted_writes, so it may store any event anyone sends, not only GRASP-01 ones (strfry: set relay.writePolicy.plugin; or run a GRASP relay)")
-}
-
-// limitInt reads a number of the limitation object (numbers or numeric
-// strings; anything else is 0).
-func (i *info) limitInt(name string) int64 {
-	raw := i.Limitation[name]
-	var f float64
-	if json.Unmarshal(raw, &f) == nil {
-		return int64(f)
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		var n int64
-		if _, err := fmt.Sscan(s, &n); err == nil {
-			return n
-		}
-	}
-	return 0
 }
 
 // compareLimits warns where the relay's announced limits and the sidecar's
@@ -64,29 +39,18 @@ func compareLimits(rep *Report, info *info, cfg *config.Config) {
 		rep.warn("the relay's max_limit %d is below sync.page_size %d: pages are cut to %d events (paging copes; set sync.page_size %d to match)",
 			l.MaxLimit, cfg.Sync.PageSize, l.MaxLimit, l.MaxLimit)
 	}
-	if n := info.limitInt("max_event_tags"); n > 0 && n < int64(cfg.Limits.MaxEventTags) {
+	if n := l.MaxEventTags; n > 0 && n < cfg.Limits.MaxEventTags {
 		rep.warn("the relay's max_event_tags %d is below limits.max_event_tags %d: events with more tags are synced but refused by the relay",
 			n, cfg.Limits.MaxEventTags)
 	}
-	if n := info.limitInt("max_content_length"); n > 0 && n < int64(cfg.Limits.MaxEventBytes) {
+	if n := l.MaxContentLength; n > 0 && n < cfg.Limits.MaxEventBytes {
 		rep.warn("the relay's max_content_length %d is below limits.max_event_bytes %d: large patches are synced but refused by the relay",
 			n, cfg.Limits.MaxEventBytes)
 	}
-	if n := info.limitInt("created_at_lower_limit"); n > 0 {
+	if n := l.CreatedAtLowerLimit; n > 0 {
 		rep.warn("the relay refuses events older than created_at_lower_limit %s: older repository history is synced but refused", (time.Duration(n) * time.Second).String())
 	}
 }
-
-// negConn adapts *relay.Conn to neg.Conn.
-type negConn struct{ c *relay.Conn }
-
-func (n negConn) NegOpen(ctx context.Context, subID string, f nostr.Filter, msg string) (<-chan relay.NegReply, error) {
-	return n.c.NegOpen(ctx, subID, f, msg)
-}
-func (n negConn) NegMsg(ctx context.Context, subID, msg string) error {
-	return n.c.NegMsg(ctx, subID, msg)
-}
-func (n negConn) NegClose(subID string) { n.c.NegClose(subID) }
 
 // probeNegentropy reconciles an empty set with the own relay's git events
 // over NIP-77, as the sync does, and reports whether the relay serves it
@@ -104,7 +68,7 @@ func probeNegentropy(ctx context.Context, rep *Report, conn *relay.Conn, cfg *co
 	filter := nostr.Filter{Kinds: []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue}}
 	ctx, cancel := context.WithTimeout(ctx, 2*timeout)
 	defer cancel()
-	res, err := neg.Reconcile(ctx, negConn{conn}, "grasp-sync-check-neg", filter, neg.NewStorage(nil), opt)
+	res, err := neg.Reconcile(ctx, conn, "grasp-sync-check-neg", filter, neg.NewStorage(nil), opt)
 	adv := "advertised"
 	if !advertised {
 		adv = "not advertised"
@@ -122,7 +86,7 @@ func probeNegentropy(ctx context.Context, rep *Report, conn *relay.Conn, cfg *co
 	default:
 		n := len(res.Need)
 		rep.add("negentropy", "NIP-77 %s and served: %d git events in %s", adv, n, roundLatency(res.Duration))
-		for _, c := range knownNegCaps {
+		for _, c := range relay.CommonCaps {
 			if n == c {
 				rep.warn("the own relay answered NIP-77 with exactly %d events, a size at which some relays cut sets silently (khatru's slicestore: 500); if it holds more, its store caps negentropy", n)
 			}

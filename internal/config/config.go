@@ -81,7 +81,7 @@ type Auth struct {
 
 // Dial configures which destinations announcements may make us connect to.
 type Dial struct {
-	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs may reach even though they are loopback, private, link-local or metadata addresses."`
+	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs (and NIP-05 domains of nostr:// clone URLs) may reach even though they are loopback, private, link-local or metadata addresses."`
 }
 
 // Relay configures every WebSocket connection.
@@ -158,6 +158,7 @@ type Purgatory struct {
 	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
 	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
 	NostrURLCacheTTL        time.Duration   `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
+	NIP05Timeout            time.Duration   `yaml:"nip05_timeout" help:"Timeout of the HTTPS request for a NIP-05 owner's /.well-known/nostr.json (nostr://name@domain/... clone URLs; the domain is dialled under the outbound address policy, redirects are refused)."`
 }
 
 // Negentropy configures NIP-77 reconciliation.
@@ -278,6 +279,7 @@ func Default() *Config {
 			Backoff:                 slices.Clone(purg.Backoff),
 			Expiry:                  purg.Expiry,
 			NostrURLCacheTTL:        purgatory.DefaultNostrResolveTTL,
+			NIP05Timeout:            purgatory.DefaultNIP05Timeout,
 			DomainConcurrency:       purg.DomainConcurrency,
 			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
 			DomainWindow:            purg.DomainWindow,

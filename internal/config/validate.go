@@ -234,6 +234,7 @@ func (c *Config) Validate() error {
 	}
 	v.positive("purgatory.expiry", g.Expiry)
 	v.positive("purgatory.nostr_url_cache_ttl", g.NostrURLCacheTTL)
+	v.positive("purgatory.nip05_timeout", g.NIP05Timeout)
 	v.positiveInt("purgatory.domain_concurrency", g.DomainConcurrency)
 	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
 	v.positive("purgatory.domain_window", g.DomainWindow)

@@ -15,7 +15,9 @@
 // on its slicestore: 500, negentropy included, nothing announced),
 // DefaultLimit/MaxHonouredLimit (ngit-relay: 250 above 1000), IgnoreLimit,
 // IgnoreUntil, NegNotice (NIP-77 advertised, NEG-OPEN answered with a
-// NOTICE), MaxFilters and MaxMessageSize (strfry: 200 and 131,072),
+// NOTICE), MaxFilters and MaxMessageSize (strfry: 200 and 131,072;
+// AnnounceMaxMessage announces another size or none), MaxTagValues
+// (eventstore's "too many tag values"),
 // AuthChallengeOnConnect, and HoldPurgatory (a GRASP-01 own relay's OK true
 // "purgatory:"). StartKhatru serves plain khatru, without the proxy, for
 // tests of khatru's own behaviour.

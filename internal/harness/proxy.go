@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,6 +213,9 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 			case c.r.opts.MaxFilters > 0 && len(gjson.ParseBytes(data).Array())-2 > c.r.opts.MaxFilters:
 				c.sendJSON(ctx, []any{"CLOSED", sub, ReasonTooManyFilters})
 				forward = false
+			case c.r.opts.MaxTagValues > 0 && overTagValues(data, c.r.opts.MaxTagValues):
+				c.sendJSON(ctx, []any{"CLOSED", sub, ReasonTooManyTagValues})
+				forward = false
 			case !c.r.obs.openSub(c, sub, c.r.opts.EnforceMaxSubscriptions, c.r.opts.MaxSubscriptions):
 				c.sendJSON(ctx, []any{"NOTICE", "ERROR: too many concurrent REQs"})
 				forward = false
@@ -312,6 +316,28 @@ func (c *proxyConn) holdPurgatory(data []byte) bool {
 
 // ReasonTooManyFilters is the CLOSED reason of RelayOptions.MaxFilters.
 const ReasonTooManyFilters = "invalid: too many filters in REQ"
+
+// ReasonTooManyTagValues is the CLOSED reason of RelayOptions.MaxTagValues
+// (khatru on eventstore's SQL backends).
+const ReasonTooManyTagValues = "error: too many tag values"
+
+// overTagValues tells whether a filter of the REQ msg has a tag with more
+// than n values.
+func overTagValues(msg []byte, n int) bool {
+	over := false
+	for i, f := range gjson.ParseBytes(msg).Array() {
+		if i < 2 {
+			continue
+		}
+		f.ForEach(func(k, v gjson.Result) bool {
+			if strings.HasPrefix(k.String(), "#") && len(v.Array()) > n {
+				over = true
+			}
+			return !over
+		})
+	}
+	return over
+}
 
 // ReasonAuthRequired is the OK/CLOSED reason of AuthWrites and AuthReads.
 const ReasonAuthRequired = "auth-required: authenticate with NIP-42 first"

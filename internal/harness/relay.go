@@ -83,7 +83,12 @@ type RelayOptions struct {
 	NegNotice string
 	// MaxFilters, when positive, answers a REQ with more filters with
 	// CLOSED "invalid: too many filters" (strfry's maxReqFilterSize 200).
+	// NIP-11 does not announce it.
 	MaxFilters int
+	// MaxTagValues, when positive, answers a REQ with a filter carrying
+	// more values for one tag with CLOSED ReasonTooManyTagValues
+	// (eventstore's SQL backends limit tag values per query).
+	MaxTagValues int
 	// HoldPurgatory, when set, answers a published event it returns true
 	// for with OK true ReasonPurgatory and keeps it out of the store (a
 	// GRASP-01 relay waiting for the event's git data): ReleaseHeld stores
@@ -111,7 +116,12 @@ type RelayOptions struct {
 	// {"supported_grasps": ["GRASP-01"]}.
 	NIP11Extra map[string]any
 	// MaxMessageSize limits one client message; default DefaultMaxMessageSize.
+	// A larger message closes the connection with status 1009 (khatru).
 	MaxMessageSize int64
+	// AnnounceMaxMessage is the max_message_length NIP-11 announces: 0
+	// announces MaxMessageSize, a negative value none, a positive value
+	// that one (a relay announcing more than it enforces).
+	AnnounceMaxMessage int64
 	// Faults are the initial fault settings; change them with SetFaults.
 	Faults Faults
 	// Store is the event store; default a new empty Store. Several relays
@@ -192,6 +202,18 @@ func StartRelay(opts RelayOptions) (*Relay, error) {
 	return r, nil
 }
 
+// announcedMaxMessage is the max_message_length of the NIP-11 document
+// (0: none).
+func (r *Relay) announcedMaxMessage() int {
+	switch a := r.opts.AnnounceMaxMessage; {
+	case a < 0:
+		return 0
+	case a > 0:
+		return int(a)
+	}
+	return int(r.opts.MaxMessageSize)
+}
+
 func (r *Relay) newKhatru() *khatru.Relay {
 	k := khatru.NewRelay()
 	out := r.opts.KhatruLog
@@ -208,7 +230,7 @@ func (r *Relay) newKhatru() *khatru.Relay {
 		k.Info.AddSupportedNIP(77)
 	}
 	k.Info.Limitation = &nip11.RelayLimitationDocument{
-		MaxMessageLength: int(r.opts.MaxMessageSize),
+		MaxMessageLength: r.announcedMaxMessage(),
 		MaxSubscriptions: r.opts.MaxSubscriptions,
 		MaxLimit:         r.opts.ReqCap,
 		RestrictedWrites: r.opts.Policy != nil,

@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // TestHarnessNegCapAdvertisesAndTruncates: like khatru on its slicestore,
@@ -95,6 +96,33 @@ func TestHarnessMaxFilters(t *testing.T) {
 	}
 	if got := req(t, ctx, c, "few", nostr.Filter{Kinds: []int{1}}); len(got) != 10 {
 		t.Fatalf("3 filters: %d events", len(got))
+	}
+}
+
+// TestHarnessMaxTagValues: a REQ with a filter carrying more values of one
+// tag than MaxTagValues is CLOSED; within it, it is served. NIP-11
+// announces the MaxMessageSize enforced unless AnnounceMaxMessage says
+// otherwise.
+func TestHarnessMaxTagValues(t *testing.T) {
+	ctx := testCtx(t)
+	r := harness.Start(t, harness.RelayOptions{MaxTagValues: 2, MaxMessageSize: 20_000, AnnounceMaxMessage: 131_072})
+	c := dial(t, ctx, r.URL())
+	if err := c.Send(ctx, []any{"REQ", "many", nostr.Filter{Tags: nostr.TagMap{"e": {"a", "b", "c"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, m := untilLabel(t, ctx, c, "CLOSED")
+	if !strings.Contains(m, harness.ReasonTooManyTagValues) {
+		t.Fatalf("got %s", m)
+	}
+	if got := req(t, ctx, c, "few", nostr.Filter{Tags: nostr.TagMap{"e": {"a", "b"}}}); len(got) != 0 {
+		t.Fatalf("2 values: %d events", len(got))
+	}
+	l, err := relay.FetchLimits(ctx, nil, r.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.MaxMessageLength != 131_072 {
+		t.Fatalf("announced max_message_length %d, want 131072", l.MaxMessageLength)
 	}
 }
 

@@ -104,3 +104,44 @@ func TestTrackerTooManyFiltersChangesNothing(t *testing.T) {
 	}
 	wantState(t, tr, relayA, Healthy)
 }
+
+// TestTrackerLearnedLimits: bounds taught by refusals lower the announced
+// (or unannounced) limits, only ever go down, have a floor, survive a new
+// NIP-11 document, and an untracked relay learns nothing.
+func TestTrackerLearnedLimits(t *testing.T) {
+	tr, _, _ := newTestTracker(t, nil)
+	tr.Track(relayA)
+	tr.SetLimits(relayA, relay.Limits{MaxMessageLength: 131072})
+	if !tr.Learn(relayA, relay.Limits{MaxFilters: 50, MaxMessageLength: 60000}, "test") {
+		t.Fatal("Learn lowered nothing")
+	}
+	l := tr.Limits(relayA)
+	if l.MaxFilters != 50 || l.MaxMessageLength != 60000 {
+		t.Fatalf("limits after Learn = %+v", l)
+	}
+	// Higher values teach nothing.
+	if tr.Learn(relayA, relay.Limits{MaxFilters: 80, MaxMessageLength: 100000}, "test") {
+		t.Fatal("a higher bound counted as learned")
+	}
+	// A new NIP-11 document does not erase what the relay did; a smaller
+	// announced limit wins.
+	tr.SetLimits(relayA, relay.Limits{MaxFilters: 20, MaxMessageLength: 131072})
+	if l := tr.Limits(relayA); l.MaxFilters != 20 || l.MaxMessageLength != 60000 {
+		t.Fatalf("limits after NIP-11 again = %+v", l)
+	}
+	// Floors: one filter, 8,192 bytes.
+	tr.Learn(relayA, relay.Limits{MaxFilters: -3, MaxMessageLength: 10}, "test")
+	tr.Learn(relayA, relay.Limits{MaxFilters: 0}, "test")
+	if l := tr.Limits(relayA); l.MaxFilters != 20 || l.MaxMessageLength != 8192 {
+		t.Fatalf("limits after tiny bounds = %+v", l)
+	}
+	// Tag values: NIP-11 has none, only learned.
+	tr.Learn(relayA, relay.Limits{MaxTagValues: 10}, "test")
+	tr.Learn(relayA, relay.Limits{MaxTagValues: 50}, "test")
+	if l := tr.Limits(relayA); l.MaxTagValues != 10 {
+		t.Fatalf("MaxTagValues = %d, want 10", l.MaxTagValues)
+	}
+	if tr.Learn(relayB, relay.Limits{MaxFilters: 1}, "test") {
+		t.Fatal("an untracked relay learned")
+	}
+}

@@ -21,7 +21,8 @@ import (
 //  1. the "rate-limited:" prefix is a rate limit whatever follows;
 //  2. complaints about too many subscriptions/REQs are a subscription
 //     budget signal, never a rate limit, although they say "too many";
-//  3. complaints about too many filters ask for smaller REQs;
+//  3. complaints about too many filters ask for smaller REQs, about too
+//     many tag values (or tags) for smaller filters;
 //  4. any other NIP-01 prefix ("blocked:", "invalid:", "restricted:", …) is
 //     not a rate limit: "blocked: too many query results" is negentropy
 //     refusing a large set;
@@ -38,6 +39,9 @@ func ClassifyMessage(text string) Signal {
 	}
 	if containsAny(t, filterPhrases) {
 		return SignalTooManyFilters
+	}
+	if containsAny(t, tagValuePhrases) {
+		return SignalTooManyTagValues
 	}
 	// "error:" does not count: relays such as strfry prefix every NOTICE
 	// with "ERROR:", rate limits included.
@@ -65,9 +69,14 @@ var (
 	}
 	filterPhrases = []string{
 		"too many filters",
+		"arr too big", // strfry: "ERROR: bad req: arr too big" (maxReqFilterSize)
 		"max filters",
 		"maximum filters",
 		"max_filters",
+	}
+	tagValuePhrases = []string{
+		"too many tag values",     // eventstore's SQL backends
+		"too many tags in filter", // strfry (tag names); an event with "too many tags" is not this
 	}
 	rateLimitPhrases = []string{
 		"rate limit", "rate-limit", "ratelimit",

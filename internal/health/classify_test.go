@@ -40,11 +40,14 @@ func TestClassifyMessage(t *testing.T) {
 		{"rate-limited: too many concurrent REQs", SignalRateLimited}, // the prefix is the protocol
 		// Filter count.
 		{"ERROR: too many filters", SignalTooManyFilters},
+		{"ERROR: bad req: arr too big", SignalTooManyFilters}, // strfry over maxReqFilterSize
 		{"invalid: max_filters exceeded", SignalTooManyFilters},
 		// Other NIP-01 prefixes are never rate limits.
 		{"blocked: too many query results", SignalNone},
 		{"blocked: you are banned", SignalNone},
-		{"invalid: too many tags", SignalNone},
+		{"invalid: too many tags", SignalNone}, // an event refused, not a filter
+		{"error: too many tag values", SignalTooManyTagValues},
+		{"ERROR: bad req: too many tags in filter", SignalTooManyTagValues},
 		{"restricted: slow down is not for you", SignalNone},
 		{"duplicate: already have this event", SignalNone},
 		{"auth-required: please authenticate", SignalNone},

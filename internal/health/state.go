@@ -82,6 +82,10 @@ const (
 	// SignalTooManyFilters: a REQ carried more filters than the relay
 	// accepts. The caller should split it; the Tracker does not change state.
 	SignalTooManyFilters
+	// SignalTooManyTagValues: a filter carried more tag values than the
+	// relay accepts (eventstore's "too many tag values", strfry's "too many
+	// tags in filter"); the caller learns a smaller bound.
+	SignalTooManyTagValues
 )
 
 // String names the signal.
@@ -95,6 +99,8 @@ func (s Signal) String() string {
 		return "too_many_subscriptions"
 	case SignalTooManyFilters:
 		return "too_many_filters"
+	case SignalTooManyTagValues:
+		return "too_many_tag_values"
 	}
 	return fmt.Sprintf("signal(%d)", int(s))
 }

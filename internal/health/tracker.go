@@ -45,6 +45,8 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	relays map[string]*relayHealth
+	// restored is the previous run's health not yet applied (Restore).
+	restored map[string]Persisted
 }
 
 // relayHealth is one relay's record. All fields are guarded by Tracker.mu.
@@ -66,7 +68,8 @@ type relayHealth struct {
 	attemptAt     time.Time
 
 	announced       relay.Limits
-	learnedSubs     int // 0: nothing learned
+	learned         relay.Limits // bounds taught by refusals (0: nothing learned)
+	learnedSubs     int          // 0: nothing learned
 	lastBudgetLower time.Time
 
 	reported State // last state logged, for transition logs
@@ -142,6 +145,7 @@ func (t *Tracker) Track(url string) {
 		return
 	}
 	r := &relayHealth{url: url, log: t.log.With(zap.String("relay", url)), reported: Disconnected}
+	t.applyRestoredLocked(r)
 	t.relays[url] = r
 	t.metrics.set(url, Disconnected, 0)
 }

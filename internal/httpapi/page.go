@@ -60,22 +60,14 @@ var pageFuncs = template.FuncMap{
 		if t == nil || t.IsZero() {
 			return "-"
 		}
-		return max(now.Sub(*t), 0).Round(time.Second).String() + " ago"
+		return status.Round(now.Sub(*t)) + " ago"
 	},
-	"since": func(now, t time.Time) string { return max(now.Sub(t), 0).Round(time.Second).String() },
-	"until": func(now, t time.Time) string { return max(t.Sub(now), 0).Round(time.Second).String() },
-	"next": func(now time.Time, id status.PurgatoryIdentifier) string {
-		switch {
-		case id.Syncing:
-			return "syncing now"
-		case id.NextAttempt == nil:
-			return "-"
-		}
-		return "in " + max(id.NextAttempt.Sub(now), 0).Round(time.Second).String()
-	},
-	"utc":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"add":  func(a, b int) int { return a + b },
-	"join": func(s []string) string { return strings.Join(s, ", ") },
+	"since": func(now, t time.Time) string { return status.Round(now.Sub(t)) },
+	"until": func(now, t time.Time) string { return status.Round(t.Sub(now)) },
+	"next":  status.NextAttemptText,
+	"utc":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"add":   func(a, b int) int { return a + b },
+	"join":  func(s []string) string { return strings.Join(s, ", ") },
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(pageFuncs).Parse(`<!DOCTYPE html>

@@ -285,12 +285,6 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 	}
 }
 
-// Pending is the number of events handed to Handle whose processing has
-// not finished (queued or being validated and routed). Zero, with the
-// publisher empty, means everything received so far is published, held
-// or dropped for a reason.
-func (h *Handler) Pending() int { return int(h.pending.Load()) }
-
 // OnOwnRelay records an event the own relay holds (seen through the
 // self-subscription): it will not be published again, and the purgatory
 // learns of announcements and of states and PRs others put there.
@@ -327,19 +321,6 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 		if !ours {
 			h.hold(ev, true)
 		}
-	}
-}
-
-// MarkPresentID records that the event with this binary id is on the own
-// relay (a LocalIndex restored from the state store): like MarkPresent, it
-// is not published again while the dedupe memory lasts.
-func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
-
-// ForgetPresent undoes MarkPresent for an event the own relay turned out
-// to lack (removed while the sidecar was down): it may be published again.
-func (h *Handler) ForgetPresent(id string) {
-	if b, ok := decodeID(id); ok {
-		h.seen.Forget(b)
 	}
 }
 

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"encoding/hex"
-	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -37,9 +36,13 @@ func DefaultRejectedConfig() RejectedConfig {
 // events referencing it are handed back for another try and forgotten.
 // Safe for concurrent use. Only verified events may be added.
 type RejectedIndex struct {
-	cfg  RejectedConfig
-	now  func() time.Time
-	seed maphash.Seed
+	cfg RejectedConfig
+	now func() time.Time
+	// key keys the reference hashes; it is persisted with the index
+	// (ExportState), so restored entries find their dependencies.
+	key uint64
+	// gen counts changes, so a state store knows when to save.
+	gen uint64
 
 	mu       sync.Mutex
 	hot      map[[32]byte]*hotEntry
@@ -73,7 +76,7 @@ func NewRejectedIndex(cfg RejectedConfig, now func() time.Time) *RejectedIndex {
 		now = time.Now
 	}
 	return &RejectedIndex{
-		cfg: cfg, now: now, seed: maphash.MakeSeed(),
+		cfg: cfg, now: now, key: randomKey(),
 		hot:      make(map[[32]byte]*hotEntry),
 		cold:     make(map[[32]byte]coldEntry),
 		byRef:    make(map[uint64][][32]byte),
@@ -91,7 +94,17 @@ func decodeID(id string) ([32]byte, bool) {
 	return out, err == nil
 }
 
-func (r *RejectedIndex) refHash(ref string) uint64 { return maphash.String(r.seed, ref) }
+func (r *RejectedIndex) refHash(ref string) uint64 {
+	// FNV-1a from a secret starting state: crafted references cannot aim
+	// at one list without knowing the key (a collision only retries or
+	// forgets an unrelated event early, which is harmless).
+	h := r.key ^ 14695981039346656037
+	for i := 0; i < len(ref); i++ {
+		h ^= uint64(ref[i])
+		h *= 1099511628211
+	}
+	return h
+}
 
 // Add records ev as rejected. It returns true instead, recording nothing,
 // when one of ev's dependencies was accepted within HotTTL and ev was not
@@ -114,6 +127,7 @@ func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
 			}
 		}
 	}
+	r.gen++
 	if old, exists := r.cold[id]; exists {
 		// Rejected again: keep its place and references, refresh its age.
 		old.at = now.Unix()
@@ -176,6 +190,7 @@ func pruneTimes[K comparable](m map[K]time.Time, now time.Time, ttl time.Duratio
 
 // removeLocked forgets id entirely.
 func (r *RejectedIndex) removeLocked(id [32]byte) {
+	r.gen++
 	ce, ok := r.cold[id]
 	delete(r.hot, id)
 	delete(r.cold, id)

@@ -40,9 +40,6 @@ var (
 	ErrSessionClosed = errors.New("neg: session closed by relay or connection")
 	// ErrLimit: the session went past Options.MaxRounds or Options.MaxIDs.
 	ErrLimit = errors.New("neg: session limit exceeded")
-	// ErrAuthRequired: NEG-ERR or CLOSED "auth-required: …" — the relay
-	// wants NIP-42 AUTH before it reconciles; also matches ErrRelay.
-	ErrAuthRequired = errors.New("neg: relay requires NIP-42 authentication")
 	// ErrInvalidItem: an id given to ItemFromHex is not 64 hex characters.
 	ErrInvalidItem = errors.New("neg: invalid item")
 	// ErrInvalidOptions: Options.Validate failed.
@@ -230,7 +227,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 				case relay.ReasonBlocked:
 					return res, fmt.Errorf("%w: %s", ErrBlocked, r.Err)
 				case relay.ReasonAuthRequired:
-					return res, fmt.Errorf("%w: %w: %s", ErrRelay, ErrAuthRequired, r.Err)
+					return res, fmt.Errorf("%w: %w: %s", ErrRelay, relay.ErrAuthRequired, r.Err)
 				}
 				if r.Err == "CLOSED" || strings.HasPrefix(r.Err, "closed:") {
 					if res.Rounds == 1 && !resent {

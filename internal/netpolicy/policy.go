@@ -56,6 +56,9 @@ type Kind string
 const (
 	KindRelay Kind = "relay"
 	KindClone Kind = "clone"
+	// KindNIP05 is the domain of a NIP-05 identifier named by a nostr://
+	// clone URL (its /.well-known/nostr.json document).
+	KindNIP05 Kind = "nip05"
 )
 
 // RefusedError tells which destination was refused and why.
@@ -186,7 +189,7 @@ func New(opts Options) (*Policy, error) {
 	p.plain = &net.Dialer{Timeout: timeout}
 	p.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ngit_sync_dial_refused_total",
-		Help: "Destinations from announcements refused by the outbound address policy, by kind (relay, clone) and reason.",
+		Help: "Destinations from announcements refused by the outbound address policy, by kind (relay, clone, nip05) and reason.",
 	}, []string{"kind", "reason"})
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(p.refused); err != nil {
@@ -471,11 +474,17 @@ func (p *Policy) control(_ context.Context, network, address string, c syscall.R
 // ignores proxy settings (a proxy would resolve the name on our behalf)
 // and does not follow redirects.
 func (p *Policy) HTTPClient(timeout time.Duration) *http.Client {
+	return p.HTTPClientFor(KindRelay, timeout)
+}
+
+// HTTPClientFor is HTTPClient for destinations of the given kind (the kind
+// labels refusals), such as KindNIP05 for NIP-05 documents.
+func (p *Policy) HTTPClientFor(kind Kind, timeout time.Duration) *http.Client {
 	return &http.Client{
 		Timeout: timeout,
 		Transport: &http.Transport{
 			Proxy:                  nil,
-			DialContext:            p.Dialer(KindRelay),
+			DialContext:            p.Dialer(kind),
 			TLSHandshakeTimeout:    10 * time.Second,
 			ResponseHeaderTimeout:  30 * time.Second,
 			MaxIdleConns:           16,

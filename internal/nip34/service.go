@@ -12,7 +12,7 @@ import (
 // `relays` URL. Hosts compare case-insensitively, a scheme's default port
 // (443 for https/wss, 80 for http/ws) is ignored.
 func ListsService(ev *nostr.Event, domain string) bool {
-	domain = normHost("", domain)
+	domain = NormalizeHost("", domain)
 	if domain == "" {
 		return false
 	}
@@ -23,7 +23,7 @@ func ListsService(ev *nostr.Event, domain string) bool {
 		}
 		for _, raw := range tag[1:] {
 			u, err := url.Parse(strings.TrimSpace(raw))
-			if err != nil || u.Host == "" || normHost(u.Scheme, u.Host) != domain {
+			if err != nil || u.Host == "" || NormalizeHost(u.Scheme, u.Host) != domain {
 				continue
 			}
 			if tag[0] == "clone" {
@@ -36,9 +36,11 @@ func ListsService(ev *nostr.Event, domain string) bool {
 	return clone && relays
 }
 
-// normHost lower-cases host[:port] and drops the default port of scheme
-// (of any web scheme when scheme is empty).
-func normHost(scheme, hostport string) string {
+// NormalizeHost lower-cases host[:port] and drops the default port of
+// scheme (443 for https and wss, 80 for http and ws, 9418 for git; both web
+// ports when scheme is empty or unknown), so URLs of one service compare
+// equal however they spell it.
+func NormalizeHost(scheme, hostport string) string {
 	h := strings.ToLower(hostport)
 	var defaults []string
 	switch strings.ToLower(scheme) {
@@ -46,7 +48,9 @@ func normHost(scheme, hostport string) string {
 		defaults = []string{":443"}
 	case "http", "ws":
 		defaults = []string{":80"}
-	case "":
+	case "git":
+		defaults = []string{":9418"}
+	default:
 		defaults = []string{":443", ":80"}
 	}
 	for _, p := range defaults {
@@ -55,4 +59,11 @@ func normHost(scheme, hostport string) string {
 		}
 	}
 	return h
+}
+
+// Hosted is the sidecar's hosting rule for an announcement the own relay
+// accepted: with all (sync.host_all) or without a service domain the own
+// relay's acceptance decides; otherwise GRASP-01's rule (ListsService).
+func Hosted(ann *nostr.Event, domain string, all bool) bool {
+	return all || domain == "" || ListsService(ann, domain)
 }

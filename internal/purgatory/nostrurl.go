@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip19"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -27,8 +27,8 @@ const (
 // KindGraspList is a user's list of GRASP servers (`g` tags), kind 10317.
 const KindGraspList = 10317
 
-// ErrNIP05Owner: nostr:// URLs naming a NIP-05 owner are not resolved (it
-// would take an HTTP request to a domain named in an event).
+// ErrNIP05Owner: nostr:// URLs naming a NIP-05 owner are not resolved when
+// the resolver has no NIP05 lookup.
 var ErrNIP05Owner = errors.New("purgatory: nostr:// URLs with a NIP-05 owner are not resolved")
 
 // NostrResolver turns a nostr:// clone URL (a repository named by owner
@@ -45,30 +45,29 @@ type NostrResolver struct {
 	// Timeout bounds one relay's answer; MaxRelays the relays asked per URL.
 	Timeout   time.Duration
 	MaxRelays int
-	// TTL is how long a resolution is remembered.
+	// TTL is how long a resolution is remembered, on Clock.
 	TTL time.Duration
+	// NIP05, when set, turns a NIP-05 owner into a public key and relay
+	// hints (NIP05Lookup.Lookup); without it such URLs fail ErrNIP05Owner.
+	NIP05 func(ctx context.Context, id string) (pubkey string, relays []string, err error)
+	// Clock tells the time of the cache (nil: the wall clock).
+	Clock clock.Clock
 
-	mu    sync.Mutex
-	cache map[string]resolved
-}
-
-type resolved struct {
-	urls []string
-	at   time.Time
+	cache ttlCache[[]string]
 }
 
 // Resolve returns the fetchable clone URLs u resolves to.
 func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string, error) {
 	if u.PubKey == "" {
-		return nil, fmt.Errorf("%w: %s", ErrNIP05Owner, u.NIP05)
+		var err error
+		if u, err = r.nip05Owner(ctx, u); err != nil {
+			return nil, err
+		}
 	}
 	key := u.PubKey + ":" + u.Identifier
-	r.mu.Lock()
-	if c, ok := r.cache[key]; ok && time.Since(c.at) < r.TTL {
-		r.mu.Unlock()
-		return c.urls, nil
+	if urls, ok := r.cache.get(key, r.now(), r.TTL); ok {
+		return urls, nil
 	}
-	r.mu.Unlock()
 
 	relays := append(append([]string(nil), u.Relays...), r.Relays...)
 	if len(relays) > r.MaxRelays {
@@ -93,13 +92,15 @@ func (r *NostrResolver) Resolve(ctx context.Context, u nip34.NostrURL) ([]string
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("purgatory: nostr:// %s/%s: no announcement or GRASP list found on %d relays: %w", u.PubKey, u.Identifier, len(relays), errors.Join(errs...))
 	}
-	r.mu.Lock()
-	if r.cache == nil {
-		r.cache = map[string]resolved{}
-	}
-	r.cache[key] = resolved{urls: urls, at: time.Now()}
-	r.mu.Unlock()
+	r.cache.put(key, urls, r.now(), r.TTL)
 	return urls, nil
+}
+
+func (r *NostrResolver) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }
 
 // ask reads the owner's announcement and GRASP list from one relay.

@@ -300,7 +300,7 @@ func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
 // no OwnDomain is configured (the own relay's acceptance is then the only
 // rule).
 func (p *Purgatory) Hosts(ann *nostr.Event) bool {
-	return p.cfg.HostAll || p.cfg.OwnDomain == "" || nip34.ListsService(ann, p.cfg.OwnDomain)
+	return nip34.Hosted(ann, p.cfg.OwnDomain, p.cfg.HostAll)
 }
 
 // Add takes a state event, PR or PR update into purgatory. Only events of

@@ -287,7 +287,11 @@ func (g *gitContext) resolveNostr(ctx context.Context, raw []string) []string {
 			}
 			continue
 		}
-		if g.p.resolveNostr == nil || resolved >= 4 {
+		if g.p.resolveNostr == nil {
+			continue
+		}
+		if resolved >= maxNostrResolves {
+			g.p.log.Info("nostr:// clone url not resolved: this event names too many", zap.String("url", u), zap.Int("max", maxNostrResolves))
 			continue
 		}
 		resolved++
@@ -300,6 +304,11 @@ func (g *gitContext) resolveNostr(ctx context.Context, raw []string) []string {
 	}
 	return out
 }
+
+// maxNostrResolves bounds the nostr:// clone URLs resolved for one event's
+// sources (each asks relays, and a NIP-05 owner a web server): an event
+// cannot make the purgatory ask the network without end.
+const maxNostrResolves = 4
 
 // Fetch implements SyncContext: into the first local repository.
 func (g *gitContext) Fetch(ctx context.Context, id, url string, oids []string, gate gitx.Gate) ([]string, error) {

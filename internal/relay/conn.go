@@ -90,6 +90,9 @@ type Options struct {
 	// subscription sees it, so a rate limit can be recorded before anyone
 	// reacts to the refusal. It must return quickly.
 	OnClosed func(subID, reason string)
+	// OnClosedFilters, when set, is called like OnClosed for a CLOSED of an
+	// open subscription, with the filters the relay refused or ended.
+	OnClosedFilters func(reason string, fs nostr.Filters)
 	// OnNegErr, when set, is called from the reader goroutine with the id
 	// and reason of every NEG-ERR before the session sees it, and OnOK
 	// with every OK before the publisher does, so a rate limit they signal
@@ -209,6 +212,8 @@ type OKResult struct {
 type Stats struct {
 	BytesIn, BytesOut   uint64
 	FramesIn, FramesOut uint64
+	// MaxFrameOut is the size of the largest message sent.
+	MaxFrameOut uint64
 }
 
 // Conn is one websocket connection to a relay. All methods are safe for
@@ -231,6 +236,7 @@ type Conn struct {
 	challenge string
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
+	maxFrameOut                            atomic.Uint64
 	stalls                                 atomic.Int32
 }
 
@@ -292,6 +298,7 @@ func (c *Conn) Stats() Stats {
 	return Stats{
 		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(),
 		FramesIn: c.framesIn.Load(), FramesOut: c.framesOut.Load(),
+		MaxFrameOut: c.maxFrameOut.Load(),
 	}
 }
 
@@ -330,7 +337,20 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	}
 	c.bytesOut.Add(uint64(len(msg)))
 	c.framesOut.Add(1)
+	for n := uint64(len(msg)); ; {
+		old := c.maxFrameOut.Load()
+		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	return nil
+}
+
+// MessageTooBig tells whether err (a Conn's Err) is the relay closing the
+// connection with status 1009 because a message we sent was over its limit
+// (khatru's and strfry's answer to a message above their maximum).
+func MessageTooBig(err error) bool {
+	return ws.CloseStatus(err) == ws.StatusMessageTooBig
 }
 
 // beforeRequest runs Options.BeforeRequest, bounded by ctx and by the

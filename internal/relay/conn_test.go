@@ -332,3 +332,54 @@ func TestExtraFieldsAfterReason(t *testing.T) {
 		t.Fatal("CLOSED with a fourth field was dropped")
 	}
 }
+
+// TestMessageTooBigAndClosedFilters: a relay closing the connection for a
+// message over its limit (khatru: status 1009) is told apart from other
+// ends, the largest message sent is counted, and OnClosedFilters hears a
+// refused subscription's filters.
+func TestMessageTooBigAndClosedFilters(t *testing.T) {
+	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
+		rl.MaxMessageSize = 4000
+		rl.RejectFilter = append(rl.RejectFilter, func(ctx context.Context, f nostr.Filter) (bool, string) {
+			return len(f.Tags["e"]) > 1, "error: too many tag values"
+		})
+	})
+	opts := DefaultOptions()
+	refused := make(chan nostr.Filters, 1)
+	opts.OnClosedFilters = func(reason string, fs nostr.Filters) { refused <- fs }
+	c := dial(t, url, opts)
+	ctx := context.Background()
+	sub, err := c.Subscribe(ctx, "tags", nostr.Filters{{Tags: nostr.TagMap{"e": {"a", "b"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range sub.Messages() {
+	}
+	select {
+	case fs := <-refused:
+		if len(fs) != 1 || len(fs[0].Tags["e"]) != 2 {
+			t.Fatalf("OnClosedFilters got %v", fs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnClosedFilters not called")
+	}
+	if MessageTooBig(c.Err()) {
+		t.Fatal("a live connection counted as closed for a message too big")
+	}
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = strings.Repeat("0", 63) + "1"
+	}
+	_, _ = c.Subscribe(ctx, "big", nostr.Filters{{IDs: ids}})
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the relay kept a connection sending a message over its limit")
+	}
+	if !MessageTooBig(c.Err()) {
+		t.Fatalf("Err %v: not recognised as a message too big", c.Err())
+	}
+	if got := c.Stats().MaxFrameOut; got < 6000 {
+		t.Fatalf("MaxFrameOut %d, want the big REQ's size", got)
+	}
+}

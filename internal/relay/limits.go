@@ -23,7 +23,23 @@ type Limits struct {
 	// MaxMessageLength is the largest websocket message the relay accepts,
 	// in bytes.
 	MaxMessageLength int `json:"max_message_length,omitempty"`
+	// MaxEventTags is the most tags an event may carry.
+	MaxEventTags int `json:"max_event_tags,omitempty"`
+	// MaxContentLength is the longest content an event may carry.
+	MaxContentLength int `json:"max_content_length,omitempty"`
+	// CreatedAtLowerLimit, in seconds, refuses events older than that.
+	CreatedAtLowerLimit int `json:"created_at_lower_limit,omitempty"`
+	// MaxTagValues is the number of tag values one filter may carry. NIP-11
+	// has no such field: it is only ever learned from a refusal (eventstore's
+	// "too many tag values").
+	MaxTagValues int `json:"max_tag_values,omitempty"`
 }
+
+// CommonCaps are result sizes at which relays in the wild cut a REQ's
+// results or a negentropy set silently (strfry's and khatru's 500,
+// ngit-relay's 250 above a limit of 1000): a set of exactly that size may
+// be missing events.
+var CommonCaps = []int{250, 500, 1000}
 
 // ParseLimits extracts Limits from a NIP-11 relay information document
 // (the JSON body served for Accept: application/nostr+json). A document
@@ -37,10 +53,13 @@ func ParseLimits(doc []byte) (Limits, error) {
 		return Limits{}, fmt.Errorf("parse NIP-11 document: %w", err)
 	}
 	return Limits{
-		MaxSubscriptions: positiveInt(d.Limitation["max_subscriptions"]),
-		MaxFilters:       positiveInt(d.Limitation["max_filters"]),
-		MaxLimit:         positiveInt(d.Limitation["max_limit"]),
-		MaxMessageLength: positiveInt(d.Limitation["max_message_length"]),
+		MaxSubscriptions:    positiveInt(d.Limitation["max_subscriptions"]),
+		MaxFilters:          positiveInt(d.Limitation["max_filters"]),
+		MaxLimit:            positiveInt(d.Limitation["max_limit"]),
+		MaxMessageLength:    positiveInt(d.Limitation["max_message_length"]),
+		MaxEventTags:        positiveInt(d.Limitation["max_event_tags"]),
+		MaxContentLength:    positiveInt(d.Limitation["max_content_length"]),
+		CreatedAtLowerLimit: positiveInt(d.Limitation["created_at_lower_limit"]),
 	}, nil
 }
 

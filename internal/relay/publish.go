@@ -15,29 +15,25 @@ func (c *Conn) Publish(ctx context.Context, ev *nostr.Event) <-chan OKResult {
 }
 
 func (c *Conn) publish(ctx context.Context, ev *nostr.Event) chan OKResult {
-	ch := make(chan OKResult, 1)
-	c.mu.Lock()
-	if c.ctx.Err() != nil {
-		c.mu.Unlock()
-		ch <- OKResult{Err: ErrClosed}
-		return ch
-	}
-	c.oks[ev.ID] = append(c.oks[ev.ID], ch)
-	c.mu.Unlock()
 	msg, err := nostr.EventEnvelope{Event: *ev}.MarshalJSON()
-	if err == nil {
-		err = c.write(ctx, msg)
-	}
-	if err != nil {
-		c.resolveOK(ev.ID, ch, OKResult{Err: err})
-	}
-	return ch
+	return c.sendAwaitingOK(ctx, ev.ID, msg, err)
 }
 
 // PublishRaw sends an EVENT whose event is raw, the JSON object as it
 // arrived from another relay (SubMsg.Raw), not re-encoded; id is its id,
 // which the OK answers. Otherwise it is Publish.
 func (c *Conn) PublishRaw(ctx context.Context, id string, raw []byte) <-chan OKResult {
+	msg := make([]byte, 0, len(raw)+len(`["EVENT",]`))
+	msg = append(msg, `["EVENT",`...)
+	msg = append(msg, raw...)
+	msg = append(msg, ']')
+	return c.sendAwaitingOK(ctx, id, msg, nil)
+}
+
+// sendAwaitingOK registers a waiter for the OK of id, then writes msg (the
+// EVENT or AUTH message; encErr its encoding error). The returned channel
+// receives the OK, or why none will come.
+func (c *Conn) sendAwaitingOK(ctx context.Context, id string, msg []byte, encErr error) chan OKResult {
 	ch := make(chan OKResult, 1)
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
@@ -47,26 +43,31 @@ func (c *Conn) PublishRaw(ctx context.Context, id string, raw []byte) <-chan OKR
 	}
 	c.oks[id] = append(c.oks[id], ch)
 	c.mu.Unlock()
-	msg := make([]byte, 0, len(raw)+len(`["EVENT",]`))
-	msg = append(msg, `["EVENT",`...)
-	msg = append(msg, raw...)
-	msg = append(msg, ']')
-	if err := c.write(ctx, msg); err != nil {
+	err := encErr
+	if err == nil {
+		err = c.write(ctx, msg)
+	}
+	if err != nil {
 		c.resolveOK(id, ch, OKResult{Err: err})
 	}
 	return ch
 }
 
-// PublishWait publishes ev and waits for its OK.
-func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
-	ch := c.publish(ctx, ev)
+// awaitOK waits for ch's result, or gives up on ctx (the waiter is then
+// unregistered).
+func (c *Conn) awaitOK(ctx context.Context, id string, ch chan OKResult) OKResult {
 	select {
 	case r := <-ch:
 		return r
 	case <-ctx.Done():
-		c.resolveOK(ev.ID, ch, OKResult{Err: ctx.Err()})
+		c.resolveOK(id, ch, OKResult{Err: ctx.Err()})
 		return <-ch
 	}
+}
+
+// PublishWait publishes ev and waits for its OK.
+func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
+	return c.awaitOK(ctx, ev.ID, c.publish(ctx, ev))
 }
 
 // resolveOK delivers r to one waiter (only) and unregisters it.
@@ -111,24 +112,8 @@ func (c *Conn) Authenticate(ctx context.Context, sign func(*nostr.Event) error) 
 	if err := sign(&ev); err != nil {
 		return fmt.Errorf("sign AUTH event: %w", err)
 	}
-	ch := make(chan OKResult, 1)
-	c.mu.Lock()
-	c.oks[ev.ID] = append(c.oks[ev.ID], ch)
-	c.mu.Unlock()
 	msg, err := nostr.AuthEnvelope{Event: ev}.MarshalJSON()
-	if err == nil {
-		err = c.write(ctx, msg)
-	}
-	if err != nil {
-		c.resolveOK(ev.ID, ch, OKResult{Err: err})
-	}
-	var r OKResult
-	select {
-	case r = <-ch:
-	case <-ctx.Done():
-		c.resolveOK(ev.ID, ch, OKResult{Err: ctx.Err()})
-		r = <-ch
-	}
+	r := c.awaitOK(ctx, ev.ID, c.sendAwaitingOK(ctx, ev.ID, msg, err))
 	if r.Err != nil {
 		return r.Err
 	}

@@ -68,7 +68,11 @@ func (c *Conn) readMessage(buf *bytes.Buffer) ([]byte, error) {
 		return nil, err
 	}
 	t := time.AfterFunc(c.opts.PongTimeout, func() {
-		cancel(fmt.Errorf("message not complete within %s", c.opts.PongTimeout))
+		// The connection ends with this cause: ending the read closes the
+		// socket, and a ping failing on it must not be taken for the cause.
+		cause := fmt.Errorf("message not complete within %s", c.opts.PongTimeout)
+		c.shutdown(cause)
+		cancel(cause)
 	})
 	defer t.Stop()
 	buf.Reset()
@@ -138,6 +142,9 @@ func (c *Conn) handle(data []byte) {
 		c.mu.Lock()
 		sub := c.subs[env.SubscriptionID]
 		c.mu.Unlock()
+		if sub != nil && c.opts.OnClosedFilters != nil {
+			c.opts.OnClosedFilters(env.Reason, sub.Filters)
+		}
 		if sub != nil {
 			if c.opts.OnClosed != nil {
 				c.opts.OnClosed(env.SubscriptionID, env.Reason)

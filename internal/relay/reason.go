@@ -1,6 +1,15 @@
 package relay
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
+
+// ErrAuthRequired: the relay answered a request "auth-required: …"
+// (NIP-42) — a REQ's CLOSED, a NEG-ERR — or the authentication it asked for
+// could not be done (no key, refused, unanswered). REQ and NEG-OPEN errors
+// of that kind wrap it.
+var ErrAuthRequired = errors.New("relay requires NIP-42 authentication")
 
 // The machine-readable prefixes of NIP-01 OK and CLOSED reasons (also used
 // in NIP-77 NEG-ERR reasons), without their colon.

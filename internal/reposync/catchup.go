@@ -14,12 +14,11 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
-// CatchUpResult tells what a catch-up with the own relay found.
-type CatchUpResult struct {
+// catchUpStats is what a catch-up with the own relay found (its log line).
+type catchUpStats struct {
 	Added, Removed        int
 	BytesSent, BytesRecvd int
 	Filters               int
-	Took                  time.Duration
 }
 
 // CatchUp brings a LocalIndex restored from the state store up to date
@@ -29,17 +28,22 @@ type CatchUpResult struct {
 // events) are fetched and indexed, ids the index has and the relay lacks
 // (deleted meanwhile) are removed. On success the filters count as filled,
 // so reconciliations with remote relays do not read the own relay again.
-// It returns neg.ErrUnsupported when the own relay does not speak NIP-77;
-// the caller then fills the index by reading back.
-func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch int, l1 bool, repos, roots []string) (CatchUpResult, error) {
+// It returns how many indexed events the own relay lacked (removed), or
+// neg.ErrUnsupported when the own relay does not speak NIP-77; the caller
+// then fills the index by reading back. opts.Now is the clock of its log
+// line.
+func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch int, l1 bool, repos, roots []string) (removed int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	start := time.Now()
-	var res CatchUpResult
-	defer func() { res.Took = time.Since(start) }()
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	var res catchUpStats
 	conn, err := o.ownConn(ctx)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	local := func(f nostr.Filter) (*neg.Storage, error) { return o.idx.Storage(f) }
 	emit := func(_ context.Context, in ingest.Incoming) error {
@@ -53,13 +57,44 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 		return nil
 	}
 	fetchBatch = max(fetchBatch, 1)
+	// First the whole own relay in one reconciliation: a GRASP relay holds
+	// little beyond what the index covers, and one empty filter costs a
+	// few hundred bytes where filters naming every root cost megabytes.
+	// When the relay holds much more (a general-purpose relay), the
+	// per-filter reconciliation below asks only for what sync covers.
+	whole, err := neg.ReconcileSplit(ctx, conn, "cuw-", nostr.Filter{}, local, opts)
+	res.BytesSent += whole.BytesSent
+	res.BytesRecvd += whole.BytesReceived
+	res.Filters++
+	if err != nil {
+		return res.Removed, err
+	}
+	if len(whole.Need) <= max(wholeNeedMin, o.idx.Len()/10) {
+		for _, id := range whole.Have {
+			if o.idx.Remove(id) {
+				res.Removed++
+			}
+			if o.forget != nil {
+				o.forget(id)
+			}
+		}
+		for s := 0; s < len(whole.Need); s += fetchBatch {
+			ids := whole.Need[s:min(s+fetchBatch, len(whole.Need))]
+			if err := o.pager.Sync(ctx, conn, []nostr.Filter{{IDs: ids}}, 1, emit); err != nil {
+				return res.Removed, fmt.Errorf("fetching what others added to the own relay: %w", err)
+			}
+		}
+		o.markFilled(l1, repos, roots)
+		o.logCatchUp(res, now().Sub(start), true)
+		return res.Removed, nil
+	}
 	for i, f := range o.fillFilters(l1, repos, roots) {
 		r, err := neg.ReconcileSplit(ctx, conn, fmt.Sprintf("cu%d-", i), f, local, opts)
 		res.BytesSent += r.BytesSent
 		res.BytesRecvd += r.BytesReceived
 		res.Filters++
 		if err != nil {
-			return res, err
+			return res.Removed, err
 		}
 		for _, id := range r.Have {
 			if o.idx.Remove(id) {
@@ -72,10 +107,21 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 		for s := 0; s < len(r.Need); s += fetchBatch {
 			ids := r.Need[s:min(s+fetchBatch, len(r.Need))]
 			if err := o.pager.Sync(ctx, conn, []nostr.Filter{{IDs: ids}}, 1, emit); err != nil {
-				return res, fmt.Errorf("fetching what others added to the own relay: %w", err)
+				return res.Removed, fmt.Errorf("fetching what others added to the own relay: %w", err)
 			}
 		}
 	}
+	o.markFilled(l1, repos, roots)
+	o.logCatchUp(res, now().Sub(start), false)
+	return res.Removed, nil
+}
+
+// wholeNeedMin: a whole-relay reconciliation finding at most this many
+// events (or a tenth of the index) the index lacks fetches them; more
+// means the relay holds much that sync does not cover.
+const wholeNeedMin = 1000
+
+func (o *OwnLocalSet) markFilled(l1 bool, repos, roots []string) {
 	if l1 {
 		o.filled["L1"] = true
 	}
@@ -85,8 +131,10 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 	for _, v := range roots {
 		o.filled[v] = true
 	}
-	o.log.Info("local index caught up with the own relay by NIP-77",
+}
+
+func (o *OwnLocalSet) logCatchUp(res catchUpStats, took time.Duration, whole bool) {
+	o.log.Info("local index caught up with the own relay by NIP-77", zap.Bool("whole_relay", whole),
 		zap.Int("filters", res.Filters), zap.Int("added", res.Added), zap.Int("removed", res.Removed),
-		zap.Int("bytes_sent", res.BytesSent), zap.Int("bytes_received", res.BytesRecvd), zap.Duration("took", time.Since(start)))
-	return res, nil
+		zap.Int("bytes_sent", res.BytesSent), zap.Int("bytes_received", res.BytesRecvd), zap.Duration("took", took))
 }

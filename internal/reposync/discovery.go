@@ -194,6 +194,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			}
 		}
 	}
+	e.reposGen++
 	e.applyDelta(delta)
 }
 
@@ -239,6 +240,7 @@ func (e *Engine) dropOrphans() {
 	}
 	clear(e.orphans)
 	e.orphanCount = 0
+	e.reposGen++
 }
 
 // validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a
@@ -315,7 +317,7 @@ func (e *Engine) applyDelta(delta map[string]Items) {
 // hosted when it lists the service domain in `clone` and `relays`. Without
 // a service domain, or with HostAll, the own relay's acceptance decides.
 func (e *Engine) hosts(ann *nostr.Event) bool {
-	return e.cfg.HostAll || e.cfg.ServiceDomain == "" || nip34.ListsService(ann, e.cfg.ServiceDomain)
+	return nip34.Hosted(ann, e.cfg.ServiceDomain, e.cfg.HostAll)
 }
 
 // bootstrap23 lists the bootstrap relays asked about every repository

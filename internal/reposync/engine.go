@@ -229,6 +229,15 @@ type Engine struct {
 	relaySnap      []PersistedRelay
 	confirmedLists map[string]*confirmedCache
 	confirmedGen   uint64
+	// reposGen counts changes of repos and orphans; reposSnap is the last
+	// persistable copy (under snapMu). restoredSelfSeen is how far the
+	// previous run had read the own relay's history; selfSeen is this
+	// run's (unix nanoseconds).
+	reposGen         uint64
+	reposSnap        PersistedRepos
+	restoredSelfSeen time.Time
+	selfSeen         atomic.Int64
+	selfLive         atomic.Bool // history read and the self-subscription live
 }
 
 // remote is the engine's record of one remote relay.
@@ -388,7 +397,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			e.refreshSnapshot() // the relays' last state, for the state store
+			e.refreshSnapshot()
+			e.storeRelaySnapshot() // the relays' last state, for the state store
 			for url := range e.relays {
 				e.dropConnection(url)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // batchRun collects the outcomes of a batch's jobs.
@@ -130,20 +131,38 @@ func (e *Engine) startJobs(r *remote) {
 	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
+		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
 		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
 		started := e.clock.Now()
+		// The job's REQ goes out after the live-subscription commands
+		// queued before it (the CLOSEs of a consolidation): otherwise
+		// closed-but-not-yet-sent subscriptions and the new job overlap on
+		// the relay beyond its subscription budget.
+		queued := make(chan struct{})
+		var connDone <-chan struct{}
+		if r.cmds == nil || conn == nil {
+			close(queued)
+		} else {
+			connDone = conn.Done()
+			e.exec(r, func(*relay.Conn) { close(queued) })
+		}
 		ctx := withBorrower(e.ctx, &jobSlotsBorrower{l: lend, max: e.cfg.HistoricFetchSlots - 1})
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			select {
+			case <-queued:
+			case <-connDone:
+			case <-e.ctx.Done():
+			}
 			asked := nostr.Filters(j.filters)
 			hs := e.d.Historic
 			if j.run.pager {
 				hs = e.catchup
 			}
-			err := hs.Sync(ctx, conn, j.filters, 1, func(ctx context.Context, in ingest.Incoming) error {
+			emit := func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked.Match(in.Event) {
@@ -151,7 +170,18 @@ func (e *Engine) startJobs(r *remote) {
 					return nil
 				}
 				return e.h.Handle(ctx, in)
-			})
+			}
+			err := hs.Sync(ctx, conn, j.filters, 1, emit)
+			// A refusal that taught a smaller limit is asked again at once
+			// within it, not left to the retry backoff.
+			for err != nil && e.ctx.Err() == nil {
+				refit := fitTagValues(j.filters, e.valuesPerFilter(url))
+				if len(refit) == len(j.filters) {
+					break
+				}
+				j.filters = refit
+				err = hs.Sync(ctx, conn, j.filters, 1, emit)
+			}
 			e.post(func() {
 				e.historicJobs--
 				if err == nil || !e.requeueRateLimited(url, gen, j, started) {
@@ -225,6 +255,7 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	// subscriptions are open, and the retry fetches their history.
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
+	r.confirmedGen++
 	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
 		e.consolidate(r)
 	}

@@ -103,10 +103,13 @@ type RelayState struct {
 	// last fresh sync) completed: later batches for new items do not turn
 	// it back to Syncing.
 	HistoricDone bool
+	// confirmedGen counts changes of Confirmed (bumped by whoever changes
+	// it), so the state store's copy is rebuilt only then.
+	confirmedGen uint64
 }
 
 // ClearConfirmed forgets what was confirmed (fresh sync).
-func (r *RelayState) ClearConfirmed() { r.Confirmed = newItems() }
+func (r *RelayState) ClearConfirmed() { r.Confirmed = newItems(); r.confirmedGen++ }
 
 // Target is what we want from one relay.
 type Target = Items

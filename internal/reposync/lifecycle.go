@@ -75,6 +75,11 @@ func (e *Engine) remoteOptions(url string) relay.Options {
 	opts.OnNotice = func(text string) { e.onNotice(url, text) }
 	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
 	opts.OnClosed = func(_, reason string) { e.onReason(url, health.SourceClosed, reason) }
+	opts.OnClosedFilters = func(reason string, fs nostr.Filters) {
+		if health.ClassifyMessage(reason) == health.SignalTooManyTagValues {
+			e.learnTagValues(url, fs, "CLOSED: "+reason)
+		}
+	}
 	opts.OnNegErr = func(_, reason string) { e.onReason(url, health.SourceNegErr, reason) }
 	opts.OnOK = func(_ string, ok bool, reason string) {
 		if !ok {
@@ -135,6 +140,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		select {
 		case <-conn.Done():
 			err := conn.Err()
+			e.learnMessageSize(url, conn, err)
 			e.post(func() { e.onDisconnected(url, gen, err) })
 		case <-ctx.Done():
 		}
@@ -147,9 +153,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 // reconnect; then compute_actions for new items.
 func (e *Engine) connectOrReconnect(r *remote) {
 	now := e.clock.Now()
-	// A relay whose first historic sync did not complete starts over: a
-	// catch-up since the disconnect would not cover its history.
-	fresh := r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	fresh := e.needsFreshSync(r, now)
 	disconnectedAt := r.DisconnectedAt
 	if fresh {
 		// Everything is fetched again: failed batches with it.

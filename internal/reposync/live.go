@@ -54,6 +54,7 @@ const maxReqBytes = 120_000
 // announces a smaller max_message_length).
 func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
 	limits := e.d.Health.Limits(r.URL)
+	fs = fitTagValues(fs, e.valuesPerFilter(r.URL))
 	per := limits.MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
@@ -165,8 +166,12 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	if _, ok := r.live[id]; !ok {
 		return
 	}
+	filters := r.live[id]
 	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
+	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
+		e.learnFilters(url, filters, "CLOSED: "+reason)
+	}
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
 		// NIP-42: rebuild once the connection authenticated; without a key
 		// (or refused) the relay is reported as needing one, not retried.
@@ -223,6 +228,20 @@ func (e *Engine) onReason(url string, source health.MessageSource, reason string
 func (e *Engine) onNotice(url, text string) {
 	sig := e.d.Health.Observe(url, health.SourceNotice, text)
 	switch sig {
+	case health.SignalTooManyFilters:
+		// strfry answers a REQ over its filter count with a NOTICE ("bad
+		// req: arr too big") that names none: learn from the largest live
+		// REQ and rebuild them all within the bound.
+		e.post(func() {
+			if r := e.relays[url]; r != nil && r.Status.IsUp() {
+				most := 0
+				for _, n := range r.live {
+					most = max(most, n)
+				}
+				e.learnFilters(url, most, "NOTICE: "+text)
+				r.rebuildLive = true
+			}
+		})
 	case health.SignalTooManySubscriptions, health.SignalRateLimited:
 		// A NOTICE names no subscription: whatever REQ it refused, rebuild
 		// the live ones once the relay allows it.
@@ -288,7 +307,7 @@ func (e *Engine) addFilters(a AddFilters) {
 		return
 	}
 	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
-	newFilters := nip34.Count23(len(repos), len(roots), e.cfg.ValuesPerFilter)
+	newFilters := nip34.Count23(len(repos), len(roots), e.valuesPerFilter(r.URL))
 	budget := e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a

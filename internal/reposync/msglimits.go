@@ -1,8 +1,113 @@
 package reposync
 
 import (
+	"slices"
+
+	"github.com/nbd-wtf/go-nostr"
+
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
+
+// valuesPerFilter is how many tag values one filter to url carries: the
+// configured sync.values_per_filter, lowered to what the relay taught.
+func (e *Engine) valuesPerFilter(url string) int {
+	n := e.cfg.ValuesPerFilter
+	if l := e.d.Health.Limits(url).MaxTagValues; l > 0 && (n <= 0 || l < n) {
+		n = l
+	}
+	return n
+}
+
+// learnTagValues: url refused fs for their tag values; half of the most
+// values one of them carried is its bound from then on (refusals of REQs
+// built alike teach the same bound, not halves of halves).
+func (e *Engine) learnTagValues(url string, fs nostr.Filters, why string) {
+	most := 0
+	for _, f := range fs {
+		for _, vs := range f.Tags {
+			most = max(most, len(vs))
+		}
+	}
+	if most > 1 {
+		e.d.Health.Learn(url, relay.Limits{MaxTagValues: most / 2}, why)
+	}
+}
+
+// fitTagValues splits every filter of fs whose tag carries more than n
+// values into filters of at most n values each (same other fields); fs
+// itself is returned when none does.
+func fitTagValues(fs []nostr.Filter, n int) []nostr.Filter {
+	if n <= 0 || !slices.ContainsFunc(fs, func(f nostr.Filter) bool { return overValues(f, n) }) {
+		return fs
+	}
+	out := make([]nostr.Filter, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, splitValues(f, n)...)
+	}
+	return out
+}
+
+func overValues(f nostr.Filter, n int) bool {
+	for _, vs := range f.Tags {
+		if len(vs) > n {
+			return true
+		}
+	}
+	return false
+}
+
+// splitValues splits f's first tag over n values into chunks, recursively
+// for the next one.
+func splitValues(f nostr.Filter, n int) []nostr.Filter {
+	keys := make([]string, 0, len(f.Tags))
+	for k := range f.Tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		vs := f.Tags[k]
+		if len(vs) <= n {
+			continue
+		}
+		var out []nostr.Filter
+		for start := 0; start < len(vs); start += n {
+			g := f
+			g.Tags = make(nostr.TagMap, len(f.Tags))
+			for k2, v2 := range f.Tags {
+				g.Tags[k2] = v2
+			}
+			g.Tags[k] = slices.Clone(vs[start:min(start+n, len(vs))])
+			out = append(out, splitValues(g, n)...)
+		}
+		return out
+	}
+	return []nostr.Filter{f}
+}
+
+// learnFilters: url refused a REQ of sent filters for their number, a
+// limit it does not announce (or announces higher). The health tracker
+// keeps half of it as the relay's bound, so the REQs rebuilt next fit
+// (halving again if the relay still refuses) instead of failing the same
+// way in a loop.
+func (e *Engine) learnFilters(url string, sent int, why string) {
+	if sent > 1 {
+		e.d.Health.Learn(url, relay.Limits{MaxFilters: sent / 2}, why)
+	}
+}
+
+// learnMessageSize: the connection to url ended; if the relay closed it
+// for a message too big (status 1009), the health tracker keeps half of
+// the largest message sent on it as the relay's message size, so that
+// REQs, NEG-OPENs, NEG-MSGs and fetch-by-id batches are built within it
+// after the reconnect.
+func (e *Engine) learnMessageSize(url string, c *relay.Conn, err error) {
+	if !relay.MessageTooBig(err) {
+		return
+	}
+	if sent := int(c.Stats().MaxFrameOut); sent > 0 {
+		e.d.Health.Learn(url, relay.Limits{MaxMessageLength: sent / 2}, "closed for a message too big: "+err.Error())
+	}
+}
 
 // defaultMaxMessage is the message size assumed for a relay that announces
 // none (NIP-11 max_message_length): strfry's default, the smallest in use

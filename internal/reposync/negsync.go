@@ -199,7 +199,7 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 		case errors.Is(err, neg.ErrUnsupported):
 			s.setSupport(url, false)
 			fallback = append(fallback, fs[i:]...)
-		case errors.Is(err, ErrAuthRequired):
+		case errors.Is(err, relay.ErrAuthRequired):
 			return errors.Join(append(errs, err)...)
 		case errors.Is(err, localindex.ErrCannotAnswer), errors.Is(err, errLocalFill):
 			fallback = append(fallback, f)
@@ -303,7 +303,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 		return st, err
 	}
 	res, err := neg.ReconcileSplit(ctx, c, fmt.Sprintf("n%d-", s.seq.Add(1)), f, localFor, opts)
-	if errors.Is(err, neg.ErrAuthRequired) {
+	if errors.Is(err, relay.ErrAuthRequired) {
 		// NIP-42: authenticate the connection and reconcile again.
 		if aerr := s.pager.Auth.Ensure(ctx, c); aerr != nil {
 			return res, windows, errors.Join(err, aerr)

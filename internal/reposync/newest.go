@@ -3,9 +3,11 @@ package reposync
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -14,19 +16,18 @@ import (
 // events, the newest ones: NIP-77 names missing events by id only, so when
 // more than max are missing the time range is halved and the newer half
 // taken first (recursively, down to one second), the older half with what
-// budget is left. It reports how many ids were missing in f's range.
+// budget is left. It reports how many ids were missing in f's range, plus
+// the events paged below a truncated set (see fetchConfirmed).
 func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
-	res, _, err := s.reconcileNeed(ctx, c, f)
+	res, windows, err := s.reconcileNeed(ctx, c, f)
 	need := res.Need
 	if err != nil && len(need) == 0 {
 		return 0, err
 	}
 	missing := len(need)
 	if len(need) <= max {
-		if ferr := s.fetch(ctx, c, need, slots, emit); ferr != nil {
-			err = errors.Join(err, ferr)
-		}
-		return missing, err
+		paged, err := s.fetchConfirmed(ctx, c, f, res, windows, err, slots, max, emit)
+		return missing + paged, err
 	}
 	var since, until nostr.Timestamp
 	if f.Since != nil {
@@ -58,4 +59,54 @@ func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.
 		nerr = errors.Join(nerr, oerr)
 	}
 	return missing, nerr
+}
+
+// errBudgetSpent stops paging a truncated set's rest once the budget of
+// reconcileNewest is spent.
+var errBudgetSpent = errors.New("per-cycle event budget spent")
+
+// fetchConfirmed fetches need (at most max ids) and then, as a historic
+// sync does (confirmSet), checks the reconciled set when it looks cut:
+// a relay that answers NIP-77 with only its newest events is caught and
+// the rest of f is paged, newest first, with the budget left (max minus
+// the ids fetched); what is not paged waits for the next cycle. err is the
+// reconciliation's error: a failed reconciliation is not confirmed. It
+// reports how many events the check and the paging emitted.
+func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.Filter, res neg.Result, windows map[string]*neg.Storage, err error, slots, max int, emit Emit) (int, error) {
+	var fetched []neg.Item
+	var fmu sync.Mutex
+	recording := func(ctx context.Context, in ingest.Incoming) error {
+		if it, ierr := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); ierr == nil {
+			fmu.Lock()
+			fetched = append(fetched, it)
+			fmu.Unlock()
+		}
+		return emit(ctx, in)
+	}
+	if ferr := s.fetch(ctx, c, res.Need, slots, recording); ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	if err != nil {
+		return 0, err
+	}
+	left := max - len(res.Need)
+	if left <= 0 {
+		return 0, nil
+	}
+	local := make([]*neg.Storage, 0, len(windows))
+	for _, st := range windows {
+		local = append(local, st)
+	}
+	paged := 0
+	bounded := func(ctx context.Context, in ingest.Incoming) error {
+		if paged >= left {
+			return errBudgetSpent
+		}
+		paged++
+		return emit(ctx, in)
+	}
+	if cerr := s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), bounded); cerr != nil && !errors.Is(cerr, errBudgetSpent) {
+		return paged, cerr
+	}
+	return paged, nil
 }

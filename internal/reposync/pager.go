@@ -243,7 +243,7 @@ func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit E
 // authenticated (NIP-42).
 func (p *Pager) fetchPage(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
 	page, outside, err := p.fetchOnce(ctx, c, f, emit)
-	if errors.Is(err, ErrAuthRequired) && p.Auth != nil {
+	if errors.Is(err, relay.ErrAuthRequired) && p.Auth != nil {
 		if aerr := p.Auth.Ensure(ctx, c); aerr != nil {
 			return nil, 0, errors.Join(err, aerr)
 		}
@@ -322,7 +322,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 					p.OnClosed(m.Reason)
 				}
 				if relay.ReasonPrefix(m.Reason) == relay.ReasonAuthRequired {
-					return nil, 0, fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, ErrAuthRequired, m.Reason)
+					return nil, 0, fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, relay.ErrAuthRequired, m.Reason)
 				}
 				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
 			case relay.MsgEOSE:

@@ -1,9 +1,13 @@
 package reposync
 
 import (
-	"reflect"
+	"context"
 	"time"
-	"unsafe"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
 // PersistedRelay is one remote relay's sync state as a state store keeps
@@ -27,17 +31,43 @@ type PersistedRelay struct {
 	// NegentropyAt.
 	Negentropy   string    `json:"negentropy,omitempty"`
 	NegentropyAt time.Time `json:"negentropy_at,omitzero"`
+	// HistoricDone: the relay's historic sync had completed with no failed
+	// batch waiting for a retry; without it a restart syncs it afresh.
+	HistoricDone bool `json:"historic_done,omitempty"`
 	// ConfirmedGen changes whenever Repos or Roots change, so a store
 	// rewrites them only then.
 	ConfirmedGen uint64 `json:"-"`
 }
 
-// RelayStates returns every tracked remote relay's persistable state, as
-// of the last status refresh (the engine's tick); nil before the first.
+// RelayStates returns every tracked remote relay's persistable state. It
+// is built when asked, on the Run goroutine; when the engine does not
+// answer within a second (or is not running), the last one built (nil
+// before the first). Run builds one last when it stops, before it drops
+// the connections.
 func (e *Engine) RelayStates() []PersistedRelay {
+	if e.running.Load() {
+		done := make(chan struct{})
+		select {
+		case e.inbox <- func() { e.storeRelaySnapshot(); close(done) }:
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+			}
+		default:
+		}
+	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	return e.relaySnap
+}
+
+// storeRelaySnapshot builds the persistable relay states (on the Run
+// goroutine) and keeps them for RelayStates.
+func (e *Engine) storeRelaySnapshot() {
+	relays := e.snapshotRelays()
+	e.snapMu.Lock()
+	e.relaySnap = relays
+	e.snapMu.Unlock()
 }
 
 // RestoreRelays hands the engine the relay states of the previous run;
@@ -67,6 +97,7 @@ func (e *Engine) applyRestored(r *remote) {
 	for _, v := range p.Roots {
 		r.Confirmed.Roots.add(v)
 	}
+	r.confirmedGen++
 	r.LastConnected = p.LastConnected
 	r.DisconnectedAt = p.DisconnectedAt
 	if r.DisconnectedAt.IsZero() {
@@ -75,37 +106,20 @@ func (e *Engine) applyRestored(r *remote) {
 	if r.DisconnectedAt.IsZero() {
 		r.LastConnected = time.Time{} // nothing to measure the downtime by: fresh
 	}
-	// Its confirmed items were synced: a reconnect inside the window
-	// catches up instead of starting over.
-	r.HistoricDone = !r.LastConnected.IsZero()
+	// Its confirmed items were synced, with no failed batch waiting: a
+	// reconnect inside the window catches up instead of starting over.
+	r.HistoricDone = p.HistoricDone && !r.LastConnected.IsZero()
 }
 
 // confirmedCache holds a relay's confirmed items as lists, rebuilt only
-// when the sets changed: they only grow, or are replaced when cleared.
+// when they changed: when the relay's confirmedGen moved or the relay was
+// forgotten and tracked again (another *remote).
 type confirmedCache struct {
-	gen            uint64
-	repos, roots   unsafe.Pointer
-	nRepos, nRoots int
-	repoList       []string
-	rootList       []string
-}
-
-func (c *confirmedCache) lists(it Items, gen *uint64) ([]string, []string) {
-	rp, op := reflect.ValueOf(it.Repos).UnsafePointer(), reflect.ValueOf(it.Roots).UnsafePointer()
-	changed := c.gen == 0
-	if rp != c.repos || len(it.Repos) != c.nRepos {
-		c.repos, c.nRepos, c.repoList = rp, len(it.Repos), keys(it.Repos)
-		changed = true
-	}
-	if op != c.roots || len(it.Roots) != c.nRoots {
-		c.roots, c.nRoots, c.rootList = op, len(it.Roots), keys(it.Roots)
-		changed = true
-	}
-	if changed {
-		*gen++
-		c.gen = *gen
-	}
-	return c.repoList, c.rootList
+	r        *remote
+	seen     uint64 // r.confirmedGen the lists were built at
+	gen      uint64 // the engine-wide generation handed to the store
+	repoList []string
+	rootList []string
 }
 
 func keys(s set) []string {
@@ -117,7 +131,7 @@ func keys(s set) []string {
 }
 
 // snapshotRelays builds the persistable relay states; it runs on the Run
-// goroutine with the status refresh.
+// goroutine.
 func (e *Engine) snapshotRelays() []PersistedRelay {
 	now := e.clock.Now()
 	out := make([]PersistedRelay, 0, len(e.relays))
@@ -131,13 +145,15 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 	}
 	for _, r := range e.relays {
 		c := e.confirmedLists[r.URL]
-		if c == nil {
-			c = &confirmedCache{}
+		if c == nil || c.r != r || c.seen != r.confirmedGen {
+			e.confirmedGen++
+			c = &confirmedCache{r: r, seen: r.confirmedGen, gen: e.confirmedGen,
+				repoList: keys(r.Confirmed.Repos), rootList: keys(r.Confirmed.Roots)}
 			e.confirmedLists[r.URL] = c
 		}
-		repos, roots := c.lists(r.Confirmed, &e.confirmedGen)
+		repos, roots := c.repoList, c.rootList
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
-			Repos: repos, Roots: roots, ConfirmedGen: c.gen}
+			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
 		if r.Status.IsUp() {
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now
 		}
@@ -169,4 +185,144 @@ func (s *NegSyncer) supportOf(url string) (string, time.Time) {
 		return "supported", e.at
 	}
 	return "unsupported", e.at
+}
+
+// PersistedRepos is the repository index as a state store keeps it: the
+// root events of each repository (and the orphans waiting for their
+// announcement), and how far the own relay's history was read. A restart
+// pages the own relay's announcements and states in full (few, and the
+// purgatory needs them) and its root events only since SelfSeen −
+// since_buffer; the restored roots wait as orphans for their announcement,
+// as roots paged before their announcement do.
+type PersistedRepos struct {
+	Roots    map[string][]string `json:"roots"`
+	SelfSeen time.Time           `json:"self_seen,omitzero"`
+	// Gen changes whenever Roots changes, so a store rewrites it only then.
+	Gen uint64 `json:"-"`
+}
+
+// RepoState returns the persistable repository index as of the last status
+// refresh.
+func (e *Engine) RepoState() PersistedRepos {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	return e.reposSnap
+}
+
+// RestoreRepos hands the engine the previous run's repository index; call
+// it before Run.
+func (e *Engine) RestoreRepos(p PersistedRepos) {
+	if p.SelfSeen.IsZero() || len(p.Roots) == 0 {
+		return // nothing to resume from: the history is read in full
+	}
+	for ref, roots := range p.Roots {
+		if !validRepoRef(ref) {
+			continue
+		}
+		o := e.orphans[ref]
+		if o == nil {
+			o = set{}
+			e.orphans[ref] = o
+		}
+		for _, id := range roots {
+			if !o.has(id) {
+				o.add(id)
+				e.orphanCount++ // not bounded by maxOrphanRoots: all were accepted before
+			}
+		}
+	}
+	e.restoredSelfSeen = p.SelfSeen
+	e.reposGen++
+}
+
+// snapshotRepos copies the repository index when it changed since the
+// last copy.
+func (e *Engine) snapshotRepos() (PersistedRepos, bool) {
+	if e.reposGen == e.reposSnapGen() {
+		return PersistedRepos{}, false
+	}
+	p := PersistedRepos{Roots: make(map[string][]string, len(e.repos)+len(e.orphans)), Gen: e.reposGen}
+	for ref, n := range e.repos {
+		p.Roots[ref] = keys(n.Roots)
+	}
+	for ref, o := range e.orphans {
+		p.Roots[ref] = append(p.Roots[ref], keys(o)...)
+	}
+	return p, true
+}
+
+func (e *Engine) reposSnapGen() uint64 {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	return e.reposSnap.Gen
+}
+
+func (e *Engine) selfSeenTime() time.Time {
+	if e.selfLive.Load() {
+		return e.clock.Now()
+	}
+	if ns := e.selfSeen.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return e.restoredSelfSeen
+}
+
+// selfHistoryFilters are the own-relay filters of a self-subscription's
+// paging: everything since since; after a restore, announcements and
+// states in full.
+func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nostr.Filter {
+	if !restored || since == nil {
+		return []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}
+	}
+	var full, rest []int
+	for _, k := range e.cfg.SelfKinds {
+		if k == nip34.KindRepoAnnouncement || k == nip34.KindRepoState {
+			full = append(full, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	var fs []nostr.Filter
+	if len(full) > 0 {
+		fs = append(fs, nostr.Filter{Kinds: full})
+	}
+	if len(rest) > 0 {
+		fs = append(fs, nostr.Filter{Kinds: rest, Since: since})
+	}
+	return fs
+}
+
+// needsFreshSync tells a fresh sync (a first connection, a relay whose
+// first historic sync did not complete — a catch-up since the disconnect
+// would not cover its history —, or a downtime longer than the
+// quick-reconnect window) from a quick reconnect.
+func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
+	return r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+}
+
+// lostMin: a catch-up finding the own relay lacks more than this many
+// indexed events (or a tenth of the index) means it lost data while the
+// sidecar was down (a wiped or restored database).
+const lostMin = 1000
+
+// forgetConfirmed makes every remote relay sync afresh: what the previous
+// run confirmed is no longer on the own relay, and a quick reconnect would
+// only ask for what is newer. It runs on the Run goroutine before remote
+// relays may connect (the caller declares readiness after it).
+func (e *Engine) forgetConfirmed(ctx context.Context, lost int) {
+	done := make(chan struct{})
+	e.post(func() {
+		defer close(done)
+		e.log.Warn("the own relay lost events while the sidecar was down; every remote relay syncs afresh",
+			zap.Int("events_lost", lost))
+		e.restored = nil
+		for _, r := range e.relays {
+			r.ClearConfirmed()
+			r.LastConnected = time.Time{}
+		}
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }

@@ -2,7 +2,6 @@ package reposync
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
-
-// ErrAuthRequired: a relay answered a REQ or NEG-OPEN with
-// "auth-required:" and either no key is configured or its AUTH failed.
-var ErrAuthRequired = errors.New("relay requires NIP-42 authentication to read")
 
 // Results of ngit_sync_read_auth_total.
 const (
@@ -57,14 +52,14 @@ func newReadAuth(sign func(*nostr.Event) error, timeout time.Duration, counter *
 
 // Ensure authenticates c once (concurrent callers wait for the one
 // attempt, each on its own ctx); it returns an error wrapping
-// ErrAuthRequired when there is no key or the relay refused the AUTH or did
+// relay.ErrAuthRequired when there is no key or the relay refused the AUTH or did
 // not answer within the timeout. The attempt runs on the connection's
 // lifetime, not on the first caller's ctx, so a caller that gives up does
 // not fail it for the others. The outcome holds for the connection's life:
 // a new connection tries again.
 func (a *ReadAuth) Ensure(ctx context.Context, c *relay.Conn) error {
 	if a == nil {
-		return fmt.Errorf("%w: no authenticator", ErrAuthRequired)
+		return fmt.Errorf("%w: no authenticator", relay.ErrAuthRequired)
 	}
 	url := c.URL()
 	a.mu.Lock()
@@ -96,12 +91,12 @@ func (a *ReadAuth) Ensure(ctx context.Context, c *relay.Conn) error {
 func (a *ReadAuth) attempt(c *relay.Conn, url string, at *authAttempt) {
 	defer close(at.done)
 	if a.sign == nil {
-		at.err = fmt.Errorf("%w: no secret key configured", ErrAuthRequired)
+		at.err = fmt.Errorf("%w: no secret key configured", relay.ErrAuthRequired)
 		a.record(url, authNoKey, "needs a key: no secret key configured", nil)
 		return
 	}
 	if err := a.authenticate(c); err != nil {
-		at.err = fmt.Errorf("%w: %w", ErrAuthRequired, err)
+		at.err = fmt.Errorf("%w: %w", relay.ErrAuthRequired, err)
 		a.record(url, authFailed, "AUTH failed: "+err.Error(), err)
 		return
 	}

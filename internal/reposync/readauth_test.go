@@ -16,7 +16,7 @@ import (
 )
 
 // TestReadAuthUnansweredTimesOut: a relay that sends an AUTH challenge and
-// never answers the AUTH fails the attempt after the timeout (ErrAuthRequired,
+// never answers the AUTH fails the attempt after the timeout (relay.ErrAuthRequired,
 // the deadline as cause) instead of holding every job on the connection; a
 // caller that gives up first does not decide the attempt for the others.
 func TestReadAuthUnansweredTimesOut(t *testing.T) {
@@ -44,8 +44,8 @@ func TestReadAuthUnansweredTimesOut(t *testing.T) {
 	}
 	start := time.Now()
 	err = a.Ensure(ctx, conn)
-	if !errors.Is(err, ErrAuthRequired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("unanswered AUTH: %v, want ErrAuthRequired after the timeout", err)
+	if !errors.Is(err, relay.ErrAuthRequired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered AUTH: %v, want relay.ErrAuthRequired after the timeout", err)
 	}
 	t.Logf("unanswered AUTH failed after %v (timeout 300ms)", time.Since(start).Round(time.Millisecond))
 	if a.Failed(conn) == nil {

@@ -27,7 +27,8 @@ const ownReconnectBase = 250 * time.Millisecond
 // since_buffer.
 func (e *Engine) runSelfSubscriber(ctx context.Context) {
 	log := e.log.Named("self")
-	var lastSeen time.Time
+	lastSeen := e.restoredSelfSeen // zero without a state store
+	restored := !lastSeen.IsZero()
 	retry := backoff.Policy{Base: ownReconnectBase, Max: e.cfg.OwnReconnectMax}
 	failures := 0
 	for ctx.Err() == nil {
@@ -56,14 +57,17 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
 			since = &ts
 		}
-		complete, err := e.selfSession(ctx, conn, since)
+		complete, err := e.selfSession(ctx, conn, since, restored)
 		e.ownUp.Store(false)
+		e.selfLive.Store(false)
 		if complete {
+			restored = false
 			// Everything stored up to the session's start was paged and the
 			// live subscription saw the rest: the next session may start
 			// from here. After an incomplete paging it pages the same range
 			// again (everything, on a first start).
 			lastSeen = e.clock.Now()
+			e.selfSeen.Store(lastSeen.UnixNano())
 		}
 		conn.Close()
 		if ctx.Err() != nil {
@@ -80,7 +84,7 @@ const selfHistoryBatch = 1000
 // self-subscriber kinds (since, when set) and applies them in batches.
 // Pages come newest first, so roots can precede their announcement; the
 // engine keeps such roots until the announcement arrives.
-func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) error {
+func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) error {
 	start := time.Now()
 	var batch []*nostr.Event
 	total := 0
@@ -105,7 +109,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		}
 		return nil
 	}
-	err := e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}, 1, emit)
+	err := e.pager.Sync(ctx, conn, e.selfHistoryFilters(since, restored), 1, emit)
 	flush()
 	if err != nil && errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil {
 		// The rest of the history was read; waiting would not get past a
@@ -132,7 +136,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 // latest BatchWindow after its first event (a burst is applied in bulk).
 //
 // complete reports whether the paging finished.
-func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp) (complete bool, err error) {
+func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) (complete bool, err error) {
 	sub, err := conn.Subscribe(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
 	if err != nil {
 		return false, err
@@ -144,7 +148,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		err := e.selfHistory(hctx, conn, since)
+		err := e.selfHistory(hctx, conn, since, restored)
 		if err == nil {
 			e.post(func() {
 				// Roots still waiting now have no announcement on the own
@@ -190,6 +194,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				return false, err // a new session pages again
 			}
 			complete = true
+			e.selfLive.Store(true) // history read, the live subscription sees the rest
 		case <-window:
 			flush()
 		case <-quietC:
@@ -276,9 +281,13 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
 	opts := e.cfg.Negentropy.Options
 	opts.Now = e.clock.Now
-	_, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
+	before := e.local.Index().Len()
+	removed, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
 	switch {
 	case err == nil:
+		if removed > max(lostMin, before/10) {
+			e.forgetConfirmed(ctx, removed)
+		}
 		return true
 	case ctx.Err() != nil:
 		return false

@@ -48,10 +48,13 @@ func (e *Engine) refreshSnapshot() {
 	sortRelays(s.Relays)
 	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
-	relays := e.snapshotRelays()
+	repos, reposChanged := e.snapshotRepos()
 	e.snapMu.Lock()
 	e.snap = s
-	e.relaySnap = relays
+	if reposChanged {
+		e.reposSnap = repos
+	}
+	e.reposSnap.SelfSeen = e.selfSeenTime()
 	e.snapMu.Unlock()
 }
 

@@ -25,16 +25,13 @@ const (
 	TruncReq = "req"
 )
 
-// commonCaps are the result sizes relays cut silently at.
-var commonCaps = []int{250, 500, 1000}
-
 // isCommonCap tells whether n is the size a silently cut set would have:
 // a common cap or the relay's announced max_limit.
 func isCommonCap(n, maxLimit int) bool {
 	if n > 0 && n == maxLimit {
 		return true
 	}
-	for _, c := range commonCaps {
+	for _, c := range relay.CommonCaps {
 		if n == c {
 			return true
 		}

@@ -82,3 +82,48 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 	}
 	check("trusted", fs, 1+wantRepos+wantRoots)
 }
+
+// TestFitTagValues: filters over a learned tag-value bound are split into
+// filters of at most that many values that together ask for the same
+// events; filters within it are left alone.
+func TestFitTagValues(t *testing.T) {
+	since := nostr.Timestamp(100)
+	fs := []nostr.Filter{
+		{Kinds: []int{1}},
+		{Tags: nostr.TagMap{"e": {"1", "2", "3", "4", "5"}}, Since: &since},
+		{Tags: nostr.TagMap{"a": {"x", "y", "z"}, "k": {"1", "2"}}},
+	}
+	if got := fitTagValues(fs, 5); len(got) != 3 {
+		t.Fatalf("within the bound: %d filters, want 3", len(got))
+	}
+	got := fitTagValues(fs, 2)
+	// 1 + ceil(5/2) + ceil(3/2)*1 = 1 + 3 + 2
+	if len(got) != 6 {
+		t.Fatalf("%d filters, want 6: %v", len(got), got)
+	}
+	values := map[string]int{}
+	for _, f := range got {
+		for k, vs := range f.Tags {
+			if len(vs) > 2 {
+				t.Fatalf("filter %v carries %d values of %s", f, len(vs), k)
+			}
+			for _, v := range vs {
+				values[k+v]++
+			}
+		}
+		if f.Tags["e"] != nil && (f.Since == nil || *f.Since != since) {
+			t.Fatalf("since lost: %v", f)
+		}
+	}
+	for _, want := range []string{"e1", "e2", "e3", "e4", "e5", "ax", "ay", "az"} {
+		if values[want] != 1 {
+			t.Fatalf("value %s in %d filters, want 1", want, values[want])
+		}
+	}
+	if values["k1"] != 2 || values["k2"] != 2 {
+		t.Fatalf("the k tag within the bound must go with every chunk of a: %v", values)
+	}
+	if len(fs[1].Tags["e"]) != 5 {
+		t.Fatal("the input was changed")
+	}
+}

@@ -168,7 +168,16 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 			},
 			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
 			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
+			Clock: d.Clock,
 		}
+		// A NIP-05 owner's nostr.json is fetched over HTTPS from a domain
+		// named in an event: dialled under the policy (kind nip05).
+		nip05 := &purgatory.NIP05Lookup{
+			Client:  pol.HTTPClientFor(netpolicy.KindNIP05, cfg.Purgatory.NIP05Timeout),
+			Timeout: cfg.Purgatory.NIP05Timeout, MaxBody: purgatory.DefaultNIP05MaxBody,
+			MaxRelays: purgatory.DefaultNIP05MaxRelays, TTL: cfg.Purgatory.NostrURLCacheTTL, Clock: d.Clock,
+		}
+		nostrURLs.NIP05 = nip05.Lookup
 		purg, err := purgatory.New(pc, purgatory.Options{
 			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
 			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
@@ -446,7 +455,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	stopPub()
 	wg.Wait()
 	if s.store != nil {
-		if err := s.store.Flush(s.stateSources()); err != nil {
+		if err := s.store.FlushFinal(s.stateSources()); err != nil {
 			s.log.Warn("final state store flush failed", zap.Error(err))
 		}
 		s.store.Close()

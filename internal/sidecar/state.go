@@ -24,7 +24,7 @@ func (s *Sidecar) openState(local *localindex.Index) error {
 	}
 	st, err := statestore.Open(statestore.Options{
 		Dir: s.cfg.State.Dir, OwnRelay: own, Log: s.log.Named("state"),
-		Registerer: s.d.Registry, Now: s.d.Clock.Now,
+		Registerer: s.d.Registry, Clock: s.d.Clock,
 	})
 	if err != nil {
 		return fmt.Errorf("state store: %w", err)
@@ -70,7 +70,7 @@ func (s *Sidecar) stateStatus() status.State {
 	}
 	st := s.store.Stats()
 	return status.State{Outcome: string(st.Outcome), Dir: st.Dir, Bytes: st.Bytes, Events: st.Events,
-		BytesPerEvent: st.BytesPerEvent, LastFlush: st.LastFlush}
+		BytesPerEvent: st.BytesPerEvent, LastFlush: st.LastFlush, RelaysSaved: st.RelaysSaved, InUse: st.InUse}
 }
 
 // LocalIndex is the index of what the own relay holds (nil without
@@ -80,7 +80,7 @@ func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
 // stateSources are what the store saves.
 func (s *Sidecar) stateSources() statestore.Sources {
 	return statestore.Sources{
-		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates,
+		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export, Rejected: s.ingest.Rejected(),
 		Confirmable: func() bool {
 			ps := s.pub.Stats()
 			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
@@ -101,5 +101,35 @@ func (s *Sidecar) restoreRelays() {
 	if len(rs) > 0 {
 		s.engine.RestoreRelays(rs)
 		s.log.Info("relay states restored from the state store", zap.Int("relays", len(rs)))
+	}
+	if hs, err := s.store.LoadHealth(); err != nil {
+		s.log.Warn("state store: cannot read the relays' health; they start healthy", zap.Error(err))
+	} else if len(hs) > 0 {
+		s.health.Restore(hs)
+		s.log.Info("relay health restored from the state store", zap.Int("relays", len(hs)))
+	}
+	if st, ok, err := s.store.LoadRejected(); err != nil {
+		s.log.Warn("state store: cannot read the rejected index", zap.Error(err))
+	} else if ok {
+		if err := s.ingest.Rejected().RestoreState(st); err != nil {
+			s.log.Warn("state store: rejected index not restored", zap.Error(err))
+		} else {
+			hot, cold := s.ingest.Rejected().Len()
+			s.log.Info("rejected index restored from the state store", zap.Int("hot", hot), zap.Int("cold", cold))
+		}
+	}
+	repos, err := s.store.LoadRepos()
+	if err != nil {
+		s.log.Warn("state store: cannot read the repository index; the own relay's history is read in full", zap.Error(err))
+		return
+	}
+	if len(repos.Roots) > 0 && !repos.SelfSeen.IsZero() {
+		s.engine.RestoreRepos(repos)
+		n := 0
+		for _, r := range repos.Roots {
+			n += len(r)
+		}
+		s.log.Info("repository index restored from the state store", zap.Int("repositories", len(repos.Roots)),
+			zap.Int("roots", n), zap.Time("own_relay_read_until", repos.SelfSeen))
 	}
 }

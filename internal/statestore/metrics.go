@@ -13,6 +13,7 @@ type metrics struct {
 	flushSecs   prometheus.Counter
 	flushBytes  prometheus.Counter
 	compactions prometheus.Counter
+	relaysSaved prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,9 +36,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		compactions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ngit_sync_state_compactions_total", Help: "Rewrites of the persisted local index as one snapshot.",
 		}),
+		relaysSaved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ngit_sync_state_relays_saved_timestamp_seconds",
+			Help: "When the remote relays' states were last saved (Unix seconds; 0 until the first save of this run).",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.bytes, m.perEvent, m.flushes, m.flushSecs, m.flushBytes, m.compactions} {
+		for _, c := range []prometheus.Collector{m.bytes, m.perEvent, m.flushes, m.flushSecs, m.flushBytes, m.compactions, m.relaysSaved} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("statestore: register metrics: %w", err)
 			}

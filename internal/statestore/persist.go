@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
@@ -21,12 +24,24 @@ import (
 type Sources struct {
 	Local     *localindex.Index
 	Purgatory *purgatory.Purgatory
-	// Relays returns the remote relays' states; they are saved only when
+	// Relays returns the remote relays' states; they are saved only once
 	// Confirmable, asked after Relays, reports true (nothing received is
-	// still on its way to the own relay).
+	// still on its way to the own relay): at that flush, or else by Run at
+	// the next instant it does.
 	Relays      func() []reposync.PersistedRelay
 	Confirmable func() bool
+	// Repos returns the repository index (roots per repository).
+	Repos func() reposync.PersistedRepos
+	// Health returns the remote relays' health (failures, penalties).
+	Health func() []health.Persisted
+	// Rejected is the RejectedIndex (saved when it changed, at most every
+	// rejectedEvery, and at shutdown).
+	Rejected *ingest.RejectedIndex
 }
+
+// rejectedEvery bounds how often the RejectedIndex (up to a million ids)
+// is rewritten.
+const rejectedEvery = time.Minute
 
 // DefaultFlushInterval is the default interval between batched writes.
 const DefaultFlushInterval = 2 * time.Second
@@ -52,6 +67,15 @@ type Stats struct {
 	BytesPerEvent float64   `json:"bytes_per_event"`
 	LastFlush     time.Time `json:"last_flush"`
 	Flushes       uint64    `json:"flushes"`
+	// RelaysSaved is when the remote relays' states were last saved (zero
+	// before the first save of this run). They are saved only once nothing
+	// received is on its way to the own relay (Sources.Confirmable): a
+	// sidecar never idle keeps an old save, and a restart then syncs its
+	// relays as of that save.
+	RelaysSaved time.Time `json:"relays_saved"`
+	// InUse is the bytes each bucket's pages hold (keys, values, page
+	// headers; the file also has free pages and bbolt's growth slack).
+	InUse map[string]int64 `json:"in_use"`
 }
 
 // writer is the state Run keeps between flushes.
@@ -64,6 +88,38 @@ type writer struct {
 	lastFlush time.Time
 	events    int
 	relayGen  map[string]uint64
+	relayConn map[string]time.Time
+	relayDisc map[string]time.Time
+	inUse     map[string]int64
+	usageAt   time.Time
+	reposGen  uint64
+	selfSeen  time.Time
+	health    []byte
+	lastBeat  time.Time
+	rejGen    uint64
+	rejAt     time.Time
+	// relaysSaved is when relay states were last committed.
+	relaysSaved time.Time
+	// waiting are relay states a flush held back (not Confirmable).
+	waiting []reposync.PersistedRelay
+}
+
+// heartbeat bounds how often timestamps alone are written.
+const heartbeat = 30 * time.Second
+
+// relaysChanged reports whether a relay's confirmed items, connection
+// times or set of relays differ from what was written last.
+func (w *writer) relaysChanged(relays []reposync.PersistedRelay) bool {
+	if len(relays) != len(w.relayGen) {
+		return true
+	}
+	for _, r := range relays {
+		g, ok := w.relayGen[r.URL]
+		if !ok || g != r.ConfirmedGen || !r.LastConnected.Equal(w.relayConn[r.URL]) || !r.DisconnectedAt.Equal(w.relayDisc[r.URL]) {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadLocal replays the persisted local index into idx and enables its
@@ -168,17 +224,34 @@ func resetBucket(tx *bolt.Tx, name []byte) error {
 	return err
 }
 
-// Run flushes every interval until ctx is done, then once more.
+// Run flushes every interval until ctx is done. It does not flush at the
+// end: the owner calls FlushFinal once everything that feeds the sources
+// has stopped (a flush here would only be repeated by that one).
+//
+// Relay states a flush had to hold back (something received was still on
+// its way to the own relay) are saved as soon as a look every
+// interval/relayLooks finds nothing on its way: the states were built
+// before that instant, so everything they claim reached the own relay.
 func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	tick := s.opt.Clock.After(interval)
 	for {
+		var look <-chan time.Time
+		if src.Confirmable != nil && s.relaysWaiting() {
+			look = s.opt.Clock.After(max(interval/relayLooks, time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
-			return s.Flush(src)
-		case <-t.C:
+			return nil
+		case <-tick:
+			tick = s.opt.Clock.After(interval)
 			if err := s.Flush(src); err != nil {
 				s.log.Warn("state store flush failed", zap.Error(err))
+			}
+		case <-look:
+			if src.Confirmable() {
+				if err := s.saveWaitingRelays(); err != nil {
+					s.log.Warn("state store: saving the relays' states failed", zap.Error(err))
+				}
 			}
 		}
 	}
@@ -187,11 +260,23 @@ func (s *Store) Run(ctx context.Context, src Sources, interval time.Duration) er
 // Flush writes what changed since the last flush in one transaction: the
 // local index's journal as one chunk (or, when the journal grew long, a
 // snapshot replacing it) and the purgatory when it changed.
-func (s *Store) Flush(src Sources) error {
+func (s *Store) Flush(src Sources) error { return s.flush(src, false) }
+
+// FlushFinal is Flush at shutdown: what is written only now and then
+// (timestamps, the RejectedIndex) is written too if it changed.
+func (s *Store) FlushFinal(src Sources) error { return s.flush(src, true) }
+
+func (s *Store) flush(src Sources, final bool) error {
+	// The relays' states come from the engine's goroutine: asked before
+	// the lock, so Stats (/status) does not wait for the engine.
+	var rs []reposync.PersistedRelay
+	if src.Relays != nil && src.Confirmable != nil {
+		rs = src.Relays()
+	}
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	start := time.Now()
+	start := s.opt.Now()
 	var chunk []byte
 	var snapshot [][]byte
 	removed := 0
@@ -204,22 +289,55 @@ func (s *Store) Flush(src Sources) error {
 		}
 	}
 	var relays []reposync.PersistedRelay
-	if src.Relays != nil && src.Confirmable != nil {
-		if rs := src.Relays(); rs != nil && src.Confirmable() {
-			relays = rs
+	if rs != nil {
+		if src.Confirmable() {
+			relays, w.waiting = rs, nil
+		} else {
+			w.waiting = rs // saved by Run at the next instant nothing is on its way
+		}
+	}
+	// Timestamps alone (a relay last seen up, the own relay read until
+	// now) are written at most every heartbeat: an idle sidecar does not
+	// commit every flush interval.
+	beat := final || s.opt.Now().Sub(w.lastBeat) >= heartbeat
+	if relays != nil && !beat && !w.relaysChanged(relays) {
+		relays = nil
+	}
+	var repos reposync.PersistedRepos
+	saveRoots, saveSeen := false, false
+	if src.Repos != nil {
+		repos = src.Repos()
+		saveRoots = repos.Gen != 0 && repos.Gen != w.reposGen
+		saveSeen = !repos.SelfSeen.Equal(w.selfSeen) && (beat || saveRoots || w.selfSeen.IsZero())
+	}
+	var healthJSON []byte
+	if src.Health != nil {
+		if b, err := json.Marshal(src.Health()); err == nil && !bytes.Equal(b, w.health) {
+			healthJSON = b
+		}
+	}
+	var rejected []byte
+	var rejGen uint64
+	if src.Rejected != nil {
+		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || s.opt.Now().Sub(w.rejAt) >= rejectedEvery) {
+			b, err := json.Marshal(src.Rejected.ExportState())
+			if err != nil {
+				return fmt.Errorf("statestore: rejected index: %w", err)
+			}
+			rejected = b
 		}
 	}
 	var held []purgatory.Persisted
 	savePurg := false
+	var purgGen uint64
 	if src.Purgatory != nil {
-		gen := src.Purgatory.Generation()
+		purgGen = src.Purgatory.Generation()
 		n := src.Purgatory.Len()
-		if gen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
+		if purgGen != w.purgGen || (n > 0 && w.flushes%purgatoryResave == 0) {
 			held, savePurg = src.Purgatory.Export(), true
-			w.purgGen = gen
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg && relays == nil {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil && rejected == nil {
 		w.flushes++
 		return nil
 	}
@@ -244,6 +362,25 @@ func (s *Store) Flush(src Sources) error {
 				return err
 			}
 			written += len(c)
+		}
+		if rejected != nil {
+			if err := tx.Bucket(bucketRejected).Put(keyRejected, rejected); err != nil {
+				return err
+			}
+			written += len(rejected)
+		}
+		if healthJSON != nil {
+			if err := tx.Bucket(bucketHealth).Put(keyHealth, healthJSON); err != nil {
+				return err
+			}
+			written += len(healthJSON)
+		}
+		if saveRoots || saveSeen {
+			n, err := putRepos(tx, repos, saveRoots)
+			if err != nil {
+				return err
+			}
+			written += n
 		}
 		if relays != nil {
 			n, err := s.putRelays(tx, relays)
@@ -271,15 +408,39 @@ func (s *Store) Flush(src Sources) error {
 		return nil
 	})
 	w.flushes++
-	s.m.flushSecs.Add(time.Since(start).Seconds())
+	s.m.flushSecs.Add(s.opt.Now().Sub(start).Seconds())
 	if err != nil {
 		s.m.flushes.WithLabelValues("error").Inc()
+		// The journal was drained (or cleared by the snapshot) before the
+		// transaction: the next flush writes a full snapshot instead, so
+		// the lost chunk's adds and removes reach the store. Nothing else
+		// is recorded before commit; the purgatory is compared against
+		// the generation last committed.
+		if src.Local != nil && (chunk != nil || snapshot != nil) {
+			w.chunks = maxChunks
+		}
 		return fmt.Errorf("statestore: flush: %w", err)
 	}
 	s.m.flushes.WithLabelValues("ok").Inc()
+	if savePurg {
+		w.purgGen = purgGen
+	}
 	s.m.flushBytes.Add(float64(written))
 	if relays != nil {
 		s.relaysWritten(relays)
+	}
+	if beat {
+		w.lastBeat = s.opt.Now()
+	}
+	if rejected != nil {
+		w.rejGen, w.rejAt = rejGen, s.opt.Now()
+	}
+	if saveRoots {
+		w.reposGen = repos.Gen
+	}
+	w.selfSeen = repos.SelfSeen
+	if healthJSON != nil {
+		w.health = healthJSON
 	}
 	if snapshot != nil {
 		s.m.compactions.Inc()
@@ -288,8 +449,9 @@ func (s *Store) Flush(src Sources) error {
 		w.chunks++
 		w.removed += removed
 	}
-	w.lastFlush = time.Now()
+	w.lastFlush = s.opt.Now()
 	s.refreshSize()
+	s.refreshUsage(w)
 	if w.events > 0 {
 		s.m.perEvent.Set(float64(s.Bytes()) / float64(w.events))
 	}
@@ -301,9 +463,32 @@ func (s *Store) Stats() Stats {
 	w := s.w()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes}
+	st := Stats{Dir: s.opt.Dir, Outcome: s.outcome, Bytes: s.Bytes(), Events: w.events, LastFlush: w.lastFlush, Flushes: w.flushes, RelaysSaved: w.relaysSaved}
 	if w.events > 0 {
 		st.BytesPerEvent = float64(st.Bytes) / float64(w.events)
 	}
+	st.InUse = w.inUse
 	return st
+}
+
+// usageEvery bounds how often Flush walks the buckets for Stats.InUse.
+const usageEvery = 10 * time.Second
+
+// refreshUsage recomputes the bytes in use per bucket (under w.mu).
+func (s *Store) refreshUsage(w *writer) {
+	if s.opt.Now().Sub(w.usageAt) < usageEvery && w.inUse != nil {
+		return
+	}
+	w.usageAt = s.opt.Now()
+	in := map[string]int64{}
+	_ = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				bs := b.Stats()
+				in[string(name)] = int64(bs.LeafInuse + bs.BranchInuse)
+				return nil
+			})
+		})
+	})
+	w.inUse = in
 }

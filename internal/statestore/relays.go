@@ -3,11 +3,15 @@ package statestore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
@@ -120,7 +124,151 @@ func (s *Store) putRelays(tx *bolt.Tx, relays []reposync.PersistedRelay) (int, e
 func (s *Store) relaysWritten(relays []reposync.PersistedRelay) {
 	w := s.w()
 	w.relayGen = make(map[string]uint64, len(relays))
+	w.relayConn = make(map[string]time.Time, len(relays))
+	w.relayDisc = make(map[string]time.Time, len(relays))
 	for _, r := range relays {
 		w.relayGen[r.URL] = r.ConfirmedGen
+		w.relayConn[r.URL], w.relayDisc[r.URL] = r.LastConnected, r.DisconnectedAt
 	}
+	w.relaysSaved = s.opt.Now()
+	s.m.relaysSaved.Set(float64(w.relaysSaved.Unix()))
+}
+
+// relayLooks is how many times per flush interval Run looks whether relay
+// states a flush held back can be saved.
+const relayLooks = 20
+
+// relaysWaiting tells whether a flush held relay states back.
+func (s *Store) relaysWaiting() bool {
+	w := s.w()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiting != nil
+}
+
+// saveWaitingRelays writes the relay states a flush held back; call it
+// only once Confirmable reported true after that flush.
+func (s *Store) saveWaitingRelays() error {
+	w := s.w()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	relays := w.waiting
+	if relays == nil {
+		return nil
+	}
+	w.waiting = nil
+	var written int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		n, err := s.putRelays(tx, relays)
+		written = n
+		return err
+	})
+	if err != nil {
+		s.m.flushes.WithLabelValues("error").Inc()
+		return fmt.Errorf("statestore: relays: %w", err)
+	}
+	s.m.flushes.WithLabelValues("ok").Inc()
+	s.m.flushBytes.Add(float64(written))
+	s.relaysWritten(relays)
+	return nil
+}
+
+var (
+	keyRoots    = []byte("roots")
+	keySelfSeen = []byte("self_seen")
+)
+
+// putRepos writes the repository index's roots (when changed) and how far
+// the own relay's history was read.
+func putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots bool) (int, error) {
+	b := tx.Bucket(bucketRepos)
+	written := 0
+	if roots {
+		v, err := json.Marshal(p.Roots)
+		if err != nil {
+			return 0, err
+		}
+		if err := b.Put(keyRoots, v); err != nil {
+			return 0, err
+		}
+		written += len(v)
+	}
+	v, err := p.SelfSeen.MarshalBinary()
+	if err != nil {
+		return written, err
+	}
+	return written + len(v), b.Put(keySelfSeen, v)
+}
+
+// LoadRepos returns the persisted repository index.
+func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
+	var p reposync.PersistedRepos
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketRepos)
+			if v := b.Get(keyRoots); v != nil {
+				if err := json.Unmarshal(v, &p.Roots); err != nil {
+					s.log.Warn("persisted repository index unreadable; the own relay's history is read in full", zap.Error(err))
+					p.Roots = nil
+					return nil
+				}
+			}
+			if v := b.Get(keySelfSeen); v != nil {
+				if err := p.SelfSeen.UnmarshalBinary(v); err != nil {
+					p.SelfSeen = time.Time{}
+				}
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return reposync.PersistedRepos{}, s.replaceDamaged(err)
+	}
+	return p, err
+}
+
+var keyHealth = []byte("all")
+
+// LoadHealth returns the persisted health of the remote relays.
+func (s *Store) LoadHealth() ([]health.Persisted, error) {
+	var out []health.Persisted
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if v := tx.Bucket(bucketHealth).Get(keyHealth); v != nil {
+				if err := json.Unmarshal(v, &out); err != nil {
+					s.log.Warn("persisted relay health unreadable; relays start healthy", zap.Error(err))
+					out = nil
+				}
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return nil, s.replaceDamaged(err)
+	}
+	return out, err
+}
+
+var keyRejected = []byte("state")
+
+// LoadRejected returns the persisted RejectedIndex (ok false when none).
+func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			v := tx.Bucket(bucketRejected).Get(keyRejected)
+			if v == nil {
+				return nil
+			}
+			if err := json.Unmarshal(v, &st); err != nil {
+				s.log.Warn("persisted rejected index unreadable; rejected events may be fetched again once", zap.Error(err))
+				return nil
+			}
+			ok = true
+			return nil
+		})
+	})
+	if errors.Is(err, errDamaged) {
+		return st, false, s.replaceDamaged(err)
+	}
+	return st, ok, err
 }

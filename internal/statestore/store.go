@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
 
 // FormatVersion is the layout of the store's buckets and values. A store
@@ -29,6 +31,9 @@ var (
 	bucketLocal     = []byte("local")
 	bucketPurgatory = []byte("purgatory")
 	bucketRelays    = []byte("relays")
+	bucketRepos     = []byte("repos")
+	bucketHealth    = []byte("health")
+	bucketRejected  = []byte("rejected")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -52,7 +57,10 @@ type Options struct {
 	Log    *zap.Logger
 	// Registerer, when set, receives the store's metrics.
 	Registerer prometheus.Registerer
-	// Now is the wall clock (tests replace it).
+	// Clock runs the flush interval and, unless Now is set, tells the
+	// time (default the real clock).
+	Clock clock.Clock
+	// Now is the wall clock (default Clock.Now).
 	Now func() time.Time
 }
 
@@ -95,8 +103,11 @@ func Open(opt Options) (*Store, error) {
 	if opt.LockTimeout <= 0 {
 		opt.LockTimeout = 2 * time.Second
 	}
+	if opt.Clock == nil {
+		opt.Clock = clock.Real{}
+	}
 	if opt.Now == nil {
-		opt.Now = time.Now
+		opt.Now = opt.Clock.Now
 	}
 	if err := os.MkdirAll(opt.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("statestore: state directory: %w", err)
@@ -153,6 +164,7 @@ func Open(opt Options) (*Store, error) {
 		return nil, err
 	}
 	s.refreshSize()
+	s.refreshUsage(s.wr)
 	return s, nil
 }
 
@@ -221,7 +233,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

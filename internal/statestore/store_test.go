@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
@@ -105,7 +107,11 @@ func TestRoundTrip(t *testing.T) {
 	if err := p.Add(held, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Flush(Sources{Local: x, Purgatory: p}); err != nil {
+	failing := []health.Persisted{{URL: "wss://down.example", Failures: 3, FailingSince: time.Unix(1_700_000_000, 0).UTC()}}
+	rej := ingest.NewRejectedIndex(ingest.DefaultRejectedConfig(), nil)
+	refused := events(t, 1)[0]
+	rej.Add(refused)
+	if err := s.FlushFinal(Sources{Local: x, Purgatory: p, Rejected: rej, Health: func() []health.Persisted { return failing }}); err != nil {
 		t.Fatal(err)
 	}
 	st := s.Stats()
@@ -125,6 +131,18 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if y.Len() != 2999 || y.Has(evs[5].ID) || !y.Has(evs[6].ID) {
 		t.Fatalf("restored %d events (removed one present: %v)", y.Len(), y.Has(evs[5].ID))
+	}
+	rs, ok, err := s2.LoadRejected()
+	if err != nil || !ok {
+		t.Fatalf("LoadRejected: %v %v", ok, err)
+	}
+	rej2 := ingest.NewRejectedIndex(ingest.DefaultRejectedConfig(), nil)
+	if err := rej2.RestoreState(rs); err != nil || !rej2.Has(refused.ID) {
+		t.Fatalf("rejected index after restore: %v, has %v", err, rej2.Has(refused.ID))
+	}
+	hs, err := s2.LoadHealth()
+	if err != nil || len(hs) != 1 || hs[0].URL != failing[0].URL || hs[0].Failures != 3 || !hs[0].FailingSince.Equal(failing[0].FailingSince) {
+		t.Fatalf("LoadHealth: %+v %v", hs, err)
 	}
 	ps, err := s2.LoadPurgatory()
 	if err != nil || len(ps) != 1 || ps[0].Event.ID != held.ID || ps[0].Added.IsZero() {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
 // MaxIdentifierLen bounds a repository identifier (the d tag) used as a path.
@@ -161,28 +163,8 @@ func ParseCloneURL(raw string) (CloneURL, error) {
 }
 
 // NormalizeDomain lower-cases host[:port] and drops the scheme's default
-// port (443 for https, 80 for http, 9418 for git); an empty scheme drops
-// 443 and 80.
-func NormalizeDomain(scheme, hostport string) string {
-	d := strings.ToLower(hostport)
-	var defaults []string
-	switch scheme {
-	case "https":
-		defaults = []string{":443"}
-	case "http":
-		defaults = []string{":80"}
-	case "git":
-		defaults = []string{":9418"}
-	default:
-		defaults = []string{":443", ":80"}
-	}
-	for _, p := range defaults {
-		if strings.HasSuffix(d, p) {
-			return strings.TrimSuffix(d, p)
-		}
-	}
-	return d
-}
+// port (nip34.NormalizeHost): the key of the per-domain limits.
+func NormalizeDomain(scheme, hostport string) string { return nip34.NormalizeHost(scheme, hostport) }
 
 // Resolver looks up host addresses; *net.Resolver satisfies it.
 type Resolver interface {

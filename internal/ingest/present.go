@@ -1,0 +1,24 @@
+package ingest
+
+// What the state store (internal/statestore) needs of the handler: whether
+// everything received has left it, and the dedupe set primed from a
+// restored local index.
+
+// Pending is the number of events handed to Handle whose processing has
+// not finished (queued or being validated and routed). Zero, with the
+// publisher empty, means everything received so far is published, held
+// or dropped for a reason.
+func (h *Handler) Pending() int { return int(h.pending.Load()) }
+
+// MarkPresentID records that the event with this binary id is on the own
+// relay (a LocalIndex restored from the state store): like MarkPresent, it
+// is not published again while the dedupe memory lasts.
+func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
+
+// ForgetPresent undoes MarkPresent for an event the own relay turned out
+// to lack (removed while the sidecar was down): it may be published again.
+func (h *Handler) ForgetPresent(id string) {
+	if b, ok := decodeID(id); ok {
+		h.seen.Forget(b)
+	}
+}
