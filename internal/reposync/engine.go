@@ -199,7 +199,7 @@ type Engine struct {
 	orphanCount int
 	relays      map[string]*remote
 	// historicJobs are the historic jobs running over all relays
-	// (maxHistoricJobs).
+	// (Config.HistoricMaxJobs).
 	historicJobs int
 	pending      map[string][]*PendingBatch
 	nextBatch    uint64
