@@ -12,7 +12,8 @@ import (
 // TestLiveLayer3ByKind: after a quick reconnect the live Layer 3 asks
 // comments by #K and PR updates by kind instead of naming every root under
 // #E; a comment on a known root published live arrives, one on a foreign
-// root that the same kind filter brings is dropped on arrival.
+// root that the same kind filter brings is dropped on arrival. The
+// catch-up batch asks comments written while away the same way.
 func TestLiveLayer3ByKind(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
@@ -35,11 +36,18 @@ func TestLiveLayer3ByKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, sc, remote.URL(), "disconnected")
+	// Written while the sidecar was away: the catch-up batch asks them by
+	// #K with since; the nested comment names the root only under E.
+	downTop := alice.Comment(issue, nil)
+	downNested := bob.Comment(issue, downTop)
+	downForeign := bob.Comment(foreignIssue, nil)
+	remote.Inject(downTop, downNested, downForeign)
 	restarted := time.Now()
 	if err := remote.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, sc, remote.URL(), "connected")
+	waitHas(t, own, downTop, downNested)
 	// Live REQs (limit 0) ask comments by #K and name the root under e and
 	// q only.
 	testkit.WaitFor(t, syncTimeout, "no live #K subscription after the reconnect", func() bool {
@@ -56,9 +64,10 @@ func TestLiveLayer3ByKind(t *testing.T) {
 		}
 	}
 
-	foreign := bob.Comment(foreignIssue, nil)
-	known := alice.Comment(issue, nil)
-	nested := bob.Comment(issue, known)
+	// Not the ids of the comments above (same author, parent and second).
+	foreign := alice.Comment(foreignIssue, nil)
+	known := bob.Comment(issue, nil)
+	nested := alice.Comment(issue, known)
 	noMatch := func() float64 {
 		return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"})
 	}
@@ -70,7 +79,7 @@ func TestLiveLayer3ByKind(t *testing.T) {
 	testkit.WaitFor(t, syncTimeout, "the comment on a foreign root was not dropped as no_match", func() bool {
 		return noMatch() >= before+1
 	})
-	if own.Has(foreign.ID) {
+	if own.Has(foreign.ID) || own.Has(downForeign.ID) {
 		t.Fatal("a comment on a foreign root reached the own relay through the #K subscription")
 	}
 }

@@ -72,11 +72,17 @@ func Layer3ByKind(since *nostr.Timestamp) []nostr.Filter {
 	}
 }
 
-// ByKind tells whether f is one of Layer3ByKind's filters: it names no
-// repository or root, so what it matches must be checked with RefersTo.
+// ByKind tells whether f is one of Layer3ByKind's filters (kinds 1111 and
+// 1619 only, naming no repository or root): what it matches must be checked
+// with RefersTo.
 func ByKind(f nostr.Filter) bool {
 	for _, t := range []string{"e", "E", "q", "a", "A"} {
 		if len(f.Tags[t]) > 0 {
+			return false
+		}
+	}
+	for _, k := range f.Kinds {
+		if k != KindComment && k != KindPRUpdate {
 			return false
 		}
 	}

@@ -153,6 +153,9 @@ func TestLayer3Live(t *testing.T) {
 			t.Fatalf("kind filter %v not ByKind", f)
 		}
 	}
+	if ByKind(Layer1(nil)) || ByKind(nostr.Filter{Kinds: []int{KindComment, 1}}) {
+		t.Fatal("Layer 1 or a filter of other kinds taken as a kind filter of Layer 3")
+	}
 	if ByKind(Layer2(refs(1), 100, nil)[0]) || Layer3Live(nil, 100, nil) != nil {
 		t.Fatal("Layer 2 filter taken as a kind filter, or Layer 3 of no roots not empty")
 	}

@@ -186,7 +186,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		items.Repos.addAll(r.Confirmed.Repos)
 		items.Roots.addAll(r.Confirmed.Roots)
 		e.subscribeLiveItems(r, items)
-		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
+		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23Live(repos, roots, e.cfg.ValuesPerFilter, &since)...)
 		e.queueJob(r, &PendingBatch{Items: items, Catchup: true}, fs, true)
 		r.baseline = e.filtersOpen(r)
 	}

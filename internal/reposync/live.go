@@ -65,6 +65,16 @@ func referTo(items Items) func(*nostr.Event) bool {
 	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.has, roots.has) }
 }
 
+// jobMatch is a historic job's check of what arrives: its filters, and for
+// a kind filter of Layer 3 (a catch-up batch's) a reference to one of its
+// batch's items. Called on the loop goroutine (the items are copied).
+func jobMatch(j *job) func(*nostr.Event) bool {
+	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
+		return nostr.Filters(j.filters).Match
+	}
+	return liveMatch(j.filters, referTo(j.batch.Items))
+}
+
 // liveMatch is a live subscription's check of what arrives: one of fs
 // matches it, and for a kind filter (nip34.ByKind) refers also holds.
 func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
