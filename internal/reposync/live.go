@@ -420,6 +420,9 @@ func (e *Engine) consolidate(r *remote) {
 // with since: stored events since then, then live.
 func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
 	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
-	fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
-	e.openChunked(r, fs, referTo(items))
+	// Per-root filters (not nip34.Layer3Live): a consolidation repeats
+	// during a first sync, and a kind filter with since would bring every
+	// comment of the relay since then each time.
+	fs := nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
+	e.openChunked(r, fs, nil)
 }
