@@ -45,6 +45,81 @@ func Layer3(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filte
 	return tagged(roots, perFilter, since, "e", "E", "q")
 }
 
+// Layer3Live is Layer 3 for live subscriptions with fewer bytes: per-root
+// filters for `e` and `q` only, and two kind filters in place of the
+// per-root `E` filters, which name every root once more: NIP-22 comments
+// (1111) on a root kind by `#K` (a comment carries its root's kind in `K`,
+// nested replies too) and PR updates (1619, which name their PR by `E`).
+// The kind filters match events about foreign roots too: an arriving event
+// must be checked with RefersTo before it is handed on. Events of other
+// kinds tagging a root only by `E` are left to the historic layers.
+func Layer3Live(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	if len(roots) == 0 {
+		return nil
+	}
+	out := tagged(roots, perFilter, since, "e", "q")
+	return append(out, Layer3ByKind(since)...)
+}
+
+// RootKindValues are the kinds of root events as `K` tag values.
+var RootKindValues = []string{"1617", "1618", "1619", "1621"}
+
+// Layer3ByKind are the kind filters of Layer3Live.
+func Layer3ByKind(since *nostr.Timestamp) []nostr.Filter {
+	return []nostr.Filter{
+		{Kinds: []int{KindComment}, Tags: nostr.TagMap{"K": slices.Clone(RootKindValues)}, Since: copyTS(since)},
+		{Kinds: []int{KindPRUpdate}, Since: copyTS(since)},
+	}
+}
+
+// ByKind tells whether f is one of Layer3ByKind's filters (kinds 1111 and
+// 1619 only, naming no repository or root): what it matches must be checked
+// with RefersTo.
+func ByKind(f nostr.Filter) bool {
+	for _, t := range []string{"e", "E", "q", "a", "A"} {
+		if len(f.Tags[t]) > 0 {
+			return false
+		}
+	}
+	for _, k := range f.Kinds {
+		if k != KindComment && k != KindPRUpdate {
+			return false
+		}
+	}
+	return len(f.Kinds) > 0
+}
+
+// RefersTo tells whether ev tags a root (hex id) for which root is true
+// through `e`, `E` or `q`, or a repository address for which repo is true
+// through `a`, `A` or `q`: the semantics of Layers 2 and 3.
+func RefersTo(ev *nostr.Event, repo, root func(string) bool) bool {
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 {
+			continue
+		}
+		switch tag[0] {
+		case "e", "E":
+			if root(tag[1]) {
+				return true
+			}
+		case "a", "A":
+			if repo(tag[1]) {
+				return true
+			}
+		case "q":
+			if root(tag[1]) || repo(tag[1]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Layers23Live is Layer2 followed by Layer3Live.
+func Layers23Live(repos, roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	return append(Layer2(repos, perFilter, since), Layer3Live(roots, perFilter, since)...)
+}
+
 // Layers23 is Layer2 followed by Layer3.
 func Layers23(repos, roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
 	return append(Layer2(repos, perFilter, since), Layer3(roots, perFilter, since)...)

@@ -135,3 +135,41 @@ func BenchmarkLayers23(b *testing.B) {
 		_ = Layers23(repos, roots, 100, nil)
 	}
 }
+
+func TestLayer3Live(t *testing.T) {
+	roots := []string{"bb", "aa"}
+	fs := Layer3Live(roots, 100, nil)
+	// e and q per chunk of roots, then the two kind filters: no E.
+	if len(fs) != 4 {
+		t.Fatalf("filters = %d, want 4: %v", len(fs), fs)
+	}
+	for _, f := range fs[:2] {
+		if ByKind(f) || len(f.Tags["E"]) > 0 {
+			t.Fatalf("per-root filter %v", f)
+		}
+	}
+	for _, f := range fs[2:] {
+		if !ByKind(f) {
+			t.Fatalf("kind filter %v not ByKind", f)
+		}
+	}
+	if ByKind(Layer1(nil)) || ByKind(nostr.Filter{Kinds: []int{KindComment, 1}}) {
+		t.Fatal("Layer 1 or a filter of other kinds taken as a kind filter of Layer 3")
+	}
+	if ByKind(Layer2(refs(1), 100, nil)[0]) || Layer3Live(nil, 100, nil) != nil {
+		t.Fatal("Layer 2 filter taken as a kind filter, or Layer 3 of no roots not empty")
+	}
+	comment := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "aa"}, {"K", "1621"}, {"e", "cc"}, {"k", "1111"}}}
+	foreign := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "ff"}, {"K", "1621"}}}
+	if !fs[2].Matches(comment) || !fs[2].Matches(foreign) {
+		t.Fatal("#K filter does not match comments on roots")
+	}
+	known := func(v string) bool { return v == "aa" || v == "30617:p:d" }
+	if !RefersTo(comment, known, known) || RefersTo(foreign, known, known) {
+		t.Fatal("RefersTo: known root not found or foreign root accepted")
+	}
+	byRepo := &nostr.Event{Kind: KindPRUpdate, Tags: nostr.Tags{{"a", "30617:p:d"}}}
+	if !RefersTo(byRepo, known, func(string) bool { return false }) {
+		t.Fatal("RefersTo: hosted repository not found")
+	}
+}

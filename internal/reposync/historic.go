@@ -148,6 +148,7 @@ func (e *Engine) startJobs(r *remote) {
 			connDone = conn.Done()
 			e.exec(r, func(*relay.Conn) { close(queued) })
 		}
+		asked := jobMatch(j)
 		ctx := withBorrower(e.ctx, &jobSlotsBorrower{l: lend, max: e.cfg.HistoricFetchSlots - 1})
 		e.wg.Add(1)
 		go func() {
@@ -157,7 +158,6 @@ func (e *Engine) startJobs(r *remote) {
 			case <-connDone:
 			case <-e.ctx.Done():
 			}
-			asked := nostr.Filters(j.filters)
 			hs := e.d.Historic
 			if j.run.pager {
 				hs = e.catchup
@@ -165,7 +165,7 @@ func (e *Engine) startJobs(r *remote) {
 			emit := func(ctx context.Context, in ingest.Incoming) error {
 				e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
-				if in.Event == nil || !asked.Match(in.Event) {
+				if in.Event == nil || !asked(in.Event) {
 					e.h.Invalid("no_match")
 					return nil
 				}

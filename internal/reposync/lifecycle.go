@@ -182,11 +182,11 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
 		e.subscribeLayer1(r)
 		repos, roots := r.Confirmed.Repos.sorted(), r.Confirmed.Roots.sorted()
-		e.subscribeLive(r, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
 		items := newItems()
 		items.Repos.addAll(r.Confirmed.Repos)
 		items.Roots.addAll(r.Confirmed.Roots)
-		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, &since)...)
+		e.subscribeLiveItems(r, items)
+		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23Live(repos, roots, e.cfg.ValuesPerFilter, &since)...)
 		e.queueJob(r, &PendingBatch{Items: items, Catchup: true}, fs, true)
 		r.baseline = e.filtersOpen(r)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -40,7 +41,64 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 	if len(fs) == 0 {
 		return
 	}
-	e.openChunked(r, nip34.Live(fs))
+	e.openChunked(r, nip34.Live(fs), nil)
+}
+
+// subscribeLiveItems opens live subscriptions (limit 0) for the Layers 2
+// and 3 of items, Layer 3 by kind where it can (nip34.Layer3Live): events
+// the kind filters bring are handed on only when they refer to one of
+// items.
+func (e *Engine) subscribeLiveItems(r *remote, items Items) {
+	fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, nil)
+	if len(fs) == 0 {
+		return
+	}
+	e.openChunked(r, nip34.Live(fs), referTo(items))
+}
+
+// referTo is the arrival check of kind filters: the event refers to one of
+// items (a copy, read by the subscriptions' goroutines).
+func referTo(items Items) func(*nostr.Event) bool {
+	repos, roots := set{}, set{}
+	repos.addAll(items.Repos)
+	roots.addAll(items.Roots)
+	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.has, roots.has) }
+}
+
+// jobMatch is a historic job's check of what arrives: its filters, and for
+// a kind filter of Layer 3 (a catch-up batch's) a reference to one of its
+// batch's items. Called on the loop goroutine (the items are copied).
+func jobMatch(j *job) func(*nostr.Event) bool {
+	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
+		return nostr.Filters(j.filters).Match
+	}
+	return liveMatch(j.filters, referTo(j.batch.Items))
+}
+
+// liveMatch is a live subscription's check of what arrives: one of fs
+// matches it, and for a kind filter (nip34.ByKind) refers also holds.
+func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
+	if refers == nil || !slices.ContainsFunc(fs, nip34.ByKind) {
+		return nostr.Filters(fs).Match
+	}
+	return func(ev *nostr.Event) bool {
+		checked := false
+		for _, f := range fs {
+			if !f.Matches(ev) {
+				continue
+			}
+			if !nip34.ByKind(f) {
+				return true
+			}
+			if !checked {
+				if refers(ev) {
+					return true
+				}
+				checked = true
+			}
+		}
+		return false
+	}
 }
 
 // maxReqBytes bounds the filters of one REQ message: relays drop the
@@ -51,8 +109,9 @@ const maxReqBytes = 120_000
 
 // openChunked opens fs as subscriptions of at most the relay's max_filters
 // filters and maxReqBytes of filter JSON each (less when the relay
-// announces a smaller max_message_length).
-func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
+// announces a smaller max_message_length). refers, when set, is the
+// arrival check of the kind filters among fs (liveMatch).
+func (e *Engine) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
 	limits := e.d.Health.Limits(r.URL)
 	fs = fitTagValues(fs, e.valuesPerFilter(r.URL))
 	per := limits.MaxFilters
@@ -71,7 +130,7 @@ func (e *Engine) openChunked(r *remote, fs []nostr.Filter) {
 			end++
 		}
 		r.liveSeq++
-		e.openLive(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:end])
+		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:end], refers)
 		start = end
 	}
 }
@@ -86,12 +145,19 @@ func filterBytes(f nostr.Filter) int {
 }
 
 func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
+	e.openLiveMatch(r, id, fs, nil)
+}
+
+// openLiveMatch opens a live subscription whose events are checked with
+// liveMatch(fs, refers).
+func (e *Engine) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
 	if _, open := r.live[id]; open {
 		e.closeLive(r, id)
 	}
 	r.live[id] = len(fs)
 	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, e.ctx, &r.received
+	match := liveMatch(fs, refers)
 	e.exec(r, func(c *relay.Conn) {
 		sub, err := c.Subscribe(ctx, id, nostr.Filters(fs))
 		if err != nil {
@@ -100,7 +166,7 @@ func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			e.readLive(ctx, url, gen, sub, count)
+			e.readLive(ctx, url, gen, sub, match, count)
 		}()
 	})
 }
@@ -112,7 +178,7 @@ func (e *Engine) closeLive(r *remote, id string) {
 }
 
 // readLive forwards a live subscription's events to the handler.
-func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, count *atomic.Uint64) {
+func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64) {
 	recv := e.m.eventsReceived.WithLabelValues(url)
 	for {
 		select {
@@ -138,9 +204,10 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 			case relay.MsgEvent:
 				recv.Inc()
 				count.Add(1)
-				if !sub.Filters.Match(m.Event) {
-					// Answers we did not ask for are dropped before they
-					// cost a queue slot or a signature check.
+				if !match(m.Event) {
+					// Answers we did not ask for, and kind filters' events
+					// about foreign roots, are dropped before they cost a
+					// queue slot or a signature check.
 					e.h.Invalid("no_match")
 					continue
 				}
@@ -353,6 +420,9 @@ func (e *Engine) consolidate(r *remote) {
 // with since: stored events since then, then live.
 func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
 	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
+	// Per-root filters (not nip34.Layer3Live): a consolidation repeats
+	// during a first sync, and a kind filter with since would bring every
+	// comment of the relay since then each time.
 	fs := nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
-	e.openChunked(r, fs)
+	e.openChunked(r, fs, nil)
 }
