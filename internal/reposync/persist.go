@@ -45,17 +45,7 @@ type PersistedRelay struct {
 // before the first). Run builds one last when it stops, before it drops
 // the connections.
 func (e *Engine) RelayStates() []PersistedRelay {
-	if e.running.Load() {
-		done := make(chan struct{})
-		select {
-		case e.inbox <- func() { e.storeRelaySnapshot(); close(done) }:
-			select {
-			case <-done:
-			case <-time.After(time.Second):
-			}
-		default:
-		}
-	}
+	e.onRunGoroutine(e.storeRelaySnapshot)
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	return e.relaySnap

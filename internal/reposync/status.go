@@ -62,20 +62,28 @@ func sortRelays(rs []status.Relay) {
 	slices.SortFunc(rs, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
 }
 
+// onRunGoroutine runs fn on the Run goroutine and waits for it up to a
+// second; it gives up at once when the engine is not running or its inbox
+// is full (the caller then reads what was built last).
+func (e *Engine) onRunGoroutine(fn func()) {
+	if !e.running.Load() {
+		return
+	}
+	done := make(chan struct{})
+	select {
+	case e.inbox <- func() { fn(); close(done) }:
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	default:
+	}
+}
+
 // Status returns the engine's latest status (refreshed every tick and on
 // request when the engine is responsive).
 func (e *Engine) Status() status.Snapshot {
-	if e.running.Load() {
-		done := make(chan struct{})
-		select {
-		case e.inbox <- func() { e.refreshSnapshot(); close(done) }:
-			select {
-			case <-done:
-			case <-time.After(time.Second):
-			}
-		default:
-		}
-	}
+	e.onRunGoroutine(e.refreshSnapshot)
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	s := e.snap
