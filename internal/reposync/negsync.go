@@ -252,17 +252,8 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		need = need[len(need)-max:]
 	}
 	// Even a failed reconciliation returns what finished windows found.
-	var fetched []neg.Item
-	var fmu sync.Mutex
-	recording := func(ctx context.Context, in ingest.Incoming) error {
-		if it, ierr := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); ierr == nil {
-			fmu.Lock()
-			fetched = append(fetched, it)
-			fmu.Unlock()
-		}
-		return emit(ctx, in)
-	}
-	ferr := s.fetch(ctx, c, need, slots, recording)
+	var rec fetchRecorder
+	ferr := s.fetch(ctx, c, need, slots, rec.wrap(emit))
 	if ferr != nil {
 		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
 		err = errors.Join(err, ferr)
@@ -272,9 +263,28 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		for _, st := range windows {
 			local = append(local, st)
 		}
-		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), emit)
+		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, rec.items), emit)
 	}
 	return len(res.Need), err
+}
+
+// fetchRecorder remembers the (created_at, id) of every fetched event an
+// emit passes on: the set a reconciliation is confirmed against.
+type fetchRecorder struct {
+	mu    sync.Mutex
+	items []neg.Item
+}
+
+// wrap returns emit recording each event's item first.
+func (r *fetchRecorder) wrap(emit Emit) Emit {
+	return func(ctx context.Context, in ingest.Incoming) error {
+		if it, err := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); err == nil {
+			r.mu.Lock()
+			r.items = append(r.items, it)
+			r.mu.Unlock()
+		}
+		return emit(ctx, in)
+	}
 }
 
 // reconcileNeed reconciles one filter: the result (what the relay has that

@@ -3,7 +3,6 @@ package reposync
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -73,17 +72,8 @@ var errBudgetSpent = errors.New("per-cycle event budget spent")
 // reconciliation's error: a failed reconciliation is not confirmed. It
 // reports how many events the check and the paging emitted.
 func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.Filter, res neg.Result, windows map[string]*neg.Storage, err error, slots, max int, emit Emit) (int, error) {
-	var fetched []neg.Item
-	var fmu sync.Mutex
-	recording := func(ctx context.Context, in ingest.Incoming) error {
-		if it, ierr := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); ierr == nil {
-			fmu.Lock()
-			fetched = append(fetched, it)
-			fmu.Unlock()
-		}
-		return emit(ctx, in)
-	}
-	if ferr := s.fetch(ctx, c, res.Need, slots, recording); ferr != nil {
+	var rec fetchRecorder
+	if ferr := s.fetch(ctx, c, res.Need, slots, rec.wrap(emit)); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
 	if err != nil {
@@ -105,7 +95,7 @@ func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.F
 		paged++
 		return emit(ctx, in)
 	}
-	if cerr := s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, fetched), bounded); cerr != nil && !errors.Is(cerr, errBudgetSpent) {
+	if cerr := s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, rec.items), bounded); cerr != nil && !errors.Is(cerr, errBudgetSpent) {
 		return paged, cerr
 	}
 	return paged, nil
