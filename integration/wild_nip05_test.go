@@ -13,14 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
@@ -77,56 +73,10 @@ func TestPurgatoryPRFromNIP05Fork(t *testing.T) {
 		t.Fatal(err)
 	}
 	lookup := &purgatory.NIP05Lookup{Client: nip05Client(pol, web), Timeout: 5 * time.Second, TTL: time.Minute}
-	git := &recordingGit{inner: gitx.NewExec(20 * time.Second)}
-	ropts := sidecar.RelayOptions(config.Default())
-	resolver := &purgatory.NostrResolver{
-		Dial:    func(ctx context.Context, u string) (*relay.Conn, error) { return relay.Dial(ctx, u, ropts) },
-		Timeout: 5 * time.Second, MaxRelays: 4, TTL: time.Minute, NIP05: lookup.Lookup,
-	}
-	cfg := purgatory.DefaultConfig()
-	cfg.GitDir = t.TempDir()
-	cfg.OwnDomain = "own.example:443"
-	cfg.AllowPrivateAddresses = true
-	cfg.SyncedDelay = 50 * time.Millisecond
-	cfg.Loop = 50 * time.Millisecond
-	p, err := purgatory.New(cfg, purgatory.Options{Publisher: wsPublisher{own.URL}, Logger: zap.NewNop(),
-		Registerer: prometheus.NewRegistry(), Git: git, ResolveNostr: resolver.Resolve})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	env := &pgEnv{P: p, Cfg: cfg, GitDir: cfg.GitDir, Own: own}
-	local := env.localRepo(t, owner, d)
-	p.AddAnnouncement(pgAnnouncement(t, owner, d, []string{"https://own.example:443/" + owner.rel(t, d)}))
-
 	nostrURL := "nostr://alice@" + strings.TrimPrefix(web.URL, "https://") + "/" + forkD
-	pr := pgPR(t, contributor, purgatory.KindPR, owner, d, tip, nostrURL)
-	if err := p.Add(pr, false); err != nil {
-		t.Fatal(err)
-	}
-	pgWait(t, "PR released", func() bool { return !p.Has(pr.ID) })
-	if got := mustRefs(t, local)["refs/nostr/"+pr.ID]; got != tip {
-		t.Fatalf("refs/nostr/%s = %q, want %s", pr.ID, got, tip)
-	}
-	if _, ok := own.has(pr.ID); !ok {
-		t.Fatal("PR not published")
-	}
+	releaseNostrForkPR(t, own, owner, contributor, d, nostrURL, forkSrv.CloneURL(contributor.rel(t, forkD)), tip, nostrResolver(lookup.Lookup).Resolve)
 	if hits.Load() == 0 {
 		t.Fatal("nostr.json was never requested")
-	}
-	fetched := false
-	for _, args := range git.commandLines() {
-		line := strings.Join(args, " ")
-		if strings.Contains(strings.ToLower(line), "nostr://") {
-			t.Fatalf("a nostr:// URL reached git: %s", line)
-		}
-		fetched = fetched || strings.Contains(line, forkSrv.CloneURL(contributor.rel(t, forkD)))
-	}
-	if !fetched {
-		t.Fatal("the fork's clone URL was never fetched from")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -36,12 +37,30 @@ func TestPurgatoryPRFromNostrFork(t *testing.T) {
 	tip := mustCommit(t, forkRepo, "feature", "work in the fork")
 	hint.Inject(pgAnnouncement(t, contributor, forkD, []string{forkSrv.CloneURL(contributor.rel(t, forkD))}))
 
-	git := &recordingGit{inner: gitx.NewExec(20 * time.Second)}
+	resolver := nostrResolver(nil)
+	nostrURL := "nostr://" + contributor.npub(t) + "/" + url.PathEscape(hint.URL()) + "/" + forkD
+	releaseNostrForkPR(t, own, owner, contributor, d, nostrURL, forkSrv.CloneURL(contributor.rel(t, forkD)), tip, resolver.Resolve)
+}
+
+// nostrResolver is the sidecar's nostr:// resolver for these tests
+// (relays dialled with the sidecar's options), with nip05 when set.
+func nostrResolver(nip05 func(context.Context, string) (string, []string, error)) *purgatory.NostrResolver {
 	ropts := sidecar.RelayOptions(config.Default())
-	resolver := &purgatory.NostrResolver{
+	return &purgatory.NostrResolver{
 		Dial:    func(ctx context.Context, u string) (*relay.Conn, error) { return relay.Dial(ctx, u, ropts) },
-		Timeout: 5 * time.Second, MaxRelays: 4, TTL: time.Minute,
+		Timeout: 5 * time.Second, MaxRelays: 4, TTL: time.Minute, NIP05: nip05,
 	}
+}
+
+// releaseNostrForkPR runs a purgatory resolving nostr:// URLs with resolve,
+// hosting owner's repository d, and adds a PR by contributor whose only
+// clone URL is nostrURL (naming the contributor's fork at forkCloneURL).
+// The PR must be released with refs/nostr/<id> at tip and published, the
+// fork fetched from, and no git command line may carry a nostr:// URL.
+func releaseNostrForkPR(t *testing.T, own *pgOwnRelay, owner, contributor pgKey, d, nostrURL, forkCloneURL, tip string,
+	resolve func(context.Context, nip34.NostrURL) ([]string, error)) {
+	t.Helper()
+	git := &recordingGit{inner: gitx.NewExec(20 * time.Second)}
 	cfg := purgatory.DefaultConfig()
 	cfg.GitDir = t.TempDir()
 	cfg.OwnDomain = "own.example:443"
@@ -49,7 +68,7 @@ func TestPurgatoryPRFromNostrFork(t *testing.T) {
 	cfg.SyncedDelay = 50 * time.Millisecond
 	cfg.Loop = 50 * time.Millisecond
 	p, err := purgatory.New(cfg, purgatory.Options{Publisher: wsPublisher{own.URL}, Logger: zap.NewNop(),
-		Registerer: prometheus.NewRegistry(), Git: git, ResolveNostr: resolver.Resolve})
+		Registerer: prometheus.NewRegistry(), Git: git, ResolveNostr: resolve})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +80,6 @@ func TestPurgatoryPRFromNostrFork(t *testing.T) {
 	local := env.localRepo(t, owner, d)
 	p.AddAnnouncement(pgAnnouncement(t, owner, d, []string{"https://own.example:443/" + owner.rel(t, d)}))
 
-	nostrURL := "nostr://" + contributor.npub(t) + "/" + url.PathEscape(hint.URL()) + "/" + forkD
 	pr := pgPR(t, contributor, purgatory.KindPR, owner, d, tip, nostrURL)
 	if err := p.Add(pr, false); err != nil {
 		t.Fatal(err)
@@ -79,7 +97,7 @@ func TestPurgatoryPRFromNostrFork(t *testing.T) {
 		if strings.Contains(strings.ToLower(line), "nostr://") {
 			t.Fatalf("a nostr:// URL reached git: %s", line)
 		}
-		fetched = fetched || strings.Contains(line, forkSrv.CloneURL(contributor.rel(t, forkD)))
+		fetched = fetched || strings.Contains(line, forkCloneURL)
 	}
 	if !fetched {
 		t.Fatal("the fork's clone URL was never fetched from")
