@@ -206,11 +206,11 @@ func (r *runner) shutdown() {
 	if len(left) > 0 {
 		r.log.Warn("publisher stopped with unacknowledged events", zap.Int("events", len(left)))
 	}
+	r.queue, r.retry = nil, nil
+	clear(r.inflight)
 	for _, it := range left {
 		r.resolve(it, Result{Outcome: Dropped, Err: ErrStopped})
 	}
-	r.queue, r.retry = nil, nil
-	clear(r.inflight)
 	r.gauges()
 }
 
@@ -507,6 +507,9 @@ func (r *runner) resolve(it *item, res Result) {
 	res.ID = it.ev.ID
 	res.Attempts = it.sends
 	r.p.count(res.Outcome)
+	// Stats read after Flush returns must already show this item gone.
+	r.p.queued.Store(int64(len(r.queue) + len(r.retry)))
+	r.p.inFlight.Store(int64(len(r.inflight)))
 	for _, done := range it.waiters {
 		if done != nil {
 			done(res)
