@@ -283,6 +283,9 @@ type job struct {
 	// run is shared by the jobs of one batch: its filters run as
 	// concurrent jobs, and the batch is done when the last one is.
 	run *batchRun
+	// merged is how many queued jobs of the batch this one took on
+	// (mergeQueued): it counts for 1+merged jobs of its batch.
+	merged int
 }
 
 // New builds an engine.

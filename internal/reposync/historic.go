@@ -3,6 +3,7 @@ package reposync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -93,7 +94,7 @@ func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
 		j.run.errs = append(j.run.errs, err)
 		j.run.failed = append(j.run.failed, j.filters...)
 	}
-	if j.run.left--; j.run.left > 0 {
+	if j.run.left -= 1 + j.merged; j.run.left > 0 {
 		e.startJobs(r)
 		return
 	}
@@ -129,8 +130,10 @@ func (e *Engine) startJobs(r *remote) {
 	}
 	lend := e.lender(r)
 	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
+		free := e.jobSlots(r) - r.running - lend.inUse()
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
+		e.mergeQueued(r, j, free)
 		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
 		e.historicJobs++
@@ -171,7 +174,12 @@ func (e *Engine) startJobs(r *remote) {
 				}
 				return e.h.Handle(ctx, in)
 			}
+			began := time.Now()
 			err := hs.Sync(ctx, conn, j.filters, 1, emit)
+			if ce := e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
+				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", jobLabel(j.filters)),
+					zap.Duration("waited", began.Sub(started)), zap.Duration("took", time.Since(began)), zap.Error(err))
+			}
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.
 			for err != nil && e.ctx.Err() == nil {
@@ -190,6 +198,31 @@ func (e *Engine) startJobs(r *remote) {
 				e.startWaitingJobs()
 			})
 		}()
+	}
+}
+
+// jobMerger is a HistoricSyncer that saves round trips when one job
+// carries several filters.
+type jobMerger interface{ mergesJobs() bool }
+
+// maxMergedJobs bounds how many queued jobs one job takes on.
+const maxMergedJobs = 8
+
+// mergeQueued lets j take on the queued jobs of its batch that follow it
+// when more jobs wait than r has free slots (a distant relay whose budget
+// the live subscriptions fill runs one job at a time): the NIP-77 syncer
+// reconciles a job's filters one after another in its one slot and fetches
+// what they all lack together, one round trip for up to maxMergedJobs
+// filters instead of one each. With slots to spare the jobs run apart.
+func (e *Engine) mergeQueued(r *remote, j *job, free int) {
+	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() {
+		return
+	}
+	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included
+	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 {
+		j.filters = append(j.filters[:len(j.filters):len(j.filters)], r.jobs[0].filters...)
+		j.merged++
+		r.jobs = r.jobs[1:]
 	}
 }
 
@@ -300,4 +333,16 @@ func (e *Engine) updateRelayState(r *remote) {
 			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
 	}
 	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
+}
+
+// jobLabel names a job's filters for the debug log: the tag they select
+// by and how many values, or the kinds.
+func jobLabel(fs []nostr.Filter) string {
+	if len(fs) != 1 {
+		return fmt.Sprintf("%d filters", len(fs))
+	}
+	for t, v := range fs[0].Tags {
+		return fmt.Sprintf("#%s×%d", t, len(v))
+	}
+	return fmt.Sprintf("kinds %v", fs[0].Kinds)
 }

@@ -1,0 +1,104 @@
+package reposync
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+)
+
+// mergingHistoric is scriptedHistoric claiming to gain from merged jobs.
+type mergingHistoric struct{ *scriptedHistoric }
+
+func (mergingHistoric) mergesJobs() bool { return true }
+
+// TestQueuedJobsMergeWhenSlotsAreScarce: with one free job slot (the live
+// subscriptions fill the relay's budget) a batch's queued jobs run merged,
+// at most maxMergedJobs filters per job, every filter asked once and the
+// batch done once; with slots to spare fewer are merged, and for a syncer
+// that does not merge every filter runs as a job of its own.
+func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
+	roots := make([]string, 20*100)
+	for i := range roots {
+		roots[i] = fmt.Sprintf("%064x", i)
+	}
+	fs := nip34.Layer3(roots, 100, nil) // 60 filters
+	for _, c := range []struct {
+		name      string
+		live      int
+		merging   bool
+		maxPerJob int
+		minCalls  int
+		maxCalls  int
+	}{
+		{"one free slot", 18, true, maxMergedJobs, len(fs) / maxMergedJobs, (len(fs) + maxMergedJobs - 1) / maxMergedJobs},
+		{"slots to spare", 0, true, 4, len(fs) / 4, len(fs) - 1},
+		{"syncer without merging", 18, false, 1, len(fs), len(fs)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHistoricEnv(t)
+			if c.merging {
+				h.e.d.Historic = mergingHistoric{h.hs}
+			}
+			for i := range c.live {
+				h.r.live[fmt.Sprintf("l%d", i)] = 17
+			}
+			h.e.startBatch(h.r, newItems(), fs, false)
+			h.drain(t)
+			asked := map[string]int{}
+			for _, call := range h.hs.calls {
+				if len(call) > c.maxPerJob {
+					t.Fatalf("a job carried %d filters, want at most %d", len(call), c.maxPerJob)
+				}
+				for _, f := range call {
+					asked[f.String()]++
+				}
+			}
+			if n := len(h.hs.calls); n < c.minCalls || n > c.maxCalls {
+				t.Errorf("%d jobs, want %d to %d", n, c.minCalls, c.maxCalls)
+			}
+			for _, f := range fs {
+				if asked[f.String()] != 1 {
+					t.Fatalf("filter %v asked %d times, want once", f, asked[f.String()])
+				}
+			}
+			if len(h.e.pending[testRelay]) != 0 || h.r.Status != Connected {
+				t.Fatalf("after the batch: %d pending, %v", len(h.e.pending[testRelay]), h.r.Status)
+			}
+		})
+	}
+}
+
+// TestFetchRecorderKeepsFiltersApart: events fetched together for several
+// reconciled filters are recorded for each filter they match.
+func TestFetchRecorderKeepsFiltersApart(t *testing.T) {
+	a, b := fmt.Sprintf("%064x", 1), fmt.Sprintf("%064x", 2)
+	rec := fetchRecorder{filters: []nostr.Filter{{Tags: nostr.TagMap{"e": {a}}}, {Tags: nostr.TagMap{"E": {a, b}}}}}
+	emitted := 0
+	emit := rec.wrap(func(context.Context, ingest.Incoming) error { emitted++; return nil })
+	for i, tags := range []nostr.Tags{{{"e", a}, {"E", a}}, {{"E", b}}, {{"p", a}}} {
+		ev := &nostr.Event{ID: fmt.Sprintf("%064x", 100+i), CreatedAt: nostr.Timestamp(1000 + i), Tags: tags}
+		if err := emit(context.Background(), ingest.Incoming{Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if emitted != 3 {
+		t.Fatalf("emitted %d, want 3", emitted)
+	}
+	want := [][]nostr.Timestamp{{1000}, {1000, 1001}}
+	for i, w := range want {
+		got := rec.itemsOf(i)
+		if len(got) != len(w) {
+			t.Fatalf("filter %d recorded %d items, want %d", i, len(got), len(w))
+		}
+		for k, it := range got {
+			if it.CreatedAt != w[k] {
+				t.Errorf("filter %d item %d at %d, want %d", i, k, it.CreatedAt, w[k])
+			}
+		}
+	}
+}
