@@ -129,7 +129,7 @@ func (e *Engine) startJobs(r *remote) {
 		return
 	}
 	lend := e.lender(r)
-	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
+	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
 		free := e.jobSlots(r) - r.running - lend.inUse()
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
@@ -199,6 +199,33 @@ func (e *Engine) startJobs(r *remote) {
 			})
 		}()
 	}
+}
+
+// overShare tells whether r runs its share of Config.HistoricMaxJobs (the
+// bound divided among the relays with jobs) while another relay that could
+// start a job waits: a relay whose jobs keep finishing would otherwise take
+// the freed places again at once, and a relay connected later would wait
+// for all its jobs (its Layer 1 too) until the first ran out of work.
+func (e *Engine) overShare(r *remote) bool {
+	if r.running == 0 {
+		return false
+	}
+	wanting := 0
+	for _, o := range e.relays {
+		if len(o.jobs) > 0 || o.running > 0 {
+			wanting++
+		}
+	}
+	share := max(1, e.cfg.HistoricMaxJobs/max(1, wanting))
+	if r.running < share {
+		return false
+	}
+	for _, o := range e.relays {
+		if o != r && len(o.jobs) > 0 && o.running < share && e.allowed(o) && o.running+e.lender(o).inUse() < e.jobSlots(o) {
+			return true
+		}
+	}
+	return false
 }
 
 // jobMerger is a HistoricSyncer that saves round trips when one job

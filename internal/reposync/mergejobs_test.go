@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -100,5 +101,51 @@ func TestFetchRecorderKeepsFiltersApart(t *testing.T) {
 				t.Errorf("filter %d item %d at %d, want %d", i, k, it.CreatedAt, w[k])
 			}
 		}
+	}
+}
+
+// TestHistoricJobsSharedAmongRelays: a relay whose jobs keep finishing does
+// not take every place of HistoricMaxJobs again while another relay's jobs
+// wait: by the time the first relay has started all its jobs, the second
+// has started about as many.
+func TestHistoricJobsSharedAmongRelays(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.cfg.HistoricMaxJobs = 4
+	const other = "wss://other.example.com"
+	h.e.track(other, false)
+	r2 := h.e.relays[other]
+	r2.gen, r2.Status, r2.live = 1, Syncing, map[string]int{}
+	filters := func(prefix string) []nostr.Filter {
+		var fs []nostr.Filter
+		for i := range 20 {
+			fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"e": {fmt.Sprintf("%s%063x", prefix, i)}}})
+		}
+		return fs
+	}
+	h.e.startBatch(h.r, newItems(), filters("a"), false)
+	h.e.startBatch(r2, newItems(), filters("b"), false)
+	if h.r.running != 4 || r2.running != 0 {
+		t.Fatalf("running %d and %d, want the first relay's 4 (nothing else waited)", h.r.running, r2.running)
+	}
+	secondStarted := -1
+	for h.r.running+r2.running > 0 || len(h.r.jobs)+len(r2.jobs) > 0 {
+		select {
+		case fn := <-h.e.inbox:
+			fn()
+		case <-time.After(10 * time.Second):
+			t.Fatal("no historic job reported")
+		}
+		if h.e.historicJobs > 4 {
+			t.Fatalf("%d historic jobs run, bound 4", h.e.historicJobs)
+		}
+		if len(h.r.jobs) == 0 && secondStarted < 0 {
+			secondStarted = 20 - len(r2.jobs)
+		}
+	}
+	if secondStarted < 10 {
+		t.Fatalf("when the first relay had started all its 20 jobs the second had started %d, want at least 10", secondStarted)
+	}
+	if len(h.hs.calls) != 40 {
+		t.Fatalf("%d jobs ran, want 40", len(h.hs.calls))
 	}
 }
