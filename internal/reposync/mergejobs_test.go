@@ -20,7 +20,8 @@ func (mergingHistoric) mergesJobs() bool { return true }
 // TestQueuedJobsMergeWhenSlotsAreScarce: with one free job slot (the live
 // subscriptions fill the relay's budget) a batch's queued jobs run merged,
 // at most maxMergedJobs filters per job, every filter asked once and the
-// batch done once; with slots to spare fewer are merged, and for a syncer
+// batch done once; the same with free slots but few places left under
+// historic_max_jobs; with slots to spare fewer are merged, and for a syncer
 // that does not merge every filter runs as a job of its own.
 func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 	roots := make([]string, 20*100)
@@ -35,15 +36,20 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 		maxPerJob int
 		minCalls  int
 		maxCalls  int
+		maxJobs   int // HistoricMaxJobs, default when 0
 	}{
-		{"one free slot", 18, true, maxMergedJobs, len(fs) / maxMergedJobs, (len(fs) + maxMergedJobs - 1) / maxMergedJobs},
-		{"slots to spare", 0, true, 4, len(fs) / 4, len(fs) - 1},
-		{"syncer without merging", 18, false, 1, len(fs), len(fs)},
+		{"one free slot", 18, true, maxMergedJobs, len(fs) / maxMergedJobs, (len(fs) + maxMergedJobs - 1) / maxMergedJobs, 0},
+		{"slots to spare", 0, true, 4, len(fs) / 4, len(fs) - 1, 0},
+		{"syncer without merging", 18, false, 1, len(fs), len(fs), 0},
+		{"few places under historic_max_jobs", 0, true, maxMergedJobs, len(fs) / maxMergedJobs, len(fs) / 4, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHistoricEnv(t)
 			if c.merging {
 				h.e.d.Historic = mergingHistoric{h.hs}
+			}
+			if c.maxJobs > 0 {
+				h.e.cfg.HistoricMaxJobs = c.maxJobs
 			}
 			for i := range c.live {
 				h.r.live[fmt.Sprintf("l%d", i)] = 17
