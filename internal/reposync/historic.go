@@ -101,11 +101,14 @@ func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
 	e.onBatchDone(r, j.batch, j.run)
 }
 
-// jobSlots is how many historic subscriptions may run beside the live ones,
-// keeping one free for a live subscription that addFilters may open while
-// they run.
+// jobSlots is how many historic subscriptions may run beside the live ones:
+// the rest of the relay's budget. No slot is kept back for a live
+// subscription: addFilters opens one only with two slots free and
+// consolidates (or waits) otherwise, so a kept slot was never used while
+// jobs ran, and it halved the jobs of a distant relay whose live
+// subscriptions hold all but two of its slots.
 func (e *Engine) jobSlots(r *remote) int {
-	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
 }
 
 // connEnded reports whether c is a connection that has ended.
