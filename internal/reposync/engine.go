@@ -249,6 +249,9 @@ type remote struct {
 	cmds    chan func(*relay.Conn)
 	live    map[string]int // live subscription id → filter count
 	liveSeq int
+	// since are the live subscriptions opened with since whose EOSE has
+	// not come yet: their stored events are a catch-up batch's.
+	since map[string]*sinceSub
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
 	running int
