@@ -166,7 +166,7 @@ func (e *Engine) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers f
 	e.exec(r, func(c *relay.Conn) {
 		sub, err := c.Subscribe(ctx, id, nostr.Filters(fs))
 		if err != nil {
-			if cu != nil { // a catch-up part that was never asked
+			if cu != nil && !connEnded(c) { // a catch-up part never asked (an ended connection drops it)
 				e.post(func() { e.onSinceFailed(url, gen, id, cu, err) })
 			}
 			return // the watcher reports the broken connection
