@@ -187,16 +187,17 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 // the relay returned everything up to the page's until, and the oldest
 // event is the bottom.
 func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
-	if limit <= 0 || len(page) <= limit {
-		bottom := page[0].CreatedAt
-		for _, ev := range page {
-			bottom = min(bottom, ev.CreatedAt)
-		}
-		return bottom
-	}
 	ts := make([]nostr.Timestamp, len(page))
 	for i, ev := range page {
 		ts[i] = ev.CreatedAt
+	}
+	return bottomOf(ts, limit)
+}
+
+// bottomOf is pageBottom of a page's created_at values (ts is reordered).
+func bottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
+	if limit <= 0 || len(ts) <= limit {
+		return slices.Min(ts)
 	}
 	slices.SortFunc(ts, func(a, b nostr.Timestamp) int { return cmp.Compare(b, a) })
 	return ts[limit-1]
