@@ -159,7 +159,7 @@ func (e *Engine) startJobs(r *remote) {
 	}
 	lend := e.lender(r)
 	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
-		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.cfg.HistoricMaxJobs-e.historicJobs)
+		free := e.jobSlots(r) - r.running - lend.inUse()
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		e.mergeQueued(r, j, free)
@@ -272,12 +272,14 @@ type jobMerger interface{ mergesJobs() bool }
 const maxMergedJobs = 8
 
 // mergeQueued lets j take on the queued jobs of its batch that follow it
-// when more jobs wait than can start now (free: r's free slots, at most the
-// places left under Config.HistoricMaxJobs; a distant relay whose budget
+// when more jobs wait than r has free slots (a distant relay whose budget
 // the live subscriptions fill runs one job at a time): the NIP-77 syncer
 // reconciles a job's filters one after another in its one slot and fetches
 // what they all lack together, one round trip for up to maxMergedJobs
-// filters instead of one each. With slots to spare the jobs run apart.
+// filters instead of one each. With slots to spare the jobs run apart. Jobs
+// waiting only for a place under Config.HistoricMaxJobs are not merged: a
+// merged job fetches through its one slot, and at loopback eight Layer 2
+// filters' fetches one after another took longer than eight jobs apart.
 func (e *Engine) mergeQueued(r *remote, j *job, free int) {
 	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() {
 		return
