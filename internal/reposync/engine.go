@@ -90,7 +90,7 @@ func DefaultConfig() Config {
 		BatchQuiet:               250 * time.Millisecond,
 		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
 		HistoricMaxJobs:          16,
-		HistoricMaxEvents:        8000,
+		HistoricMaxEvents:        32000,
 		HistoricFetchSlots:       4,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
