@@ -86,6 +86,15 @@ func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slot
 	return errors.Join(errs...)
 }
 
+// untilText renders a page's upper bound for an error: the timestamp, not
+// the pointer holding it.
+func untilText(until *nostr.Timestamp) string {
+	if until == nil {
+		return "(no bound)"
+	}
+	return fmt.Sprint(int64(*until))
+}
+
 // pageFilter pages one filter backwards. A second holding more events of
 // one kind than a page (ErrSaturatedSecond) is reported at the end; the
 // paging goes on past it, so the rest of the history still arrives.
@@ -111,7 +120,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		if len(page) == 0 {
 			if outside > 0 {
 				// The relay should have gone past this boundary.
-				return errors.Join(append(saturated, fmt.Errorf("%w: %d events, none below created_at %v", ErrFilterIgnored, outside, until))...)
+				return errors.Join(append(saturated, fmt.Errorf("%w: %d events, none below created_at %s", ErrFilterIgnored, outside, untilText(until)))...)
 			}
 			return errors.Join(saturated...)
 		}
