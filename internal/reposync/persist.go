@@ -144,7 +144,10 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 		repos, roots := c.repoList, c.rootList
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
 			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
-		if r.Status.IsUp() {
+		switch {
+		case r.Status.IsUp() && !r.catchupFrom.IsZero():
+			p.DisconnectedAt = r.catchupFrom // its catch-up has not completed
+		case r.Status.IsUp():
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now
 		}
 		if e.neg != nil {

@@ -60,6 +60,7 @@ func (e *Engine) fullResync(r *remote) {
 	}
 	r.jobs = nil
 	delete(e.pending, r.URL)
+	r.catchup, r.catchupFrom = nil, time.Time{}
 	r.ClearConfirmed()
 	r.failed = nil
 	r.HistoricDone = false
