@@ -212,7 +212,9 @@ type OKResult struct {
 type Stats struct {
 	BytesIn, BytesOut   uint64
 	FramesIn, FramesOut uint64
-	// MaxFrameOut is the size of the largest message sent.
+	// MaxFrameOut is the size of the largest message sent, or tried: a
+	// message whose write failed counts (a relay closing the connection
+	// for a message too big may do so while it is still being written).
 	MaxFrameOut uint64
 }
 
@@ -228,6 +230,8 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+	// readDone is closed when the read loop has ended (and recorded why).
+	readDone chan struct{}
 
 	mu        sync.Mutex
 	subs      map[string]*Subscription
@@ -272,6 +276,8 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		subs:   make(map[string]*Subscription),
 		negs:   make(map[string]chan NegReply),
 		oks:    make(map[string][]chan OKResult),
+
+		readDone: make(chan struct{}),
 	}
 	conn.wg.Add(2)
 	go conn.readLoop()
@@ -325,7 +331,26 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	defer cancel()
 	stop := context.AfterFunc(c.ctx, cancel)
 	defer stop()
+	for n := uint64(len(msg)); ; {
+		old := c.maxFrameOut.Load()
+		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	if err := c.ws.Write(wctx, ws.MessageText, msg); err != nil {
+		if c.ctx.Err() == nil && ctx.Err() == nil && wctx.Err() == nil {
+			// The socket failed under the write: the relay may have
+			// closed the connection with a reason (status 1009 for a
+			// message too big) that the read loop is about to read.
+			// That reason, not the reset the write ran into, is why
+			// the connection ended.
+			t := time.NewTimer(writeFailedGrace)
+			select {
+			case <-c.readDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		if c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 		}
@@ -337,14 +362,12 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	}
 	c.bytesOut.Add(uint64(len(msg)))
 	c.framesOut.Add(1)
-	for n := uint64(len(msg)); ; {
-		old := c.maxFrameOut.Load()
-		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
-			break
-		}
-	}
 	return nil
 }
+
+// writeFailedGrace bounds how long a failed write waits for the read loop
+// to end with the relay's reason for closing the connection.
+const writeFailedGrace = time.Second
 
 // MessageTooBig tells whether err (a Conn's Err) is the relay closing the
 // connection with status 1009 because a message we sent was over its limit
