@@ -389,8 +389,10 @@ func (e *Engine) addFilters(a AddFilters) {
 		}
 		e.consolidate(r)
 	}
-	e.subscribeLive(r, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil))
-	e.startBatch(r, a.Items, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
+	// One set of filters for both: they share their value slices.
+	fs := nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil)
+	e.subscribeLive(r, fs)
+	e.startBatch(r, a.Items, fs, false)
 	e.updateRelayState(r)
 }
 
