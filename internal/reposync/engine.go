@@ -241,6 +241,9 @@ type Engine struct {
 	restoredSelfSeen time.Time
 	selfSeen         atomic.Int64
 	selfLive         atomic.Bool // history read and the self-subscription live
+	// reposWanted is set once RepoState was asked (a state store): only
+	// then does the status refresh copy the repository index.
+	reposWanted atomic.Bool
 }
 
 // remote is the engine's record of one remote relay.
