@@ -57,6 +57,7 @@ type item struct {
 	sentAt      time.Time
 	sentAuth    authState // the session's auth state when last sent
 	sess        *session  // where it is in flight (nil when queued)
+	flying      bool      // in r.inflight
 	authRetries int
 }
 
@@ -116,7 +117,14 @@ type runner struct {
 	hold       *time.Timer
 	lastRLWarn time.Time
 
-	okCh   chan okMsg
+	// okCh receives the answer to every send (relay.Conn.Send); sent
+	// holds the sends by age, and okTimer fires for the oldest unanswered
+	// one: no goroutine or timer per EVENT.
+	okCh    chan relay.OKReply
+	sent    []sentRef
+	okTimer *time.Timer
+	okArmed bool
+
 	dialCh chan dialMsg
 	authCh chan authMsg
 }
@@ -133,12 +141,14 @@ func newRunner(ctx context.Context, p *Publisher) *runner {
 		ssthresh:  p.cfg.Window,
 		reconnect: time.NewTimer(time.Hour),
 		hold:      time.NewTimer(time.Hour),
-		okCh:      make(chan okMsg, p.cfg.Window),
+		okCh:      make(chan relay.OKReply, 2*p.cfg.Window),
+		okTimer:   time.NewTimer(time.Hour),
 		dialCh:    make(chan dialMsg),
 		authCh:    make(chan authMsg),
 	}
 	r.reconnect.Stop()
 	r.hold.Stop()
+	r.okTimer.Stop()
 	return r
 }
 
@@ -156,8 +166,10 @@ func (r *runner) loop() {
 			return
 		case <-r.p.wake:
 			r.takeIncoming()
-		case m := <-r.okCh:
-			r.handleOK(m)
+		case rep := <-r.okCh:
+			r.onReply(rep)
+		case <-r.okTimer.C:
+			r.expire()
 		case d := <-r.dialCh:
 			r.handleDial(d)
 		case a := <-r.authCh:
@@ -177,6 +189,7 @@ func (r *runner) loop() {
 func (r *runner) shutdown() {
 	r.reconnect.Stop()
 	r.hold.Stop()
+	r.okTimer.Stop()
 	if r.sess != nil {
 		r.sess.conn.Close()
 		r.sess = nil
@@ -284,7 +297,9 @@ func (r *runner) send() {
 			r.paceFrom, r.paceCount = time.Time{}, 0
 			return
 		}
-		r.transmit(s, it)
+		if !r.transmit(s, it) {
+			return
+		}
 		if r.pace > 0 {
 			r.notBefore = now.Add(r.pace)
 			r.hold.Reset(r.pace)

@@ -18,23 +18,54 @@ type okMsg struct {
 	timeout bool
 }
 
-// await forwards one OK (or its absence) to the loop.
-func (r *runner) await(ch <-chan relay.OKResult, id string, sendID uint64) {
-	defer r.wg.Done()
-	t := time.NewTimer(r.cfg.OKTimeout)
-	defer t.Stop()
-	m := okMsg{id: id, sendID: sendID}
-	select {
-	case m.res = <-ch:
-	case <-t.C:
-		m.timeout = true
-	case <-r.ctx.Done():
+// sentRef is one send, in the order of sending, for the OK timeout.
+type sentRef struct {
+	it     *item
+	sendID uint64
+}
+
+// onReply takes one answer (or the connection's end) from the shared
+// channel every send's OK arrives on.
+func (r *runner) onReply(rep relay.OKReply) {
+	r.handleOK(okMsg{id: rep.ID, sendID: rep.Tag, res: rep.OKResult})
+	r.trimSent()
+}
+
+// stale tells whether a send is answered or superseded.
+func stale(ref sentRef) bool { return !ref.it.flying || ref.it.sendID != ref.sendID }
+
+// trimSent drops the answered sends at the head of r.sent.
+func (r *runner) trimSent() {
+	for len(r.sent) > 0 && stale(r.sent[0]) {
+		r.sent[0] = sentRef{}
+		r.sent = r.sent[1:]
+	}
+	if len(r.sent) == 0 {
+		r.sent = r.sent[:0:0]
+	}
+}
+
+// armOKTimer sets the one OK timer for the oldest unanswered send, unless
+// it is set: when it fires early (that send was answered meanwhile), it is
+// set again for the next.
+func (r *runner) armOKTimer() {
+	if r.okArmed || len(r.sent) == 0 {
 		return
 	}
-	select {
-	case r.okCh <- m:
-	case <-r.ctx.Done():
+	r.okArmed = true
+	r.okTimer.Reset(time.Until(r.sent[0].it.sentAt.Add(r.cfg.OKTimeout)))
+}
+
+// expire times out every send older than OKTimeout without an answer.
+func (r *runner) expire() {
+	r.okArmed = false
+	now := time.Now()
+	for r.trimSent(); len(r.sent) > 0 && now.Sub(r.sent[0].it.sentAt) >= r.cfg.OKTimeout; r.trimSent() {
+		ref := r.sent[0]
+		ref.it.sess.conn.CancelOK(ref.it.ev.ID, ref.sendID, r.okCh)
+		r.handleOK(okMsg{id: ref.it.ev.ID, sendID: ref.sendID, timeout: true})
 	}
+	r.armOKTimer()
 }
 
 func (r *runner) handleOK(m okMsg) {
@@ -43,6 +74,7 @@ func (r *runner) handleOK(m okMsg) {
 		return // answer to an earlier send, or the connection was lost
 	}
 	delete(r.inflight, m.id)
+	it.flying = false
 	s := it.sess
 	switch {
 	case m.timeout:

@@ -232,7 +232,7 @@ type Conn struct {
 	mu        sync.Mutex
 	subs      map[string]*Subscription
 	negs      map[string]chan NegReply
-	oks       map[string][]chan OKResult
+	oks       map[string]okWaiters
 	challenge string
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
@@ -271,7 +271,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		cancel: cancel,
 		subs:   make(map[string]*Subscription),
 		negs:   make(map[string]chan NegReply),
-		oks:    make(map[string][]chan OKResult),
+		oks:    make(map[string]okWaiters),
 	}
 	conn.wg.Add(2)
 	go conn.readLoop()
@@ -380,7 +380,7 @@ func (c *Conn) teardown() {
 		subs = append(subs, s)
 	}
 	oks := c.oks
-	c.oks = make(map[string][]chan OKResult)
+	c.oks = make(map[string]okWaiters)
 	for id, ch := range c.negs {
 		close(ch)
 		delete(c.negs, id)
@@ -391,9 +391,7 @@ func (c *Conn) teardown() {
 		close(s.ch)
 	}
 	err := fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
-	for _, list := range oks {
-		for _, ch := range list {
-			ch <- OKResult{Err: err}
-		}
+	for id, ws := range oks {
+		ws.each(func(w okWaiter) { c.deliverOK(id, w, OKResult{Err: err}) })
 	}
 }

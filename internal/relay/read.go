@@ -181,11 +181,12 @@ func (c *Conn) handle(data []byte) {
 			c.opts.OnOK(env.EventID, env.OK, env.Reason)
 		}
 		c.mu.Lock()
-		list := c.oks[env.EventID]
+		ws, waited := c.oks[env.EventID]
 		delete(c.oks, env.EventID)
 		c.mu.Unlock()
-		for _, ch := range list {
-			ch <- OKResult{OK: env.OK, Reason: env.Reason}
+		if waited {
+			r := OKResult{OK: env.OK, Reason: env.Reason}
+			ws.each(func(w okWaiter) { c.deliverOK(env.EventID, w, r) })
 		}
 	case "AUTH":
 		var env nostr.AuthEnvelope
