@@ -289,6 +289,10 @@ func (r *runner) send() {
 	if now.Before(r.notBefore) {
 		return // the hold timer is armed
 	}
+	// One write to the socket for the whole burst. A failed write ends
+	// the connection: what it held comes back as unanswered.
+	s.conn.Cork()
+	defer func() { _ = s.conn.Uncork() }()
 	for len(r.inflight) < r.window && s.conn.Err() == nil {
 		it := r.next()
 		if it == nil {

@@ -25,9 +25,19 @@ type sentRef struct {
 }
 
 // onReply takes one answer (or the connection's end) from the shared
-// channel every send's OK arrives on.
+// channel every send's OK arrives on, and the others waiting there, so
+// the window refills in one burst (one write, see send).
 func (r *runner) onReply(rep relay.OKReply) {
 	r.handleOK(okMsg{id: rep.ID, sendID: rep.Tag, res: rep.OKResult})
+	for range cap(r.okCh) {
+		select {
+		case rep = <-r.okCh:
+			r.handleOK(okMsg{id: rep.ID, sendID: rep.Tag, res: rep.OKResult})
+			continue
+		default:
+		}
+		break
+	}
 	r.trimSent()
 }
 

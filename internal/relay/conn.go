@@ -105,6 +105,10 @@ type Options struct {
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)
+	// CoalesceWrites lets Cork and Uncork put a burst of messages into
+	// one write to the socket (the own relay's publisher connection). It
+	// needs HTTPClient's transport to be an *http.Transport (or none).
+	CoalesceWrites bool
 	// Logger receives debug-level protocol oddities.
 	Logger *zap.Logger
 	// BeforeRequest, when set, is called by Subscribe and NegOpen before
@@ -235,6 +239,9 @@ type Conn struct {
 	oks       map[string]okWaiters
 	challenge string
 
+	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
+	cork *corkConn
+
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
 	maxFrameOut                            atomic.Uint64
 	stalls                                 atomic.Int32
@@ -249,8 +256,13 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	hc := opts.HTTPClient
+	var cork *corkConn
+	if opts.CoalesceWrites {
+		hc, _ = corkingClient(hc, &cork)
+	}
 	c, resp, err := ws.Dial(ctx, url, &ws.DialOptions{
-		HTTPClient:      opts.HTTPClient,
+		HTTPClient:      hc,
 		HTTPHeader:      opts.Header,
 		CompressionMode: ws.CompressionDisabled,
 	})
@@ -272,6 +284,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		subs:   make(map[string]*Subscription),
 		negs:   make(map[string]chan NegReply),
 		oks:    make(map[string]okWaiters),
+		cork:   cork,
 	}
 	conn.wg.Add(2)
 	go conn.readLoop()

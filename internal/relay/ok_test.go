@@ -74,3 +74,51 @@ func TestSendSharedOKChannel(t *testing.T) {
 		t.Fatalf("Send after close: %v", err)
 	}
 }
+
+// With CoalesceWrites, what is sent between Cork and Uncork stays in one
+// buffer (the relay sees nothing) and goes out at Uncork.
+func TestCorkHoldsWritesUntilUncork(t *testing.T) {
+	url := harness.StartKhatru(t, harness.NewStore(), nil)
+	opts := DefaultOptions()
+	opts.CoalesceWrites = true
+	c := dial(t, url, opts)
+	if c.cork == nil {
+		t.Fatal("no corked socket")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sk := nostr.GeneratePrivateKey()
+	to := make(chan OKReply, 3)
+	c.Cork()
+	for i := range 3 {
+		ev := signed(t, sk, 1, strings.Repeat("x", i+1), nil)
+		raw, _ := ev.MarshalJSON()
+		if err := c.Send(ctx, ev, raw, uint64(i), to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-to:
+		t.Fatalf("answer before Uncork: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	c.cork.mu.Lock()
+	held := len(c.cork.buf)
+	c.cork.mu.Unlock()
+	if held == 0 {
+		t.Fatal("nothing held back")
+	}
+	if err := c.Uncork(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		select {
+		case r := <-to:
+			if !r.OK {
+				t.Fatalf("%+v", r)
+			}
+		case <-ctx.Done():
+			t.Fatal("no OK after Uncork")
+		}
+	}
+}

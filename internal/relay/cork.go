@@ -1,0 +1,128 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxCorked is how many bytes a corked connection collects before it
+// writes them out anyway.
+const maxCorked = 256 << 10
+
+// corkConn is the socket of a connection dialled with
+// Options.CoalesceWrites: between Cork and Uncork its writes collect in
+// buf and go out in one write (several EVENT messages per syscall, and a
+// TLS connection's records too).
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex
+	corked bool
+	buf    []byte
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked && len(c.buf)+len(p) <= maxCorked {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) flushLocked() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.buf)
+	c.buf = c.buf[:0]
+	if cap(c.buf) > maxCorked {
+		c.buf = nil
+	}
+	return err
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+// uncork writes what collected, within timeout.
+func (c *corkConn) uncork(timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(timeout))
+	err := c.flushLocked()
+	_ = c.Conn.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// corkingClient returns a copy of hc (nil: http.DefaultClient) whose
+// connections are corkConns, and where the one it dials is recorded;
+// ok is false when hc's transport is not an *http.Transport.
+func corkingClient(hc *http.Client, dialled **corkConn) (*http.Client, bool) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, ok := rt.(*http.Transport)
+	if !ok || tr.DialTLSContext != nil || tr.DialTLS != nil || tr.Dial != nil {
+		return hc, false
+	}
+	tr = tr.Clone()
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	var mu sync.Mutex
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cc := &corkConn{Conn: conn}
+		mu.Lock()
+		*dialled = cc
+		mu.Unlock()
+		return cc, nil
+	}
+	c := *hc
+	c.Transport = tr
+	return &c, true
+}
+
+// Cork holds the connection's writes back until Uncork, which writes them
+// out together: for a burst of messages (the publisher filling its
+// window). Without Options.CoalesceWrites it does nothing.
+func (c *Conn) Cork() {
+	if c.cork != nil {
+		c.cork.cork()
+	}
+}
+
+// Uncork writes out what Cork held back; a failure ends the connection.
+func (c *Conn) Uncork() error {
+	if c.cork == nil {
+		return nil
+	}
+	if err := c.cork.uncork(c.opts.WriteTimeout); err != nil {
+		c.shutdown(fmt.Errorf("write: %w", err))
+		return fmt.Errorf("write to %s: %w", c.url, err)
+	}
+	return nil
+}
