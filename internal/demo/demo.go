@@ -38,6 +38,10 @@ type Options struct {
 	Progress time.Duration
 	// Log receives the sidecar's log (nil: discarded).
 	Log *zap.Logger
+	// Hold is how long the purgatory holds a state event once the relays
+	// are synced (purgatory.synced_delay), long enough to watch one wait
+	// for its commit; 0 means a second.
+	Hold time.Duration
 }
 
 // DefaultOptions are the defaults of `grasp-sync-demo` (its demo command).
@@ -119,6 +123,9 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 		cfg.Purgatory.CreateMissingRepos = true
 		// Long enough to watch a state event wait for its commit.
 		cfg.Purgatory.SyncedDelay = time.Second
+		if opts.Hold > 0 {
+			cfg.Purgatory.SyncedDelay = opts.Hold
+		}
 		cfg.Purgatory.OwnRelayDelay = 100 * time.Millisecond
 		cfg.Purgatory.Loop = 50 * time.Millisecond
 	}

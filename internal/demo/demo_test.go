@@ -49,24 +49,29 @@ func TestDemoSyncsEverything(t *testing.T) {
 }
 
 // A timeout says the time and the numbers of the summary printed above it.
+// The purgatory holds the state event for an hour, so the timeout comes
+// while the sidecar syncs however long the relays and the git server take
+// to set up (a 700 ms timeout with the 1 s hold expired during the setup
+// on a loaded machine, before any summary).
 func TestDemoTimeoutAgreesWithSummary(t *testing.T) {
 	var out bytes.Buffer
 	opts := DefaultOptions()
 	opts.Repos = 1
-	opts.Timeout = 700 * time.Millisecond
+	opts.Hold = time.Hour
+	opts.Timeout = 5 * time.Second
 	sum, err := Run(context.Background(), &out, opts)
 	t.Log(out.String())
 	if err == nil {
 		if _, gitErr := exec.LookPath("git"); gitErr == nil {
-			t.Fatal("no timeout although the purgatory holds the state event for a second")
+			t.Fatal("no timeout although the purgatory holds the state event for an hour")
 		}
 		t.Skip("synced within the timeout (no git, nothing held)")
 	}
 	m := regexp.MustCompile(`(?m)^summary \((\d+\.\d)s\)$`).FindStringSubmatch(out.String())
 	if m == nil {
-		t.Fatalf("no summary time in:\n%s", out.String())
+		t.Fatalf("no summary time in:\n%s\nerror: %v", out.String(), err)
 	}
-	want := fmt.Sprintf("timed out after %ss (--timeout 700ms): the own relay holds %d of the %d expected events", m[1], sum.Arrived, sum.Expected)
+	want := fmt.Sprintf("timed out after %ss (--timeout 5s): the own relay holds %d of the %d expected events", m[1], sum.Arrived, sum.Expected)
 	if err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}

@@ -107,6 +107,19 @@ func (e *Engine) jobSlots(r *remote) int {
 	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
 }
 
+// connEnded reports whether c is a connection that has ended.
+func connEnded(c *relay.Conn) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // startWaitingJobs starts queued jobs of every relay, up to the bounds.
 func (e *Engine) startWaitingJobs() {
 	for _, r := range e.relays {
@@ -182,9 +195,16 @@ func (e *Engine) startJobs(r *remote) {
 				j.filters = refit
 				err = hs.Sync(ctx, conn, j.filters, 1, emit)
 			}
+			// A job that failed because its connection ended is no
+			// failure of the batch: onDisconnected (the watcher posts it)
+			// drops the pending batches, and the reconnect asks their
+			// items again at once. Counted as failed, the batch would
+			// wait for the HistoricRetry backoff (30 s) or not, depending
+			// on which of the two reached the Run goroutine first.
+			lost := err != nil && connEnded(conn)
 			e.post(func() {
 				e.historicJobs--
-				if err == nil || !e.requeueRateLimited(url, gen, j, started) {
+				if !lost && (err == nil || !e.requeueRateLimited(url, gen, j, started)) {
 					e.jobDone(url, gen, j, err)
 				}
 				e.startWaitingJobs()
