@@ -258,9 +258,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	}
 	hc := opts.HTTPClient
 	var cork *corkConn
-	if opts.CoalesceWrites {
-		hc, _ = corkingClient(hc, &cork)
-	}
+	hc, _ = corkingClient(hc, opts.CoalesceWrites, &cork)
 	c, resp, err := ws.Dial(ctx, url, &ws.DialOptions{
 		HTTPClient:      hc,
 		HTTPHeader:      opts.Header,

@@ -13,20 +13,66 @@ import (
 // writes them out anyway.
 const maxCorked = 256 << 10
 
-// corkConn is the socket of a connection dialled with
-// Options.CoalesceWrites: between Cork and Uncork its writes collect in
+// readAhead is the most one read from the socket takes: the websocket
+// library reads 4 kB at a time, and a relay sending a page of events has
+// far more waiting.
+const readAhead = 64 << 10
+
+// readBufs lend read-ahead buffers: a connection holds one only while it
+// has bytes read and not yet taken, so idle connections hold none.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+
+// corkConn is a relay connection's socket: reads take whatever is
+// waiting, up to readAhead, in one syscall; and with
+// Options.CoalesceWrites, between Cork and Uncork its writes collect in
 // buf and go out in one write (several EVENT messages per syscall, and a
 // TLS connection's records too).
 type corkConn struct {
 	net.Conn
+	coalesce bool
+
+	// read side (the websocket's one reader at a time)
+	rbuf *[]byte
+	r, w int
+	rerr error
+
 	mu     sync.Mutex
 	corked bool
 	buf    []byte
 }
 
+func (c *corkConn) Read(p []byte) (int, error) {
+	if c.rbuf == nil {
+		if c.rerr != nil || len(p) >= readAhead {
+			if err := c.rerr; err != nil {
+				return 0, err
+			}
+			return c.Conn.Read(p)
+		}
+		bp := readBufs.Get().(*[]byte)
+		n, err := c.Conn.Read(*bp)
+		if n <= len(p) {
+			copy(p, (*bp)[:n])
+			readBufs.Put(bp)
+			return n, err
+		}
+		c.rbuf, c.r, c.w, c.rerr = bp, 0, n, err
+	}
+	n := copy(p, (*c.rbuf)[c.r:c.w])
+	c.r += n
+	if c.r == c.w {
+		readBufs.Put(c.rbuf)
+		c.rbuf = nil
+	}
+	return n, nil
+}
+
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.coalesce {
+		return c.Conn.Write(p)
+	}
 	if c.corked && len(c.buf)+len(p) <= maxCorked {
 		c.buf = append(c.buf, p...)
 		return len(p), nil
@@ -70,9 +116,10 @@ func (c *corkConn) uncork(timeout time.Duration) error {
 }
 
 // corkingClient returns a copy of hc (nil: http.DefaultClient) whose
-// connections are corkConns, and where the one it dials is recorded;
-// ok is false when hc's transport is not an *http.Transport.
-func corkingClient(hc *http.Client, dialled **corkConn) (*http.Client, bool) {
+// connections are corkConns (coalescing writes when coalesce is set),
+// and where the one it dials is recorded; ok is false when hc's transport
+// is not an *http.Transport (hc is then used as it is).
+func corkingClient(hc *http.Client, coalesce bool, dialled **corkConn) (*http.Client, bool) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -95,7 +142,7 @@ func corkingClient(hc *http.Client, dialled **corkConn) (*http.Client, bool) {
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn}
+		cc := &corkConn{Conn: conn, coalesce: coalesce}
 		mu.Lock()
 		*dialled = cc
 		mu.Unlock()
@@ -110,14 +157,14 @@ func corkingClient(hc *http.Client, dialled **corkConn) (*http.Client, bool) {
 // out together: for a burst of messages (the publisher filling its
 // window). Without Options.CoalesceWrites it does nothing.
 func (c *Conn) Cork() {
-	if c.cork != nil {
+	if c.cork != nil && c.cork.coalesce {
 		c.cork.cork()
 	}
 }
 
 // Uncork writes out what Cork held back; a failure ends the connection.
 func (c *Conn) Uncork() error {
-	if c.cork == nil {
+	if c.cork == nil || !c.cork.coalesce {
 		return nil
 	}
 	if err := c.cork.uncork(c.opts.WriteTimeout); err != nil {
