@@ -395,6 +395,9 @@ func (r *runner) resolve(it *item, res Result) {
 	}
 	r.p.finish(len(it.waiters))
 	it.waiters = nil
+	// r.sent may point at it until the sends before it are answered (up
+	// to OKTimeout): it keeps no bytes meanwhile.
+	it.raw = nil
 }
 
 // connect starts one dial attempt in the background.

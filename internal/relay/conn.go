@@ -258,7 +258,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	}
 	hc := opts.HTTPClient
 	var cork *corkConn
-	hc, _ = corkingClient(hc, opts.CoalesceWrites, &cork)
+	hc, _ = corkingClient(hc, opts.CoalesceWrites, opts.WriteTimeout, &cork)
 	c, resp, err := ws.Dial(ctx, url, &ws.DialOptions{
 		HTTPClient:      hc,
 		HTTPHeader:      opts.Header,
@@ -332,10 +332,17 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.opts.WriteTimeout)
-	defer cancel()
-	stop := context.AfterFunc(c.ctx, cancel)
-	defer stop()
+	wctx := ctx
+	if c.cork == nil || !c.cork.held.Load() {
+		// Corked, the message only goes into a buffer: Uncork writes it
+		// out within the write timeout, and a connection that ends
+		// meanwhile fails that write.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
+		defer cancel()
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+	}
 	if err := c.ws.Write(wctx, ws.MessageText, msg); err != nil {
 		if c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))

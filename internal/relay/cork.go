@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,7 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return 
 type corkConn struct {
 	net.Conn
 	coalesce bool
+	timeout  time.Duration // bounds the writes of what collected
 
 	// read side (the websocket's one reader at a time)
 	rbuf *[]byte
@@ -38,6 +40,7 @@ type corkConn struct {
 
 	mu     sync.Mutex
 	corked bool
+	held   atomic.Bool // corked, for Conn.write without the lock
 	buf    []byte
 }
 
@@ -77,6 +80,12 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		c.buf = append(c.buf, p...)
 		return len(p), nil
 	}
+	if c.corked {
+		// Too much held back: out it goes, within the write timeout
+		// (Conn.write sets none while corked).
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		defer func() { _ = c.Conn.SetWriteDeadline(time.Time{}) }()
+	}
 	if err := c.flushLocked(); err != nil {
 		return 0, err
 	}
@@ -98,28 +107,31 @@ func (c *corkConn) flushLocked() error {
 func (c *corkConn) cork() {
 	c.mu.Lock()
 	c.corked = true
+	c.held.Store(true)
 	c.mu.Unlock()
 }
 
-// uncork writes what collected, within timeout.
-func (c *corkConn) uncork(timeout time.Duration) error {
+// uncork writes what collected, within the write timeout.
+func (c *corkConn) uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corked = false
+	c.held.Store(false)
 	if len(c.buf) == 0 {
 		return nil
 	}
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(timeout))
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	err := c.flushLocked()
 	_ = c.Conn.SetWriteDeadline(time.Time{})
 	return err
 }
 
 // corkingClient returns a copy of hc (nil: http.DefaultClient) whose
-// connections are corkConns (coalescing writes when coalesce is set),
+// connections are corkConns (coalescing writes when coalesce is set, their
+// flushes bounded by timeout),
 // and where the one it dials is recorded; ok is false when hc's transport
 // is not an *http.Transport (hc is then used as it is).
-func corkingClient(hc *http.Client, coalesce bool, dialled **corkConn) (*http.Client, bool) {
+func corkingClient(hc *http.Client, coalesce bool, timeout time.Duration, dialled **corkConn) (*http.Client, bool) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -142,7 +154,7 @@ func corkingClient(hc *http.Client, coalesce bool, dialled **corkConn) (*http.Cl
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn, coalesce: coalesce}
+		cc := &corkConn{Conn: conn, coalesce: coalesce, timeout: timeout}
 		mu.Lock()
 		*dialled = cc
 		mu.Unlock()
@@ -167,7 +179,7 @@ func (c *Conn) Uncork() error {
 	if c.cork == nil || !c.cork.coalesce {
 		return nil
 	}
-	if err := c.cork.uncork(c.opts.WriteTimeout); err != nil {
+	if err := c.cork.uncork(); err != nil {
 		c.shutdown(fmt.Errorf("write: %w", err))
 		return fmt.Errorf("write to %s: %w", c.url, err)
 	}
