@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,121 @@ func TestQuickReconnectCatchUpPagedPastCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHas(t, own, missed...)
+}
+
+// TestQuickReconnectSinceSubscriptionPaged: after a quick reconnect the
+// live subscriptions carry since and are the catch-up: a filter that got
+// nothing new is sent once (not again in a separate catch-up batch), and
+// the one filter whose answer reached the relay's cap (a root with 700
+// replies written while away, on a relay capping REQs at 300) is paged on
+// with until below what came, so every reply arrives.
+func TestQuickReconnectSinceSubscriptionPaged(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 300})
+	k := harness.NewKey()
+	busyAnn, quietAnn := repoFor(k, "busy", own, remote), repoFor(k, "quiet", own, remote)
+	busy := k.Issue(k.RepoAddress("busy"), "busy root")
+	quiet := k.Issue(k.RepoAddress("quiet"), "quiet root")
+	mustPublish(t, own, busyAnn, quietAnn)
+	remote.Inject(busyAnn, quietAnn, busy, quiet)
+
+	cfg := fastConfig(own)
+	cfg.Sync.ValuesPerFilter = 1 // one filter per root: the quiet root's are its own
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, busy, quiet)
+	waitRelay(t, sc, remote.URL(), "first sync complete", func(r status.Relay) bool {
+		return r.State == "connected" && r.PendingBatches == 0 && r.RootsConfirmed == 2
+	})
+
+	if err := remote.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, sc, remote.URL(), "disconnected")
+	var missed []*nostr.Event
+	for i := range scaled(700, 400) {
+		missed = append(missed, k.Reply(busy, harness.WithContent(fmt.Sprintf("reply %d", i)),
+			harness.WithCreatedAt(nostr.Now()-nostr.Timestamp(i/3))))
+	}
+	remote.Inject(missed...)
+	restarted := time.Now()
+	if err := remote.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitHas(t, own, missed...)
+	waitRelay(t, sc, remote.URL(), "catch-up complete", func(r status.Relay) bool {
+		return r.State == "connected" && r.PendingBatches == 0
+	})
+
+	quietNamed, busyPaged := 0, 0
+	for _, m := range reqsAfter(remote, restarted) {
+		quietNamed += strings.Count(m.Raw, quiet.ID)
+		if strings.Contains(m.Raw, busy.ID) && strings.Contains(m.Raw, `"until":`) {
+			busyPaged++
+			if !strings.Contains(m.Raw, `"since":`) {
+				t.Errorf("paging REQ without since: %s", m.Raw)
+			}
+		}
+		if strings.Contains(m.Raw, `"limit":0`) {
+			t.Errorf("live REQ without the catch-up (limit 0) after a quick reconnect: %s", m.Raw)
+		}
+	}
+	if quietNamed != 2 {
+		t.Errorf("the quiet root was named %d times after the reconnect, want 2 (its #e and #q filters, once)", quietNamed)
+	}
+	if busyPaged == 0 {
+		t.Error("the capped filter was not paged with until")
+	}
+}
+
+// TestQuickReconnectSinceSubscriptionRefused: a relay answering the
+// since-bounded live subscriptions of a quick reconnect with CLOSED, or
+// never sending their EOSE, fails the catch-up (connected with historic
+// sync failures), and the failed batch is retried with the REQ pager once
+// the relay serves again, bringing what was written while away.
+func TestQuickReconnectSinceSubscriptionRefused(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		faults harness.Faults
+		served bool // the stored events come, only the EOSE does not
+	}{
+		{"CLOSED", harness.Faults{ReqClosed: "error: shutting down"}, false},
+		{"no EOSE", harness.Faults{NoEOSE: true}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			own := ownRelay(t)
+			remote := harness.Start(t, harness.RelayOptions{Name: "refusing"})
+			k := harness.NewKey()
+			ann := repoFor(k, "refused", own, remote)
+			mustPublish(t, own, ann)
+			remote.Inject(ann)
+
+			cfg := fastConfig(own)
+			cfg.Sync.EOSETimeout = time.Second
+			cfg.Sync.HistoricRetryBase = 2 * time.Second
+			cfg.Sync.HistoricRetryMax = 2 * time.Second
+			sc := startSidecar(t, cfg)
+			waitRelay(t, sc, remote.URL(), "first sync complete", func(r status.Relay) bool {
+				return r.State == "connected" && r.PendingBatches == 0 && r.ReposConfirmed == 1
+			})
+			if err := remote.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, sc, remote.URL(), "disconnected")
+			missed := k.Issue(k.RepoAddress("refused"), "while away", harness.WithCreatedAt(nostr.Now()-60))
+			remote.Inject(missed)
+			remote.SetFaults(c.faults)
+			if err := remote.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, sc, remote.URL(), "connected_historic_sync_failures")
+			if !c.served && own.Has(missed.ID) {
+				t.Fatal("the event arrived although the relay refused every REQ")
+			}
+			remote.SetFaults(harness.Faults{})
+			waitHas(t, own, missed)
+			waitState(t, sc, remote.URL(), "connected")
+		})
+	}
 }
 
 // TestTrustedRelayBackoffAndNewestFirstCap: a trusted relay goes through

@@ -384,7 +384,8 @@ func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 	cfg.Health.RateLimitCooldown = cooldown
 	cfg.Health.Tick = 50 * time.Millisecond
 	cfg.Sync.EOSETimeout = time.Second
-	sc := startSidecar(t, cfg)
+	log, logs := observedLogger(t)
+	sc := startSidecarDeps(t, cfg, sidecar.Deps{Log: log})
 	url := limited.URL()
 	waitState(t, sc, url, "connected")
 
@@ -410,16 +411,25 @@ func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 		r, _ := relayStatus(sc, url)
 		return r.Health == health.RateLimited.String()
 	})
+	// The sidecar can hold back only once it has read the refusal: the
+	// cooldown starts when the health tracker logs it, which on a loaded
+	// machine can be well after the relay sent it.
+	cooling := logs.FilterMessage("relay is rate limiting us, cooling down").All()
+	if len(cooling) == 0 {
+		t.Fatal("the cooldown was never logged")
+	}
+	learned := cooling[0].Time
 	// Lift the fault half-way: whatever the engine sends from now on would
 	// be served, so only the cooldown keeps it quiet.
 	wait := time.NewTimer(time.Until(notice.Add(cooldown / 2)))
 	<-wait.C
 	limited.SetFaults(harness.Faults{})
 
-	// Messages already on the wire when the NOTICE arrived may still land;
-	// anything later than this grace inside the cooldown is a violation.
+	// Messages already on the wire when the sidecar read the refusal may
+	// still land; anything later than this grace inside the cooldown is a
+	// violation.
 	const grace = 100 * time.Millisecond
-	quietFrom, quietTo := notice.Add(grace), notice.Add(cooldown)
+	quietFrom, quietTo := learned.Add(grace), notice.Add(cooldown)
 	wait = time.NewTimer(time.Until(quietTo))
 	<-wait.C
 	refused := 0

@@ -48,11 +48,11 @@ func TestLiveLayer3ByKind(t *testing.T) {
 	}
 	waitState(t, sc, remote.URL(), "connected")
 	waitHas(t, own, downTop, downNested)
-	// Live REQs (limit 0) ask comments by #K and name the root under e and
-	// q only.
+	// Live REQs (since the disconnect: they are the catch-up too) ask
+	// comments by #K and name the root under e and q only.
 	testkit.WaitFor(t, syncTimeout, "no live #K subscription after the reconnect", func() bool {
 		for _, m := range reqsAfter(remote, restarted) {
-			if strings.Contains(m.Raw, `"limit":0`) && strings.Contains(m.Raw, `"#K":`) {
+			if strings.HasPrefix(m.SubID, "l") && strings.Contains(m.Raw, `"since":`) && strings.Contains(m.Raw, `"#K":`) {
 				return true
 			}
 		}

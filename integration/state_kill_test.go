@@ -160,8 +160,12 @@ func TestKill9DuringFirstSync(t *testing.T) {
 	// The first run is slowed to 300 events/s from the remote so it can be
 	// killed half-way.
 	first := startBinary(t, bin, "first.log", append(args, "--limits.relay-event-rate", "300")...)
-	var heldSince time.Time
-	testkit.WaitFor(t, 2*time.Minute, "purgatory holding the three events while the first sync is half-way", func() bool {
+	// The kill comes once a flush that began after the purgatory held the
+	// three events has committed (a commit seen after they were held, then
+	// a later one: an fsync on a busy disk can take longer than many flush
+	// intervals).
+	var heldSince, flushMark time.Time
+	testkit.WaitFor(t, 2*time.Minute, "purgatory holding the three events, saved, while the first sync is half-way", func() bool {
 		st, ok := first.status()
 		if !ok || st.Purgatory.Events != len(held) {
 			return false
@@ -169,8 +173,14 @@ func TestKill9DuringFirstSync(t *testing.T) {
 		if heldSince.IsZero() {
 			heldSince = time.Now()
 		}
+		if flushMark.IsZero() {
+			if st.State.LastFlush.After(heldSince) {
+				flushMark = st.State.LastFlush
+			}
+			return false
+		}
 		n := own.Len()
-		return time.Since(heldSince) > 500*time.Millisecond && n > 200 && n < len(bulk)/2
+		return st.State.LastFlush.After(flushMark) && n > 200 && n < len(bulk)/2
 	})
 	if err := first.cmd.Process.Signal(os.Kill); err != nil {
 		t.Fatal(err)

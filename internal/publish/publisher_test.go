@@ -435,7 +435,9 @@ func TestMissingOKIsResent(t *testing.T) {
 		return f.accept(ev)
 	})
 	cfg := testConfig()
-	cfg.OKTimeout = 500 * time.Millisecond
+	// Far above an answered OK's round trip on a loaded machine: an
+	// answer later than this would count as a second attempt.
+	cfg.OKTimeout = 3 * time.Second
 	cfg.MaxTimeouts = 100
 	h := startPublisher(t, cfg, f.dialer(), nil)
 	evs := makeEvents(t, total)

@@ -116,6 +116,46 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 	return res.Removed, nil
 }
 
+// startEarlyCatchUp starts the NIP-77 catch-up of a restored local index
+// with the own relay as the engine starts, beside the self-subscription's
+// paging of announcements and roots instead of after it (the restart's
+// time to ready is the longer of the two, not their sum): it reconciles
+// the whole own relay, and the restored repository index names what its
+// per-filter fallback asks. startInitialFill waits for its outcome.
+func (e *Engine) startEarlyCatchUp(ctx context.Context) {
+	if e.local == nil || !e.d.LocalRestored || e.catchUpTried {
+		return
+	}
+	e.catchUpTried = true
+	repos, roots := e.reposAndRoots()
+	done := make(chan bool, 1)
+	e.earlyCatchUp = done
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		done <- e.catchUp(ctx, repos, roots.sorted())
+	}()
+}
+
+// reposAndRoots are every repository of the index and their roots, and
+// the orphan roots' repositories with them: before the self-subscription
+// read the announcements, the restored roots wait there (RestoreRepos).
+func (e *Engine) reposAndRoots() ([]string, set) {
+	repos := make([]string, 0, len(e.repos)+len(e.orphans))
+	roots := set{}
+	for ref, n := range e.repos {
+		repos = append(repos, ref)
+		roots.addAll(n.Roots)
+	}
+	for ref, o := range e.orphans {
+		if _, ok := e.repos[ref]; !ok {
+			repos = append(repos, ref)
+		}
+		roots.addAll(o)
+	}
+	return repos, roots
+}
+
 // wholeNeedMin: a whole-relay reconciliation finding at most this many
 // events (or a tenth of the index) the index lacks fetches them; more
 // means the relay holds much that sync does not cover.

@@ -223,6 +223,9 @@ type Engine struct {
 	trustedOK map[string]bool
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
+	// earlyCatchUp is the outcome of the catch-up started with Run
+	// (startEarlyCatchUp), until the initial fill takes it.
+	earlyCatchUp <-chan bool
 	// restored are relay states of the previous run not yet applied;
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay
@@ -249,6 +252,9 @@ type remote struct {
 	cmds    chan func(*relay.Conn)
 	live    map[string]int // live subscription id → filter count
 	liveSeq int
+	// since are the live subscriptions opened with since whose EOSE has
+	// not come yet: their stored events are a catch-up batch's.
+	since map[string]*sinceSub
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
 	running int
@@ -374,6 +380,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.ctx = ctx
 	e.running.Store(true)
 	defer e.running.Store(false)
+	e.startEarlyCatchUp(ctx)
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
 	for _, url := range e.cfg.Trusted.Relays {

@@ -35,10 +35,7 @@ func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup b
 // budget (jobSlots), so the round trips of one relay overlap instead of
 // following each other. pager runs them with the REQ pager.
 func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager bool) {
-	e.nextBatch++
-	b.ID = e.nextBatch
-	e.pending[r.URL] = append(e.pending[r.URL], b)
-	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
+	e.addPending(r, b)
 	run := &batchRun{left: max(1, len(fs)), pager: pager}
 	if len(fs) == 0 {
 		r.jobs = append(r.jobs, &job{batch: b, run: run})
@@ -47,6 +44,14 @@ func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager b
 		r.jobs = append(r.jobs, &job{batch: b, filters: fs[i : i+1 : i+1], run: run})
 	}
 	e.startJobs(r)
+}
+
+// addPending registers b as a pending batch of r.
+func (e *Engine) addPending(r *remote, b *PendingBatch) {
+	e.nextBatch++
+	b.ID = e.nextBatch
+	e.pending[r.URL] = append(e.pending[r.URL], b)
+	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
 }
 
 // retryFailed queues the failed historic jobs of r whose backoff is over
@@ -89,15 +94,22 @@ func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
 		return
 	}
 	r.running--
+	e.runDone(r, j.batch, j.run, j.filters, err)
+}
+
+// runDone records the outcome of one part of a batch (a job, or a since
+// subscription's stored events) asking fs; the batch is done with its
+// last part.
+func (e *Engine) runDone(r *remote, b *PendingBatch, run *batchRun, fs []nostr.Filter, err error) {
 	if err != nil {
-		j.run.errs = append(j.run.errs, err)
-		j.run.failed = append(j.run.failed, j.filters...)
+		run.errs = append(run.errs, err)
+		run.failed = append(run.failed, fs...)
 	}
-	if j.run.left--; j.run.left > 0 {
+	if run.left--; run.left > 0 {
 		e.startJobs(r)
 		return
 	}
-	e.onBatchDone(r, j.batch, j.run)
+	e.onBatchDone(r, b, run)
 }
 
 // jobSlots is how many historic subscriptions may run beside the live ones,

@@ -174,20 +174,18 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.subscribeLayer1(r)
 		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
-		// Live subscriptions for what is confirmed, and a catch-up batch
-		// with since = disconnect − since_buffer paged with REQs (a relay
-		// capping a REQ at 500 does not hide the rest). Failed batches
-		// keep waiting for their retry.
+		// Live subscriptions for what is confirmed, opened with since =
+		// disconnect − since_buffer: their stored events before EOSE are
+		// the catch-up batch (each filter is sent once), and a filter
+		// whose answer reaches the relay's cap is paged on with REQs (a
+		// relay capping a REQ at 500 does not hide the rest). Failed
+		// batches keep waiting for their retry.
 		since := nostr.Timestamp(disconnectedAt.Add(-e.cfg.SinceBuffer).Unix())
 		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
-		e.subscribeLayer1(r)
-		repos, roots := r.Confirmed.Repos.sorted(), r.Confirmed.Roots.sorted()
 		items := newItems()
 		items.Repos.addAll(r.Confirmed.Repos)
 		items.Roots.addAll(r.Confirmed.Roots)
-		e.subscribeLiveItems(r, items)
-		fs := append([]nostr.Filter{nip34.Layer1(&since)}, nip34.Layers23Live(repos, roots, e.cfg.ValuesPerFilter, &since)...)
-		e.queueJob(r, &PendingBatch{Items: items, Catchup: true}, fs, true)
+		e.subscribeSince(r, items, since)
 		r.baseline = e.filtersOpen(r)
 	}
 	e.recomputeRelay(r.URL)
@@ -233,6 +231,7 @@ func (e *Engine) teardown(r *remote) {
 	}
 	r.conn, r.cancel, r.cmds = nil, nil, nil
 	r.live, r.jobs, r.running, r.baseline = nil, nil, 0, 0
+	r.since = nil
 	r.consolidateBy = time.Time{}
 	r.rebuildLive, r.deferred = false, false
 	delete(e.pending, r.URL)

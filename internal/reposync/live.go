@@ -44,18 +44,6 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 	e.openChunked(r, nip34.Live(fs), nil)
 }
 
-// subscribeLiveItems opens live subscriptions (limit 0) for the Layers 2
-// and 3 of items, Layer 3 by kind where it can (nip34.Layer3Live): events
-// the kind filters bring are handed on only when they refer to one of
-// items.
-func (e *Engine) subscribeLiveItems(r *remote, items Items) {
-	fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, nil)
-	if len(fs) == 0 {
-		return
-	}
-	e.openChunked(r, nip34.Live(fs), referTo(items))
-}
-
 // referTo is the arrival check of kind filters: the event refers to one of
 // items (a copy, read by the subscriptions' goroutines).
 func referTo(items Items) func(*nostr.Event) bool {
@@ -112,6 +100,16 @@ const maxReqBytes = 120_000
 // announces a smaller max_message_length). refers, when set, is the
 // arrival check of the kind filters among fs (liveMatch).
 func (e *Engine) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+	for _, c := range e.chunkLive(r, fs) {
+		r.liveSeq++
+		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, refers, nil)
+	}
+}
+
+// chunkLive splits fs into the filters of REQs of at most the relay's
+// max_filters filters and maxReqBytes of filter JSON each.
+func (e *Engine) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
+	var out [][]nostr.Filter
 	limits := e.d.Health.Limits(r.URL)
 	fs = fitTagValues(fs, e.valuesPerFilter(r.URL))
 	per := limits.MaxFilters
@@ -129,10 +127,10 @@ func (e *Engine) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Ev
 			size += n
 			end++
 		}
-		r.liveSeq++
-		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs[start:end], refers)
+		out = append(out, fs[start:end])
 		start = end
 	}
+	return out
 }
 
 // filterBytes is the size of f's JSON.
@@ -145,53 +143,83 @@ func filterBytes(f nostr.Filter) int {
 }
 
 func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
-	e.openLiveMatch(r, id, fs, nil)
+	e.openLiveMatch(r, id, fs, nil, nil)
 }
 
 // openLiveMatch opens a live subscription whose events are checked with
-// liveMatch(fs, refers).
-func (e *Engine) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+// liveMatch(fs, refers). With cu, fs carry since and the stored events
+// before EOSE are cu's catch-up (sinceSub).
+func (e *Engine) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool, cu *sinceSub) {
 	if _, open := r.live[id]; open {
 		e.closeLive(r, id)
 	}
 	r.live[id] = len(fs)
+	if cu != nil {
+		if r.since == nil {
+			r.since = map[string]*sinceSub{}
+		}
+		r.since[id] = cu
+	}
 	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, e.ctx, &r.received
 	match := liveMatch(fs, refers)
 	e.exec(r, func(c *relay.Conn) {
 		sub, err := c.Subscribe(ctx, id, nostr.Filters(fs))
 		if err != nil {
+			if cu != nil && !connEnded(c) { // a catch-up part never asked (an ended connection drops it)
+				e.post(func() { e.onSinceFailed(url, gen, id, cu, err) })
+			}
 			return // the watcher reports the broken connection
 		}
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			e.readLive(ctx, url, gen, sub, match, count)
+			e.readLive(ctx, url, gen, sub, match, count, e.newSinceCount(cu, c))
 		}()
 	})
 }
 
 func (e *Engine) closeLive(r *remote, id string) {
+	e.sinceClosed(r, id)
 	delete(r.live, id)
 	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
 	e.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
 }
 
-// readLive forwards a live subscription's events to the handler.
-func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64) {
+// readLive forwards a live subscription's events to the handler. cnt,
+// when set, counts a since subscription's stored events until its EOSE
+// (sinceCount).
+func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cnt *sinceCount) {
 	recv := e.m.eventsReceived.WithLabelValues(url)
+	closed := func(reason string) {
+		if cnt != nil {
+			cu := cnt.sub
+			e.post(func() {
+				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", ErrSubscriptionClosed, reason))
+			})
+		}
+		e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-cnt.timeout():
+			if !cnt.silent() {
+				continue
+			}
+			cu := cnt.sub
+			e.post(func() {
+				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", ErrEOSETimeout, e.cfg.EOSETimeout))
+			})
+			cnt = nil // live from here on
 		case <-sub.Done():
 			// Closed by us, or the connection ended; drain what is left
 			// of a CLOSED below.
 			select {
 			case m, ok := <-sub.Messages():
 				if ok && m.Type == relay.MsgClosed {
-					reason := m.Reason
-					e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+					closed(m.Reason)
 				}
 			default:
 			}
@@ -201,9 +229,16 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 				return
 			}
 			switch m.Type {
+			case relay.MsgEOSE:
+				if cnt != nil {
+					cu, rest := cnt.sub, cnt.rest(e.pager, url)
+					e.post(func() { e.onSinceEOSE(url, gen, sub.ID, cu, rest) })
+					cnt = nil
+				}
 			case relay.MsgEvent:
 				recv.Inc()
 				count.Add(1)
+				cnt.add(m.Event)
 				if !match(m.Event) {
 					// Answers we did not ask for, and kind filters' events
 					// about foreign roots, are dropped before they cost a
@@ -215,8 +250,7 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 					return
 				}
 			case relay.MsgClosed:
-				reason := m.Reason
-				e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+				closed(m.Reason)
 				return
 			}
 		}

@@ -86,6 +86,15 @@ func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slot
 	return errors.Join(errs...)
 }
 
+// untilText renders a page's upper bound for an error: the timestamp, not
+// the pointer holding it.
+func untilText(until *nostr.Timestamp) string {
+	if until == nil {
+		return "(no bound)"
+	}
+	return fmt.Sprint(int64(*until))
+}
+
 // pageFilter pages one filter backwards. A second holding more events of
 // one kind than a page (ErrSaturatedSecond) is reported at the end; the
 // paging goes on past it, so the rest of the history still arrives.
@@ -111,7 +120,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		if len(page) == 0 {
 			if outside > 0 {
 				// The relay should have gone past this boundary.
-				return errors.Join(append(saturated, fmt.Errorf("%w: %d events, none below created_at %v", ErrFilterIgnored, outside, until))...)
+				return errors.Join(append(saturated, fmt.Errorf("%w: %d events, none below created_at %s", ErrFilterIgnored, outside, untilText(until)))...)
 			}
 			return errors.Join(saturated...)
 		}
@@ -178,16 +187,17 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 // the relay returned everything up to the page's until, and the oldest
 // event is the bottom.
 func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
-	if limit <= 0 || len(page) <= limit {
-		bottom := page[0].CreatedAt
-		for _, ev := range page {
-			bottom = min(bottom, ev.CreatedAt)
-		}
-		return bottom
-	}
 	ts := make([]nostr.Timestamp, len(page))
 	for i, ev := range page {
 		ts[i] = ev.CreatedAt
+	}
+	return bottomOf(ts, limit)
+}
+
+// bottomOf is pageBottom of a page's created_at values (ts is reordered).
+func bottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
+	if limit <= 0 || len(ts) <= limit {
+		return slices.Min(ts)
 	}
 	slices.SortFunc(ts, func(a, b nostr.Timestamp) int { return cmp.Compare(b, a) })
 	return ts[limit-1]

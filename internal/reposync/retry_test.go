@@ -107,6 +107,25 @@ func (h *historicEnv) callsSince(n int) []nostr.Filter {
 	return out
 }
 
+// eose answers every open since subscription with its EOSE, nothing
+// capped (the test has no connection: it plays the relay).
+func (h *historicEnv) eose(t *testing.T) {
+	t.Helper()
+	for id, cu := range h.r.since {
+		h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
+	}
+	h.drain(t)
+}
+
+// sinceFilters are the filters of the open since subscriptions.
+func (h *historicEnv) sinceFilters() []nostr.Filter {
+	var out []nostr.Filter
+	for _, cu := range h.r.since {
+		out = append(out, cu.filters...)
+	}
+	return out
+}
+
 func (h *historicEnv) batch(t *testing.T) {
 	t.Helper()
 	items := newItems()
@@ -149,7 +168,7 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 	h.clk.Advance(10 * time.Second)
 	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
 	h.e.connectOrReconnect(h.r)
-	h.drain(t) // the catch-up batch
+	h.eose(t) // the catch-up batch
 	if h.r.Status != ConnectedHistoricSyncFailures {
 		t.Fatalf("after a quick reconnect: %v, want %v", h.r.Status, ConnectedHistoricSyncFailures)
 	}
@@ -167,7 +186,8 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 
 // TestQuickReconnectCatchUpSinceDisconnect: a quick reconnect asks the
 // catch-up with since = disconnect time − since_buffer (not the earlier
-// connect time), through the catch-up pager.
+// connect time), in the live subscriptions themselves: nothing goes
+// through the historic syncer, and the batch is done at their EOSE.
 func TestQuickReconnectCatchUpSinceDisconnect(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.batch(t)
@@ -178,16 +198,25 @@ func TestQuickReconnectCatchUpSinceDisconnect(t *testing.T) {
 	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
 	before := h.hs.count()
 	h.e.connectOrReconnect(h.r)
-	h.drain(t)
-	fs := h.callsSince(before)
+	fs := h.sinceFilters()
 	want := nostr.Timestamp(disconnect.Add(-h.e.cfg.SinceBuffer).Unix())
-	if len(fs) < 2 {
-		t.Fatalf("catch-up asked %v, want layer 1 and layer 2 with since", fs)
+	if len(fs) < 2 || len(h.r.since) != len(h.r.live) {
+		t.Fatalf("catch-up asked %v in %d of %d live subscriptions, want layer 1 and layer 2 with since in all", fs, len(h.r.since), len(h.r.live))
 	}
 	for _, f := range fs {
-		if f.Since == nil || *f.Since != want {
-			t.Fatalf("catch-up filter %v: since %v, want %v", f, f.Since, want)
+		if f.Since == nil || *f.Since != want || f.LimitZero || f.Limit != h.e.cfg.PageSize {
+			t.Fatalf("catch-up filter %v: since %v, want %v, limit the page size", f, f.Since, want)
 		}
+	}
+	if len(h.e.pending[testRelay]) != 1 {
+		t.Fatalf("before EOSE: %d pending batches, want the catch-up pending", len(h.e.pending[testRelay]))
+	}
+	h.eose(t)
+	if n := h.hs.count(); n != before {
+		t.Errorf("the historic syncer was asked %v, want nothing (the live subscriptions caught up)", h.callsSince(before))
+	}
+	if h.r.Status != Connected || len(h.e.pending[testRelay]) != 0 {
+		t.Fatalf("after EOSE: %v with %d pending batches, want connected", h.r.Status, len(h.e.pending[testRelay]))
 	}
 }
 

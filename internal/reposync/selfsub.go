@@ -237,19 +237,25 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		e.connectDue()
 		return
 	}
-	repos := make([]string, 0, len(e.repos))
-	roots := set{}
-	for ref, n := range e.repos {
-		repos = append(repos, ref)
-		roots.addAll(n.Roots)
-	}
+	repos, roots := e.reposAndRoots()
 	restored := e.d.LocalRestored && !e.catchUpTried
 	e.catchUpTried = true
+	early := e.earlyCatchUp
+	e.earlyCatchUp = nil
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if restored {
-			if e.catchUp(ctx, repos, roots.sorted()) {
+		if restored || early != nil {
+			caughtUp := false
+			if early != nil {
+				select {
+				case caughtUp = <-early:
+				case <-ctx.Done():
+				}
+			} else {
+				caughtUp = e.catchUp(ctx, repos, roots.sorted())
+			}
+			if caughtUp {
 				e.ready.Store(true)
 				e.post(e.connectDue)
 				return

@@ -39,6 +39,21 @@ func isCommonCap(n, maxLimit int) bool {
 	return false
 }
 
+// reachedCap tells whether a REQ answer of n stored events asked with
+// limit may have been cut by the relay: n reached the limit, is the size
+// of a common cap or of the relay's max_limit (isCommonCap), or the relay
+// was caught truncating REQs before.
+func (p *Pager) reachedCap(url string, n, limit int) bool {
+	if n == 0 {
+		return false
+	}
+	maxLimit := 0
+	if p.MaxLimit != nil {
+		maxLimit = p.MaxLimit(url)
+	}
+	return n >= limit || isCommonCap(n, maxLimit) || p.Truncation.truncates(url, TruncReq)
+}
+
 // Truncation remembers relays caught returning less than they hold: it
 // warns once per relay and kind, counts every detection
 // (ngit_sync_truncation_detected_total) and describes it for /status. The

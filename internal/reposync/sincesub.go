@@ -1,0 +1,194 @@
+package reposync
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// sinceSub is one live subscription opened with since on a quick
+// reconnect: the stored events it receives before its EOSE are one part of
+// a catch-up batch, so each filter goes to the relay once for the catch-up
+// and the live tail alike.
+type sinceSub struct {
+	batch   *PendingBatch
+	run     *batchRun
+	filters []nostr.Filter // as sent: since, and limit the pager's page size
+}
+
+// subscribeSince opens Layer 1 and Layers 2/3 of items as live
+// subscriptions with since, Layer 3 by kind where it can
+// (nip34.Layer3Live: the kind filters' events are handed on only when they
+// refer to one of items). Together they are one pending catch-up batch:
+// each subscription's EOSE completes its part, a filter whose answer
+// reached the relay's cap (Pager.reachedCap) is paged on below what came
+// with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
+// fails the batch, retried with the REQ pager (Config.HistoricRetry).
+func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) {
+	b := &PendingBatch{Items: items, Catchup: true}
+	e.addPending(r, b)
+	limit := e.pager.pageSize(r.URL)
+	l1 := withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)
+	var chunks [][]nostr.Filter
+	if fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
+		chunks = e.chunkLive(r, withLimit(fs, limit))
+	}
+	run := &batchRun{left: 1 + len(chunks), pager: true}
+	e.openLiveMatch(r, "l1", l1, nil, &sinceSub{batch: b, run: run, filters: l1})
+	refers := referTo(items)
+	for _, fs := range chunks {
+		r.liveSeq++
+		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs, refers, &sinceSub{batch: b, run: run, filters: fs})
+	}
+}
+
+// withLimit returns copies of fs asking at most limit stored events.
+func withLimit(fs []nostr.Filter, limit int) []nostr.Filter {
+	out := make([]nostr.Filter, len(fs))
+	for i, f := range fs {
+		f.Until, f.Limit, f.LimitZero = nil, limit, false
+		out[i] = f
+	}
+	return out
+}
+
+// sinceOf returns the relay whose since subscription id is still cu, and
+// unregisters it: its EOSE, CLOSED or timeout is handled once.
+func (e *Engine) sinceOf(url string, gen uint64, id string, cu *sinceSub) *remote {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() || cu == nil || r.since[id] != cu {
+		return nil
+	}
+	delete(r.since, id)
+	return r
+}
+
+// onSinceEOSE: a since subscription's stored events are in. The filters
+// whose answer reached the relay's cap (rest, bounded by until) are paged
+// on as jobs of the same batch.
+func (e *Engine) onSinceEOSE(url string, gen uint64, id string, cu *sinceSub, rest []nostr.Filter) {
+	r := e.sinceOf(url, gen, id, cu)
+	if r == nil {
+		return
+	}
+	if len(rest) > 0 {
+		e.log.Info("catch-up subscription reached the relay's cap; paging the rest",
+			zap.String("relay", url), zap.String("subscription", id), zap.Int("filters", len(rest)))
+		e.pageRest(r, cu, rest)
+	}
+	e.runDone(r, cu.batch, cu.run, nil, nil)
+}
+
+// onSinceFailed: a since subscription was closed by the relay or got no
+// EOSE in time; its filters fail the batch (retried with the REQ pager).
+func (e *Engine) onSinceFailed(url string, gen uint64, id string, cu *sinceSub, err error) {
+	r := e.sinceOf(url, gen, id, cu)
+	if r == nil {
+		return
+	}
+	e.runDone(r, cu.batch, cu.run, cu.filters, fmt.Errorf("catch-up subscription: %w", err))
+}
+
+// sinceClosed: we close a since subscription before its EOSE (a
+// consolidation, a full resync): its filters are paged with the REQ pager
+// as jobs of the same batch instead.
+func (e *Engine) sinceClosed(r *remote, id string) {
+	cu := r.since[id]
+	if cu == nil {
+		return
+	}
+	delete(r.since, id)
+	e.pageRest(r, cu, cu.filters)
+	cu.run.left-- // the subscription's part is replaced by its jobs
+}
+
+// pageRest queues fs as REQ-pager jobs of cu's batch (started by startJobs).
+func (e *Engine) pageRest(r *remote, cu *sinceSub, fs []nostr.Filter) {
+	cu.run.left += len(fs)
+	for i := range fs {
+		r.jobs = append(r.jobs, &job{batch: cu.batch, filters: fs[i : i+1 : i+1], run: cu.run})
+	}
+}
+
+// sinceCount counts a since subscription's stored events per filter until
+// its EOSE and times that EOSE out as the pager does. The subscription's
+// goroutine owns it; a nil *sinceCount counts nothing.
+type sinceCount struct {
+	sub        *sinceSub
+	n          []int
+	ts         [][]nostr.Timestamp // created_at of what each filter got, up to twice its limit
+	stalled    func() bool
+	clock      clock.Clock
+	wait       time.Duration
+	after      <-chan time.Time
+	progressed bool
+}
+
+func (e *Engine) newSinceCount(cu *sinceSub, c *relay.Conn) *sinceCount {
+	if cu == nil {
+		return nil
+	}
+	return &sinceCount{
+		sub: cu, n: make([]int, len(cu.filters)), ts: make([][]nostr.Timestamp, len(cu.filters)),
+		stalled: c.Stalled, clock: e.clock, wait: e.cfg.EOSETimeout, after: e.clock.After(e.cfg.EOSETimeout),
+	}
+}
+
+// add counts ev for every filter it matches (whether or not it refers to
+// one of the items: the relay counted it against its cap all the same).
+func (c *sinceCount) add(ev *nostr.Event) {
+	if c == nil {
+		return
+	}
+	c.progressed = true
+	for i, f := range c.sub.filters {
+		if !f.Matches(ev) {
+			continue
+		}
+		c.n[i]++
+		if len(c.ts[i]) < 2*f.Limit {
+			c.ts[i] = append(c.ts[i], ev.CreatedAt)
+		}
+	}
+}
+
+func (c *sinceCount) timeout() <-chan time.Time {
+	if c == nil {
+		return nil
+	}
+	return c.after
+}
+
+// silent tells, once the EOSE wait is over, whether the relay was silent:
+// not while events arrived or the connection waited for one of our own
+// slow consumers (then the wait starts again).
+func (c *sinceCount) silent() bool {
+	if c.progressed || c.stalled() {
+		c.progressed = false
+		c.after = c.clock.After(c.wait)
+		return false
+	}
+	return true
+}
+
+// rest returns the filters whose answer may have been cut
+// (Pager.reachedCap), each bounded by until = the bottom of what it got
+// (bottomOf): the pager fetches what lies below.
+func (c *sinceCount) rest(p *Pager, url string) []nostr.Filter {
+	var out []nostr.Filter
+	for i, f := range c.sub.filters {
+		if !p.reachedCap(url, c.n[i], f.Limit) {
+			continue
+		}
+		until := bottomOf(c.ts[i], f.Limit)
+		f.Until = &until
+		out = append(out, f)
+	}
+	return out
+}
