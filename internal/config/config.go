@@ -121,6 +121,7 @@ type Sync struct {
 	HistoricRetryMax       time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
 	HistoricMaxJobs        int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; each holds up to a page of events until its EOSE, so this bounds memory while letting distant relays' round trips overlap."`
 	HistoricFetchSlots     int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
+	HistoricMaxEvents      int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
 }
 
 // Health configures per-relay health tracking.
@@ -244,6 +245,7 @@ func Default() *Config {
 			HistoricRetryMax:       sync.HistoricRetry.Max,
 			HistoricMaxJobs:        sync.HistoricMaxJobs,
 			HistoricFetchSlots:     sync.HistoricFetchSlots,
+			HistoricMaxEvents:      sync.HistoricMaxEvents,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,

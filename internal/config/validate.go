@@ -180,6 +180,7 @@ func (c *Config) Validate() error {
 	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
 	v.positiveInt("sync.historic_max_jobs", s.HistoricMaxJobs)
 	v.positiveInt("sync.historic_fetch_slots", s.HistoricFetchSlots)
+	v.positiveInt("sync.historic_max_events", s.HistoricMaxEvents)
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)
 	v.positive("sync.full_resync_min", s.FullResyncMin)

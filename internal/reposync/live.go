@@ -422,6 +422,8 @@ func (e *Engine) addFilters(a AddFilters) {
 	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
 	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+e.lender(r).inUse()+1 >= budget {
 		if len(e.pending[r.URL]) > 0 {
+			e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
+				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
 			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
 			r.deferred = true
 			return
