@@ -55,6 +55,12 @@ type Config struct {
 	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
 	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
 	State      State      `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+	Memory     Memory     `yaml:"memory" help:"The Go runtime's memory use."`
+}
+
+// Memory configures the Go runtime's soft memory limit.
+type Memory struct {
+	LimitMiB int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
 }
 
 // State configures the persistent sync state.

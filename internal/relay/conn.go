@@ -105,6 +105,10 @@ type Options struct {
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)
+	// CoalesceWrites lets Cork and Uncork put a burst of messages into
+	// one write to the socket (the own relay's publisher connection). It
+	// needs HTTPClient's transport to be an *http.Transport (or none).
+	CoalesceWrites bool
 	// Logger receives debug-level protocol oddities.
 	Logger *zap.Logger
 	// BeforeRequest, when set, is called by Subscribe and NegOpen before
@@ -212,7 +216,9 @@ type OKResult struct {
 type Stats struct {
 	BytesIn, BytesOut   uint64
 	FramesIn, FramesOut uint64
-	// MaxFrameOut is the size of the largest message sent.
+	// MaxFrameOut is the size of the largest message sent, or tried: a
+	// message whose write failed counts (a relay closing the connection
+	// for a message too big may do so while it is still being written).
 	MaxFrameOut uint64
 }
 
@@ -228,12 +234,17 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+	// readDone is closed when the read loop has ended (and recorded why).
+	readDone chan struct{}
 
 	mu        sync.Mutex
 	subs      map[string]*Subscription
 	negs      map[string]chan NegReply
-	oks       map[string][]chan OKResult
+	oks       map[string]okWaiters
 	challenge string
+
+	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
+	cork *corkConn
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
 	maxFrameOut                            atomic.Uint64
@@ -249,8 +260,11 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	hc := opts.HTTPClient
+	var cork *corkConn
+	hc, _ = corkingClient(hc, opts.CoalesceWrites, opts.WriteTimeout, &cork)
 	c, resp, err := ws.Dial(ctx, url, &ws.DialOptions{
-		HTTPClient:      opts.HTTPClient,
+		HTTPClient:      hc,
 		HTTPHeader:      opts.Header,
 		CompressionMode: ws.CompressionDisabled,
 	})
@@ -271,7 +285,10 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		cancel: cancel,
 		subs:   make(map[string]*Subscription),
 		negs:   make(map[string]chan NegReply),
-		oks:    make(map[string][]chan OKResult),
+		oks:    make(map[string]okWaiters),
+		cork:   cork,
+
+		readDone: make(chan struct{}),
 	}
 	conn.wg.Add(2)
 	go conn.readLoop()
@@ -321,11 +338,37 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.opts.WriteTimeout)
-	defer cancel()
-	stop := context.AfterFunc(c.ctx, cancel)
-	defer stop()
+	wctx := ctx
+	if c.cork == nil || !c.cork.held.Load() {
+		// Corked, the message only goes into a buffer: Uncork writes it
+		// out within the write timeout, and a connection that ends
+		// meanwhile fails that write.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
+		defer cancel()
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+	}
+	for n := uint64(len(msg)); ; {
+		old := c.maxFrameOut.Load()
+		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	if err := c.ws.Write(wctx, ws.MessageText, msg); err != nil {
+		if c.ctx.Err() == nil && ctx.Err() == nil && wctx.Err() == nil {
+			// The socket failed under the write: the relay may have
+			// closed the connection with a reason (status 1009 for a
+			// message too big) that the read loop is about to read.
+			// That reason, not the reset the write ran into, is why
+			// the connection ended.
+			t := time.NewTimer(writeFailedGrace)
+			select {
+			case <-c.readDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		if c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 		}
@@ -337,14 +380,12 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	}
 	c.bytesOut.Add(uint64(len(msg)))
 	c.framesOut.Add(1)
-	for n := uint64(len(msg)); ; {
-		old := c.maxFrameOut.Load()
-		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
-			break
-		}
-	}
 	return nil
 }
+
+// writeFailedGrace bounds how long a failed write waits for the read loop
+// to end with the relay's reason for closing the connection.
+const writeFailedGrace = time.Second
 
 // MessageTooBig tells whether err (a Conn's Err) is the relay closing the
 // connection with status 1009 because a message we sent was over its limit
@@ -380,7 +421,7 @@ func (c *Conn) teardown() {
 		subs = append(subs, s)
 	}
 	oks := c.oks
-	c.oks = make(map[string][]chan OKResult)
+	c.oks = make(map[string]okWaiters)
 	for id, ch := range c.negs {
 		close(ch)
 		delete(c.negs, id)
@@ -391,9 +432,7 @@ func (c *Conn) teardown() {
 		close(s.ch)
 	}
 	err := fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
-	for _, list := range oks {
-		for _, ch := range list {
-			ch <- OKResult{Err: err}
-		}
+	for id, ws := range oks {
+		ws.each(func(w okWaiter) { c.deliverOK(id, w, OKResult{Err: err}) })
 	}
 }

@@ -246,6 +246,9 @@ type Engine struct {
 	restoredSelfSeen time.Time
 	selfSeen         atomic.Int64
 	selfLive         atomic.Bool // history read and the self-subscription live
+	// reposWanted is set once RepoState was asked (a state store): only
+	// then does the status refresh copy the repository index.
+	reposWanted atomic.Bool
 }
 
 // remote is the engine's record of one remote relay.
@@ -260,6 +263,12 @@ type remote struct {
 	// since are the live subscriptions opened with since whose EOSE has
 	// not come yet: their stored events are a catch-up batch's.
 	since map[string]*sinceSub
+	// catchup is a quick reconnect's catch-up batch while it is pending,
+	// catchupFrom the disconnection it catches up from: a connection lost
+	// (or a sidecar stopped) before it completed catches up from there
+	// again, not from the later disconnection.
+	catchup     *PendingBatch
+	catchupFrom time.Time
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
 	running int

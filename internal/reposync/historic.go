@@ -329,6 +329,11 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 		}
 	}
 	e.m.pendingBatches.WithLabelValues(url).Set(float64(len(e.pending[url])))
+	if b == r.catchup {
+		// Done, or failed and kept as a retry with its since: later
+		// disconnections count from their own time again.
+		r.catchup, r.catchupFrom = nil, time.Time{}
+	}
 	if err != nil {
 		rj := b.retry
 		if rj == nil {

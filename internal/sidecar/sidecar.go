@@ -96,6 +96,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	ownOpts := ropts
 	ownOpts.Logger = d.Log.Named("publisher")
+	ownOpts.CoalesceWrites = true // the publisher's bursts of EVENTs: one write each
 	pub, err := publish.New(publishConfig(cfg), func(ctx context.Context) (*relay.Conn, error) {
 		return relay.Dial(ctx, cfg.OwnRelay, ownOpts)
 	}, signer, d.Log.Named("publisher"), d.Registry)
