@@ -281,15 +281,34 @@ const maxMergedJobs = 8
 // merged job fetches through its one slot, and at loopback eight Layer 2
 // filters' fetches one after another took longer than eight jobs apart.
 func (e *Engine) mergeQueued(r *remote, j *job, free int) {
-	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() {
+	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() || !perRoot(j) {
 		return
 	}
 	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included
-	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 {
+	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 && perRoot(r.jobs[0]) {
 		j.filters = append(j.filters[:len(j.filters):len(j.filters)], r.jobs[0].filters...)
 		j.merged++
 		r.jobs = r.jobs[1:]
 	}
+}
+
+// perRoot tells whether j asks Layer 3 filters (root event ids by e, E or
+// q): few events each, so merged they fetch little. Layer 2 filters are not
+// merged: their fetches are large, and held back until eight
+// reconciliations finished they let other relays fetch the same events
+// first (more bytes, more events held, for no round trip saved).
+func perRoot(j *job) bool {
+	for _, f := range j.filters {
+		for tag, vs := range f.Tags {
+			if (tag != "e" && tag != "E" && tag != "q") || len(vs) == 0 || len(vs[0]) != 64 {
+				return false
+			}
+		}
+		if len(f.Tags) != 1 {
+			return false
+		}
+	}
+	return len(j.filters) > 0
 }
 
 // requeueRateLimited puts a failed historic job back in the queue when the

@@ -20,8 +20,9 @@ func (mergingHistoric) mergesJobs() bool { return true }
 // TestQueuedJobsMergeWhenSlotsAreScarce: with one free job slot (the live
 // subscriptions fill the relay's budget) a batch's queued jobs run merged,
 // at most maxMergedJobs filters per job, every filter asked once and the
-// batch done once; with slots to spare fewer are merged, and for a syncer
-// that does not merge every filter runs as a job of its own.
+// batch done once; with slots to spare fewer are merged, and Layer 2
+// filters, or a syncer that does not merge, run every filter as a job of
+// its own.
 func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 	roots := make([]string, 20*100)
 	for i := range roots {
@@ -35,11 +36,12 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 		maxPerJob int
 		minCalls  int
 		maxCalls  int
-		maxJobs   int // HistoricMaxJobs, default when 0
+		maxJobs   int // HistoricMaxJobs, default when 0; -1: Layer 2 filters
 	}{
 		{"one free slot", 18, true, maxMergedJobs, len(fs) / maxMergedJobs, (len(fs) + maxMergedJobs - 1) / maxMergedJobs, 0},
 		{"slots to spare", 0, true, 4, len(fs) / 4, len(fs) - 1, 0},
 		{"syncer without merging", 18, false, 1, len(fs), len(fs), 0},
+		{"layer 2 filters", 18, true, 1, len(fs), len(fs), -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHistoricEnv(t)
@@ -48,6 +50,14 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 			}
 			if c.maxJobs > 0 {
 				h.e.cfg.HistoricMaxJobs = c.maxJobs
+			}
+			fs := fs
+			if c.maxJobs < 0 { // repositories' addresses instead of roots
+				refs := make([]string, len(roots))
+				for i, id := range roots {
+					refs[i] = nip34.RepoRef(id, "r")
+				}
+				fs = nip34.Layer2(refs, 100, nil)
 			}
 			for i := range c.live {
 				h.r.live[fmt.Sprintf("l%d", i)] = 17
