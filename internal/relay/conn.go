@@ -118,6 +118,10 @@ type Options struct {
 	BeforeRequest func(ctx context.Context) error
 }
 
+// closeReasonWait is how long a failed write waits for the read loop to
+// end the connection with the relay's own reason.
+const closeReasonWait = 200 * time.Millisecond
+
 // DefaultConnectTimeout bounds establishing one connection (the
 // configuration's relay.connect_timeout); callers apply it to the context
 // they give Dial.
@@ -216,7 +220,8 @@ type OKResult struct {
 type Stats struct {
 	BytesIn, BytesOut   uint64
 	FramesIn, FramesOut uint64
-	// MaxFrameOut is the size of the largest message sent.
+	// MaxFrameOut is the size of the largest message sent (or whose
+	// write failed).
 	MaxFrameOut uint64
 }
 
@@ -332,6 +337,14 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
+	// Counted before it goes out: a message the relay closes the
+	// connection for (too big) may fail its own write.
+	for n := uint64(len(msg)); ; {
+		old := c.maxFrameOut.Load()
+		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	wctx := ctx
 	if c.cork == nil || !c.cork.held.Load() {
 		// Corked, the message only goes into a buffer: Uncork writes it
@@ -348,19 +361,22 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 			return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 		}
 		if ctx.Err() == nil {
-			// A failed write leaves the websocket unusable.
+			// A failed write leaves the websocket unusable. The relay may
+			// have said why in a close frame the read loop is about to
+			// read (1009 for a message over its limit, then a reset that
+			// failed this write): that cause goes first.
+			t := time.NewTimer(closeReasonWait)
+			select {
+			case <-c.ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
 			c.shutdown(fmt.Errorf("write: %w", err))
 		}
 		return fmt.Errorf("write to %s: %w", c.url, err)
 	}
 	c.bytesOut.Add(uint64(len(msg)))
 	c.framesOut.Add(1)
-	for n := uint64(len(msg)); ; {
-		old := c.maxFrameOut.Load()
-		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
-			break
-		}
-	}
 	return nil
 }
 
