@@ -121,10 +121,6 @@ type Options struct {
 	BeforeRequest func(ctx context.Context) error
 }
 
-// closeReasonWait is how long a failed write waits for the read loop to
-// end the connection with the relay's own reason.
-const closeReasonWait = 200 * time.Millisecond
-
 // DefaultConnectTimeout bounds establishing one connection (the
 // configuration's relay.connect_timeout); callers apply it to the context
 // they give Dial.
@@ -224,8 +220,9 @@ type OKResult struct {
 type Stats struct {
 	BytesIn, BytesOut   uint64
 	FramesIn, FramesOut uint64
-	// MaxFrameOut is the size of the largest message sent (or whose
-	// write failed).
+	// MaxFrameOut is the size of the largest message sent, or tried: a
+	// message whose write failed counts (a relay closing the connection
+	// for a message too big may do so while it is still being written).
 	MaxFrameOut uint64
 }
 
@@ -241,6 +238,8 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+	// readDone is closed when the read loop has ended (and recorded why).
+	readDone chan struct{}
 
 	mu        sync.Mutex
 	subs      map[string]*Subscription
@@ -292,6 +291,8 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		negs:   make(map[string]chan NegReply),
 		oks:    make(map[string]okWaiters),
 		cork:   cork,
+
+		readDone: make(chan struct{}),
 	}
 	conn.wg.Add(2)
 	go conn.readLoop()
@@ -341,14 +342,6 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
-	// Counted before it goes out: a message the relay closes the
-	// connection for (too big) may fail its own write.
-	for n := uint64(len(msg)); ; {
-		old := c.maxFrameOut.Load()
-		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
-			break
-		}
-	}
 	wctx := ctx
 	if c.cork == nil || !c.cork.held.Load() {
 		// Corked, the message only goes into a buffer: Uncork writes it
@@ -360,21 +353,31 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
 	}
+	for n := uint64(len(msg)); ; {
+		old := c.maxFrameOut.Load()
+		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	if err := c.ws.Write(wctx, ws.MessageText, msg); err != nil {
+		if c.ctx.Err() == nil && ctx.Err() == nil && wctx.Err() == nil {
+			// The socket failed under the write: the relay may have
+			// closed the connection with a reason (status 1009 for a
+			// message too big) that the read loop is about to read.
+			// That reason, not the reset the write ran into, is why
+			// the connection ended.
+			t := time.NewTimer(writeFailedGrace)
+			select {
+			case <-c.readDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		if c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 		}
 		if ctx.Err() == nil {
-			// A failed write leaves the websocket unusable. The relay may
-			// have said why in a close frame the read loop is about to
-			// read (1009 for a message over its limit, then a reset that
-			// failed this write): that cause goes first.
-			t := time.NewTimer(closeReasonWait)
-			select {
-			case <-c.ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			// A failed write leaves the websocket unusable.
 			c.shutdown(fmt.Errorf("write: %w", err))
 		}
 		return fmt.Errorf("write to %s: %w", c.url, err)
@@ -383,6 +386,10 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	c.framesOut.Add(1)
 	return nil
 }
+
+// writeFailedGrace bounds how long a failed write waits for the read loop
+// to end with the relay's reason for closing the connection.
+const writeFailedGrace = time.Second
 
 // MessageTooBig tells whether err (a Conn's Err) is the relay closing the
 // connection with status 1009 because a message we sent was over its limit

@@ -40,6 +40,7 @@ const maxKeptReadBuffer = 1 << 20
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	defer c.teardown()
+	defer close(c.readDone)
 	// One buffer for every message: what outlives handle (an event's raw
 	// bytes) is copied out of it at its exact size. One context and one
 	// timer for every message too: the timer only fires to end the

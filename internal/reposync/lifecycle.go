@@ -170,6 +170,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.fullResyncAt = now.Add(e.fullResyncInterval())
 	}
 	if fresh {
+		r.catchup, r.catchupFrom = nil, time.Time{}
 		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
 		e.subscribeLayer1(r)
 		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
@@ -185,7 +186,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		items := newItems()
 		items.Repos.addAll(r.Confirmed.Repos)
 		items.Roots.addAll(r.Confirmed.Roots)
-		e.subscribeSince(r, items, since)
+		r.catchup, r.catchupFrom = e.subscribeSince(r, items, since), disconnectedAt
 		r.baseline = e.filtersOpen(r)
 	}
 	e.recomputeRelay(r.URL)
@@ -210,6 +211,9 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	e.teardown(r)
 	r.Status = Disconnected
 	r.DisconnectedAt = e.clock.Now()
+	if !r.catchupFrom.IsZero() {
+		r.DisconnectedAt = r.catchupFrom // its catch-up did not complete
+	}
 	if err != nil {
 		r.lastError = err.Error()
 	}

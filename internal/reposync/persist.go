@@ -144,7 +144,10 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 		repos, roots := c.repoList, c.rootList
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
 			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
-		if r.Status.IsUp() {
+		switch {
+		case r.Status.IsUp() && !r.catchupFrom.IsZero():
+			p.DisconnectedAt = r.catchupFrom // its catch-up has not completed
+		case r.Status.IsUp():
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now
 		}
 		if e.neg != nil {
@@ -192,8 +195,13 @@ type PersistedRepos struct {
 }
 
 // RepoState returns the persistable repository index as of the last status
-// refresh.
+// refresh. Until it is first asked the index is not copied at all (a copy
+// of every root at each refresh is memory only a state store needs); the
+// first call refreshes at once when the engine is running.
 func (e *Engine) RepoState() PersistedRepos {
+	if !e.reposWanted.Swap(true) {
+		e.onRunGoroutine(e.refreshSnapshot)
+	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	return e.reposSnap

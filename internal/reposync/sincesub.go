@@ -30,7 +30,7 @@ type sinceSub struct {
 // reached the relay's cap (Pager.reachedCap) is paged on below what came
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
 // fails the batch, retried with the REQ pager (Config.HistoricRetry).
-func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) {
+func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
 	b := &PendingBatch{Items: items, Catchup: true}
 	e.addPending(r, b)
 	limit := e.pager.pageSize(r.URL)
@@ -46,6 +46,7 @@ func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) {
 		r.liveSeq++
 		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs, refers, &sinceSub{batch: b, run: run, filters: fs})
 	}
+	return b
 }
 
 // withLimit returns copies of fs asking at most limit stored events.

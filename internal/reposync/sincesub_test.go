@@ -155,3 +155,42 @@ func TestSinceSubscriptionFailed(t *testing.T) {
 		t.Fatalf("after the retry: %v", h.r.Status)
 	}
 }
+
+// TestIncompleteCatchUpKeepsItsSince: a connection lost, or a sidecar
+// stopped, before a quick reconnect's catch-up completed catches up from
+// the first disconnection again on the next reconnect (and in the state it
+// persists), not from the later one, which would skip what the relay got
+// in between; once the catch-up completed, the next disconnection counts.
+func TestIncompleteCatchUpKeepsItsSince(t *testing.T) {
+	h := newHistoricEnv(t)
+	first := h.quickReconnect(t) // disconnected a minute; no EOSE yet
+	firstAt := h.r.catchupFrom
+	if p := h.e.snapshotRelays(); len(p) != 1 || !p[0].DisconnectedAt.Equal(firstAt) {
+		t.Fatalf("persisted %+v while the catch-up is pending, want disconnected_at %v", p, firstAt)
+	}
+	reconnect := func() {
+		h.e.onDisconnected(testRelay, h.r.gen, errors.New("connection reset"))
+		h.clk.Advance(5 * time.Minute)
+		h.r.gen++
+		h.r.Status, h.r.live = Connecting, map[string]int{} // as onDialed does
+		h.e.connectOrReconnect(h.r)
+	}
+	reconnect()
+	for _, f := range h.sinceFilters() {
+		if *f.Since != first {
+			t.Fatalf("after a second drop: since %d, want %d (the first disconnection)", *f.Since, first)
+		}
+	}
+	h.eose(t)
+	if p := h.e.snapshotRelays(); !p[0].DisconnectedAt.IsZero() || !p[0].SeenUp.Equal(h.clk.Now()) {
+		t.Fatalf("persisted %+v after the catch-up, want up", p)
+	}
+	dropped := h.clk.Now()
+	reconnect()
+	want := nostr.Timestamp(dropped.Add(-h.e.cfg.SinceBuffer).Unix())
+	for _, f := range h.sinceFilters() {
+		if *f.Since != want {
+			t.Fatalf("after a completed catch-up: since %d, want %d", *f.Since, want)
+		}
+	}
+}

@@ -321,6 +321,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
 	scfg.HistoricMaxJobs = cfg.Sync.HistoricMaxJobs
 	scfg.HistoricFetchSlots = cfg.Sync.HistoricFetchSlots
+	scfg.HistoricMaxEvents = cfg.Sync.HistoricMaxEvents
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter

@@ -198,25 +198,29 @@ func TestRunSavesHeldBackRelaysWhenIdle(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitFor := func(what string, cond func() bool, step time.Duration) {
+	// The clock moves only once Run waits on waiters timers (the flush
+	// tick, and the look while relay states are held back): moved while
+	// Run had not yet taken a look, it would reach the next flush, which
+	// saves the relay states too, however late Run runs on a loaded machine.
+	waitFor := func(what string, cond func() bool, step time.Duration, waiters int) {
 		t.Helper()
 		for i := 0; !cond(); i++ {
 			if i == 5000 {
 				t.Fatalf("timed out waiting for %s", what)
 			}
-			if step > 0 && clk.Waiters() > 0 {
+			if step > 0 && clk.Waiters() >= waiters {
 				clk.Advance(step)
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
-	waitFor("a flush", func() bool { return s.Stats().Flushes > 0 }, time.Minute)
+	waitFor("a flush", func() bool { return s.Stats().Flushes > 0 }, time.Minute, 1)
 	if !s.relaysWaiting() || !s.Stats().RelaysSaved.IsZero() {
 		t.Fatal("relay states not held back while the sidecar was busy")
 	}
 	busy.Store(false)
 	flushes := s.Stats().Flushes
-	waitFor("the held-back relay states saved", func() bool { return !s.Stats().RelaysSaved.IsZero() }, time.Minute/relayLooks)
+	waitFor("the held-back relay states saved", func() bool { return !s.Stats().RelaysSaved.IsZero() }, time.Minute/relayLooks, 2)
 	if s.Stats().Flushes != flushes {
 		t.Fatal("saved by a flush, want by a look between flushes")
 	}
