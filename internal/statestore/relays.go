@@ -176,13 +176,25 @@ func (s *Store) saveWaitingRelays() error {
 var (
 	keyRoots    = []byte("roots")
 	keySelfSeen = []byte("self_seen")
+	keyHeads    = []byte("heads")
 )
 
-// putRepos writes the repository index's roots (when changed) and how far
-// the own relay's history was read.
-func putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots bool) (int, error) {
+// putRepos writes the repository index's roots and the current
+// announcements and states (each when changed) and how far the own relay's
+// history was read.
+func putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots, heads bool) (int, error) {
 	b := tx.Bucket(bucketRepos)
 	written := 0
+	if heads {
+		v, err := json.Marshal(p.Heads)
+		if err != nil {
+			return 0, err
+		}
+		if err := b.Put(keyHeads, v); err != nil {
+			return 0, err
+		}
+		written += len(v)
+	}
 	if roots {
 		v, err := json.Marshal(p.Roots)
 		if err != nil {
@@ -211,6 +223,13 @@ func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
 					s.log.Warn("persisted repository index unreadable; the own relay's history is read in full", zap.Error(err))
 					p.Roots = nil
 					return nil
+				}
+			}
+			if v := b.Get(keyHeads); v != nil {
+				if err := json.Unmarshal(v, &p.Heads); err != nil {
+					// Without them the announcements and states are paged in full.
+					s.log.Warn("persisted announcements and states unreadable; the own relay's are read in full", zap.Error(err))
+					p.Heads = nil
 				}
 			}
 			if v := b.Get(keySelfSeen); v != nil {

@@ -20,8 +20,9 @@ import (
 )
 
 // FormatVersion is the layout of the store's buckets and values. A store
-// of another version is set aside, not read.
-const FormatVersion = 1
+// of another version is set aside, not read. 2: the repos bucket holds the
+// current announcements and states (heads).
+const FormatVersion = 2
 
 // FileName is the store's file inside the state directory.
 const FileName = "state.db"
