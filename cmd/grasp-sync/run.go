@@ -14,6 +14,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
+	"github.com/grasp-sync/grasp-sync/internal/memlimit"
 	"github.com/grasp-sync/grasp-sync/internal/profiling"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/version"
@@ -74,6 +75,9 @@ func (e *env) runAction(c *cli.Context) (err error) {
 	// the secret key redacted.
 	if values, err := cfg.Values(); err == nil {
 		log.Debug("configuration", zap.Any("config", values))
+	}
+	if limit, src := memlimit.Apply(cfg.Memory.LimitMiB); src != memlimit.SourceNone {
+		log.Info("soft memory limit", zap.Int64("bytes", limit), zap.String("source", src))
 	}
 	e.typosReported = true
 	for _, typo := range e.envTypos(c.App.Commands) {

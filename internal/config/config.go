@@ -55,6 +55,12 @@ type Config struct {
 	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
 	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
 	State      State      `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+	Memory     Memory     `yaml:"memory" help:"The Go runtime's memory use."`
+}
+
+// Memory configures the Go runtime's soft memory limit.
+type Memory struct {
+	LimitMiB int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
 }
 
 // State configures the persistent sync state.
@@ -115,6 +121,7 @@ type Sync struct {
 	HistoricRetryMax       time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
 	HistoricMaxJobs        int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; each holds up to a page of events until its EOSE, so this bounds memory while letting distant relays' round trips overlap."`
 	HistoricFetchSlots     int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
+	HistoricMaxEvents      int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
 }
 
 // Health configures per-relay health tracking.
@@ -238,6 +245,7 @@ func Default() *Config {
 			HistoricRetryMax:       sync.HistoricRetry.Max,
 			HistoricMaxJobs:        sync.HistoricMaxJobs,
 			HistoricFetchSlots:     sync.HistoricFetchSlots,
+			HistoricMaxEvents:      sync.HistoricMaxEvents,
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,

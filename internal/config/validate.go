@@ -180,6 +180,7 @@ func (c *Config) Validate() error {
 	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
 	v.positiveInt("sync.historic_max_jobs", s.HistoricMaxJobs)
 	v.positiveInt("sync.historic_fetch_slots", s.HistoricFetchSlots)
+	v.positiveInt("sync.historic_max_events", s.HistoricMaxEvents)
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)
 	v.positive("sync.full_resync_min", s.FullResyncMin)
@@ -275,6 +276,9 @@ func (c *Config) Validate() error {
 	v.positiveInt("limits.relay_queue", l.RelayQueue)
 	if l.RelayQueueBytes < 0 {
 		v.fail("limits.relay_queue_bytes", "must be >= 0", l.RelayQueueBytes)
+	}
+	if c.Memory.LimitMiB < -1 {
+		v.fail("memory.limit_mib", "must be >= -1 (-1: none, 0: automatic)", c.Memory.LimitMiB)
 	}
 
 	return errors.Join(v.errs...)

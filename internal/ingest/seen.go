@@ -14,14 +14,23 @@ import (
 // full resync re-publishes what the own relay lost. Forgetting an id only
 // costs a re-publish that the own relay answers with duplicate. Only
 // verified ids are ever added. Safe for concurrent use.
+//
+// An id is remembered by its first 16 bytes (seenKey): half the memory of
+// the whole id, and a different event with the same first 128 bits of
+// its SHA-256 id cannot be made (a second preimage on 128 bits).
 type seenSet struct {
 	mu       sync.Mutex
-	cur, old map[[32]byte]struct{}
+	cur, old map[seenKey]struct{}
 	half     int
 	ttl      time.Duration
 	now      func() time.Time
 	rotated  time.Time
 }
+
+// seenKey is the part of an event id the seen set keeps.
+type seenKey [16]byte
+
+func keyOf(id [32]byte) seenKey { return seenKey(id[:16]) }
 
 func newSeenSet(max int, ttl time.Duration, now func() time.Time) *seenSet {
 	if max < 2 {
@@ -30,7 +39,7 @@ func newSeenSet(max int, ttl time.Duration, now func() time.Time) *seenSet {
 	if now == nil {
 		now = time.Now
 	}
-	return &seenSet{cur: make(map[[32]byte]struct{}), old: map[[32]byte]struct{}{}, half: max / 2, ttl: ttl, now: now, rotated: now()}
+	return &seenSet{cur: make(map[seenKey]struct{}), old: map[seenKey]struct{}{}, half: max / 2, ttl: ttl, now: now, rotated: now()}
 }
 
 // Has tells whether id was marked.
@@ -50,21 +59,22 @@ func (s *seenSet) ageLocked() {
 	age := s.now().Sub(s.rotated)
 	switch {
 	case age >= s.ttl:
-		s.old = map[[32]byte]struct{}{}
-		s.cur = make(map[[32]byte]struct{})
+		s.old = map[seenKey]struct{}{}
+		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
 	case age >= s.ttl/2:
 		s.old = s.cur
-		s.cur = make(map[[32]byte]struct{})
+		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
 	}
 }
 
 func (s *seenSet) hasLocked(id [32]byte) bool {
-	if _, ok := s.cur[id]; ok {
+	k := keyOf(id)
+	if _, ok := s.cur[k]; ok {
 		return true
 	}
-	_, ok := s.old[id]
+	_, ok := s.old[k]
 	return ok
 }
 
@@ -79,10 +89,10 @@ func (s *seenSet) Mark(id [32]byte) bool {
 	}
 	if len(s.cur) >= s.half {
 		s.old = s.cur
-		s.cur = make(map[[32]byte]struct{})
+		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
 	}
-	s.cur[id] = struct{}{}
+	s.cur[keyOf(id)] = struct{}{}
 	return true
 }
 
@@ -90,8 +100,9 @@ func (s *seenSet) Mark(id [32]byte) bool {
 func (s *seenSet) Forget(id [32]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.cur, id)
-	delete(s.old, id)
+	k := keyOf(id)
+	delete(s.cur, k)
+	delete(s.old, k)
 }
 
 // Len is the number of remembered ids.

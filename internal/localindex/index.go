@@ -98,7 +98,7 @@ type Index struct {
 	opt Options
 
 	mu         sync.RWMutex
-	entries    []entry
+	entries    entryPages
 	free       []uint32
 	live       int
 	ids        keyTable
@@ -110,7 +110,7 @@ type Index struct {
 	// postings lists, per tag ref, the slots of the entries carrying it, so
 	// a tag filter looks up its values instead of scanning every entry;
 	// truncated holds the slots whose tags were cut (they match any tag).
-	postings  map[uint32][]uint32
+	postings  postingMap
 	truncated map[uint32]struct{}
 	// jr, when set, records what changed since the last DrainJournal.
 	jr *journal
@@ -131,7 +131,7 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 		authors:   newKeyInterner(),
 		hexVals:   newKeyInterner(),
 		strVals:   newStrInterner(),
-		postings:  map[uint32][]uint32{},
+		postings:  newPostingMap(),
 		truncated: map[uint32]struct{}{},
 		events: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ngit_sync_localindex_events",
@@ -146,7 +146,7 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 			Help: "Events not indexed because the local index was full.",
 		}),
 	}
-	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries[slot].id })
+	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries.at(slot).id })
 	if reg != nil {
 		for _, c := range []prometheus.Collector{x.events, x.full, x.dropped} {
 			if err := reg.Register(c); err != nil {
@@ -232,14 +232,13 @@ func (x *Index) insertEntry(e entry) {
 	if n := len(x.free); n > 0 {
 		slot = x.free[n-1]
 		x.free = x.free[:n-1]
-		x.entries[slot] = e
+		*x.entries.at(slot) = e
 	} else {
-		slot = uint32(len(x.entries))
-		x.entries = append(x.entries, e)
+		slot = x.entries.push(e)
 	}
 	x.ids.insert(slot)
 	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
-		x.postings[ref] = append(x.postings[ref], slot)
+		x.postings.add(ref, slot)
 	}
 	if e.flags&flagTruncated != 0 {
 		x.truncated[slot] = struct{}{}
@@ -252,21 +251,7 @@ func (x *Index) insertEntry(e entry) {
 }
 
 // unpost removes slot from ref's posting list.
-func (x *Index) unpost(ref, slot uint32) {
-	list := x.postings[ref]
-	for i, s := range list {
-		if s == slot {
-			list[i] = list[len(list)-1]
-			list = list[:len(list)-1]
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(x.postings, ref)
-	} else {
-		x.postings[ref] = list
-	}
-}
+func (x *Index) unpost(ref, slot uint32) { x.postings.remove(ref, slot) }
 
 func containsRef(refs []uint32, ref uint32) bool {
 	for _, r := range refs {
@@ -313,7 +298,7 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 	if x.jr != nil {
 		x.jr.removed = append(x.jr.removed, *k)
 	}
-	e := &x.entries[slot]
+	e := x.entries.at(slot)
 	x.authors.release(e.author)
 	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
 		x.unpost(ref, slot)
@@ -335,8 +320,8 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 // compactTags rewrites the tag arena without the slots of removed events.
 func (x *Index) compactTags() {
 	tags := make([]uint32, 0, len(x.tags)-x.tagGarbage)
-	for i := range x.entries {
-		e := &x.entries[i]
+	for i := range x.entries.len() {
+		e := x.entries.at(uint32(i))
 		if e.flags&flagLive == 0 {
 			continue
 		}

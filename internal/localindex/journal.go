@@ -67,7 +67,7 @@ func (x *Index) DrainJournal() (chunk []byte, removed int) {
 	seen := make(map[uint32]bool, len(x.jr.added))
 	slots := x.jr.added[:0]
 	for _, s := range x.jr.added {
-		if !seen[s] && x.entries[s].flags&flagLive != 0 {
+		if !seen[s] && x.entries.at(s).flags&flagLive != 0 {
 			seen[s] = true
 			slots = append(slots, s)
 		}
@@ -87,8 +87,8 @@ func (x *Index) Snapshot(perChunk int) [][]byte {
 	perChunk = max(perChunk, 1)
 	var chunks [][]byte
 	var slots []uint32
-	for i := range x.entries {
-		if x.entries[i].flags&flagLive == 0 {
+	for i := range x.entries.len() {
+		if x.entries.at(uint32(i)).flags&flagLive == 0 {
 			continue
 		}
 		slots = append(slots, uint32(i))
@@ -131,7 +131,7 @@ func (x *Index) encodeLocked(removed [][32]byte, slots []uint32) []byte {
 	body = binary.AppendUvarint(body, uint64(len(slots)))
 	prev := int64(0)
 	for _, s := range slots {
-		e := &x.entries[s]
+		e := x.entries.at(s)
 		body = append(body, e.id[:]...)
 		body = binary.AppendVarint(body, e.createdAt-prev)
 		prev = e.createdAt
@@ -332,18 +332,18 @@ func (x *Index) Clear() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.jr != nil {
-		for i := range x.entries {
-			if x.entries[i].flags&flagLive != 0 {
-				x.jr.removed = append(x.jr.removed, x.entries[i].id)
+		for i := range x.entries.len() {
+			if e := x.entries.at(uint32(i)); e.flags&flagLive != 0 {
+				x.jr.removed = append(x.jr.removed, e.id)
 			}
 		}
 		x.jr.added = nil
 	}
-	x.entries, x.free, x.live = nil, nil, 0
+	x.entries, x.free, x.live = entryPages{}, nil, 0
 	x.authors, x.hexVals, x.strVals = newKeyInterner(), newKeyInterner(), newStrInterner()
 	x.tags, x.tagGarbage = nil, 0
-	x.postings, x.truncated = map[uint32][]uint32{}, map[uint32]struct{}{}
-	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries[slot].id })
+	x.postings, x.truncated = newPostingMap(), map[uint32]struct{}{}
+	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries.at(slot).id })
 	x.events.Set(0)
 	x.full.Set(0)
 }
@@ -353,9 +353,9 @@ func (x *Index) Clear() {
 func (x *Index) EachID(fn func(id [32]byte)) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for i := range x.entries {
-		if x.entries[i].flags&flagLive != 0 {
-			fn(x.entries[i].id)
+	for i := range x.entries.len() {
+		if e := x.entries.at(uint32(i)); e.flags&flagLive != 0 {
+			fn(e.id)
 		}
 	}
 }

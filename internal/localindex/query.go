@@ -122,8 +122,8 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 			if !ok {
 				continue
 			}
-			if slot, ok := x.ids.find(&k); ok && x.matches(&q, &x.entries[slot]) {
-				e := &x.entries[slot]
+			if slot, ok := x.ids.find(&k); ok && x.matches(&q, x.entries.at(slot)) {
+				e := x.entries.at(slot)
 				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
 			}
 		}
@@ -136,7 +136,7 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 		for i, set := range q.tagConds {
 			n := 0
 			for ref := range set {
-				n += len(x.postings[ref])
+				n += x.postings.count(ref)
 			}
 			if bestN < 0 || n < bestN {
 				best, bestN = i, n
@@ -148,12 +148,13 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 				return
 			}
 			seen[slot] = struct{}{}
-			if e := &x.entries[slot]; e.flags&flagLive != 0 && x.matches(&q, e) {
+			if e := x.entries.at(slot); e.flags&flagLive != 0 && x.matches(&q, e) {
 				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
 			}
 		}
+		var one [1]uint32
 		for ref := range q.tagConds[best] {
-			for _, slot := range x.postings[ref] {
+			for _, slot := range x.postings.slots(ref, &one) {
 				add(slot)
 			}
 		}
@@ -162,8 +163,8 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 		}
 		return dst, nil
 	}
-	for i := range x.entries {
-		e := &x.entries[i]
+	for i := range x.entries.len() {
+		e := x.entries.at(uint32(i))
 		if e.flags&flagLive != 0 && x.matches(&q, e) {
 			dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
 		}

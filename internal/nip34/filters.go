@@ -136,7 +136,11 @@ func Count23(repos, roots, perFilter int) int {
 func ceilDiv(n, d int) int { return (n + d - 1) / d }
 
 // tagged builds one filter per tag name per chunk of values. Values are
-// sorted so the same set always yields the same filters.
+// sorted so the same set always yields the same filters. The filters of
+// one chunk share its value slice (capped, so an append copies): a
+// relay's live and historic filters for every root are kept while they
+// run, and one slice header per value instead of one per tag name keeps
+// that small. Treat the values as read-only.
 func tagged(values []string, perFilter int, since *nostr.Timestamp, tags ...string) []nostr.Filter {
 	if len(values) == 0 {
 		return nil
@@ -149,10 +153,11 @@ func tagged(values []string, perFilter int, since *nostr.Timestamp, tags ...stri
 	sorted = slices.Compact(sorted)
 	out := make([]nostr.Filter, 0, len(tags)*ceilDiv(len(sorted), perFilter))
 	for start := 0; start < len(sorted); start += perFilter {
-		chunk := sorted[start:min(start+perFilter, len(sorted))]
+		end := min(start+perFilter, len(sorted))
+		chunk := sorted[start:end:end]
 		for _, tag := range tags {
 			out = append(out, nostr.Filter{
-				Tags:  nostr.TagMap{tag: slices.Clone(chunk)},
+				Tags:  nostr.TagMap{tag: chunk},
 				Since: copyTS(since),
 			})
 		}

@@ -48,7 +48,7 @@ func BenchmarkPublish(b *testing.B) {
 			evs := signedEvents(b, b.N)
 			store := harness.NewStore()
 			url := harness.StartKhatru(b, store, nil)
-			benchPublish(b, url, window, evs)
+			benchPublish(b, url, coalescing(), window, evs, nil)
 			if got := store.Len(); got != b.N {
 				b.Fatalf("relay holds %d events, want %d", got, b.N)
 			}
@@ -63,7 +63,7 @@ func BenchmarkPublish(b *testing.B) {
 				time.AfterFunc(time.Millisecond, func() { c.answer(id, true, "") })
 				return reply{silent: true}
 			})
-			benchPublish(b, f.url, window, evs)
+			benchPublish(b, f.url, coalescing(), window, evs, nil)
 			if n, _, _ := f.snapshot(); n != b.N {
 				b.Fatalf("relay received %d EVENTs, want %d", n, b.N)
 			}
@@ -71,12 +71,44 @@ func BenchmarkPublish(b *testing.B) {
 	}
 }
 
-func benchPublish(b *testing.B, url string, window int, evs []*nostr.Event) {
+// BenchmarkPublishRaw is the forwarding path's publisher cost per event:
+// events submitted as the bytes they arrived in (SubmitRaw) into the fake
+// relay answering each EVENT at once, window 200 (the default), with
+// the publisher's bursts in one write (coalesce=true, as the sidecar
+// dials the own relay) and one write per EVENT; one op is one event. cpu-µs/event counts the whole process, the fake relay's
+// decoding included; allocs/op the publisher's and the relay client's
+// allocations (and the fake relay's).
+func BenchmarkPublishRaw(b *testing.B) {
+	for _, coalesce := range []bool{true, false} {
+		b.Run(fmt.Sprintf("coalesce=%v", coalesce), func(b *testing.B) {
+			evs := signedEvents(b, b.N)
+			raws := make([][]byte, len(evs))
+			for i, ev := range evs {
+				raw, err := ev.MarshalJSON()
+				if err != nil {
+					b.Fatal(err)
+				}
+				raws[i] = raw
+			}
+			f := newFakeRelay(b)
+			opts := relay.DefaultOptions()
+			opts.CoalesceWrites = coalesce
+			b.ReportAllocs()
+			benchPublish(b, f.url, opts, DefaultConfig().Window, evs, raws)
+			if n, _, _ := f.snapshot(); n != b.N {
+				b.Fatalf("relay received %d EVENTs, want %d", n, b.N)
+			}
+		})
+	}
+}
+
+// benchPublish submits evs (as raws when set) and waits for every outcome.
+func benchPublish(b *testing.B, url string, opts relay.Options, window int, evs []*nostr.Event, raws [][]byte) {
 	cfg := DefaultConfig()
 	cfg.Window = window
 	cfg.QueueSize = max(len(evs), window)
 	dial := func(ctx context.Context) (*relay.Conn, error) {
-		return relay.Dial(ctx, url, relay.DefaultOptions())
+		return relay.Dial(ctx, url, opts)
 	}
 	p, err := New(cfg, dial, nil, zap.NewNop(), nil)
 	if err != nil {
@@ -101,8 +133,12 @@ func benchPublish(b *testing.B, url string, window int, evs []*nostr.Event) {
 	}
 	b.ResetTimer()
 	start, cpu0 := time.Now(), processCPU()
-	for _, ev := range evs {
-		if err := p.Submit(ctx, ev, report); err != nil {
+	for i, ev := range evs {
+		var raw []byte
+		if raws != nil {
+			raw = raws[i]
+		}
+		if err := p.SubmitRaw(ctx, ev, raw, report); err != nil {
 			b.Fatal(err)
 		}
 	}

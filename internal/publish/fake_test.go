@@ -66,9 +66,17 @@ func newFakeRelay(t testing.TB) *fakeRelay {
 	return f
 }
 
+// coalescing are the relay options the sidecar dials the own relay with:
+// the publisher's bursts go out in one write.
+func coalescing() relay.Options {
+	o := relay.DefaultOptions()
+	o.CoalesceWrites = true
+	return o
+}
+
 func (f *fakeRelay) dialer() Dialer {
 	return func(ctx context.Context) (*relay.Conn, error) {
-		return relay.Dial(ctx, f.url, relay.DefaultOptions())
+		return relay.Dial(ctx, f.url, coalescing())
 	}
 }
 

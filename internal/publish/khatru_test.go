@@ -37,7 +37,7 @@ func TestKhatruAuthRequired(t *testing.T) {
 			return false, ""
 		})
 	})
-	dial := func(ctx context.Context) (*relay.Conn, error) { return relay.Dial(ctx, url, relay.DefaultOptions()) }
+	dial := func(ctx context.Context) (*relay.Conn, error) { return relay.Dial(ctx, url, coalescing()) }
 	evs := makeEvents(t, 40)
 
 	t.Run("with signer", func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
-	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -58,14 +57,8 @@ type item struct {
 	sentAt      time.Time
 	sentAuth    authState // the session's auth state when last sent
 	sess        *session  // where it is in flight (nil when queued)
+	flying      bool      // in r.inflight
 	authRetries int
-}
-
-type okMsg struct {
-	id      string
-	sendID  uint64
-	res     relay.OKResult
-	timeout bool
 }
 
 type dialMsg struct {
@@ -124,7 +117,14 @@ type runner struct {
 	hold       *time.Timer
 	lastRLWarn time.Time
 
-	okCh   chan okMsg
+	// okCh receives the answer to every send (relay.Conn.Send); sent
+	// holds the sends by age, and okTimer fires for the oldest unanswered
+	// one: no goroutine or timer per EVENT.
+	okCh    chan relay.OKReply
+	sent    []sentRef
+	okTimer *time.Timer
+	okArmed bool
+
 	dialCh chan dialMsg
 	authCh chan authMsg
 }
@@ -141,12 +141,14 @@ func newRunner(ctx context.Context, p *Publisher) *runner {
 		ssthresh:  p.cfg.Window,
 		reconnect: time.NewTimer(time.Hour),
 		hold:      time.NewTimer(time.Hour),
-		okCh:      make(chan okMsg, p.cfg.Window),
+		okCh:      make(chan relay.OKReply, 2*p.cfg.Window),
+		okTimer:   time.NewTimer(time.Hour),
 		dialCh:    make(chan dialMsg),
 		authCh:    make(chan authMsg),
 	}
 	r.reconnect.Stop()
 	r.hold.Stop()
+	r.okTimer.Stop()
 	return r
 }
 
@@ -164,8 +166,10 @@ func (r *runner) loop() {
 			return
 		case <-r.p.wake:
 			r.takeIncoming()
-		case m := <-r.okCh:
-			r.handleOK(m)
+		case rep := <-r.okCh:
+			r.onReply(rep)
+		case <-r.okTimer.C:
+			r.expire()
 		case d := <-r.dialCh:
 			r.handleDial(d)
 		case a := <-r.authCh:
@@ -185,6 +189,7 @@ func (r *runner) loop() {
 func (r *runner) shutdown() {
 	r.reconnect.Stop()
 	r.hold.Stop()
+	r.okTimer.Stop()
 	if r.sess != nil {
 		r.sess.conn.Close()
 		r.sess = nil
@@ -284,6 +289,10 @@ func (r *runner) send() {
 	if now.Before(r.notBefore) {
 		return // the hold timer is armed
 	}
+	// One write to the socket for the whole burst. A failed write ends
+	// the connection: what it held comes back as unanswered.
+	s.conn.Cork()
+	defer func() { _ = s.conn.Uncork() }()
 	for len(r.inflight) < r.window && s.conn.Err() == nil {
 		it := r.next()
 		if it == nil {
@@ -292,145 +301,14 @@ func (r *runner) send() {
 			r.paceFrom, r.paceCount = time.Time{}, 0
 			return
 		}
-		r.transmit(s, it)
+		if !r.transmit(s, it) {
+			return
+		}
 		if r.pace > 0 {
 			r.notBefore = now.Add(r.pace)
 			r.hold.Reset(r.pace)
 			return
 		}
-	}
-}
-
-// await forwards one OK (or its absence) to the loop.
-func (r *runner) await(ch <-chan relay.OKResult, id string, sendID uint64) {
-	defer r.wg.Done()
-	t := time.NewTimer(r.cfg.OKTimeout)
-	defer t.Stop()
-	m := okMsg{id: id, sendID: sendID}
-	select {
-	case m.res = <-ch:
-	case <-t.C:
-		m.timeout = true
-	case <-r.ctx.Done():
-		return
-	}
-	select {
-	case r.okCh <- m:
-	case <-r.ctx.Done():
-	}
-}
-
-func (r *runner) handleOK(m okMsg) {
-	it := r.inflight[m.id]
-	if it == nil || it.sendID != m.sendID {
-		return // answer to an earlier send, or the connection was lost
-	}
-	delete(r.inflight, m.id)
-	s := it.sess
-	switch {
-	case m.timeout:
-		r.requeue(it, reasonTimeout)
-		s.timeouts++
-		if s == r.sess && s.timeouts == r.cfg.MaxTimeouts {
-			r.log.Warn("own relay does not answer EVENTs; reconnecting",
-				zap.Int("timeouts", s.timeouts), zap.Duration("ok_timeout", r.cfg.OKTimeout))
-			// the loop sees Done and requeues the rest
-			r.closeConn(s.conn)
-		}
-	case m.res.Err != nil:
-		r.requeue(it, reasonDisconnect)
-	default:
-		s.timeouts = 0
-		r.handleReply(it, m.res.OK, m.res.Reason)
-	}
-}
-
-func (r *runner) handleReply(it *item, ok bool, reason string) {
-	prefix := relay.ReasonPrefix(reason)
-	switch {
-	case prefix == relay.ReasonDuplicate:
-		r.answered(it)
-		r.resolve(it, Result{Outcome: Duplicate, Reason: reason})
-	case ok && prefix == relay.ReasonPurgatory:
-		r.answered(it)
-		r.resolve(it, Result{Outcome: Held, Reason: reason})
-	case ok:
-		r.answered(it)
-		r.resolve(it, Result{Outcome: Accepted, Reason: reason})
-	case health.ClassifyMessage(reason) == health.SignalRateLimited:
-		// The one classifier: "rate-limited:" and the common wordings
-		// without it ("too many events", "slow down"), as for NOTICEs.
-		r.rateLimited(it, reason)
-	case prefix == relay.ReasonAuthRequired:
-		r.authRequired(it, reason)
-	default:
-		r.answered(it)
-		r.resolve(it, Result{Outcome: Rejected, Reason: reason})
-	}
-}
-
-// answered grows the window back after rate limiting and resets the
-// failure streaks. Answers to EVENTs sent before the latest hold do not
-// count: they are the tail of the burst that was limited.
-func (r *runner) answered(it *item) {
-	r.dialFailures = 0
-	if it.sentAt.Before(r.holdStart) {
-		return
-	}
-	r.rlStreak = 0
-	if r.paceFrom.IsZero() {
-		r.paceFrom = it.sentAt
-	}
-	r.paceCount++
-	if r.pace > 0 {
-		r.pace -= r.pace / paceDecay
-		if r.pace < minPace {
-			r.pace = 0
-		}
-	}
-	switch {
-	case r.window >= r.cfg.Window:
-	case r.window < r.ssthresh:
-		r.window++
-	default:
-		r.caAnswers++
-		if r.caAnswers >= r.window {
-			r.window++
-			r.caAnswers = 0
-		}
-	}
-}
-
-// rateLimited holds all sending for a backoff and restarts from a window
-// of one, remembering half the window that was too much. The backoff grows
-// with each rate-limited answer to an EVENT sent after the previous hold;
-// the rest of a burst neither makes it longer nor shrinks ssthresh again.
-func (r *runner) rateLimited(it *item, reason string) {
-	r.requeue(it, reasonRateLimited)
-	if it.sentAt.Before(r.holdStart) {
-		return
-	}
-	if r.window > 1 {
-		r.ssthresh = max(r.window/2, 1)
-	}
-	r.window, r.caAnswers = 1, 0
-	r.rlStreak++
-	now := time.Now()
-	// Measure the rate the relay allowed since the previous episode (holds
-	// included, so it errs on the slow side) or since the publisher became
-	// busy; failed probes in a row do not restart the measurement.
-	if r.paceCount > 0 {
-		r.pace = now.Sub(r.paceFrom) / time.Duration(r.paceCount)
-		r.paceFrom, r.paceCount = now, 0
-	}
-	d := r.p.retry.Delay(r.rlStreak, backoff.Rand())
-	r.holdStart, r.notBefore = now, now.Add(d)
-	r.hold.Reset(d)
-	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= failureLogEvery {
-		r.lastRLWarn = now
-		r.log.Warn("own relay is rate limiting; slowing down",
-			zap.String("reason", reason), zap.Int("streak", r.rlStreak),
-			zap.Duration("hold", d), zap.Int("next_window_limit", r.ssthresh), zap.Duration("pace", r.pace))
 	}
 }
 
@@ -517,6 +395,9 @@ func (r *runner) resolve(it *item, res Result) {
 	}
 	r.p.finish(len(it.waiters))
 	it.waiters = nil
+	// r.sent may point at it until the sends before it are answered (up
+	// to OKTimeout): it keeps no bytes meanwhile.
+	it.raw = nil
 }
 
 // connect starts one dial attempt in the background.

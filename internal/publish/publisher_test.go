@@ -554,7 +554,7 @@ func TestQueuesWhileDisconnected(t *testing.T) {
 		if !up.Load() {
 			return nil, errors.New("connection refused")
 		}
-		return relay.Dial(ctx, f.url, relay.DefaultOptions())
+		return relay.Dial(ctx, f.url, coalescing())
 	}
 	h := startPublisher(t, testConfig(), dial, nil)
 	evs := makeEvents(t, 20)

@@ -7,8 +7,10 @@ import (
 )
 
 // transmit sends it on s: the bytes it arrived in when it has them (no
-// re-encoding on the forwarding path), else ev encoded.
-func (r *runner) transmit(s *session, it *item) {
+// re-encoding on the forwarding path), else ev encoded. Its answer comes
+// on r.okCh. A write that fails puts it back to be sent again and returns
+// false: the connection has ended, or Run's context.
+func (r *runner) transmit(s *session, it *item) bool {
 	r.sendSeq++
 	it.sendID = r.sendSeq
 	it.sends++
@@ -16,12 +18,12 @@ func (r *runner) transmit(s *session, it *item) {
 	it.sentAuth = s.auth
 	it.sess = s
 	r.inflight[it.ev.ID] = it
-	var ch <-chan relay.OKResult
-	if it.raw != nil {
-		ch = s.conn.PublishRaw(r.ctx, it.ev.ID, it.raw)
-	} else {
-		ch = s.conn.Publish(r.ctx, it.ev)
+	it.flying = true
+	if err := s.conn.Send(r.ctx, it.ev, it.raw, it.sendID, r.okCh); err != nil {
+		r.handleOK(okMsg{id: it.ev.ID, sendID: it.sendID, res: relay.OKResult{Err: err}})
+		return false
 	}
-	r.wg.Add(1)
-	go r.await(ch, it.ev.ID, it.sendID)
+	r.sent = append(r.sent, sentRef{it: it, sendID: it.sendID})
+	r.armOKTimer()
+	return true
 }

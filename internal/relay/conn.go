@@ -105,6 +105,10 @@ type Options struct {
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)
+	// CoalesceWrites lets Cork and Uncork put a burst of messages into
+	// one write to the socket (the own relay's publisher connection). It
+	// needs HTTPClient's transport to be an *http.Transport (or none).
+	CoalesceWrites bool
 	// Logger receives debug-level protocol oddities.
 	Logger *zap.Logger
 	// BeforeRequest, when set, is called by Subscribe and NegOpen before
@@ -236,8 +240,11 @@ type Conn struct {
 	mu        sync.Mutex
 	subs      map[string]*Subscription
 	negs      map[string]chan NegReply
-	oks       map[string][]chan OKResult
+	oks       map[string]okWaiters
 	challenge string
+
+	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
+	cork *corkConn
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
 	maxFrameOut                            atomic.Uint64
@@ -253,8 +260,11 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	hc := opts.HTTPClient
+	var cork *corkConn
+	hc, _ = corkingClient(hc, opts.CoalesceWrites, opts.WriteTimeout, &cork)
 	c, resp, err := ws.Dial(ctx, url, &ws.DialOptions{
-		HTTPClient:      opts.HTTPClient,
+		HTTPClient:      hc,
 		HTTPHeader:      opts.Header,
 		CompressionMode: ws.CompressionDisabled,
 	})
@@ -275,7 +285,8 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		cancel: cancel,
 		subs:   make(map[string]*Subscription),
 		negs:   make(map[string]chan NegReply),
-		oks:    make(map[string][]chan OKResult),
+		oks:    make(map[string]okWaiters),
+		cork:   cork,
 
 		readDone: make(chan struct{}),
 	}
@@ -327,10 +338,17 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.opts.WriteTimeout)
-	defer cancel()
-	stop := context.AfterFunc(c.ctx, cancel)
-	defer stop()
+	wctx := ctx
+	if c.cork == nil || !c.cork.held.Load() {
+		// Corked, the message only goes into a buffer: Uncork writes it
+		// out within the write timeout, and a connection that ends
+		// meanwhile fails that write.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
+		defer cancel()
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+	}
 	for n := uint64(len(msg)); ; {
 		old := c.maxFrameOut.Load()
 		if n <= old || c.maxFrameOut.CompareAndSwap(old, n) {
@@ -403,7 +421,7 @@ func (c *Conn) teardown() {
 		subs = append(subs, s)
 	}
 	oks := c.oks
-	c.oks = make(map[string][]chan OKResult)
+	c.oks = make(map[string]okWaiters)
 	for id, ch := range c.negs {
 		close(ch)
 		delete(c.negs, id)
@@ -414,9 +432,7 @@ func (c *Conn) teardown() {
 		close(s.ch)
 	}
 	err := fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
-	for _, list := range oks {
-		for _, ch := range list {
-			ch <- OKResult{Err: err}
-		}
+	for id, ws := range oks {
+		ws.each(func(w okWaiter) { c.deliverOK(id, w, OKResult{Err: err}) })
 	}
 }

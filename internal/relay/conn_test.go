@@ -122,6 +122,28 @@ func TestDuplicateSubscriptionID(t *testing.T) {
 	}
 }
 
+func TestSubscribeBufferedQueueLength(t *testing.T) {
+	url := harness.StartKhatru(t, nil, nil)
+	c := dial(t, url, DefaultOptions())
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id            string
+		buffer, queue int
+	}{{"a", 3, 3}, {"b", 0, 1}} {
+		sub, err := c.SubscribeBuffered(ctx, tc.id, nostr.Filters{{Kinds: []int{1}}}, tc.buffer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cap(sub.ch) != tc.queue {
+			t.Errorf("buffer %d: queue of %d, want %d", tc.buffer, cap(sub.ch), tc.queue)
+		}
+	}
+	def, err := c.Subscribe(ctx, "d", nostr.Filters{{Kinds: []int{1}}})
+	if err != nil || cap(def.ch) != DefaultOptions().SubscriptionBuffer {
+		t.Fatalf("Subscribe: %v, queue of %d", err, cap(def.ch))
+	}
+}
+
 func TestClosedReasonAndRejectedOK(t *testing.T) {
 	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
 		rl.RejectFilter = append(rl.RejectFilter, func(ctx context.Context, f nostr.Filter) (bool, string) {
@@ -288,7 +310,7 @@ func TestFrameLabel(t *testing.T) {
 }
 
 func TestHandleGarbageDoesNotPanic(t *testing.T) {
-	c := &Conn{subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string][]chan OKResult{}}
+	c := &Conn{subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string]okWaiters{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	for _, m := range []string{``, `[`, `["EVENT"]`, `["EVENT","s",[]]`, `["OK"]`, `["OK","x",true]`, `["NEG-MSG"]`, `["AUTH",{}]`, `["CLOSED","s"]`, `["EOSE",1]`, `["NOTICE",{"a":1}]`} {
 		c.log = nil

@@ -20,7 +20,7 @@ func fuzzConn(t *testing.T, log *zap.Logger, frames *[]string) (*Conn, *Subscrip
 	t.Cleanup(func() { cancel(nil) })
 	c := &Conn{
 		url: "ws://fuzz", log: log, ctx: ctx, cancel: cancel,
-		subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string][]chan OKResult{},
+		subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string]okWaiters{},
 	}
 	c.opts.OnFrame = func(label string, _ int) { *frames = append(*frames, label) }
 	sub := &Subscription{ID: "s1", conn: c, ch: make(chan SubMsg, 4), done: make(chan struct{})}
@@ -28,7 +28,7 @@ func fuzzConn(t *testing.T, log *zap.Logger, frames *[]string) (*Conn, *Subscrip
 	neg := make(chan NegReply, 8)
 	c.negs["n1"] = neg
 	ok := make(chan OKResult, 1)
-	c.oks[strings.Repeat("a", 64)] = []chan OKResult{ok}
+	c.oks[strings.Repeat("a", 64)] = okWaiters{first: okWaiter{ch: ok}}
 	return c, sub, neg, ok
 }
 

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -23,11 +24,35 @@ func (c *Conn) publish(ctx context.Context, ev *nostr.Event) chan OKResult {
 // arrived from another relay (SubMsg.Raw), not re-encoded; id is its id,
 // which the OK answers. Otherwise it is Publish.
 func (c *Conn) PublishRaw(ctx context.Context, id string, raw []byte) <-chan OKResult {
-	msg := make([]byte, 0, len(raw)+len(`["EVENT",]`))
-	msg = append(msg, `["EVENT",`...)
-	msg = append(msg, raw...)
-	msg = append(msg, ']')
-	return c.sendAwaitingOK(ctx, id, msg, nil)
+	ch := make(chan OKResult, 1)
+	c.mu.Lock()
+	if c.ctx.Err() != nil {
+		c.mu.Unlock()
+		ch <- OKResult{Err: ErrClosed}
+		return ch
+	}
+	c.addOK(id, okWaiter{ch: ch})
+	c.mu.Unlock()
+	if err := c.writeEvent(ctx, raw); err != nil {
+		c.resolveOK(id, ch, OKResult{Err: err})
+	}
+	return ch
+}
+
+// eventMsgs are the buffers EVENT messages are built in: the websocket
+// copies a message into its own buffer while writing it.
+var eventMsgs = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeEvent writes ["EVENT",raw].
+func (c *Conn) writeEvent(ctx context.Context, raw []byte) error {
+	bp := eventMsgs.Get().(*[]byte)
+	msg := append(append(append((*bp)[:0], `["EVENT",`...), raw...), ']')
+	err := c.write(ctx, msg)
+	if cap(msg) <= maxKeptReadBuffer {
+		*bp = msg
+		eventMsgs.Put(bp)
+	}
+	return err
 }
 
 // sendAwaitingOK registers a waiter for the OK of id, then writes msg (the
@@ -41,7 +66,7 @@ func (c *Conn) sendAwaitingOK(ctx context.Context, id string, msg []byte, encErr
 		ch <- OKResult{Err: ErrClosed}
 		return ch
 	}
-	c.oks[id] = append(c.oks[id], ch)
+	c.addOK(id, okWaiter{ch: ch})
 	c.mu.Unlock()
 	err := encErr
 	if err == nil {
@@ -73,21 +98,11 @@ func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
 // resolveOK delivers r to one waiter (only) and unregisters it.
 func (c *Conn) resolveOK(id string, ch chan OKResult, r OKResult) {
 	c.mu.Lock()
-	list := c.oks[id]
-	for i, w := range list {
-		if w == ch {
-			list = append(list[:i], list[i+1:]...)
-			if len(list) == 0 {
-				delete(c.oks, id)
-			} else {
-				c.oks[id] = list
-			}
-			c.mu.Unlock()
-			ch <- r
-			return
-		}
-	}
+	removed := c.removeOK(id, okWaiter{ch: ch})
 	c.mu.Unlock()
+	if removed {
+		ch <- r
+	}
 }
 
 // Challenge is the last AUTH challenge the relay sent ("" if none).

@@ -49,3 +49,60 @@ func countKey(obj []byte, key string) int {
 		}
 	}
 }
+
+// eventFrame splits an EVENT frame, ["EVENT", "<sub id>", {…}], without
+// decoding the event: sub is the subscription id (a JSON string without
+// escapes: ours are), obj the event object from its '{' to the frame's
+// last '}', followed only by whitespace and the closing ']'. Whether obj
+// is exactly one object is the decoder's to say (it refuses trailing
+// bytes). ok is false for anything else; the frame then takes the generic
+// path.
+func eventFrame(data []byte) (sub, obj []byte, ok bool) {
+	rest, ok := skipPrefix(data, '[')
+	if !ok {
+		return nil, nil, false
+	}
+	rest = trimWS(rest)
+	if !bytes.HasPrefix(rest, []byte(`"EVENT"`)) {
+		return nil, nil, false
+	}
+	if rest, ok = skipPrefix(rest[len(`"EVENT"`):], ','); !ok {
+		return nil, nil, false
+	}
+	if rest, ok = skipPrefix(rest, '"'); !ok {
+		return nil, nil, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return nil, nil, false
+	}
+	sub = rest[:end]
+	if rest, ok = skipPrefix(rest[end+1:], ','); !ok {
+		return nil, nil, false
+	}
+	rest = trimWS(rest)
+	j := bytes.LastIndexByte(rest, '}')
+	if len(rest) == 0 || rest[0] != '{' || j < 0 {
+		return nil, nil, false
+	}
+	if tail := bytes.TrimSpace(rest[j+1:]); len(tail) != 1 || tail[0] != ']' {
+		return nil, nil, false
+	}
+	return sub, rest[:j+1], true
+}
+
+// skipPrefix skips whitespace and then c.
+func skipPrefix(b []byte, c byte) ([]byte, bool) {
+	b = trimWS(b)
+	if len(b) == 0 || b[0] != c {
+		return nil, false
+	}
+	return b[1:], true
+}
+
+func trimWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}

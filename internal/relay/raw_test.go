@@ -37,3 +37,58 @@ func TestEventJSON(t *testing.T) {
 }
 
 const hex64 = "0000000000000000000000000000000000000000000000000000000000000001"
+
+func TestEventFrame(t *testing.T) {
+	ev := `{"id":"` + hex64 + `","kind":1,"content":"] } \"EVENT\""}`
+	for _, c := range []struct {
+		name, frame string
+		sub, obj    string
+		ok          bool
+	}{
+		{"plain", `["EVENT","s1",` + ev + `]`, "s1", ev, true},
+		{"spaces", " [ \"EVENT\" ,\t\"s1\" ,\n" + ev + " \n] ", "s1", ev, true},
+		{"escaped sub id", `["EVENT","s\"1",` + ev + `]`, "", "", false},
+		{"no sub id", `["EVENT",` + ev + `]`, "", "", false},
+		{"fourth element", `["EVENT","s1",` + ev + `,1]`, "", "", false},
+		{"not an object", `["EVENT","s1",null]`, "", "", false},
+		{"other label", `["EVENTS","s1",` + ev + `]`, "", "", false},
+		{"unterminated", `["EVENT","s1",` + ev, "", "", false},
+	} {
+		sub, obj, ok := eventFrame([]byte(c.frame))
+		if ok != c.ok || string(sub) != c.sub || string(obj) != c.obj {
+			t.Errorf("%s: eventFrame = %q, %q, %v; want %q, %q, %v", c.name, sub, obj, ok, c.sub, c.obj, c.ok)
+		}
+	}
+}
+
+// FuzzEventFrame: whenever the fast path splits a frame and its event
+// decodes, go-nostr's envelope decoder (the generic path) reads the same
+// subscription id and the same event from it.
+func FuzzEventFrame(f *testing.F) {
+	ev := `{"id":"` + hex64 + `","pubkey":"` + hex64 + `","created_at":1,"kind":1,"tags":[["t","id"]],"content":"say \"id\": {x}","sig":"` + hex64 + hex64 + `"}`
+	for _, s := range []string{`["EVENT","s1",` + ev + `]`, `["EVENT","s1",{"id":"a"} {"id":"b"}]`, `["EVENT","s1",{}]`, `["EVENT","",{"kind":1}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sub, obj, ok := eventFrame(data)
+		if !ok {
+			return
+		}
+		var fast nostr.Event
+		if fast.UnmarshalJSON(obj) != nil {
+			return
+		}
+		var env nostr.EventEnvelope
+		if err := env.FromJSON(string(data)); err != nil || env.SubscriptionID == nil {
+			t.Fatalf("fast path took %q, envelope decoder refused it: %v", data, err)
+		}
+		if *env.SubscriptionID != string(sub) {
+			t.Fatalf("sub id %q, envelope decoder %q", sub, *env.SubscriptionID)
+		}
+		a, _ := json.Marshal(fast)
+		b, _ := json.Marshal(env.Event)
+		if string(a) != string(b) {
+			t.Fatalf("event %s, envelope decoder %s", a, b)
+		}
+	})
+}

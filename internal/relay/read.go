@@ -42,10 +42,23 @@ func (c *Conn) readLoop() {
 	defer c.teardown()
 	defer close(c.readDone)
 	// One buffer for every message: what outlives handle (an event's raw
-	// bytes) is copied out of it at its exact size.
+	// bytes) is copied out of it at its exact size. One context and one
+	// timer for every message too: the timer only fires to end the
+	// connection, so nothing is made per message.
 	var buf bytes.Buffer
+	rctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(time.Hour, func() {
+		// The connection ends with this cause: ending the read closes the
+		// socket, and a ping failing on it must not be taken for the cause.
+		cause := fmt.Errorf("message not complete within %s", c.opts.PongTimeout)
+		c.shutdown(cause)
+		cancel(cause)
+	})
+	deadline.Stop()
+	defer deadline.Stop()
 	for {
-		data, err := c.readMessage(&buf)
+		data, err := c.readMessage(rctx, deadline, &buf)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.shutdown(fmt.Errorf("read: %w", err))
@@ -59,25 +72,21 @@ func (c *Conn) readLoop() {
 }
 
 // readMessage waits as long as it takes for the next message to start,
-// then gives it PongTimeout to arrive whole: a relay that trickles a
-// message (in fragments, while still answering pings) is dropped.
-func (c *Conn) readMessage(buf *bytes.Buffer) ([]byte, error) {
-	ctx, cancel := context.WithCancelCause(c.ctx)
-	defer cancel(nil)
+// then gives it PongTimeout (deadline, which cancels ctx) to arrive whole:
+// a relay that trickles a message (in fragments, while still answering
+// pings) is dropped.
+func (c *Conn) readMessage(ctx context.Context, deadline *time.Timer, buf *bytes.Buffer) ([]byte, error) {
 	_, r, err := c.ws.Reader(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		return nil, err
 	}
-	t := time.AfterFunc(c.opts.PongTimeout, func() {
-		// The connection ends with this cause: ending the read closes the
-		// socket, and a ping failing on it must not be taken for the cause.
-		cause := fmt.Errorf("message not complete within %s", c.opts.PongTimeout)
-		c.shutdown(cause)
-		cancel(cause)
-	})
-	defer t.Stop()
+	deadline.Reset(c.opts.PongTimeout)
 	buf.Reset()
 	_, err = buf.ReadFrom(r)
+	deadline.Stop()
 	if err != nil && ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -101,25 +110,18 @@ func (c *Conn) handle(data []byte) {
 			}
 		}
 	}()
-	msg := string(data)
-	label := frameLabel(msg)
+	label := frameLabelBytes(data)
 	if c.opts.OnFrame != nil {
 		c.opts.OnFrame(label, len(data))
 	}
+	if label == "EVENT" {
+		c.handleEvent(data)
+		return
+	}
+	// The other frames are small; go-nostr's decoders keep substrings of
+	// msg, so it is a copy of the reused read buffer.
+	msg := string(data)
 	switch label {
-	case "EVENT":
-		var env nostr.EventEnvelope
-		if err := env.FromJSON(msg); err != nil || env.SubscriptionID == nil {
-			return
-		}
-		c.mu.Lock()
-		sub := c.subs[*env.SubscriptionID]
-		c.mu.Unlock()
-		if sub == nil {
-			return
-		}
-		ev := env.Event
-		c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: bytes.Clone(eventJSON(data, *env.SubscriptionID))})
 	case "EOSE":
 		var env nostr.EOSEEnvelope
 		if env.FromJSON(msg) != nil {
@@ -180,11 +182,12 @@ func (c *Conn) handle(data []byte) {
 			c.opts.OnOK(env.EventID, env.OK, env.Reason)
 		}
 		c.mu.Lock()
-		list := c.oks[env.EventID]
+		ws, waited := c.oks[env.EventID]
 		delete(c.oks, env.EventID)
 		c.mu.Unlock()
-		for _, ch := range list {
-			ch <- OKResult{OK: env.OK, Reason: env.Reason}
+		if waited {
+			r := OKResult{OK: env.OK, Reason: env.Reason}
+			ws.each(func(w okWaiter) { c.deliverOK(env.EventID, w, r) })
 		}
 	case "AUTH":
 		var env nostr.AuthEnvelope
@@ -219,6 +222,52 @@ func (c *Conn) handle(data []byte) {
 	}
 }
 
+// handleEvent delivers an EVENT frame's event to its subscription. The
+// frame is split without decoding (eventFrame), the event object decoded
+// once, straight from the read buffer (the decoder copies the strings it
+// keeps), and copied once, at its exact size, as SubMsg.Raw.
+func (c *Conn) handleEvent(data []byte) {
+	subID, obj, ok := eventFrame(data)
+	if !ok {
+		c.handleEventSlow(data)
+		return
+	}
+	c.mu.Lock()
+	sub := c.subs[string(subID)]
+	c.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	ev := new(nostr.Event)
+	if ev.UnmarshalJSON(obj) != nil {
+		return
+	}
+	// The own relay answers OK by the id it reads, and the publisher
+	// waits for ours: an object naming "id" twice is re-encoded.
+	var raw []byte
+	if countKey(obj, `"id"`) == 1 {
+		raw = bytes.Clone(obj)
+	}
+	c.deliver(sub, SubMsg{Type: MsgEvent, Event: ev, Size: len(data), Raw: raw})
+}
+
+// handleEventSlow is handleEvent for the frames eventFrame leaves out (a
+// subscription id with escapes, for one): go-nostr's envelope decoder.
+func (c *Conn) handleEventSlow(data []byte) {
+	var env nostr.EventEnvelope
+	if err := env.FromJSON(string(data)); err != nil || env.SubscriptionID == nil {
+		return
+	}
+	c.mu.Lock()
+	sub := c.subs[*env.SubscriptionID]
+	c.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	ev := env.Event
+	c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: bytes.Clone(eventJSON(data, *env.SubscriptionID))})
+}
+
 // frameLabel extracts the first JSON string of a relay message cheaply.
 func frameLabel(msg string) string {
 	i := strings.IndexByte(msg, '"')
@@ -230,4 +279,38 @@ func frameLabel(msg string) string {
 		return "INVALID"
 	}
 	return msg[i+1 : i+1+j]
+}
+
+// frameLabelBytes is frameLabel of a frame in the read buffer: the labels
+// relays send are constants, anything else a copy.
+func frameLabelBytes(data []byte) string {
+	i := bytes.IndexByte(data[:min(len(data), 9)], '"')
+	if i < 0 {
+		return "INVALID"
+	}
+	rest := data[i+1:]
+	j := bytes.IndexByte(rest[:min(len(rest), 17)], '"')
+	if j < 0 {
+		return "INVALID"
+	}
+	switch l := rest[:j]; string(l) {
+	case "EVENT":
+		return "EVENT"
+	case "EOSE":
+		return "EOSE"
+	case "OK":
+		return "OK"
+	case "CLOSED":
+		return "CLOSED"
+	case "NOTICE":
+		return "NOTICE"
+	case "AUTH":
+		return "AUTH"
+	case "NEG-MSG":
+		return "NEG-MSG"
+	case "NEG-ERR":
+		return "NEG-ERR"
+	default:
+		return string(l)
+	}
 }

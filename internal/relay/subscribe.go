@@ -10,12 +10,19 @@ import (
 // Subscribe sends REQ with the given id and filters. Options.BeforeRequest,
 // when set, runs first.
 func (c *Conn) Subscribe(ctx context.Context, id string, filters nostr.Filters) (*Subscription, error) {
+	return c.SubscribeBuffered(ctx, id, filters, c.opts.SubscriptionBuffer)
+}
+
+// SubscribeBuffered is Subscribe with a queue of buffer messages instead
+// of Options.SubscriptionBuffer: a sidecar keeps thousands of mostly idle
+// live subscriptions open, and each queue is allocated whole.
+func (c *Conn) SubscribeBuffered(ctx context.Context, id string, filters nostr.Filters, buffer int) (*Subscription, error) {
 	if err := c.beforeRequest(ctx); err != nil {
 		return nil, err
 	}
 	sub := &Subscription{
 		ID: id, Filters: filters, conn: c,
-		ch:   make(chan SubMsg, c.opts.SubscriptionBuffer),
+		ch:   make(chan SubMsg, max(buffer, 1)),
 		done: make(chan struct{}),
 	}
 	c.mu.Lock()

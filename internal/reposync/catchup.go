@@ -170,13 +170,13 @@ const wholeNeedMin = 1000
 
 func (o *OwnLocalSet) markFilled(l1 bool, repos, roots []string) {
 	if l1 {
-		o.filled["L1"] = true
+		o.filled.add("L1")
 	}
 	for _, v := range repos {
-		o.filled[v] = true
+		o.filled.add(v)
 	}
 	for _, v := range roots {
-		o.filled[v] = true
+		o.filled.add(v)
 	}
 }
 

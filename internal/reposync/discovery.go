@@ -196,6 +196,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 		}
 	}
 	e.reposGen++
+	e.log.Debug("self batch applied", zap.Int("events", len(evs)), zap.Int("relays", len(delta)))
 	e.applyDelta(delta)
 }
 

@@ -50,6 +50,9 @@ type Config struct {
 	// HistoricMaxJobs bounds the historic jobs running at once over all
 	// relays (each holds up to a page of events until its EOSE).
 	HistoricMaxJobs int
+	// HistoricMaxEvents bounds the events historic REQs to remote relays
+	// hold at once (pages and fetches by id, each until its EOSE).
+	HistoricMaxEvents int
 	// HistoricFetchSlots is how many fetch-by-id REQs one historic job may
 	// have open at once: its own slot plus slots of its relay that no other
 	// job waits for.
@@ -88,6 +91,7 @@ func DefaultConfig() Config {
 		BatchQuiet:               250 * time.Millisecond,
 		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
 		HistoricMaxJobs:          16,
+		HistoricMaxEvents:        8000,
 		HistoricFetchSlots:       4,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
@@ -121,6 +125,7 @@ func (c Config) validate() error {
 		{"ValuesPerFilter", c.ValuesPerFilter},
 		{"PageSize", c.PageSize},
 		{"HistoricMaxJobs", c.HistoricMaxJobs},
+		{"HistoricMaxEvents", c.HistoricMaxEvents},
 		{"HistoricFetchSlots", c.HistoricFetchSlots},
 	} {
 		if f.v <= 0 {
@@ -257,6 +262,9 @@ type Engine struct {
 	restoredSelfSeen time.Time
 	selfSeen         atomic.Int64
 	selfLive         atomic.Bool // history read and the self-subscription live
+	// reposWanted is set once RepoState was asked (a state store): only
+	// then does the status refresh copy the repository index.
+	reposWanted atomic.Bool
 }
 
 // remote is the engine's record of one remote relay.
@@ -311,6 +319,9 @@ type job struct {
 	// run is shared by the jobs of one batch: its filters run as
 	// concurrent jobs, and the batch is done when the last one is.
 	run *batchRun
+	// merged is how many queued jobs of the batch this one took on
+	// (mergeQueued): it counts for 1+merged jobs of its batch.
+	merged int
 }
 
 // New builds an engine.
@@ -347,6 +358,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
 		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
+		Budget:     newEventBudget(cfg.HistoricMaxEvents),
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {

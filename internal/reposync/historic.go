@@ -3,6 +3,7 @@ package reposync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -94,6 +95,7 @@ func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
 		return
 	}
 	r.running--
+	j.run.left -= j.merged // the queued jobs it took on (mergeQueued)
 	e.runDone(r, j.batch, j.run, j.filters, err)
 }
 
@@ -112,11 +114,14 @@ func (e *Engine) runDone(r *remote, b *PendingBatch, run *batchRun, fs []nostr.F
 	e.onBatchDone(r, b, run)
 }
 
-// jobSlots is how many historic subscriptions may run beside the live ones,
-// keeping one free for a live subscription that addFilters may open while
-// they run.
+// jobSlots is how many historic subscriptions may run beside the live ones:
+// the rest of the relay's budget. No slot is kept back for a live
+// subscription: addFilters opens one only with two slots free and
+// consolidates (or waits) otherwise, so a kept slot was never used while
+// jobs ran, and it halved the jobs of a distant relay whose live
+// subscriptions hold all but two of its slots.
 func (e *Engine) jobSlots(r *remote) int {
-	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live)-1)
+	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
 }
 
 // connEnded reports whether c is a connection that has ended.
@@ -153,9 +158,11 @@ func (e *Engine) startJobs(r *remote) {
 		return
 	}
 	lend := e.lender(r)
-	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
+	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
+		free := e.jobSlots(r) - r.running - lend.inUse()
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
+		e.mergeQueued(r, j, free)
 		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
 		e.historicJobs++
@@ -196,7 +203,12 @@ func (e *Engine) startJobs(r *remote) {
 				}
 				return e.h.Handle(ctx, in)
 			}
+			began := time.Now()
 			err := hs.Sync(ctx, conn, j.filters, 1, emit)
+			if ce := e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
+				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", jobLabel(j.filters)),
+					zap.Duration("waited", began.Sub(started)), zap.Duration("took", time.Since(began)), zap.Error(err))
+			}
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.
 			for err != nil && e.ctx.Err() == nil {
@@ -222,6 +234,61 @@ func (e *Engine) startJobs(r *remote) {
 				e.startWaitingJobs()
 			})
 		}()
+	}
+}
+
+// overShare tells whether r runs its share of Config.HistoricMaxJobs (the
+// bound divided among the relays with jobs) while another relay that could
+// start a job waits: a relay whose jobs keep finishing would otherwise take
+// the freed places again at once, and a relay connected later would wait
+// for all its jobs (its Layer 1 too) until the first ran out of work.
+func (e *Engine) overShare(r *remote) bool {
+	if r.running == 0 {
+		return false
+	}
+	wanting := 0
+	for _, o := range e.relays {
+		if len(o.jobs) > 0 || o.running > 0 {
+			wanting++
+		}
+	}
+	share := max(1, e.cfg.HistoricMaxJobs/max(1, wanting))
+	if r.running < share {
+		return false
+	}
+	for _, o := range e.relays {
+		if o != r && len(o.jobs) > 0 && o.running < share && e.allowed(o) && o.running+e.lender(o).inUse() < e.jobSlots(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobMerger is a HistoricSyncer that saves round trips when one job
+// carries several filters.
+type jobMerger interface{ mergesJobs() bool }
+
+// maxMergedJobs bounds how many queued jobs one job takes on.
+const maxMergedJobs = 8
+
+// mergeQueued lets j take on the queued jobs of its batch that follow it
+// when more jobs wait than r has free slots (a distant relay whose budget
+// the live subscriptions fill runs one job at a time): the NIP-77 syncer
+// reconciles a job's filters one after another in its one slot and fetches
+// what they all lack together, one round trip for up to maxMergedJobs
+// filters instead of one each. With slots to spare the jobs run apart. Jobs
+// waiting only for a place under Config.HistoricMaxJobs are not merged: a
+// merged job fetches through its one slot, and at loopback eight Layer 2
+// filters' fetches one after another took longer than eight jobs apart.
+func (e *Engine) mergeQueued(r *remote, j *job, free int) {
+	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() {
+		return
+	}
+	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included
+	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 {
+		j.filters = append(j.filters[:len(j.filters):len(j.filters)], r.jobs[0].filters...)
+		j.merged++
+		r.jobs = r.jobs[1:]
 	}
 }
 
@@ -337,4 +404,16 @@ func (e *Engine) updateRelayState(r *remote) {
 			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
 	}
 	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
+}
+
+// jobLabel names a job's filters for the debug log: the tag they select
+// by and how many values, or the kinds.
+func jobLabel(fs []nostr.Filter) string {
+	if len(fs) != 1 {
+		return fmt.Sprintf("%d filters", len(fs))
+	}
+	for t, v := range fs[0].Tags {
+		return fmt.Sprintf("#%s×%d", t, len(v))
+	}
+	return fmt.Sprintf("kinds %v", fs[0].Kinds)
 }

@@ -151,6 +151,16 @@ func deriveRelayTargets(repos RepoSyncIndex, bootstrap []string) map[string]Targ
 	return targets
 }
 
+// wantedRelays is the relays deriveRelayTargets has a target for, without
+// building the targets (every relay's copy of its roots).
+func wantedRelays(repos RepoSyncIndex, bootstrap []string) set {
+	out := setOf(bootstrap...)
+	for _, needs := range repos {
+		out.addAll(needs.Relays)
+	}
+	return out
+}
+
 // deriveRelayTarget is deriveRelayTargets for one relay.
 func deriveRelayTarget(repos RepoSyncIndex, url string, bootstrap bool) (Target, bool) {
 	t := newItems()

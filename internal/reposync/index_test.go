@@ -157,3 +157,23 @@ func BenchmarkComputeActions10kRepos(b *testing.B) {
 		_ = computeActions(deriveRelayTargets(repos, nil), nil, relays)
 	}
 }
+
+func TestWantedRelaysAreTheTargets(t *testing.T) {
+	repos := RepoSyncIndex{
+		"30617:a:x": {Relays: setOf("wss://r1", "wss://r2"), Roots: setOf("e1")},
+		"30617:a:y": {Relays: setOf("wss://r2"), Roots: setOf()},
+		"30617:a:z": {Relays: setOf(), Roots: setOf("e2")},
+	}
+	for _, boot := range [][]string{nil, {"wss://boot"}} {
+		targets := deriveRelayTargets(repos, boot)
+		wanted := wantedRelays(repos, boot)
+		if len(wanted) != len(targets) {
+			t.Fatalf("bootstrap %v: wanted %v, targets %v", boot, wanted.sorted(), targets)
+		}
+		for url := range targets {
+			if !wanted.has(url) {
+				t.Errorf("bootstrap %v: %s has a target but is not wanted", boot, url)
+			}
+		}
+	}
+}

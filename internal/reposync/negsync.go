@@ -179,7 +179,10 @@ func (s *NegSyncer) setSupport(url string, ok bool) {
 	}
 }
 
-// Sync implements HistoricSyncer.
+// Sync implements HistoricSyncer. The filters are reconciled one after
+// another; what they lack is fetched together at the end (one round trip
+// for all, not one per filter), then each reconciled set is checked for
+// truncation (confirmSet). Filters NIP-77 cannot do are paged.
 func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
 	url := c.URL()
 	if !s.cfg.Enabled || s.Support(url) == "unsupported" {
@@ -190,10 +193,13 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 	}
 	var errs []error
 	var fallback []nostr.Filter
+	var done []reconciled
 	for i, f := range fs {
-		err := s.reconcile(ctx, c, f, slots, emit)
+		res, windows, err := s.reconcileNeed(ctx, c, f)
 		switch {
 		case err == nil:
+			done = append(done, reconciled{f: f, res: res, windows: windows})
+			continue
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, neg.ErrUnsupported):
@@ -210,8 +216,15 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 			fallback = append(fallback, f)
 			continue
 		}
-		if errors.Is(err, neg.ErrUnsupported) {
-			break
+		break // unsupported: the rest is paged
+	}
+	if err := s.fetchReconciled(ctx, c, done, slots, emit); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		errs = append(errs, err)
+		for _, d := range done {
+			fallback = append(fallback, d.f)
 		}
 	}
 	if len(fallback) > 0 {
@@ -234,11 +247,6 @@ func (s *NegSyncer) ReconcileFilter(ctx context.Context, c *relay.Conn, f nostr.
 		return s.reconcileNewest(ctx, c, f, slots, max, emit)
 	}
 	return s.reconcileMax(ctx, c, f, slots, 0, emit)
-}
-
-func (s *NegSyncer) reconcile(ctx context.Context, c *relay.Conn, f nostr.Filter, slots int, emit Emit) error {
-	_, err := s.reconcileMax(ctx, c, f, slots, 0, emit)
-	return err
 }
 
 func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Filter, slots, max int, emit Emit) (int, error) {
@@ -269,10 +277,14 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 }
 
 // fetchRecorder remembers the (created_at, id) of every fetched event an
-// emit passes on: the set a reconciliation is confirmed against.
+// emit passes on: the set a reconciliation is confirmed against. With
+// filters, it keeps the items of each filter apart (fetched together).
 type fetchRecorder struct {
+	filters []nostr.Filter
+
 	mu    sync.Mutex
-	items []neg.Item
+	items []neg.Item   // without filters
+	per   [][]neg.Item // by filter
 }
 
 // wrap returns emit recording each event's item first.
@@ -280,11 +292,32 @@ func (r *fetchRecorder) wrap(emit Emit) Emit {
 	return func(ctx context.Context, in ingest.Incoming) error {
 		if it, err := neg.ItemFromHex(in.Event.CreatedAt, in.Event.ID); err == nil {
 			r.mu.Lock()
-			r.items = append(r.items, it)
+			if len(r.filters) == 0 {
+				r.items = append(r.items, it)
+			} else {
+				if r.per == nil {
+					r.per = make([][]neg.Item, len(r.filters))
+				}
+				for i, f := range r.filters {
+					if f.Matches(in.Event) {
+						r.per[i] = append(r.per[i], it)
+					}
+				}
+			}
 			r.mu.Unlock()
 		}
 		return emit(ctx, in)
 	}
+}
+
+// itemsOf returns the items recorded for filter i.
+func (r *fetchRecorder) itemsOf(i int) []neg.Item {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i < len(r.per) {
+		return r.per[i]
+	}
+	return nil
 }
 
 // reconcileNeed reconciles one filter: the result (what the relay has that

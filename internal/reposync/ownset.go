@@ -3,6 +3,7 @@ package reposync
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -39,8 +40,22 @@ type OwnLocalSet struct {
 
 	mu     sync.Mutex // serialises fills
 	conn   *relay.Conn
-	filled map[string]bool // "L1", repo refs, root ids, or a filter's JSON
+	filled filledSet // "L1", repo refs, root ids, or a filter's JSON
 }
+
+// filledSet remembers the fill keys by a seeded 64-bit hash: 8 bytes a
+// key instead of a string header, for every repository and root. A
+// collision (not aimable: the seed is secret) only skips a fill, so a
+// reconciliation downloads again what the own relay holds.
+type filledSet struct {
+	seed maphash.Seed
+	m    map[uint64]struct{}
+}
+
+func newFilledSet() filledSet { return filledSet{seed: maphash.MakeSeed(), m: map[uint64]struct{}{}} }
+
+func (f filledSet) has(k string) bool { _, ok := f.m[maphash.String(f.seed, k)]; return ok }
+func (f filledSet) add(k string)      { f.m[maphash.String(f.seed, k)] = struct{}{} }
 
 // NewOwnLocalSet builds the local set. Fill filters carry valuesPerFilter
 // tag values each and are paged by pageSize. mark is told of every event
@@ -49,7 +64,7 @@ func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*rela
 	return &OwnLocalSet{
 		idx: idx, extra: extra, dial: dial, mark: mark, log: log, perFilter: valuesPerFilter,
 		pager:  &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
-		filled: map[string]bool{},
+		filled: newFilledSet(),
 	}
 }
 
@@ -61,7 +76,7 @@ func (o *OwnLocalSet) Index() *localindex.Index { return o.idx }
 func (o *OwnLocalSet) Reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.filled = map[string]bool{}
+	o.filled = newFilledSet()
 }
 
 // Storage implements LocalSet.
@@ -114,7 +129,7 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 		return err
 	}
 	for _, k := range keys {
-		o.filled[k] = true
+		o.filled.add(k)
 	}
 	return nil
 }
@@ -124,7 +139,7 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 	f.Since, f.Until, f.Limit, f.LimitZero = nil, nil, 0, false
 	if len(f.Tags) == 0 && slices.Equal(f.Kinds, []int{nip34.KindRepoAnnouncement, nip34.KindRepoState}) && len(f.Authors) == 0 && len(f.IDs) == 0 {
-		if o.filled["L1"] {
+		if o.filled.has("L1") {
 			return nil, nil
 		}
 		return []string{"L1"}, []nostr.Filter{f}
@@ -136,7 +151,7 @@ func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 			}
 			var repos, roots, keys []string
 			for _, v := range values {
-				if o.filled[v] {
+				if o.filled.has(v) {
 					continue
 				}
 				keys = append(keys, v)
@@ -153,7 +168,7 @@ func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 		}
 	}
 	key := filterKey(f)
-	if o.filled[key] {
+	if o.filled.has(key) {
 		return nil, nil
 	}
 	return []string{key}, []nostr.Filter{f}

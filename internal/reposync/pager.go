@@ -60,6 +60,9 @@ type Pager struct {
 	// Auth, when set, answers "auth-required:" CLOSEDs (NIP-42) so the REQ
 	// can be sent again.
 	Auth *ReadAuth
+	// Budget, when set, bounds the events this pager's REQs hold at once
+	// (eventBudget).
+	Budget *eventBudget
 
 	seq atomic.Uint64
 }
@@ -268,6 +271,15 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 			return nil, 0, err
 		}
 	}
+	units := f.Limit
+	if units <= 0 {
+		units = max(len(f.IDs), p.pageSize(c.URL()))
+	}
+	held, err := p.Budget.acquire(ctx, units)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer p.Budget.release(held)
 	id := fmt.Sprintf("h%d", p.seq.Add(1))
 	sub, err := c.Subscribe(ctx, id, nostr.Filters{f})
 	if err != nil {

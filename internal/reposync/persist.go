@@ -202,8 +202,13 @@ type PersistedRepos struct {
 }
 
 // RepoState returns the persistable repository index as of the last status
-// refresh.
+// refresh. Until it is first asked the index is not copied at all (a copy
+// of every root at each refresh is memory only a state store needs); the
+// first call refreshes at once when the engine is running.
 func (e *Engine) RepoState() PersistedRepos {
+	if !e.reposWanted.Swap(true) {
+		e.onRunGoroutine(e.refreshSnapshot)
+	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	return e.reposSnap

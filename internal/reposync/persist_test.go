@@ -154,3 +154,21 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 		last = q
 	}
 }
+
+// The status refresh copies the repository index only once a state store
+// asked for it (RepoState): without one, no copy of every root is kept.
+func TestRepoIndexCopiedOnlyWhenAskedFor(t *testing.T) {
+	e := newBareEngine(t)
+	ref := "30617:" + strings.Repeat("a", 64) + ":proj"
+	e.repos[ref] = &RepoNeeds{Relays: set{}, Roots: setOf(strings.Repeat("1", 64))}
+	e.reposGen++
+	e.refreshSnapshot()
+	if e.reposSnap.Roots != nil {
+		t.Fatalf("repository index copied with no state store: %v", e.reposSnap.Roots)
+	}
+	_ = e.RepoState() // not running: nothing refreshed yet
+	e.refreshSnapshot()
+	if got := e.RepoState(); len(got.Roots[ref]) != 1 || got.Gen != e.reposGen {
+		t.Fatalf("RepoState after a refresh = %+v", got)
+	}
+}

@@ -48,7 +48,11 @@ func (e *Engine) refreshSnapshot() {
 	sortRelays(s.Relays)
 	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
-	repos, reposChanged := e.snapshotRepos()
+	var repos PersistedRepos
+	reposChanged := false
+	if e.reposWanted.Load() {
+		repos, reposChanged = e.snapshotRepos()
+	}
 	e.snapMu.Lock()
 	e.snap = s
 	if reposChanged {

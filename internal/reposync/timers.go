@@ -74,12 +74,12 @@ func (e *Engine) fullResync(r *remote) {
 
 // dropEmptyRelays disconnects relays nothing points at any more.
 func (e *Engine) dropEmptyRelays() {
-	targets := deriveRelayTargets(e.repos, e.bootstrap23())
+	wanted := wantedRelays(e.repos, e.bootstrap23())
 	for url, r := range e.relays {
 		if r.Bootstrap || len(e.pending[url]) > 0 {
 			continue
 		}
-		if _, wanted := targets[url]; !wanted {
+		if !wanted.has(url) {
 			e.forget(url)
 		}
 	}

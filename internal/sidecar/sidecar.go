@@ -96,6 +96,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	ownOpts := ropts
 	ownOpts.Logger = d.Log.Named("publisher")
+	ownOpts.CoalesceWrites = true // the publisher's bursts of EVENTs: one write each
 	pub, err := publish.New(publishConfig(cfg), func(ctx context.Context) (*relay.Conn, error) {
 		return relay.Dial(ctx, cfg.OwnRelay, ownOpts)
 	}, signer, d.Log.Named("publisher"), d.Registry)
@@ -313,6 +314,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
 	scfg.HistoricMaxJobs = cfg.Sync.HistoricMaxJobs
 	scfg.HistoricFetchSlots = cfg.Sync.HistoricFetchSlots
+	scfg.HistoricMaxEvents = cfg.Sync.HistoricMaxEvents
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter

@@ -1,0 +1,187 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxCorked is how many bytes a corked connection collects before it
+// writes them out anyway.
+const maxCorked = 256 << 10
+
+// readAhead is the most one read from the socket takes: the websocket
+// library reads 4 kB at a time, and a relay sending a page of events has
+// far more waiting.
+const readAhead = 64 << 10
+
+// readBufs lend read-ahead buffers: a connection holds one only while it
+// has bytes read and not yet taken, so idle connections hold none.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+
+// corkConn is a relay connection's socket: reads take whatever is
+// waiting, up to readAhead, in one syscall; and with
+// Options.CoalesceWrites, between Cork and Uncork its writes collect in
+// buf and go out in one write (several EVENT messages per syscall, and a
+// TLS connection's records too).
+type corkConn struct {
+	net.Conn
+	coalesce bool
+	timeout  time.Duration // bounds the writes of what collected
+
+	// read side (the websocket's one reader at a time)
+	rbuf *[]byte
+	r, w int
+	rerr error
+
+	mu     sync.Mutex
+	corked bool
+	held   atomic.Bool // corked, for Conn.write without the lock
+	buf    []byte
+}
+
+func (c *corkConn) Read(p []byte) (int, error) {
+	if c.rbuf == nil {
+		if c.rerr != nil || len(p) >= readAhead {
+			if err := c.rerr; err != nil {
+				return 0, err
+			}
+			return c.Conn.Read(p)
+		}
+		bp := readBufs.Get().(*[]byte)
+		n, err := c.Conn.Read(*bp)
+		if n <= len(p) {
+			copy(p, (*bp)[:n])
+			readBufs.Put(bp)
+			return n, err
+		}
+		c.rbuf, c.r, c.w, c.rerr = bp, 0, n, err
+	}
+	n := copy(p, (*c.rbuf)[c.r:c.w])
+	c.r += n
+	if c.r == c.w {
+		readBufs.Put(c.rbuf)
+		c.rbuf = nil
+	}
+	return n, nil
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.coalesce {
+		return c.Conn.Write(p)
+	}
+	if c.corked && len(c.buf)+len(p) <= maxCorked {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	if c.corked {
+		// Too much held back: out it goes, within the write timeout
+		// (Conn.write sets none while corked).
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		defer func() { _ = c.Conn.SetWriteDeadline(time.Time{}) }()
+	}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) flushLocked() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.buf)
+	c.buf = c.buf[:0]
+	if cap(c.buf) > maxCorked {
+		c.buf = nil
+	}
+	return err
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.held.Store(true)
+	c.mu.Unlock()
+}
+
+// uncork writes what collected, within the write timeout.
+func (c *corkConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	c.held.Store(false)
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	err := c.flushLocked()
+	_ = c.Conn.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// corkingClient returns a copy of hc (nil: http.DefaultClient) whose
+// connections are corkConns (coalescing writes when coalesce is set, their
+// flushes bounded by timeout),
+// and where the one it dials is recorded; ok is false when hc's transport
+// is not an *http.Transport (hc is then used as it is).
+func corkingClient(hc *http.Client, coalesce bool, timeout time.Duration, dialled **corkConn) (*http.Client, bool) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, ok := rt.(*http.Transport)
+	if !ok || tr.DialTLSContext != nil || tr.DialTLS != nil || tr.Dial != nil {
+		return hc, false
+	}
+	tr = tr.Clone()
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	var mu sync.Mutex
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cc := &corkConn{Conn: conn, coalesce: coalesce, timeout: timeout}
+		mu.Lock()
+		*dialled = cc
+		mu.Unlock()
+		return cc, nil
+	}
+	c := *hc
+	c.Transport = tr
+	return &c, true
+}
+
+// Cork holds the connection's writes back until Uncork, which writes them
+// out together: for a burst of messages (the publisher filling its
+// window). Without Options.CoalesceWrites it does nothing.
+func (c *Conn) Cork() {
+	if c.cork != nil && c.cork.coalesce {
+		c.cork.cork()
+	}
+}
+
+// Uncork writes out what Cork held back; a failure ends the connection.
+func (c *Conn) Uncork() error {
+	if c.cork == nil || !c.cork.coalesce {
+		return nil
+	}
+	if err := c.cork.uncork(); err != nil {
+		c.shutdown(fmt.Errorf("write: %w", err))
+		return fmt.Errorf("write to %s: %w", c.url, err)
+	}
+	return nil
+}

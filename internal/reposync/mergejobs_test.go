@@ -1,0 +1,163 @@
+package reposync
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+)
+
+// mergingHistoric is scriptedHistoric claiming to gain from merged jobs.
+type mergingHistoric struct{ *scriptedHistoric }
+
+func (mergingHistoric) mergesJobs() bool { return true }
+
+// TestQueuedJobsMergeWhenSlotsAreScarce: with one free job slot (the live
+// subscriptions fill the relay's budget) a batch's queued jobs run merged,
+// at most maxMergedJobs filters per job, every filter asked once and the
+// batch done once; with slots to spare fewer are merged, and for a syncer
+// that does not merge every filter runs as a job of its own.
+func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
+	roots := make([]string, 20*100)
+	for i := range roots {
+		roots[i] = fmt.Sprintf("%064x", i)
+	}
+	fs := nip34.Layer3(roots, 100, nil) // 60 filters
+	for _, c := range []struct {
+		name      string
+		live      int
+		merging   bool
+		maxPerJob int
+		minCalls  int
+		maxCalls  int
+		maxJobs   int // HistoricMaxJobs, default when 0
+	}{
+		{"one free slot", 18, true, maxMergedJobs, len(fs) / maxMergedJobs, (len(fs) + maxMergedJobs - 1) / maxMergedJobs, 0},
+		{"slots to spare", 0, true, 4, len(fs) / 4, len(fs) - 1, 0},
+		{"syncer without merging", 18, false, 1, len(fs), len(fs), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHistoricEnv(t)
+			if c.merging {
+				h.e.d.Historic = mergingHistoric{h.hs}
+			}
+			if c.maxJobs > 0 {
+				h.e.cfg.HistoricMaxJobs = c.maxJobs
+			}
+			for i := range c.live {
+				h.r.live[fmt.Sprintf("l%d", i)] = 17
+			}
+			h.e.startBatch(h.r, newItems(), fs, false)
+			h.drain(t)
+			asked := map[string]int{}
+			for _, call := range h.hs.calls {
+				if len(call) > c.maxPerJob {
+					t.Fatalf("a job carried %d filters, want at most %d", len(call), c.maxPerJob)
+				}
+				for _, f := range call {
+					asked[f.String()]++
+				}
+			}
+			if n := len(h.hs.calls); n < c.minCalls || n > c.maxCalls {
+				t.Errorf("%d jobs, want %d to %d", n, c.minCalls, c.maxCalls)
+			}
+			for _, f := range fs {
+				if asked[f.String()] != 1 {
+					t.Fatalf("filter %v asked %d times, want once", f, asked[f.String()])
+				}
+			}
+			if len(h.e.pending[testRelay]) != 0 || h.r.Status != Connected {
+				t.Fatalf("after the batch: %d pending, %v", len(h.e.pending[testRelay]), h.r.Status)
+			}
+		})
+	}
+}
+
+// TestFetchRecorderKeepsFiltersApart: events fetched together for several
+// reconciled filters are recorded for each filter they match.
+func TestFetchRecorderKeepsFiltersApart(t *testing.T) {
+	a, b := fmt.Sprintf("%064x", 1), fmt.Sprintf("%064x", 2)
+	rec := fetchRecorder{filters: []nostr.Filter{{Tags: nostr.TagMap{"e": {a}}}, {Tags: nostr.TagMap{"E": {a, b}}}}}
+	emitted := 0
+	emit := rec.wrap(func(context.Context, ingest.Incoming) error { emitted++; return nil })
+	for i, tags := range []nostr.Tags{{{"e", a}, {"E", a}}, {{"E", b}}, {{"p", a}}} {
+		ev := &nostr.Event{ID: fmt.Sprintf("%064x", 100+i), CreatedAt: nostr.Timestamp(1000 + i), Tags: tags}
+		if err := emit(context.Background(), ingest.Incoming{Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if emitted != 3 {
+		t.Fatalf("emitted %d, want 3", emitted)
+	}
+	want := [][]nostr.Timestamp{{1000}, {1000, 1001}}
+	for i, w := range want {
+		got := rec.itemsOf(i)
+		if len(got) != len(w) {
+			t.Fatalf("filter %d recorded %d items, want %d", i, len(got), len(w))
+		}
+		for k, it := range got {
+			if it.CreatedAt != w[k] {
+				t.Errorf("filter %d item %d at %d, want %d", i, k, it.CreatedAt, w[k])
+			}
+		}
+	}
+}
+
+// TestHistoricJobsSharedAmongRelays: a relay whose jobs keep finishing does
+// not take a place of HistoricMaxJobs again while it runs its share (the
+// bound divided between the two relays) and the other relay waits below
+// its share: the places go to the waiting relay.
+func TestHistoricJobsSharedAmongRelays(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.cfg.HistoricMaxJobs = 4
+	const share = 2
+	const other = "wss://other.example.com"
+	h.e.track(other, false)
+	r2 := h.e.relays[other]
+	r2.gen, r2.Status, r2.live = 1, Syncing, map[string]int{}
+	filters := func(prefix string) []nostr.Filter {
+		var fs []nostr.Filter
+		for i := range 20 {
+			fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"e": {fmt.Sprintf("%s%063x", prefix, i)}}})
+		}
+		return fs
+	}
+	h.e.startBatch(h.r, newItems(), filters("a"), false)
+	h.e.startBatch(r2, newItems(), filters("b"), false)
+	if h.r.running != 4 || r2.running != 0 {
+		t.Fatalf("running %d and %d, want the first relay's 4 (nothing else waited)", h.r.running, r2.running)
+	}
+	type state struct{ running, queued int }
+	snap := func() [2]state { return [2]state{{h.r.running, len(h.r.jobs)}, {r2.running, len(r2.jobs)}} }
+	prev := snap()
+	for h.r.running+r2.running > 0 || len(h.r.jobs)+len(r2.jobs) > 0 {
+		select {
+		case fn := <-h.e.inbox:
+			fn()
+		case <-time.After(10 * time.Second):
+			t.Fatal("no historic job reported")
+		}
+		if h.e.historicJobs > 4 {
+			t.Fatalf("%d historic jobs run, bound 4", h.e.historicJobs)
+		}
+		now := snap()
+		for i := range 2 {
+			me, them := prev[i], prev[1-i]
+			started := now[i].queued < me.queued
+			if started && me.running-1 >= share && them.queued > 0 && them.running < share {
+				// One of its jobs ended in this step (running-1): it was
+				// still at its share while the other relay waited below.
+				t.Fatalf("relay %d started a job at %d running while the other waited at %d running (%v → %v)", i, me.running, them.running, prev, now)
+			}
+		}
+		prev = now
+	}
+	if len(h.hs.calls) != 40 {
+		t.Fatalf("%d jobs ran, want 40", len(h.hs.calls))
+	}
+}

@@ -1,0 +1,62 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Fewer round trips per historic job: the filters a job reconciles share
+// their fetches by id (fetchReconciled).
+
+// mergesJobs: the filters of one job share their fetches (jobMerger).
+func (s *NegSyncer) mergesJobs() bool { return s.cfg.Enabled }
+
+// reconciled is one filter's finished reconciliation.
+type reconciled struct {
+	f       nostr.Filter
+	res     neg.Result
+	windows map[string]*neg.Storage
+}
+
+// fetchReconciled fetches what the reconciled filters lack, together, then
+// confirms each filter's set (confirmSet).
+func (s *NegSyncer) fetchReconciled(ctx context.Context, c *relay.Conn, done []reconciled, slots int, emit Emit) error {
+	if len(done) == 0 {
+		return nil
+	}
+	var need []string
+	fs := make([]nostr.Filter, len(done))
+	for i, d := range done {
+		need = append(need, d.res.Need...)
+		fs[i] = d.f
+	}
+	if len(done) > 1 {
+		slices.Sort(need)
+		need = slices.Compact(need)
+	}
+	rec := fetchRecorder{filters: fs}
+	if err := s.fetch(ctx, c, need, slots, rec.wrap(emit)); err != nil {
+		s.m.errors.WithLabelValues(c.URL(), errorKind(err)).Inc()
+		return err
+	}
+	var errs []error
+	for i, d := range done {
+		local := make([]*neg.Storage, 0, len(d.windows))
+		for _, st := range d.windows {
+			local = append(local, st)
+		}
+		if err := s.confirmSet(ctx, c, d.f, buildRemoteSet(local, d.res.Have, rec.itemsOf(i)), emit); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
