@@ -247,6 +247,12 @@ type Engine struct {
 	heads         map[string]*nostr.Event
 	headsGen      uint64
 	restoredHeads []*nostr.Event
+	// restoredKnown are the ids of the restored heads and roots, until the
+	// restart's paging compared them with the restored local index.
+	restoredKnown map[[32]byte]struct{}
+	// caughtIDs are the self-kind events the catch-up fetched and handed
+	// on (written before catchUpDone is closed).
+	caughtIDs map[[32]byte]struct{}
 	// restored are relay states of the previous run not yet applied;
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay

@@ -2,6 +2,7 @@ package reposync
 
 import (
 	"context"
+	"encoding/hex"
 	"slices"
 	"strings"
 
@@ -83,13 +84,31 @@ func (e *Engine) headList() []*nostr.Event {
 }
 
 // restoreHeads keeps the previous run's heads (before Run): they are
-// persisted as they are until one changes.
-func (e *Engine) restoreHeads(evs []*nostr.Event) {
+// persisted as they are until one changes. The ids of the heads and roots
+// restored are kept until the restart's paging compared them with the
+// restored local index (indexedUnknown).
+func (e *Engine) restoreHeads(evs []*nostr.Event, roots map[string][]string) {
 	if !e.d.KeepHeads {
 		return
 	}
+	e.restoredKnown = map[[32]byte]struct{}{}
+	for _, ids := range roots {
+		for _, id := range ids {
+			var k [32]byte
+			if _, err := hex.Decode(k[:], []byte(id)); err == nil {
+				e.restoredKnown[k] = struct{}{}
+			}
+		}
+	}
 	for _, ev := range evs {
-		if ev == nil || !isHeadKind(ev.Kind) || len(ev.ID) != 64 {
+		if ev == nil {
+			continue
+		}
+		var k [32]byte
+		if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
+			e.restoredKnown[k] = struct{}{}
+		}
+		if !isHeadKind(ev.Kind) || len(ev.ID) != 64 {
 			continue
 		}
 		if e.heads == nil {
@@ -144,6 +163,13 @@ func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
 	for _, ev := range evs {
 		if slices.Contains(e.cfg.SelfKinds, ev.Kind) && !seen[ev.ID] {
 			seen[ev.ID] = true
+			var k [32]byte
+			if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
+				if e.caughtIDs == nil {
+					e.caughtIDs = map[[32]byte]struct{}{}
+				}
+				e.caughtIDs[k] = struct{}{}
+			}
 			e.h.OnOwnRelay(ev)
 			self = append(self, ev)
 		}
@@ -158,7 +184,7 @@ func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
 // persisted heads the own relay still holds are emitted as paged events;
 // when the catch-up could not tell which those are, announcements and
 // states are paged in full instead.
-func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, emit func(context.Context, ingest.Incoming) error) error {
+func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, emit func(context.Context, ingest.Incoming) error) error {
 	keep, ok := e.verifiedHeads(ctx)
 	if !ok {
 		if ctx.Err() != nil {
@@ -179,5 +205,43 @@ func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, emit func(cont
 		}
 	}
 	e.log.Info("applied the persisted announcements and states", zap.Int("events", len(keep)))
+	// The local index and the heads and roots are saved by separate
+	// snapshots: an announcement, state or root the index holds (the
+	// previous run's catch-up fetched it, say) but the saved repository
+	// index lacks, dated before the read point, is fetched by id.
+	missing, err := e.indexedUnknown(*since)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		e.log.Info("fetching announcements, states or roots the local index holds and the saved repository index lacks", zap.Int("events", len(missing)))
+	}
+	batch := max(e.cfg.Negentropy.FetchBatch, 1)
+	for s := 0; s < len(missing); s += batch {
+		if err := e.pager.Sync(ctx, conn, []nostr.Filter{{IDs: missing[s:min(s+batch, len(missing))]}}, 1, emit); err != nil {
+			return err
+		}
+	}
+	e.restoredKnown = nil
 	return nil
+}
+
+// indexedUnknown are the ids of events of the self-subscription's kinds
+// created until since that the local index holds and neither the restored
+// heads and roots name nor the catch-up fetched (it runs after the
+// catch-up: verifiedHeads).
+func (e *Engine) indexedUnknown(since nostr.Timestamp) ([]string, error) {
+	items, err := e.local.Index().AppendMatching(nil, nostr.Filter{Kinds: e.cfg.SelfKinds, Until: &since})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range items {
+		_, known := e.restoredKnown[it.ID]
+		_, caught := e.caughtIDs[it.ID]
+		if !known && !caught {
+			out = append(out, hex.EncodeToString(it.ID[:]))
+		}
+	}
+	return out, nil
 }

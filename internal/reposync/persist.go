@@ -238,7 +238,7 @@ func (e *Engine) RestoreRepos(p PersistedRepos) {
 	}
 	e.restoredSelfSeen = p.SelfSeen
 	e.reposGen++
-	e.restoreHeads(p.Heads)
+	e.restoreHeads(p.Heads, p.Roots)
 }
 
 // snapshotRepos copies the repository index when it changed since the

@@ -111,7 +111,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 	}
 	err := e.pager.Sync(ctx, conn, e.selfHistoryFilters(since, restored), 1, emit)
 	if err == nil && restored && since != nil && e.headsUsable() {
-		err = e.selfHeads(ctx, conn, emit)
+		err = e.selfHeads(ctx, conn, since, emit)
 	}
 	flush()
 	if err != nil && errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil {
