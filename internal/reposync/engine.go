@@ -247,8 +247,8 @@ type Engine struct {
 	heads         map[string]*nostr.Event
 	headsGen      uint64
 	restoredHeads []*nostr.Event
-	// restoredKnown are the ids of the restored heads and roots, until the
-	// restart's paging compared them with the restored local index.
+	// restoredKnown are the ids of the restored heads, until the restart's
+	// paging compared them with the restored local index.
 	restoredKnown map[[32]byte]struct{}
 	// caughtIDs are the self-kind events the catch-up fetched and handed
 	// on (written before catchUpDone is closed).

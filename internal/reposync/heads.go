@@ -84,22 +84,14 @@ func (e *Engine) headList() []*nostr.Event {
 }
 
 // restoreHeads keeps the previous run's heads (before Run): they are
-// persisted as they are until one changes. The ids of the heads and roots
-// restored are kept until the restart's paging compared them with the
-// restored local index (indexedUnknown).
-func (e *Engine) restoreHeads(evs []*nostr.Event, roots map[string][]string) {
+// persisted as they are until one changes. Their ids are kept until the
+// restart's paging compared them with the restored local index
+// (indexedUnknown).
+func (e *Engine) restoreHeads(evs []*nostr.Event) {
 	if !e.d.KeepHeads {
 		return
 	}
 	e.restoredKnown = map[[32]byte]struct{}{}
-	for _, ids := range roots {
-		for _, id := range ids {
-			var k [32]byte
-			if _, err := hex.Decode(k[:], []byte(id)); err == nil {
-				e.restoredKnown[k] = struct{}{}
-			}
-		}
-	}
 	for _, ev := range evs {
 		if ev == nil {
 			continue
@@ -205,10 +197,12 @@ func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.T
 		}
 	}
 	e.log.Info("applied the persisted announcements and states", zap.Int("events", len(keep)))
-	// The local index and the heads and roots are saved by separate
-	// snapshots: an announcement, state or root the index holds (the
-	// previous run's catch-up fetched it, say) but the saved repository
-	// index lacks, dated before the read point, is fetched by id.
+	// The local index and the heads are saved by separate snapshots: an
+	// announcement or state the index holds (the previous run's catch-up
+	// fetched it, say) but the saved heads lack, dated before the read
+	// point, is fetched by id. (Every one the own relay holds is a head:
+	// they are replaceable. Root kinds cannot be told apart so: the index
+	// also holds their non-root events.)
 	missing, err := e.indexedUnknown(*since)
 	if err != nil {
 		return err
@@ -226,12 +220,20 @@ func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.T
 	return nil
 }
 
-// indexedUnknown are the ids of events of the self-subscription's kinds
-// created until since that the local index holds and neither the restored
-// heads and roots name nor the catch-up fetched (it runs after the
-// catch-up: verifiedHeads).
+// indexedUnknown are the ids of announcements and states created until
+// since that the local index holds and neither the restored heads name nor
+// the catch-up fetched (it runs after the catch-up: verifiedHeads).
 func (e *Engine) indexedUnknown(since nostr.Timestamp) ([]string, error) {
-	items, err := e.local.Index().AppendMatching(nil, nostr.Filter{Kinds: e.cfg.SelfKinds, Until: &since})
+	var kinds []int
+	for _, k := range e.cfg.SelfKinds {
+		if isHeadKind(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	items, err := e.local.Index().AppendMatching(nil, nostr.Filter{Kinds: kinds, Until: &since})
 	if err != nil {
 		return nil, err
 	}

@@ -238,7 +238,7 @@ func (e *Engine) RestoreRepos(p PersistedRepos) {
 	}
 	e.restoredSelfSeen = p.SelfSeen
 	e.reposGen++
-	e.restoreHeads(p.Heads, p.Roots)
+	e.restoreHeads(p.Heads)
 }
 
 // snapshotRepos copies the repository index when it changed since the
