@@ -105,6 +105,9 @@ type Options struct {
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)
+	// NoRaw leaves SubMsg.Raw nil: for a connection whose events are
+	// never forwarded (the own relay's), the copy is saved.
+	NoRaw bool
 	// CoalesceWrites lets Cork and Uncork put a burst of messages into
 	// one write to the socket (the own relay's publisher connection). It
 	// needs HTTPClient's transport to be an *http.Transport (or none).
@@ -174,7 +177,8 @@ type SubMsg struct {
 	Size   int    // bytes of the EVENT frame
 	Reason string // CLOSED reason
 	// Raw is the event as it arrived: the JSON object of the EVENT frame,
-	// byte for byte (nil when it could not be delimited safely). It is
+	// byte for byte (nil when it could not be delimited safely, and on a
+	// connection dialled with Options.NoRaw). It is
 	// forwarded as is (PublishRaw) instead of re-encoding Event.
 	Raw []byte
 }

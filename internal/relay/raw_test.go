@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
 )
 
 func TestEventJSON(t *testing.T) {
@@ -91,4 +92,19 @@ func FuzzEventFrame(f *testing.F) {
 			t.Fatalf("event %s, envelope decoder %s", a, b)
 		}
 	})
+}
+
+// A connection dialled with NoRaw delivers the event without its bytes.
+func TestNoRawKeepsNoBytes(t *testing.T) {
+	frame := `["EVENT","s1",{"id":"` + hex64 + `","kind":1,"content":"x"}]`
+	for _, noRaw := range []bool{false, true} {
+		var frames []string
+		c, sub, _, _ := fuzzConn(t, zap.NewNop(), &frames)
+		c.opts.NoRaw = noRaw
+		c.handle([]byte(frame))
+		m := <-sub.ch
+		if m.Event == nil || m.Event.ID != hex64 || (m.Raw == nil) != noRaw {
+			t.Errorf("NoRaw %v: event %v, raw %q", noRaw, m.Event, m.Raw)
+		}
+	}
 }

@@ -245,7 +245,7 @@ func (c *Conn) handleEvent(data []byte) {
 	// The own relay answers OK by the id it reads, and the publisher
 	// waits for ours: an object naming "id" twice is re-encoded.
 	var raw []byte
-	if countKey(obj, `"id"`) == 1 {
+	if !c.opts.NoRaw && countKey(obj, `"id"`) == 1 {
 		raw = bytes.Clone(obj)
 	}
 	c.deliver(sub, SubMsg{Type: MsgEvent, Event: ev, Size: len(data), Raw: raw})
@@ -265,7 +265,11 @@ func (c *Conn) handleEventSlow(data []byte) {
 		return
 	}
 	ev := env.Event
-	c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: bytes.Clone(eventJSON(data, *env.SubscriptionID))})
+	var raw []byte
+	if !c.opts.NoRaw {
+		raw = bytes.Clone(eventJSON(data, *env.SubscriptionID))
+	}
+	c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: raw})
 }
 
 // frameLabel extracts the first JSON string of a relay message cheaply.

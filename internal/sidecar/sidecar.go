@@ -144,7 +144,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
 		Dial: relays.Dial, AllowRelay: relays.Allow, Limits: relays.Limits,
-		DialOwn:      relay.Dial,
+		DialOwn:      dialOwnReader,
 		RelayOptions: ropts,
 		Ingest:       in,
 		LocalIndex:   local,
@@ -276,6 +276,14 @@ func RelayOptions(cfg *config.Config) relay.Options {
 	ropts.PingInterval = cfg.Relay.PingInterval
 	ropts.PongTimeout = cfg.Relay.PongTimeout
 	return ropts
+}
+
+// dialOwnReader dials the own relay for reading (the self-subscription,
+// the local set's fill): what it sends is never forwarded, so the
+// connection keeps no event's raw bytes.
+func dialOwnReader(ctx context.Context, url string, opts relay.Options) (*relay.Conn, error) {
+	opts.NoRaw = true
+	return relay.Dial(ctx, url, opts)
 }
 
 // publishConfig maps cfg onto the publisher's settings.
