@@ -38,14 +38,25 @@ func TestHeadsRoundTrip(t *testing.T) {
 	if len(got.Heads) != 1 || got.Heads[0].ID != state.ID || !got.Heads[0].CheckID() || !got.SelfSeen.Equal(seen) || len(got.Roots["30617:x:repo"]) != 1 {
 		t.Fatalf("LoadRepos: %+v", got)
 	}
-	if err := s2.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRepos).Put(keyHeads, []byte("{bad")) }); err != nil {
+	if err := s2.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketHeads).Put([]byte("ff"), []byte("{bad")) }); err != nil {
 		t.Fatal(err)
 	}
 	got, err = s2.LoadRepos()
-	if err != nil || got.Heads != nil || len(got.Roots) != 1 {
-		t.Fatalf("LoadRepos of unreadable heads: %+v %v", got, err)
+	if err != nil || len(got.Heads) != 1 || len(got.Roots) != 1 {
+		t.Fatalf("LoadRepos with an unreadable head: %+v %v", got, err)
 	}
-	if logs.FilterMessageSnippet("announcements and states unreadable").Len() != 1 {
-		t.Fatal("no WARN for unreadable heads")
+	if logs.FilterMessageSnippet("unreadable persisted announcement or state").Len() != 1 {
+		t.Fatal("no WARN for an unreadable head")
+	}
+	// A new generation without the state deletes it (and the unreadable
+	// key); another head is added.
+	other := stateEvent(t)
+	r := reposync.PersistedRepos{Roots: p.Roots, SelfSeen: seen, Gen: 1, Heads: []*nostr.Event{other}, HeadsGen: 2}
+	if err := s2.FlushFinal(Sources{Repos: func() reposync.PersistedRepos { return r }}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s2.LoadRepos()
+	if err != nil || len(got.Heads) != 1 || got.Heads[0].ID != other.ID {
+		t.Fatalf("LoadRepos after a change: %+v %v", got, err)
 	}
 }

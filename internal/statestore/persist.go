@@ -94,11 +94,14 @@ type writer struct {
 	usageAt   time.Time
 	reposGen  uint64
 	headsGen  uint64
-	selfSeen  time.Time
-	health    []byte
-	lastBeat  time.Time
-	rejGen    uint64
-	rejAt     time.Time
+	// headIDs are the heads in the store (nil: not read yet);
+	// headIDsNext what the flush in progress writes.
+	headIDs, headIDsNext map[string]bool
+	selfSeen             time.Time
+	health               []byte
+	lastBeat             time.Time
+	rejGen               uint64
+	rejAt                time.Time
 	// relaysSaved is when relay states were last committed.
 	relaysSaved time.Time
 	// waiting are relay states a flush held back (not Confirmable).
@@ -378,7 +381,7 @@ func (s *Store) flush(src Sources, final bool) error {
 			written += len(healthJSON)
 		}
 		if saveRoots || saveHeads || saveSeen {
-			n, err := putRepos(tx, repos, saveRoots, saveHeads)
+			n, err := s.putRepos(tx, repos, saveRoots, saveHeads)
 			if err != nil {
 				return err
 			}
@@ -442,6 +445,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	}
 	if saveHeads {
 		w.headsGen = repos.HeadsGen
+		w.headIDs, w.headIDsNext = w.headIDsNext, nil
 	}
 	w.selfSeen = repos.SelfSeen
 	if healthJSON != nil {

@@ -20,8 +20,8 @@ import (
 )
 
 // FormatVersion is the layout of the store's buckets and values. A store
-// of another version is set aside, not read. 2: the repos bucket holds the
-// current announcements and states (heads).
+// of another version is set aside, not read. 2: the heads bucket holds the
+// current announcements and states, one key per event id.
 const FormatVersion = 2
 
 // FileName is the store's file inside the state directory.
@@ -35,6 +35,7 @@ var (
 	bucketRepos     = []byte("repos")
 	bucketHealth    = []byte("health")
 	bucketRejected  = []byte("rejected")
+	bucketHeads     = []byte("heads")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -234,7 +235,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected, bucketHeads} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
