@@ -214,7 +214,7 @@ func stateGoals(rep *Report) []Goal {
 		Goal{Name: "restart on the state directory: ready", Target: fmt.Sprintf("<= %d s", GoalRestartReadySeconds),
 			Measured: fmt.Sprintf("%.2f s (settled %.2f s)", rs.ReadySeconds, rs.Seconds), Met: rs.ReadySeconds <= GoalRestartReadySeconds},
 		Goal{Name: "restart: bytes with the own relay vs first sync", Target: fmt.Sprintf("<= %.0f%%", 100*GoalRestartBytesRatio),
-			Measured: fmt.Sprintf("%.2f%% (%.2f MB)", 100*own, float64(rs.OwnSent+rs.OwnReceived)/1e6), Met: own <= GoalRestartBytesRatio},
+			Measured: fmt.Sprintf("%.3f%% (%.1f kB)", 100*own, float64(rs.OwnSent+rs.OwnReceived)/1e3), Met: own <= GoalRestartBytesRatio},
 		Goal{Name: "restart: bytes with the remotes vs first sync", Target: fmt.Sprintf("<= %.0f%%", 100*GoalRestartBytesRatio),
 			Measured: fmt.Sprintf("%.2f%% (%.2f MB; REQ %.2f MB, NEG-OPEN %.2f MB)", 100*remote, float64(rs.RemoteSent+rs.RemoteReceived)/1e6,
 				float64(rs.RemoteSentByType["REQ"])/1e6, float64(rs.RemoteSentByType["NEG-OPEN"])/1e6),

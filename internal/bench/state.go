@@ -79,8 +79,8 @@ func (w *world) restart(ctx context.Context, opts Options, own *ownRelay, dir st
 	res.Republished = own.Stats().Events
 	if in := last.State.InUse; last.State.Events > 0 {
 		per := func(b int64) float64 { return float64(b) / float64(last.State.Events) }
-		res.Note += fmt.Sprintf("; store in use per local-index event: local index %.0f B, relays %.0f B, repos %.0f B (file %.0f B)",
-			per(in["local"]), per(in["relays"]), per(in["repos"]), last.State.BytesPerEvent)
+		res.Note += fmt.Sprintf("; store in use per local-index event: local index %.0f B, relays %.0f B, repos %.0f B, heads %.0f B (file %.0f B)",
+			per(in["local"]), per(in["relays"]), per(in["repos"]), per(in["heads"]), last.State.BytesPerEvent)
 	}
 	for _, r := range last.Relays {
 		res.EventsReceived += r.EventsReceived

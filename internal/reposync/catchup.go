@@ -54,6 +54,9 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 		if o.mark != nil {
 			o.mark(in.Event)
 		}
+		if o.fetched != nil {
+			o.fetched(in.Event)
+		}
 		return nil
 	}
 	fetchBatch = max(fetchBatch, 1)
@@ -130,10 +133,14 @@ func (e *Engine) startEarlyCatchUp(ctx context.Context) {
 	repos, roots := e.reposAndRoots()
 	done := make(chan bool, 1)
 	e.earlyCatchUp = done
+	e.catchUpDone = make(chan struct{})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		done <- e.catchUp(ctx, repos, roots.sorted())
+		ok := e.catchUp(ctx, repos, roots.sorted())
+		e.catchUpOK.Store(ok)
+		close(e.catchUpDone)
+		done <- ok
 	}()
 }
 

@@ -128,6 +128,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 	}
 	boot := e.bootstrap23()
 	for _, ev := range evs {
+		e.noteHead(ev)
 		switch ev.Kind {
 		case nip34.KindRepoAnnouncement:
 			if !e.hosts(ev) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,6 +176,10 @@ type Deps struct {
 	// first fill reconciles it against the own relay with NIP-77 instead of
 	// reading every event back (CatchUp), falling back to the read-back.
 	LocalRestored bool
+	// KeepHeads keeps the current announcements and states with their
+	// bodies for the state store (RepoState), so a restart need not page
+	// them all again.
+	KeepHeads bool
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
 	Sign func(*nostr.Event) error
@@ -231,6 +236,23 @@ type Engine struct {
 	// earlyCatchUp is the outcome of the catch-up started with Run
 	// (startEarlyCatchUp), until the initial fill takes it.
 	earlyCatchUp <-chan bool
+	// catchUpDone is closed when the early catch-up ended, catchUpOK its
+	// outcome; caught are the self-kind events it fetched (caughtMu).
+	catchUpDone chan struct{}
+	catchUpOK   atomic.Bool
+	caughtMu    sync.Mutex
+	caught      []*nostr.Event
+	// heads are the current announcements and states (Deps.KeepHeads),
+	// headsGen counts their changes; restoredHeads are the previous run's.
+	heads         map[string]*nostr.Event
+	headsGen      uint64
+	restoredHeads []*nostr.Event
+	// restoredKnown are the ids of the restored heads, until the restart's
+	// paging compared them with the restored local index.
+	restoredKnown map[[32]byte]struct{}
+	// caughtIDs are the self-kind events the catch-up fetched and handed
+	// on (written before catchUpDone is closed).
+	caughtIDs map[[32]byte]struct{}
 	// restored are relay states of the previous run not yet applied;
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay
@@ -351,6 +373,13 @@ func New(cfg Config, d Deps) (*Engine, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		e.local.forget = e.h.ForgetPresent
+		e.local.fetched = func(ev *nostr.Event) {
+			if slices.Contains(cfg.SelfKinds, ev.Kind) {
+				e.caughtMu.Lock()
+				e.caught = append(e.caught, ev)
+				e.caughtMu.Unlock()
+			}
+		}
 		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
 		if err != nil {
 			return nil, err

@@ -32,7 +32,9 @@ type OwnLocalSet struct {
 	mark  func(ev *nostr.Event)
 	// forget, when set, is told of ids CatchUp found the own relay lacks.
 	forget func(id string)
-	log    *zap.Logger
+	// fetched, when set, is told of every event CatchUp fetched.
+	fetched func(ev *nostr.Event)
+	log     *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).
 	perFilter int
 

@@ -192,6 +192,13 @@ type PersistedRepos struct {
 	SelfSeen time.Time           `json:"self_seen,omitzero"`
 	// Gen changes whenever Roots changes, so a store rewrites it only then.
 	Gen uint64 `json:"-"`
+	// Heads are the current announcements and states with their bodies
+	// (Deps.KeepHeads); HeadsGen changes whenever they change. With them a
+	// restart pages announcements and states only since SelfSeen −
+	// since_buffer too, and applies the heads the catch-up finds still on
+	// the own relay.
+	Heads    []*nostr.Event `json:"heads,omitempty"`
+	HeadsGen uint64         `json:"-"`
 }
 
 // RepoState returns the persistable repository index as of the last status
@@ -231,15 +238,24 @@ func (e *Engine) RestoreRepos(p PersistedRepos) {
 	}
 	e.restoredSelfSeen = p.SelfSeen
 	e.reposGen++
+	e.restoreHeads(p.Heads)
 }
 
 // snapshotRepos copies the repository index when it changed since the
 // last copy.
 func (e *Engine) snapshotRepos() (PersistedRepos, bool) {
-	if e.reposGen == e.reposSnapGen() {
+	last := e.reposSnapCopy()
+	if e.reposGen == last.Gen && e.headsGen == last.HeadsGen {
 		return PersistedRepos{}, false
 	}
-	p := PersistedRepos{Roots: make(map[string][]string, len(e.repos)+len(e.orphans)), Gen: e.reposGen}
+	p := PersistedRepos{Gen: e.reposGen, HeadsGen: e.headsGen, Roots: last.Roots, Heads: last.Heads}
+	if e.headsGen != last.HeadsGen {
+		p.Heads = e.headList()
+	}
+	if e.reposGen == last.Gen {
+		return p, true
+	}
+	p.Roots = make(map[string][]string, len(e.repos)+len(e.orphans))
 	for ref, n := range e.repos {
 		p.Roots[ref] = keys(n.Roots)
 	}
@@ -249,10 +265,10 @@ func (e *Engine) snapshotRepos() (PersistedRepos, bool) {
 	return p, true
 }
 
-func (e *Engine) reposSnapGen() uint64 {
+func (e *Engine) reposSnapCopy() PersistedRepos {
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
-	return e.reposSnap.Gen
+	return e.reposSnap
 }
 
 func (e *Engine) selfSeenTime() time.Time {
@@ -266,10 +282,10 @@ func (e *Engine) selfSeenTime() time.Time {
 }
 
 // selfHistoryFilters are the own-relay filters of a self-subscription's
-// paging: everything since since; after a restore, announcements and
-// states in full.
+// paging: everything since since; after a restore without usable heads
+// (headsUsable), announcements and states in full.
 func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nostr.Filter {
-	if !restored || since == nil {
+	if !restored || since == nil || e.headsUsable() {
 		return []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}
 	}
 	var full, rest []int

@@ -110,6 +110,9 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		return nil
 	}
 	err := e.pager.Sync(ctx, conn, e.selfHistoryFilters(since, restored), 1, emit)
+	if err == nil && restored && since != nil && e.headsUsable() {
+		err = e.selfHeads(ctx, conn, since, emit)
+	}
 	flush()
 	if err != nil && errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil {
 		// The rest of the history was read; waiting would not get past a
@@ -289,6 +292,11 @@ func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
 	opts.Now = e.clock.Now
 	before := e.local.Index().Len()
 	removed, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
+	e.caughtMu.Lock()
+	caught := e.caught
+	e.caught = nil
+	e.caughtMu.Unlock()
+	e.caughtUpSelf(caught)
 	switch {
 	case err == nil:
 		if removed > max(lostMin, before/10) {

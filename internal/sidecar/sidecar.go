@@ -197,6 +197,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 
 	deps.LocalRestored = s.localRestored
+	deps.KeepHeads = s.store != nil
 	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)

@@ -93,11 +93,15 @@ type writer struct {
 	inUse     map[string]int64
 	usageAt   time.Time
 	reposGen  uint64
-	selfSeen  time.Time
-	health    []byte
-	lastBeat  time.Time
-	rejGen    uint64
-	rejAt     time.Time
+	headsGen  uint64
+	// headIDs are the heads in the store (nil: not read yet);
+	// headIDsNext what the flush in progress writes.
+	headIDs, headIDsNext map[string]bool
+	selfSeen             time.Time
+	health               []byte
+	lastBeat             time.Time
+	rejGen               uint64
+	rejAt                time.Time
 	// relaysSaved is when relay states were last committed.
 	relaysSaved time.Time
 	// waiting are relay states a flush held back (not Confirmable).
@@ -304,11 +308,12 @@ func (s *Store) flush(src Sources, final bool) error {
 		relays = nil
 	}
 	var repos reposync.PersistedRepos
-	saveRoots, saveSeen := false, false
+	saveRoots, saveHeads, saveSeen := false, false, false
 	if src.Repos != nil {
 		repos = src.Repos()
 		saveRoots = repos.Gen != 0 && repos.Gen != w.reposGen
-		saveSeen = !repos.SelfSeen.Equal(w.selfSeen) && (beat || saveRoots || w.selfSeen.IsZero())
+		saveHeads = repos.HeadsGen != 0 && repos.HeadsGen != w.headsGen
+		saveSeen = !repos.SelfSeen.Equal(w.selfSeen) && (beat || saveRoots || saveHeads || w.selfSeen.IsZero())
 	}
 	var healthJSON []byte
 	if src.Health != nil {
@@ -337,7 +342,7 @@ func (s *Store) flush(src Sources, final bool) error {
 			held, savePurg = src.Purgatory.Export(), true
 		}
 	}
-	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveSeen && healthJSON == nil && rejected == nil {
+	if chunk == nil && snapshot == nil && !savePurg && relays == nil && !saveRoots && !saveHeads && !saveSeen && healthJSON == nil && rejected == nil {
 		w.flushes++
 		return nil
 	}
@@ -375,8 +380,8 @@ func (s *Store) flush(src Sources, final bool) error {
 			}
 			written += len(healthJSON)
 		}
-		if saveRoots || saveSeen {
-			n, err := putRepos(tx, repos, saveRoots)
+		if saveRoots || saveHeads || saveSeen {
+			n, err := s.putRepos(tx, repos, saveRoots, saveHeads)
 			if err != nil {
 				return err
 			}
@@ -437,6 +442,10 @@ func (s *Store) flush(src Sources, final bool) error {
 	}
 	if saveRoots {
 		w.reposGen = repos.Gen
+	}
+	if saveHeads {
+		w.headsGen = repos.HeadsGen
+		w.headIDs, w.headIDsNext = w.headIDsNext, nil
 	}
 	w.selfSeen = repos.SelfSeen
 	if healthJSON != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
@@ -178,11 +179,19 @@ var (
 	keySelfSeen = []byte("self_seen")
 )
 
-// putRepos writes the repository index's roots (when changed) and how far
-// the own relay's history was read.
-func putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots bool) (int, error) {
+// putRepos writes the repository index's roots and the current
+// announcements and states (each when changed) and how far the own relay's
+// history was read.
+func (s *Store) putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots, heads bool) (int, error) {
 	b := tx.Bucket(bucketRepos)
 	written := 0
+	if heads {
+		n, err := s.putHeads(tx, p.Heads)
+		if err != nil {
+			return 0, err
+		}
+		written += n
+	}
 	if roots {
 		v, err := json.Marshal(p.Roots)
 		if err != nil {
@@ -213,6 +222,7 @@ func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
 					return nil
 				}
 			}
+			p.Heads = s.loadHeads(tx)
 			if v := b.Get(keySelfSeen); v != nil {
 				if err := p.SelfSeen.UnmarshalBinary(v); err != nil {
 					p.SelfSeen = time.Time{}
@@ -271,4 +281,64 @@ func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
 		return st, false, s.replaceDamaged(err)
 	}
 	return st, ok, err
+}
+
+// putHeads writes the announcements and states that are new since the
+// last write (one key per event id) and deletes those gone, so a change
+// rewrites one event, not all. The ids written are recorded in the writer
+// by headsWritten once the transaction committed.
+func (s *Store) putHeads(tx *bolt.Tx, heads []*nostr.Event) (int, error) {
+	b := tx.Bucket(bucketHeads)
+	had := s.w().headIDs
+	if had == nil {
+		had = map[string]bool{}
+		if err := b.ForEach(func(k, _ []byte) error { had[string(k)] = true; return nil }); err != nil {
+			return 0, err
+		}
+	}
+	next := make(map[string]bool, len(heads))
+	written := 0
+	for _, ev := range heads {
+		next[ev.ID] = true
+		if had[ev.ID] {
+			continue
+		}
+		v, err := json.Marshal(ev)
+		if err != nil {
+			return 0, err
+		}
+		if err := b.Put([]byte(ev.ID), v); err != nil {
+			return 0, err
+		}
+		written += len(v)
+	}
+	for id := range had {
+		if !next[id] {
+			if err := b.Delete([]byte(id)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	s.w().headIDsNext = next
+	return written, nil
+}
+
+// loadHeads reads the persisted announcements and states; an unreadable
+// one is skipped with a WARN (a restart fetches it again: the local index
+// holds its id).
+func (s *Store) loadHeads(tx *bolt.Tx) []*nostr.Event {
+	var out []*nostr.Event
+	ids := map[string]bool{}
+	_ = tx.Bucket(bucketHeads).ForEach(func(k, v []byte) error {
+		ids[string(k)] = true
+		ev := &nostr.Event{}
+		if err := json.Unmarshal(v, ev); err != nil || ev.ID != string(k) {
+			s.log.Warn("skipping an unreadable persisted announcement or state", zap.ByteString("id", k), zap.Error(err))
+			return nil
+		}
+		out = append(out, ev)
+		return nil
+	})
+	s.w().headIDs = ids
+	return out
 }

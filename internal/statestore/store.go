@@ -20,8 +20,9 @@ import (
 )
 
 // FormatVersion is the layout of the store's buckets and values. A store
-// of another version is set aside, not read.
-const FormatVersion = 1
+// of another version is set aside, not read. 2: the heads bucket holds the
+// current announcements and states, one key per event id.
+const FormatVersion = 2
 
 // FileName is the store's file inside the state directory.
 const FileName = "state.db"
@@ -34,6 +35,7 @@ var (
 	bucketRepos     = []byte("repos")
 	bucketHealth    = []byte("health")
 	bucketRejected  = []byte("rejected")
+	bucketHeads     = []byte("heads")
 
 	keyFormat   = []byte("format")
 	keyOwnRelay = []byte("own_relay")
@@ -233,7 +235,7 @@ func (s *Store) setAside(reason string, why error) error {
 
 func (s *Store) initMeta() error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected} {
+		for _, name := range [][]byte{bucketLocal, bucketPurgatory, bucketRelays, bucketRepos, bucketHealth, bucketRejected, bucketHeads} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

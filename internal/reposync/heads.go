@@ -1,0 +1,249 @@
+package reposync
+
+import (
+	"context"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Heads are the own relay's current announcements and repository states
+// (replaceable: one per kind, pubkey and d tag), kept with their bodies
+// when a state store is used (Deps.KeepHeads). A restart applies the
+// persisted heads the NIP-77 catch-up found still on the own relay instead
+// of paging every announcement and state again, and pages them only since
+// the persisted read point, as root events. What another writer put on
+// the own relay meanwhile, whatever its created_at, the catch-up fetches
+// by id and hands to the self-subscription's handling (caughtUpSelf).
+
+// isHeadKind tells the replaceable kinds a restart takes from the store.
+func isHeadKind(k int) bool {
+	return k == nip34.KindRepoAnnouncement || k == nip34.KindRepoState
+}
+
+func headKey(ev *nostr.Event) string {
+	d := ""
+	if t := ev.Tags.GetFirst([]string{"d", ""}); t != nil && len(*t) > 1 {
+		d = (*t)[1]
+	}
+	var b strings.Builder
+	b.WriteString(ev.PubKey)
+	b.WriteByte(':')
+	b.WriteString(d)
+	if ev.Kind == nip34.KindRepoState {
+		return "s:" + b.String()
+	}
+	return "a:" + b.String()
+}
+
+// noteHead records an announcement or state the self-subscription applied
+// when it replaces what is kept for its address (newer, or as old with a
+// lower id, as NIP-01 orders replaceable events). Run goroutine.
+func (e *Engine) noteHead(ev *nostr.Event) {
+	if !e.d.KeepHeads || !isHeadKind(ev.Kind) {
+		return
+	}
+	if e.heads == nil {
+		e.heads = map[string]*nostr.Event{}
+	}
+	k := headKey(ev)
+	old := e.heads[k]
+	if old != nil && (old.CreatedAt > ev.CreatedAt || (old.CreatedAt == ev.CreatedAt && old.ID <= ev.ID)) {
+		return
+	}
+	e.heads[k] = ev
+	e.headsGen++
+}
+
+// dropHeads forgets kept heads the own relay no longer holds. Run goroutine.
+func (e *Engine) dropHeads(gone []*nostr.Event) {
+	for _, ev := range gone {
+		k := headKey(ev)
+		if cur := e.heads[k]; cur != nil && cur.ID == ev.ID {
+			delete(e.heads, k)
+			e.headsGen++
+		}
+	}
+}
+
+// headList is the kept heads, sorted by id (a stable store value).
+func (e *Engine) headList() []*nostr.Event {
+	out := make([]*nostr.Event, 0, len(e.heads))
+	for _, ev := range e.heads {
+		out = append(out, ev)
+	}
+	slices.SortFunc(out, func(a, b *nostr.Event) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// restoreHeads keeps the previous run's heads (before Run): they are
+// persisted as they are until one changes. Their ids are kept until the
+// restart's paging compared them with the restored local index
+// (indexedUnknown).
+func (e *Engine) restoreHeads(evs []*nostr.Event) {
+	if !e.d.KeepHeads {
+		return
+	}
+	e.restoredKnown = map[[32]byte]struct{}{}
+	for _, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		var k [32]byte
+		if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
+			e.restoredKnown[k] = struct{}{}
+		}
+		if !isHeadKind(ev.Kind) || len(ev.ID) != 64 {
+			continue
+		}
+		if e.heads == nil {
+			e.heads = map[string]*nostr.Event{}
+		}
+		e.heads[headKey(ev)] = ev
+		e.restoredHeads = append(e.restoredHeads, ev)
+	}
+}
+
+// headsUsable tells whether a restart's paging may leave announcements
+// and states before the read point to the persisted heads: they were
+// restored and a NIP-77 catch-up of the restored local index runs to tell
+// which of them the own relay still holds.
+func (e *Engine) headsUsable() bool {
+	return len(e.restoredHeads) > 0 && e.catchUpDone != nil
+}
+
+// verifiedHeads waits for the catch-up and returns the restored heads the
+// own relay still holds (ok false when the catch-up failed: the caller
+// pages announcements and states in full). Heads it lost are forgotten.
+func (e *Engine) verifiedHeads(ctx context.Context) (keep []*nostr.Event, ok bool) {
+	select {
+	case <-e.catchUpDone:
+	case <-ctx.Done():
+		return nil, false
+	}
+	if !e.catchUpOK.Load() || e.local.Index().Full() {
+		return nil, false
+	}
+	var gone []*nostr.Event
+	for _, ev := range e.restoredHeads {
+		if e.local.Index().Has(ev.ID) {
+			keep = append(keep, ev)
+		} else {
+			gone = append(gone, ev)
+		}
+	}
+	if len(gone) > 0 {
+		e.log.Info("announcements or states of the previous run are gone from the own relay", zap.Int("events", len(gone)))
+		e.post(func() { e.dropHeads(gone) })
+	}
+	return keep, true
+}
+
+// caughtUpSelf hands the self-subscription's kinds among the events the
+// catch-up fetched (another writer's, whatever their created_at) to the
+// self-subscription's handling, as its paging would have.
+func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
+	var self []*nostr.Event
+	seen := map[string]bool{} // the fetch's pages repeat their edge second
+	for _, ev := range evs {
+		if slices.Contains(e.cfg.SelfKinds, ev.Kind) && !seen[ev.ID] {
+			seen[ev.ID] = true
+			var k [32]byte
+			if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
+				if e.caughtIDs == nil {
+					e.caughtIDs = map[[32]byte]struct{}{}
+				}
+				e.caughtIDs[k] = struct{}{}
+			}
+			e.h.OnOwnRelay(ev)
+			self = append(self, ev)
+		}
+	}
+	if len(self) > 0 {
+		e.log.Info("the catch-up found announcements, states or roots added to the own relay meanwhile", zap.Int("events", len(self)))
+		e.post(func() { e.applySelfBatch(self) })
+	}
+}
+
+// selfHeads completes a restart's paging since the read point: the
+// persisted heads the own relay still holds are emitted as paged events;
+// when the catch-up could not tell which those are, announcements and
+// states are paged in full instead.
+func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, emit func(context.Context, ingest.Incoming) error) error {
+	keep, ok := e.verifiedHeads(ctx)
+	if !ok {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.log.Info("the persisted announcements and states cannot be checked against the own relay; paging them in full")
+		var kinds []int
+		for _, k := range e.cfg.SelfKinds {
+			if isHeadKind(k) {
+				kinds = append(kinds, k)
+			}
+		}
+		return e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: kinds}}, 1, emit)
+	}
+	for _, ev := range keep {
+		if err := emit(ctx, ingest.Incoming{Event: ev}); err != nil {
+			return err
+		}
+	}
+	e.log.Info("applied the persisted announcements and states", zap.Int("events", len(keep)))
+	// The local index and the heads are saved by separate snapshots: an
+	// announcement or state the index holds (the previous run's catch-up
+	// fetched it, say) but the saved heads lack, dated before the read
+	// point, is fetched by id. (Every one the own relay holds is a head:
+	// they are replaceable. Root kinds cannot be told apart so: the index
+	// also holds their non-root events.)
+	missing, err := e.indexedUnknown(*since)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		e.log.Info("fetching announcements, states or roots the local index holds and the saved repository index lacks", zap.Int("events", len(missing)))
+	}
+	batch := max(e.cfg.Negentropy.FetchBatch, 1)
+	for s := 0; s < len(missing); s += batch {
+		if err := e.pager.Sync(ctx, conn, []nostr.Filter{{IDs: missing[s:min(s+batch, len(missing))]}}, 1, emit); err != nil {
+			return err
+		}
+	}
+	e.restoredKnown = nil
+	return nil
+}
+
+// indexedUnknown are the ids of announcements and states created until
+// since that the local index holds and neither the restored heads name nor
+// the catch-up fetched (it runs after the catch-up: verifiedHeads).
+func (e *Engine) indexedUnknown(since nostr.Timestamp) ([]string, error) {
+	var kinds []int
+	for _, k := range e.cfg.SelfKinds {
+		if isHeadKind(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	items, err := e.local.Index().AppendMatching(nil, nostr.Filter{Kinds: kinds, Until: &since})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range items {
+		_, known := e.restoredKnown[it.ID]
+		_, caught := e.caughtIDs[it.ID]
+		if !known && !caught {
+			out = append(out, hex.EncodeToString(it.ID[:]))
+		}
+	}
+	return out, nil
+}
