@@ -243,10 +243,11 @@ type Engine struct {
 	caughtMu    sync.Mutex
 	caught      []*nostr.Event
 	// heads are the current announcements and states (Deps.KeepHeads),
-	// headsGen counts their changes; restoredHeads are the previous run's.
-	heads         map[string]*nostr.Event
+	// kept as JSON by address (headKey); headsGen counts their changes;
+	// restoredHeads are the previous run's (sharing their JSON).
+	heads         map[string]head
 	headsGen      uint64
-	restoredHeads []*nostr.Event
+	restoredHeads []Head
 	// restoredKnown are the ids of the restored heads, until the restart's
 	// paging compared them with the restored local index.
 	restoredKnown map[[32]byte]struct{}

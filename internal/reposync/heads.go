@@ -3,6 +3,7 @@ package reposync
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -43,6 +44,21 @@ func headKey(ev *nostr.Event) string {
 	return "a:" + b.String()
 }
 
+// Head is an announcement or state as it is kept and persisted: its id
+// and its JSON, marshalled once when it was applied. The engine holds no
+// decoded body for it (tags as [][]string and the rest): it is decoded
+// only when a restart applies it.
+type Head struct {
+	ID   string
+	JSON json.RawMessage
+}
+
+// head is a kept Head with the created_at its replacement compares.
+type head struct {
+	Head
+	at nostr.Timestamp
+}
+
 // noteHead records an announcement or state the self-subscription applied
 // when it replaces what is kept for its address (newer, or as old with a
 // lower id, as NIP-01 orders replaceable events). Run goroutine.
@@ -51,63 +67,73 @@ func (e *Engine) noteHead(ev *nostr.Event) {
 		return
 	}
 	if e.heads == nil {
-		e.heads = map[string]*nostr.Event{}
+		e.heads = map[string]head{}
 	}
 	k := headKey(ev)
-	old := e.heads[k]
-	if old != nil && (old.CreatedAt > ev.CreatedAt || (old.CreatedAt == ev.CreatedAt && old.ID <= ev.ID)) {
+	old, had := e.heads[k]
+	if had && (old.at > ev.CreatedAt || (old.at == ev.CreatedAt && old.ID <= ev.ID)) {
 		return
 	}
-	e.heads[k] = ev
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return // not persisted: a restart fetches it by id (indexedUnknown)
+	}
+	e.heads[k] = head{Head: Head{ID: ev.ID, JSON: raw}, at: ev.CreatedAt}
 	e.headsGen++
 }
 
 // dropHeads forgets kept heads the own relay no longer holds. Run goroutine.
-func (e *Engine) dropHeads(gone []*nostr.Event) {
-	for _, ev := range gone {
-		k := headKey(ev)
-		if cur := e.heads[k]; cur != nil && cur.ID == ev.ID {
+func (e *Engine) dropHeads(gone []string) {
+	ids := make(map[string]bool, len(gone))
+	for _, id := range gone {
+		ids[id] = true
+	}
+	for k, h := range e.heads {
+		if ids[h.ID] {
 			delete(e.heads, k)
 			e.headsGen++
 		}
 	}
 }
 
-// headList is the kept heads, sorted by id (a stable store value).
-func (e *Engine) headList() []*nostr.Event {
-	out := make([]*nostr.Event, 0, len(e.heads))
-	for _, ev := range e.heads {
-		out = append(out, ev)
+// headList is the kept heads, sorted by id (a stable store value); it
+// shares their ids and JSON with the engine.
+func (e *Engine) headList() []Head {
+	out := make([]Head, 0, len(e.heads))
+	for _, h := range e.heads {
+		out = append(out, h.Head)
 	}
-	slices.SortFunc(out, func(a, b *nostr.Event) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Head) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
 // restoreHeads keeps the previous run's heads (before Run): they are
-// persisted as they are until one changes. Their ids are kept until the
+// persisted as they are until one changes. Each is decoded once here for
+// its address, then kept as its JSON. Their ids are kept until the
 // restart's paging compared them with the restored local index
 // (indexedUnknown).
-func (e *Engine) restoreHeads(evs []*nostr.Event) {
+func (e *Engine) restoreHeads(hs []Head) {
 	if !e.d.KeepHeads {
 		return
 	}
 	e.restoredKnown = map[[32]byte]struct{}{}
-	for _, ev := range evs {
-		if ev == nil {
-			continue
+	for _, h := range hs {
+		var ev nostr.Event
+		if err := json.Unmarshal(h.JSON, &ev); err != nil || ev.ID != h.ID {
+			continue // unknown: indexedUnknown fetches it
 		}
 		var k [32]byte
-		if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
+		if _, err := hex.Decode(k[:], []byte(h.ID)); err == nil {
 			e.restoredKnown[k] = struct{}{}
 		}
 		if !isHeadKind(ev.Kind) || len(ev.ID) != 64 {
 			continue
 		}
 		if e.heads == nil {
-			e.heads = map[string]*nostr.Event{}
+			e.heads = map[string]head{}
 		}
-		e.heads[headKey(ev)] = ev
-		e.restoredHeads = append(e.restoredHeads, ev)
+		e.heads[headKey(&ev)] = head{Head: h, at: ev.CreatedAt}
+		e.restoredHeads = append(e.restoredHeads, h)
 	}
 }
 
@@ -122,7 +148,7 @@ func (e *Engine) headsUsable() bool {
 // verifiedHeads waits for the catch-up and returns the restored heads the
 // own relay still holds (ok false when the catch-up failed: the caller
 // pages announcements and states in full). Heads it lost are forgotten.
-func (e *Engine) verifiedHeads(ctx context.Context) (keep []*nostr.Event, ok bool) {
+func (e *Engine) verifiedHeads(ctx context.Context) (keep []Head, ok bool) {
 	select {
 	case <-e.catchUpDone:
 	case <-ctx.Done():
@@ -131,12 +157,12 @@ func (e *Engine) verifiedHeads(ctx context.Context) (keep []*nostr.Event, ok boo
 	if !e.catchUpOK.Load() || e.local.Index().Full() {
 		return nil, false
 	}
-	var gone []*nostr.Event
-	for _, ev := range e.restoredHeads {
-		if e.local.Index().Has(ev.ID) {
-			keep = append(keep, ev)
+	var gone []string
+	for _, h := range e.restoredHeads {
+		if e.local.Index().Has(h.ID) {
+			keep = append(keep, h)
 		} else {
-			gone = append(gone, ev)
+			gone = append(gone, h.ID)
 		}
 	}
 	if len(gone) > 0 {
@@ -191,7 +217,11 @@ func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.T
 		}
 		return e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: kinds}}, 1, emit)
 	}
-	for _, ev := range keep {
+	for _, h := range keep {
+		ev := &nostr.Event{} // decoded for this paging only
+		if err := json.Unmarshal(h.JSON, ev); err != nil {
+			continue // restoreHeads decoded it
+		}
 		if err := emit(ctx, ingest.Incoming{Event: ev}); err != nil {
 			return err
 		}

@@ -192,13 +192,13 @@ type PersistedRepos struct {
 	SelfSeen time.Time           `json:"self_seen,omitzero"`
 	// Gen changes whenever Roots changes, so a store rewrites it only then.
 	Gen uint64 `json:"-"`
-	// Heads are the current announcements and states with their bodies
-	// (Deps.KeepHeads); HeadsGen changes whenever they change. With them a
+	// Heads are the current announcements and states as JSON
+	// (Deps.KeepHeads), shared with the engine: read-only; HeadsGen changes whenever they change. With them a
 	// restart pages announcements and states only since SelfSeen −
 	// since_buffer too, and applies the heads the catch-up finds still on
 	// the own relay.
-	Heads    []*nostr.Event `json:"heads,omitempty"`
-	HeadsGen uint64         `json:"-"`
+	Heads    []Head `json:"heads,omitempty"`
+	HeadsGen uint64 `json:"-"`
 }
 
 // RepoState returns the persistable repository index as of the last status

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func TestHeadsRoundTrip(t *testing.T) {
 	s, _ := open(t, dir, ownA)
 	state := stateEvent(t)
 	seen := time.Unix(1_700_000_000, 0).UTC()
-	p := reposync.PersistedRepos{Roots: map[string][]string{"30617:x:repo": {"r1"}}, SelfSeen: seen, Gen: 1, Heads: []*nostr.Event{state}, HeadsGen: 1}
+	p := reposync.PersistedRepos{Roots: map[string][]string{"30617:x:repo": {"r1"}}, SelfSeen: seen, Gen: 1, Heads: []reposync.Head{headOf(t, state)}, HeadsGen: 1}
 	if err := s.Flush(Sources{Repos: func() reposync.PersistedRepos { return p }}); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestHeadsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Heads) != 1 || got.Heads[0].ID != state.ID || !got.Heads[0].CheckID() || !got.SelfSeen.Equal(seen) || len(got.Roots["30617:x:repo"]) != 1 {
+	if len(got.Heads) != 1 || got.Heads[0].ID != state.ID || !decodeHead(t, got.Heads[0]).CheckID() || !got.SelfSeen.Equal(seen) || len(got.Roots["30617:x:repo"]) != 1 {
 		t.Fatalf("LoadRepos: %+v", got)
 	}
 	if err := s2.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketHeads).Put([]byte("ff"), []byte("{bad")) }); err != nil {
@@ -51,7 +52,7 @@ func TestHeadsRoundTrip(t *testing.T) {
 	// A new generation without the state deletes it (and the unreadable
 	// key); another head is added.
 	other := stateEvent(t)
-	r := reposync.PersistedRepos{Roots: p.Roots, SelfSeen: seen, Gen: 1, Heads: []*nostr.Event{other}, HeadsGen: 2}
+	r := reposync.PersistedRepos{Roots: p.Roots, SelfSeen: seen, Gen: 1, Heads: []reposync.Head{headOf(t, other)}, HeadsGen: 2}
 	if err := s2.FlushFinal(Sources{Repos: func() reposync.PersistedRepos { return r }}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,4 +60,22 @@ func TestHeadsRoundTrip(t *testing.T) {
 	if err != nil || len(got.Heads) != 1 || got.Heads[0].ID != other.ID {
 		t.Fatalf("LoadRepos after a change: %+v %v", got, err)
 	}
+}
+
+func headOf(t *testing.T, ev *nostr.Event) reposync.Head {
+	t.Helper()
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reposync.Head{ID: ev.ID, JSON: raw}
+}
+
+func decodeHead(t *testing.T, h reposync.Head) *nostr.Event {
+	t.Helper()
+	ev := &nostr.Event{}
+	if err := json.Unmarshal(h.JSON, ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -287,7 +288,7 @@ func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
 // last write (one key per event id) and deletes those gone, so a change
 // rewrites one event, not all. The ids written are recorded in the writer
 // by headsWritten once the transaction committed.
-func (s *Store) putHeads(tx *bolt.Tx, heads []*nostr.Event) (int, error) {
+func (s *Store) putHeads(tx *bolt.Tx, heads []reposync.Head) (int, error) {
 	b := tx.Bucket(bucketHeads)
 	had := s.w().headIDs
 	if had == nil {
@@ -298,19 +299,15 @@ func (s *Store) putHeads(tx *bolt.Tx, heads []*nostr.Event) (int, error) {
 	}
 	next := make(map[string]bool, len(heads))
 	written := 0
-	for _, ev := range heads {
-		next[ev.ID] = true
-		if had[ev.ID] {
+	for _, h := range heads {
+		next[h.ID] = true
+		if had[h.ID] {
 			continue
 		}
-		v, err := json.Marshal(ev)
-		if err != nil {
+		if err := b.Put([]byte(h.ID), h.JSON); err != nil {
 			return 0, err
 		}
-		if err := b.Put([]byte(ev.ID), v); err != nil {
-			return 0, err
-		}
-		written += len(v)
+		written += len(h.JSON)
 	}
 	for id := range had {
 		if !next[id] {
@@ -323,20 +320,20 @@ func (s *Store) putHeads(tx *bolt.Tx, heads []*nostr.Event) (int, error) {
 	return written, nil
 }
 
-// loadHeads reads the persisted announcements and states; an unreadable
-// one is skipped with a WARN (a restart fetches it again: the local index
-// holds its id).
-func (s *Store) loadHeads(tx *bolt.Tx) []*nostr.Event {
-	var out []*nostr.Event
+// loadHeads reads the persisted announcements and states as their JSON
+// (copied out of the store's pages); an unreadable one is skipped with a
+// WARN (a restart fetches it again: the local index holds its id).
+func (s *Store) loadHeads(tx *bolt.Tx) []reposync.Head {
+	var out []reposync.Head
 	ids := map[string]bool{}
 	_ = tx.Bucket(bucketHeads).ForEach(func(k, v []byte) error {
 		ids[string(k)] = true
-		ev := &nostr.Event{}
-		if err := json.Unmarshal(v, ev); err != nil || ev.ID != string(k) {
+		var ev nostr.Event
+		if err := json.Unmarshal(v, &ev); err != nil || ev.ID != string(k) {
 			s.log.Warn("skipping an unreadable persisted announcement or state", zap.ByteString("id", k), zap.Error(err))
 			return nil
 		}
-		out = append(out, ev)
+		out = append(out, reposync.Head{ID: ev.ID, JSON: bytes.Clone(v)})
 		return nil
 	})
 	s.w().headIDs = ids
