@@ -62,6 +62,7 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 		e.selfLive.Store(false)
 		if complete {
 			restored = false
+			e.restoredHeads = nil // applied; a replaced one's JSON is not pinned
 			// Everything stored up to the session's start was paged and the
 			// live subscription saw the rest: the next session may start
 			// from here. After an incomplete paging it pages the same range
