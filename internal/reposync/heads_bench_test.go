@@ -46,6 +46,10 @@ func headsJSON(n int) [][]byte {
 func BenchmarkHeadBytes(b *testing.B) {
 	const n = 10_000
 	raws := headsJSON(n)
+	size := 0 // the JSON's own bytes
+	for _, raw := range raws {
+		size += len(raw)
+	}
 	decode := func(raw []byte) *nostr.Event {
 		ev := &nostr.Event{}
 		if err := json.Unmarshal(raw, ev); err != nil {
@@ -82,6 +86,7 @@ func BenchmarkHeadBytes(b *testing.B) {
 				runtime.KeepAlive(s)
 			}
 			b.ReportMetric(per, "B/head")
+			b.ReportMetric(float64(size)/float64(len(raws)), "JSON-B/head")
 		})
 	}
 }

@@ -192,9 +192,9 @@ type PersistedRepos struct {
 	SelfSeen time.Time           `json:"self_seen,omitzero"`
 	// Gen changes whenever Roots changes, so a store rewrites it only then.
 	Gen uint64 `json:"-"`
-	// Heads are the current announcements and states as JSON
-	// (Deps.KeepHeads), shared with the engine: read-only; HeadsGen changes whenever they change. With them a
-	// restart pages announcements and states only since SelfSeen −
+	// Heads are the current announcements and states as their JSON
+	// (Deps.KeepHeads; shared with the engine, read-only); HeadsGen
+	// changes whenever they change. With them a restart pages announcements and states only since SelfSeen −
 	// since_buffer too, and applies the heads the catch-up finds still on
 	// the own relay.
 	Heads    []Head `json:"heads,omitempty"`
