@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nbd-wtf/go-nostr"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
@@ -328,7 +327,9 @@ func (s *Store) loadHeads(tx *bolt.Tx) []reposync.Head {
 	ids := map[string]bool{}
 	_ = tx.Bucket(bucketHeads).ForEach(func(k, v []byte) error {
 		ids[string(k)] = true
-		var ev nostr.Event
+		var ev struct { // the id alone: the engine decodes the rest once
+			ID string `json:"id"`
+		}
 		if err := json.Unmarshal(v, &ev); err != nil || ev.ID != string(k) {
 			s.log.Warn("skipping an unreadable persisted announcement or state", zap.ByteString("id", k), zap.Error(err))
 			return nil
