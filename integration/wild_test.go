@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +58,46 @@ func waitSyncedComplete(t *testing.T, sc *runningSidecar, own, remote *harness.R
 		t.Fatalf("relay reported %q after receiving %d events; it holds %d issues the own relay lacked", r.State, r.EventsReceived, issues)
 	}
 	waitHas(t, own, evs...)
+}
+
+// waitRootsConfirmed waits until the sidecar has confirmed remote for
+// every root event (issue, root patch, PR) of evs with no batch pending:
+// "connected" can come first, before the roots have come back through the
+// self-subscription, and their per-root batches (paging, finite) then
+// still run.
+func waitRootsConfirmed(t *testing.T, sc *runningSidecar, remote *harness.Relay, evs []*nostr.Event) {
+	t.Helper()
+	roots := 0
+	for _, ev := range evs {
+		if _, ok := nip34.RootRefs(ev); ok {
+			roots++
+		}
+	}
+	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("all %d roots confirmed with nothing pending", roots), func() bool {
+		r, ok := relayStatus(sc, remote.URL())
+		return ok && r.State == "connected" && r.PendingBatches == 0 && r.RootsConfirmed >= roots
+	})
+}
+
+// logReqs logs up to n of the REQs and CLOSEDs remote saw since at: what
+// ran when nothing should have.
+func logReqs(t *testing.T, remote *harness.Relay, at time.Time, n int) {
+	t.Helper()
+	var msgs []harness.Msg
+	for _, m := range remote.Received(at) {
+		if m.Type == "REQ" {
+			msgs = append(msgs, m)
+		}
+	}
+	for _, m := range remote.Sent(at) {
+		if m.Type == "CLOSED" {
+			msgs = append(msgs, m)
+		}
+	}
+	slices.SortFunc(msgs, func(a, b harness.Msg) int { return a.Time.Compare(b.Time) })
+	for _, m := range msgs[:min(n, len(msgs))] {
+		t.Logf("%s conn %d: %.200s", m.Time.Format("15:04:05.000"), m.Conn, m.Raw)
+	}
 }
 
 // TestWildNegentropyCapped: khatru on its slicestore advertises NIP-77 but
@@ -386,6 +427,7 @@ func TestWildLearnedLimits(t *testing.T) {
 			cfg.Sync.ValuesPerFilter = 20 // ~40 live filters for the issues
 			sc := startSidecar(t, cfg)
 			waitSyncedComplete(t, sc, own, remote, evs)
+			waitRootsConfirmed(t, sc, remote, evs)
 			// Live subscriptions are in place within the learned bounds:
 			// a new reply to the newest issue arrives.
 			var last *nostr.Event
@@ -401,10 +443,11 @@ func TestWildLearnedLimits(t *testing.T) {
 				return own.Has(live.ID)
 			})
 			// Nothing runs in a loop once learned.
-			before := remote.Stats()
+			before, at := remote.Stats(), time.Now()
 			time.Sleep(2 * time.Second)
 			after := remote.Stats()
 			if after.Connections != before.Connections || after.Reqs-before.Reqs > 5 {
+				logReqs(t, remote, at, 20)
 				t.Fatalf("connections %d→%d, REQs %d→%d: the relay is refused again and again",
 					before.Connections, after.Connections, before.Reqs, after.Reqs)
 			}

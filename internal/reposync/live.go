@@ -109,9 +109,13 @@ func (e *Engine) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Ev
 // chunkLive splits fs into the filters of REQs of at most the relay's
 // max_filters filters and maxReqBytes of filter JSON each.
 func (e *Engine) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
+	return e.chunkFilters(r, fitTagValues(fs, e.valuesPerFilter(r.URL)))
+}
+
+// chunkFilters is chunkLive without fitting the filters' tag values.
+func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 	var out [][]nostr.Filter
 	limits := e.d.Health.Limits(r.URL)
-	fs = fitTagValues(fs, e.valuesPerFilter(r.URL))
 	per := limits.MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
@@ -463,9 +467,45 @@ func (e *Engine) consolidate(r *remote) {
 // with since: stored events since then, then live.
 func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
 	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
-	// Per-root filters (not nip34.Layer3Live): a consolidation repeats
-	// during a first sync, and a kind filter with since would bring every
-	// comment of the relay since then each time.
-	fs := nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since)
-	e.openChunked(r, fs, nil)
+	for _, c := range e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since) {
+		r.liveSeq++
+		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
+	}
+}
+
+// catchupChunks are the REQs of a consolidation's Layers 2/3: per-root
+// filters (not nip34.Layer3Live: a consolidation repeats during a first
+// sync, and a kind filter with since would bring every comment of the
+// relay since then each time) of ValuesPerFilter values, widened (never
+// past the relay's learned tag-value bound, which chunkLive applies) until
+// they leave room in the relay's subscription budget for Layer 1, a
+// historic job and one new live REQ. Over the budget the relay refuses
+// some with CLOSED, which rebuilds the live subscriptions by consolidating
+// again: a loop. What still does not fit is opened and logged.
+func (e *Engine) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
+	room := max(1, e.d.Health.SubscriptionBudget(r.URL)-3)
+	per := e.cfg.ValuesPerFilter
+	if per <= 0 {
+		per = nip34.DefaultValuesPerFilter
+	}
+	chunks := e.chunkLive(r, nip34.Layers23(repos, roots, per, since))
+	limits := e.d.Health.Limits(r.URL)
+	bound, maxBytes := limits.MaxTagValues, reqBytesLimit(limits)
+	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
+		per *= 2
+		fs := fitTagValues(nip34.Layers23(repos, roots, per, since), bound)
+		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return filterBytes(f) > maxBytes }) {
+			break // one filter alone would be over the relay's message size
+		}
+		wider := e.chunkFilters(r, fs)
+		if len(wider) >= len(chunks) {
+			break
+		}
+		chunks = wider
+	}
+	if len(chunks) > room {
+		e.log.Warn("live subscriptions exceed the relay's subscription budget",
+			zap.String("relay", r.URL), zap.Int("subscriptions", 1+len(chunks)), zap.Int("budget", e.d.Health.SubscriptionBudget(r.URL)))
+	}
+	return chunks
 }
