@@ -179,7 +179,7 @@ type SubMsg struct {
 	// Raw is the event as it arrived: the JSON object of the EVENT frame,
 	// byte for byte (nil when it could not be delimited safely, and on a
 	// connection dialled with Options.NoRaw). It is
-	// forwarded as is (PublishRaw) instead of re-encoding Event.
+	// forwarded as is (Conn.Send with raw) instead of re-encoding Event.
 	Raw []byte
 }
 

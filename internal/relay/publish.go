@@ -20,25 +20,6 @@ func (c *Conn) publish(ctx context.Context, ev *nostr.Event) chan OKResult {
 	return c.sendAwaitingOK(ctx, ev.ID, msg, err)
 }
 
-// PublishRaw sends an EVENT whose event is raw, the JSON object as it
-// arrived from another relay (SubMsg.Raw), not re-encoded; id is its id,
-// which the OK answers. Otherwise it is Publish.
-func (c *Conn) PublishRaw(ctx context.Context, id string, raw []byte) <-chan OKResult {
-	ch := make(chan OKResult, 1)
-	c.mu.Lock()
-	if c.ctx.Err() != nil {
-		c.mu.Unlock()
-		ch <- OKResult{Err: ErrClosed}
-		return ch
-	}
-	c.addOK(id, okWaiter{ch: ch})
-	c.mu.Unlock()
-	if err := c.writeEvent(ctx, raw); err != nil {
-		c.resolveOK(id, ch, OKResult{Err: err})
-	}
-	return ch
-}
-
 // eventMsgs are the buffers EVENT messages are built in: the websocket
 // copies a message into its own buffer while writing it.
 var eventMsgs = sync.Pool{New: func() any { return new([]byte) }}
