@@ -4,15 +4,9 @@ import (
 	"crypto/rand"
 	"runtime"
 	"testing"
-)
 
-// liveBytes is the heap in use after a full collection.
-func liveBytes() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
 
 // BenchmarkSeenSetBytes reports the dedupe set's heap bytes per remembered
 // id (B/id), for the set as it is (keys of 16 bytes) and, in the same run,
@@ -28,12 +22,12 @@ func BenchmarkSeenSetBytes(b *testing.B) {
 	b.Run("map-of-32-byte-ids", func(b *testing.B) {
 		var per float64
 		for b.Loop() {
-			before := liveBytes()
+			before := testkit.HeapInUse()
 			m := map[[32]byte]struct{}{}
 			for _, id := range ids {
 				m[id] = struct{}{}
 			}
-			per = float64(liveBytes()-before) / n
+			per = float64(testkit.HeapInUse()-before) / n
 			runtime.KeepAlive(m)
 		}
 		b.ReportMetric(per, "B/id")
@@ -41,12 +35,12 @@ func BenchmarkSeenSetBytes(b *testing.B) {
 	b.Run("seenSet", func(b *testing.B) {
 		var per float64
 		for b.Loop() {
-			before := liveBytes()
+			before := testkit.HeapInUse()
 			s := newSeenSet(2*n+2, 0, nil)
 			for _, id := range ids {
 				s.Mark(id)
 			}
-			per = float64(liveBytes()-before) / n
+			per = float64(testkit.HeapInUse()-before) / n
 			runtime.KeepAlive(s)
 		}
 		b.ReportMetric(per, "B/id")

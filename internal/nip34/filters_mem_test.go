@@ -7,14 +7,9 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
-)
 
-func liveBytes() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
 
 // taggedClonePerTag is tagged as it was before: a copy of each chunk's
 // values per tag name.
@@ -53,9 +48,9 @@ func BenchmarkLayer3Bytes(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
-				before := liveBytes()
+				before := testkit.HeapInUse()
 				fs := v.build()
-				per = float64(liveBytes()-before) / n
+				per = float64(testkit.HeapInUse()-before) / n
 				runtime.KeepAlive(fs)
 			}
 			b.ReportMetric(per, "B/root")

@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // headsJSON is n announcements and n states shaped as a medium profile's
@@ -80,9 +81,9 @@ func BenchmarkHeadBytes(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
-				before := liveBytes()
+				before := testkit.HeapInUse()
 				s := v.build()
-				per = float64(liveBytes()-before) / float64(len(raws))
+				per = float64(testkit.HeapInUse()-before) / float64(len(raws))
 				runtime.KeepAlive(s)
 			}
 			b.ReportMetric(per, "B/head")

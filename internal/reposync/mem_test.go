@@ -4,14 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-)
 
-func liveBytes() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+)
 
 // BenchmarkPerRootBytes reports the heap bytes per root id (B/root) of the
 // per-root structures, the ids' own strings excluded (they are shared):
@@ -49,9 +44,9 @@ func BenchmarkPerRootBytes(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
-				before := liveBytes()
+				before := testkit.HeapInUse()
 				s := v.build()
-				per = float64(liveBytes()-before) / n
+				per = float64(testkit.HeapInUse()-before) / n
 				runtime.KeepAlive(s)
 			}
 			b.ReportMetric(per, "B/root")

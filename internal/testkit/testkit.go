@@ -1,9 +1,10 @@
 // Package testkit holds the helpers every package's tests share: waiting for
-// a condition and reading a metric. Test relays and signed events come from
+// a condition, reading a metric and the heap in use. Test relays and signed events come from
 // package harness.
 package testkit
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,13 @@ func Value(t testing.TB, m prometheus.Metric) float64 {
 		t.Fatalf("write %s: %v", m.Desc(), err)
 	}
 	return sample(&out)
+}
+
+// HeapInUse is the Go heap in use after a full collection: the difference
+// of two readings is what a structure built between them keeps alive.
+func HeapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
