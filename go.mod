@@ -15,6 +15,7 @@ require (
 	github.com/urfave/cli/v2 v2.27.5
 	go.etcd.io/bbolt v1.4.3
 	go.uber.org/zap v1.27.0
+	golang.org/x/sync v0.12.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 

@@ -2,7 +2,9 @@ package reposync
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // eventBudget bounds the events that historic REQs to remote relays hold at
@@ -13,14 +15,13 @@ import (
 // events, not by how many jobs run: distant relays may run more jobs (whose
 // negentropy rounds hold no events) without holding more pages.
 type eventBudget struct {
-	mu   sync.Mutex
+	sem  *semaphore.Weighted // first come, first served
 	size int
-	free int
-	back chan struct{} // closed when units come back
+	used atomic.Int64
 }
 
 func newEventBudget(size int) *eventBudget {
-	return &eventBudget{size: size, free: size, back: make(chan struct{})}
+	return &eventBudget{sem: semaphore.NewWeighted(int64(size)), size: size}
 }
 
 // acquire takes n units (at most the whole budget), waiting until they are
@@ -31,21 +32,11 @@ func (b *eventBudget) acquire(ctx context.Context, n int) (int, error) {
 		return 0, nil
 	}
 	n = min(n, b.size)
-	for {
-		b.mu.Lock()
-		if b.free >= n {
-			b.free -= n
-			b.mu.Unlock()
-			return n, nil
-		}
-		back := b.back
-		b.mu.Unlock()
-		select {
-		case <-back:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	if err := b.sem.Acquire(ctx, int64(n)); err != nil {
+		return 0, err
 	}
+	b.used.Add(int64(n))
+	return n, nil
 }
 
 // release gives back n units taken by acquire.
@@ -53,11 +44,8 @@ func (b *eventBudget) release(n int) {
 	if b == nil || n <= 0 {
 		return
 	}
-	b.mu.Lock()
-	b.free += n
-	close(b.back)
-	b.back = make(chan struct{})
-	b.mu.Unlock()
+	b.used.Add(-int64(n))
+	b.sem.Release(int64(n))
 }
 
 // inUse is how many units are taken.
@@ -65,7 +53,5 @@ func (b *eventBudget) inUse() int {
 	if b == nil {
 		return 0
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.size - b.free
+	return int(b.used.Load())
 }
