@@ -314,7 +314,11 @@ func TestHostileRelay(t *testing.T) {
 					return
 				}
 			}
-			if flooded.CompareAndSwap(false, true) {
+			// The flood goes to a live subscription ("l…"), which the
+			// sidecar keeps open: a historic REQ is closed after its EOSE
+			// timeout or its first page of only foreign events, and what
+			// arrives for a closed subscription never reaches the handler.
+			if strings.HasPrefix(sub, "l") && flooded.CompareAndSwap(false, true) {
 				rng := rand.New(rand.NewPCG(1, 2))
 				for i := 0; i < flood; i++ {
 					if w.raw(ctx, junkEvent(rng, sub)) != nil {
