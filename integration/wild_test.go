@@ -442,15 +442,24 @@ func TestWildLearnedLimits(t *testing.T) {
 				mustPublish(t, remote, live)
 				return own.Has(live.ID)
 			})
-			// Nothing runs in a loop once learned.
-			before, at := remote.Stats(), time.Now()
-			time.Sleep(2 * time.Second)
-			after := remote.Stats()
-			if after.Connections != before.Connections || after.Reqs-before.Reqs > 5 {
-				logReqs(t, remote, at, 20)
-				t.Fatalf("connections %d→%d, REQs %d→%d: the relay is refused again and again",
-					before.Connections, after.Connections, before.Reqs, after.Reqs)
-			}
+			// Nothing runs in a loop once learned: finite work still
+			// finishing (a consolidation after a limit learned late) ends,
+			// and a 2 s window follows with no reconnect and at most 5
+			// REQs; a loop never gives one.
+			var after harness.Stats
+			windows := 0
+			testkit.WaitFor(t, syncTimeout, "2 s without a reconnect and with at most 5 REQs", func() bool {
+				before, at := remote.Stats(), time.Now()
+				time.Sleep(2 * time.Second)
+				after = remote.Stats()
+				windows++
+				if after.Connections == before.Connections && after.Reqs-before.Reqs <= 5 {
+					return true
+				}
+				t.Logf("window %d: connections %d→%d, REQs %d→%d", windows, before.Connections, after.Connections, before.Reqs, after.Reqs)
+				logReqs(t, remote, at, 5)
+				return false
+			})
 			t.Logf("%d connections, %d REQs", after.Connections, after.Reqs)
 		})
 	}
