@@ -173,6 +173,27 @@ func (p *proc) stop() (cpu time.Duration, maxRSS int64, err error) {
 	return cpu, maxRSS, err
 }
 
+// waitSettled waits until /status shows w settled on two polls in a row;
+// it returns the last status read.
+func (p *proc) waitSettled(ctx context.Context, timeout time.Duration, w *world) (status.Snapshot, error) {
+	var last status.Snapshot
+	stable := 0
+	err := p.wait(ctx, timeout, func() bool {
+		st, err := p.status(ctx)
+		if err != nil {
+			return false
+		}
+		last = st
+		if w.settled(st) {
+			stable++
+		} else {
+			stable = 0
+		}
+		return stable >= 2
+	})
+	return last, err
+}
+
 // wait polls cond every pollInterval until it holds, the process exits,
 // timeout passes or ctx ends.
 func (p *proc) wait(ctx context.Context, timeout time.Duration, cond func() bool) error {
@@ -251,21 +272,7 @@ func (w *world) resync(ctx context.Context, opts Options, own *ownRelay) (Result
 	if err != nil {
 		return res, err
 	}
-	var last status.Snapshot
-	stable := 0
-	waitErr := p.wait(ctx, opts.Timeout, func() bool {
-		st, err := p.status(ctx)
-		if err != nil {
-			return false
-		}
-		last = st
-		if w.settled(st) {
-			stable++
-		} else {
-			stable = 0
-		}
-		return stable >= 2 // two polls in a row
-	})
+	last, waitErr := p.waitSettled(ctx, opts.Timeout, w)
 	res.Seconds = time.Since(start).Seconds()
 	res.Events = own.gained(w) - before
 	res.Converged = waitErr == nil

@@ -55,22 +55,9 @@ func (w *world) restart(ctx context.Context, opts Options, own *ownRelay, dir st
 	})
 	res.ReadySeconds = time.Since(start).Seconds()
 	var last status.Snapshot
-	stable := 0
 	waitErr := readyErr
 	if waitErr == nil {
-		waitErr = p.wait(ctx, opts.Timeout, func() bool {
-			st, err := p.status(ctx)
-			if err != nil {
-				return false
-			}
-			last = st
-			if w.settled(st) {
-				stable++
-			} else {
-				stable = 0
-			}
-			return stable >= 2
-		})
+		last, waitErr = p.waitSettled(ctx, opts.Timeout, w)
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Events = own.gained(w) - before
