@@ -122,6 +122,7 @@ type Sync struct {
 	HistoricMaxJobs        int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; more let distant relays' round trips overlap; the events they hold at once are bounded by historic_max_events."`
 	HistoricFetchSlots     int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
 	HistoricMaxEvents      int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
+	HistoricMaxBytes       int           `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: before it is sent a REQ reserves as many bytes as the events it may return weigh on average (the average of the events held so far; 2 KiB at first). 0: no byte bound (historic_max_events still bounds them)."`
 }
 
 // Health configures per-relay health tracking.
@@ -145,6 +146,8 @@ type Publisher struct {
 	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
 	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
 	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
+	// QueueBytes: see publish.Config.QueueBytes.
+	QueueBytes int `yaml:"queue_bytes" help:"Bytes of the events waiting to be published (each as it arrived); producers block when they are reached, so large events queue fewer at once. 0: no byte bound (queue_size still bounds them)."`
 	// OwnPurgatoryRecheck: see ingest.Config.OwnHeldRecheck.
 	OwnPurgatoryRecheck time.Duration `yaml:"own_purgatory_recheck" help:"An event a GRASP own relay accepted into its purgatory (OK true \"purgatory:\") and has not served after this long is published again (GRASP-01 discards after 30m)."`
 }
@@ -246,6 +249,7 @@ func Default() *Config {
 			HistoricMaxJobs:        sync.HistoricMaxJobs,
 			HistoricFetchSlots:     sync.HistoricFetchSlots,
 			HistoricMaxEvents:      sync.HistoricMaxEvents,
+			HistoricMaxBytes:       int(sync.HistoricMaxBytes),
 			QuickReconnectWindow:   sync.QuickReconnectWindow,
 			SinceBuffer:            sync.SinceBuffer,
 			ValuesPerFilter:        sync.ValuesPerFilter,
@@ -276,6 +280,8 @@ func Default() *Config {
 			RetryBase: pub.RetryBase,
 			RetryMax:  pub.RetryMax,
 			QueueSize: pub.QueueSize,
+
+			QueueBytes: pub.QueueBytes,
 
 			OwnPurgatoryRecheck: ingest.DefaultOwnHeldRecheck,
 		},

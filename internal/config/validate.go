@@ -181,6 +181,9 @@ func (c *Config) Validate() error {
 	v.positiveInt("sync.historic_max_jobs", s.HistoricMaxJobs)
 	v.positiveInt("sync.historic_fetch_slots", s.HistoricFetchSlots)
 	v.positiveInt("sync.historic_max_events", s.HistoricMaxEvents)
+	if s.HistoricMaxBytes < 0 {
+		v.fail("sync.historic_max_bytes", "must be >= 0", s.HistoricMaxBytes)
+	}
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)
 	v.positive("sync.full_resync_min", s.FullResyncMin)
@@ -222,6 +225,9 @@ func (c *Config) Validate() error {
 		v.fail("publisher.retry_max", "must be >= publisher.retry_base ("+FormatDuration(p.RetryBase)+")", p.RetryMax)
 	}
 	v.positiveInt("publisher.queue_size", p.QueueSize)
+	if p.QueueBytes < 0 {
+		v.fail("publisher.queue_bytes", "must be >= 0", p.QueueBytes)
+	}
 
 	g := c.Purgatory
 	v.positive("purgatory.loop", g.Loop)

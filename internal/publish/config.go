@@ -32,6 +32,12 @@ type Config struct {
 	// pipeline down to the own relay's pace (backpressure) instead of
 	// holding a sync in memory. Default 4000 (20 windows of 200).
 	QueueSize int
+	// QueueBytes bounds the bytes of those submissions (each event's raw
+	// JSON as it arrived, or about its encoding), 0 none; Submit blocks
+	// while it is reached, like QueueSize. An event bigger than QueueBytes
+	// waits for the queue to be empty. Default 2 MiB: events of 2 kB fill
+	// 1,000 submissions, five windows of 200.
+	QueueBytes int
 	// AuthTimeout bounds one NIP-42 attempt: waiting for the relay's
 	// challenge and for the OK of the AUTH event. Default 10s.
 	AuthTimeout time.Duration
@@ -49,6 +55,7 @@ func DefaultConfig() Config {
 		RetryBase:   time.Second,
 		RetryMax:    60 * time.Second,
 		QueueSize:   4000,
+		QueueBytes:  2 << 20,
 		AuthTimeout: 10 * time.Second,
 		DialTimeout: relay.DefaultConnectTimeout,
 	}
@@ -79,6 +86,9 @@ func (c Config) Validate() error {
 	positive("queue_size", c.QueueSize)
 	if c.QueueSize > 0 && c.Window > 0 && c.QueueSize < c.Window {
 		errs = append(errs, fmt.Errorf("%w: queue_size: must be >= window (%d), got %d", ErrInvalidConfig, c.Window, c.QueueSize))
+	}
+	if c.QueueBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: queue_bytes: must be >= 0, got %d", ErrInvalidConfig, c.QueueBytes))
 	}
 	positiveDur("auth_timeout", c.AuthTimeout)
 	positiveDur("dial_timeout", c.DialTimeout)

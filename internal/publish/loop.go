@@ -51,6 +51,7 @@ type item struct {
 	raw     []byte // ev as it arrived (nil: encode ev)
 	seq     uint64 // submission order
 	waiters []func(Result)
+	size    int64 // the waiters' bytes of Publisher.bytes
 
 	sends       int
 	sendID      uint64 // identifies the latest send
@@ -243,10 +244,11 @@ func (r *runner) takeIncoming() {
 	for _, s := range in {
 		if it := r.items[s.ev.ID]; it != nil {
 			it.waiters = append(it.waiters, s.done)
+			it.size += s.size
 			continue
 		}
 		r.seq++
-		it := &item{ev: s.ev, raw: s.raw, seq: r.seq, waiters: []func(Result){s.done}}
+		it := &item{ev: s.ev, raw: s.raw, seq: r.seq, waiters: []func(Result){s.done}, size: s.size}
 		r.items[s.ev.ID] = it
 		r.queue = append(r.queue, it)
 	}
@@ -393,8 +395,8 @@ func (r *runner) resolve(it *item, res Result) {
 			done(res)
 		}
 	}
-	r.p.finish(len(it.waiters))
-	it.waiters = nil
+	r.p.finish(len(it.waiters), it.size)
+	it.waiters, it.size = nil, 0
 	// r.sent may point at it until the sends before it are answered (up
 	// to OKTimeout): it keeps no bytes meanwhile.
 	it.raw = nil

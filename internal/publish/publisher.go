@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -54,6 +55,7 @@ type submission struct {
 	ev   *nostr.Event
 	raw  []byte // ev as it arrived, sent as is when set
 	done func(Result)
+	size int64 // bytes taken from Publisher.bytes
 }
 
 // Publisher publishes events into the own relay over its own connection. It
@@ -69,6 +71,9 @@ type Publisher struct {
 
 	// slots holds one token per submission not yet answered (QueueSize).
 	slots chan struct{}
+	// bytes holds the bytes of the submissions not yet answered
+	// (QueueBytes; nil: no byte bound).
+	bytes *semaphore.Weighted
 	// wake tells the loop that incoming has grown.
 	wake chan struct{}
 	// stopped is closed when Run ends.
@@ -105,7 +110,12 @@ func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.R
 	}
 	idle := make(chan struct{})
 	close(idle)
+	var bytes *semaphore.Weighted
+	if cfg.QueueBytes > 0 {
+		bytes = semaphore.NewWeighted(int64(cfg.QueueBytes))
+	}
 	return &Publisher{
+		bytes:   bytes,
 		cfg:     cfg,
 		dial:    dial,
 		sign:    sign,
@@ -145,13 +155,19 @@ func (p *Publisher) SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, 
 	case <-p.stopped:
 		return ErrStopped
 	}
+	size, err := p.takeBytes(ctx, ev, raw)
+	if err != nil {
+		<-p.slots
+		return err
+	}
 	p.mu.Lock()
 	if p.state == stateStopped {
 		p.mu.Unlock()
+		p.giveBytes(size)
 		<-p.slots
 		return ErrStopped
 	}
-	p.incoming = append(p.incoming, submission{ev: ev, raw: raw, done: done})
+	p.incoming = append(p.incoming, submission{ev: ev, raw: raw, done: done, size: size})
 	if p.outstanding == 0 {
 		p.idle = make(chan struct{})
 	}
@@ -257,8 +273,49 @@ func (p *Publisher) takeIncoming(buf []submission) []submission {
 	return in
 }
 
-// finish records that n submissions got their outcome.
-func (p *Publisher) finish(n int) {
+// takeBytes waits until the bytes of a submission of ev (raw, or ev's
+// encoding) are free under QueueBytes and takes them: at most QueueBytes,
+// so one submission always fits. Shutdown answers every submission, so a
+// waiter is never left behind by a stopped publisher.
+func (p *Publisher) takeBytes(ctx context.Context, ev *nostr.Event, raw []byte) (int64, error) {
+	if p.bytes == nil {
+		return 0, nil
+	}
+	n := int64(len(raw))
+	if raw == nil {
+		n = int64(encodedSize(ev))
+	}
+	n = max(1, min(n, int64(p.cfg.QueueBytes)))
+	if err := p.bytes.Acquire(ctx, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// giveBytes gives back what takeBytes took.
+func (p *Publisher) giveBytes(n int64) {
+	if p.bytes != nil && n > 0 {
+		p.bytes.Release(n)
+	}
+}
+
+// encodedSize is about the length of ev's JSON: its fields and tags, and
+// room for the keys, quotes and escapes.
+func encodedSize(ev *nostr.Event) int {
+	n := 96 + len(ev.ID) + len(ev.PubKey) + len(ev.Sig) + len(ev.Content) + len(ev.Content)/8
+	for _, t := range ev.Tags {
+		n += 4
+		for _, v := range t {
+			n += len(v) + 3
+		}
+	}
+	return n
+}
+
+// finish records that n submissions got their outcome and gives back
+// their bytes.
+func (p *Publisher) finish(n int, bytes int64) {
+	p.giveBytes(bytes)
 	p.mu.Lock()
 	p.outstanding -= n
 	if p.outstanding == 0 {

@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -758,4 +759,68 @@ func TestRateLimitWordingWithoutPrefix(t *testing.T) {
 	if f.perID[evs[0].ID] != 2 {
 		t.Fatalf("event sent %d times, want 2", f.perID[evs[0].ID])
 	}
+}
+
+// TestSubmitBlocksWhenQueueBytesAreFull: QueueBytes bounds the raw bytes of
+// the unanswered submissions although QueueSize has room; an answer frees
+// them and the waiting Submit goes on; an event bigger than the bound
+// waits for the queue to be empty, then goes alone.
+func TestSubmitBlocksWhenQueueBytesAreFull(t *testing.T) {
+	f := newFakeRelay(t)
+	var held []string
+	var conn *fakeConn
+	f.setDecide(func(c *fakeConn, ev *nostr.Event) reply {
+		conn = c
+		held = append(held, ev.ID)
+		return reply{silent: true}
+	})
+	evs := makeEvents(t, 4)
+	raws := make([][]byte, len(evs))
+	for i, ev := range evs {
+		raws[i], _ = ev.MarshalJSON()
+	}
+	cfg := testConfig()
+	cfg.QueueBytes = 2*len(raws[0]) + len(raws[0])/2
+	h := startPublisher(t, cfg, f.dialer(), nil)
+	res := newResults()
+	ctx := context.Background()
+	for i := range 2 {
+		if err := h.p.SubmitRaw(ctx, evs[i], raws[i], res.done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := h.p.SubmitRaw(short, evs[2], raws[2], res.done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Submit over QueueBytes: %v, want deadline exceeded", err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "EVENTs to arrive", func() bool { n, _, _ := f.snapshot(); return n == 2 })
+	errc := make(chan error, 1)
+	go func() { errc <- h.p.SubmitRaw(ctx, evs[2], raws[2], res.done) }()
+	f.mu.Lock()
+	conn.answer(held[0], true, "")
+	f.mu.Unlock()
+	if err := <-errc; err != nil {
+		t.Fatalf("Submit after an answer freed the bytes: %v", err)
+	}
+	// bigger than the whole bound: waits until the other two are answered
+	big := make(chan error, 1)
+	go func() {
+		big <- h.p.SubmitRaw(ctx, evs[3], slices.Concat(raws[3], bytes.Repeat([]byte(" "), cfg.QueueBytes)), res.done)
+	}()
+	select {
+	case err := <-big:
+		t.Fatalf("an event over the bound was queued beside others (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	testkit.WaitFor(t, 10*time.Second, "EVENTs to arrive", func() bool { n, _, _ := f.snapshot(); return n == 3 })
+	f.mu.Lock()
+	for _, id := range held[1:] {
+		conn.answer(id, true, "")
+	}
+	f.mu.Unlock()
+	if err := <-big; err != nil {
+		t.Fatalf("Submit of an event over the bound into an empty queue: %v", err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "three outcomes", func() bool { return res.count() == 3 })
 }

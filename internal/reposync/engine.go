@@ -53,6 +53,9 @@ type Config struct {
 	// HistoricMaxEvents bounds the events historic REQs to remote relays
 	// hold at once (pages and fetches by id, each until its EOSE).
 	HistoricMaxEvents int
+	// HistoricMaxBytes bounds the bytes of those events (frames as they
+	// arrived; eventBudget), 0 none.
+	HistoricMaxBytes int64
 	// HistoricFetchSlots is how many fetch-by-id REQs one historic job may
 	// have open at once: its own slot plus slots of its relay that no other
 	// job waits for.
@@ -92,6 +95,7 @@ func DefaultConfig() Config {
 		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
 		HistoricMaxJobs:          16,
 		HistoricMaxEvents:        32000,
+		HistoricMaxBytes:         4 << 20,
 		HistoricFetchSlots:       4,
 		QuickReconnectWindow:     15 * time.Minute,
 		SinceBuffer:              15 * time.Minute,
@@ -365,7 +369,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
 		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
-		Budget:     newEventBudget(cfg.HistoricMaxEvents),
+		Budget:     newEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {

@@ -338,6 +338,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				page = append(page, m.Event)
 				sizes[m.Event] = m.Size
 				raws[m.Event] = m.Raw
+				p.Budget.hold(held, m.Size)
 				progressed = true
 			case relay.MsgClosed:
 				if p.OnClosed != nil {

@@ -294,6 +294,7 @@ func publishConfig(cfg *config.Config) publish.Config {
 	pcfg.RetryBase = cfg.Publisher.RetryBase
 	pcfg.RetryMax = cfg.Publisher.RetryMax
 	pcfg.QueueSize = cfg.Publisher.QueueSize
+	pcfg.QueueBytes = cfg.Publisher.QueueBytes
 	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
 	return pcfg
 }
@@ -323,6 +324,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.HistoricMaxJobs = cfg.Sync.HistoricMaxJobs
 	scfg.HistoricFetchSlots = cfg.Sync.HistoricFetchSlots
 	scfg.HistoricMaxEvents = cfg.Sync.HistoricMaxEvents
+	scfg.HistoricMaxBytes = int64(cfg.Sync.HistoricMaxBytes)
 	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
 	scfg.SinceBuffer = cfg.Sync.SinceBuffer
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
