@@ -149,3 +149,21 @@ func (nopPublisher) Submit(context.Context, *nostr.Event, func(publish.Result)) 
 func (nopPublisher) Publish(context.Context, *nostr.Event) (publish.Result, error) {
 	return publish.Result{}, errors.New("not publishing in this test")
 }
+
+// TestBatchedDropsRootContent: a self batch keeps a root without its
+// content (a patch's diff waits for applySelfBatch, which reads only the
+// id and tags), leaves the event the handler got untouched, and keeps
+// announcements and states whole (noteHead persists their JSON).
+func TestBatchedDropsRootContent(t *testing.T) {
+	patch := &nostr.Event{ID: "p", Kind: nip34.KindPatch, Content: "diff --git a/x b/x", Tags: nostr.Tags{{"a", "30617:pk:repo"}}}
+	b := batched(patch)
+	if b.Content != "" || b.ID != "p" || len(b.Tags) != 1 || patch.Content == "" {
+		t.Fatalf("batched patch %+v, original content %q", b, patch.Content)
+	}
+	for _, k := range []int{nip34.KindRepoAnnouncement, nip34.KindRepoState} {
+		ev := &nostr.Event{ID: "h", Kind: k, Content: "kept"}
+		if batched(ev) != ev {
+			t.Fatalf("kind %d not kept whole", k)
+		}
+	}
+}

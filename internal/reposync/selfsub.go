@@ -78,6 +78,18 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 	}
 }
 
+// batched is ev as a self batch keeps it until applySelfBatch: without the
+// content of the roots (a patch's diff), which it does not read;
+// announcements and states stay whole (noteHead keeps them as JSON).
+func batched(ev *nostr.Event) *nostr.Event {
+	if ev.Content == "" || isHeadKind(ev.Kind) {
+		return ev
+	}
+	c := *ev
+	c.Content = ""
+	return &c
+}
+
 // selfHistoryBatch is how many paged events make one self batch.
 const selfHistoryBatch = 1000
 
@@ -95,8 +107,9 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		// Announcements first: a state or PR the page brought before its
 		// announcement finds its repository hosted.
 		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
-		for _, ev := range evs {
+		for i, ev := range evs {
 			e.h.OnOwnRelay(ev)
+			evs[i] = batched(ev)
 		}
 		if len(evs) > 0 {
 			e.post(func() { e.applySelfBatch(evs) })
@@ -210,7 +223,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			switch m.Type {
 			case relay.MsgEvent:
 				e.h.OnOwnRelay(m.Event)
-				batch = append(batch, m.Event)
+				batch = append(batch, batched(m.Event))
 				if timer == nil {
 					timer = time.NewTimer(e.cfg.BatchWindow)
 					window = timer.C
