@@ -2,6 +2,7 @@ package reposync
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
@@ -15,56 +16,65 @@ const assumedEventBytes = 2048
 // follows, roughly.
 const avgHorizon = 4096
 
+// floorEvents is how many events a REQ is charged for before it is sent
+// (at the average size), whatever it may return: a Layer 3 filter often
+// returns a handful, a bulk page its limit.
+const floorEvents = 32
+
 // eventBudget bounds the events that historic REQs to remote relays hold at
 // once, by count (Config.HistoricMaxEvents) and by bytes
 // (Config.HistoricMaxBytes, the frames as they arrived): a page or a fetch
 // by id keeps its events until its EOSE, then hands them on in dependency
-// order. A REQ takes as many event units as it may return (its limit, or
-// its ids) and as many bytes as that many events weigh on average (the
-// average of the events REQs held so far; assumedEventBytes before the
-// first) before it is sent, and gives both back once its events are handed
-// on. Memory is thus bounded by what events weigh, not by how many jobs
-// run: distant relays may run more jobs (whose negentropy rounds hold no
-// events) without holding more pages, and relays of 2 kB patches get fewer
-// pages at once than relays of reactions. A page of events heavier than
-// the average holds more than it reserved (at most its limit of events,
-// which the count bounds); the average then follows.
+// order.
+//
+// Count: a REQ takes as many units as it may return (its limit, or its
+// ids) before it is sent and gives them back once its events are handed
+// on, so memory is bounded by events, not by how many jobs run: distant
+// relays may run more jobs (whose negentropy rounds hold no events)
+// without holding more pages.
+//
+// Bytes: a REQ is charged the bytes of the events it holds, at least
+// floorEvents at the average event size (the average of the events REQs
+// held so far; assumedEventBytes before the first), and is sent only while
+// the charges of the others leave room for that floor. Charging what
+// arrives rather than reserving the limit up front lets many small REQs
+// (Layer 3 filters 100 ms away) run at once, while pages of 2 kB patches
+// stop new REQs as soon as they fill the bound; REQs already sent may take
+// it over by what they receive (at most their limits, which the count
+// bounds).
 type eventBudget struct {
 	sem  *semaphore.Weighted // first come, first served
 	size int
 	used atomic.Int64
 
-	bytes    *semaphore.Weighted // nil: no byte bound
-	maxBytes int64
-	// reserved is the bytes taken; held the bytes of the events REQs
-	// hold right now.
-	reserved, held atomic.Int64
-	// avg is the bytes per event a REQ reserves: a moving average of the
-	// events held.
+	maxBytes int64 // 0: no byte bound
+	mu       sync.Mutex
+	charged  int64         // the REQs' charges
+	held     int64         // bytes of the events REQs hold
+	freed    chan struct{} // closed when charges go down; nil: nobody waits
+	// avg is the bytes per event a REQ's floor is charged at: a moving
+	// average of the events held.
 	avg atomic.Int64
 }
 
 // newEventBudget bounds size events and maxBytes bytes (0: no byte bound).
 func newEventBudget(size int, maxBytes int64) *eventBudget {
 	b := &eventBudget{sem: semaphore.NewWeighted(int64(size)), size: size, maxBytes: maxBytes}
-	if maxBytes > 0 {
-		b.bytes = semaphore.NewWeighted(maxBytes)
-	}
 	b.avg.Store(assumedEventBytes)
 	return b
 }
 
-// budgetGrant is what one REQ took: events and bytes to give back.
+// budgetGrant is what one REQ took: events and a byte charge to give back.
 type budgetGrant struct {
 	events int
-	bytes  int64
+	charge int64 // bytes charged: max(floor, held)
 	held   int64 // bytes of the events received so far
 	got    int   // events received so far
 }
 
-// acquire takes n event units (at most the whole budget) and their
-// expected bytes (at most the byte bound), waiting until they are free or
-// ctx ends. It returns what to give back. A nil budget bounds nothing.
+// acquire takes n event units (at most the whole budget) and charges the
+// REQ its floor of bytes, waiting until both are free or ctx ends. It
+// returns what to give back. A nil budget bounds nothing.
 func (b *eventBudget) acquire(ctx context.Context, n int) (*budgetGrant, error) {
 	if b == nil || n <= 0 {
 		return &budgetGrant{}, nil
@@ -75,37 +85,58 @@ func (b *eventBudget) acquire(ctx context.Context, n int) (*budgetGrant, error) 
 	}
 	g := &budgetGrant{events: n}
 	b.used.Add(int64(n))
-	if b.bytes != nil {
-		want := min(int64(n)*b.avg.Load(), b.maxBytes)
-		if err := b.bytes.Acquire(ctx, want); err != nil {
-			b.release(g)
-			return nil, err
-		}
-		g.bytes = want
-		b.reserved.Add(want)
+	if b.maxBytes <= 0 {
+		return g, nil
 	}
-	return g, nil
+	floor := min(int64(min(n, floorEvents))*b.avg.Load(), b.maxBytes)
+	for {
+		b.mu.Lock()
+		if b.charged == 0 || b.charged+floor <= b.maxBytes {
+			b.charged += floor
+			g.charge = floor
+			b.mu.Unlock()
+			return g, nil
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			b.release(g)
+			return nil, ctx.Err()
+		}
+	}
 }
 
-// hold counts one event of size bytes received by the REQ of g.
+// hold counts one event of size bytes received by the REQ of g: its charge
+// grows once the events it holds weigh more than its floor.
 func (b *eventBudget) hold(g *budgetGrant, size int) {
 	if b == nil || g == nil {
 		return
 	}
 	g.held += int64(size)
 	g.got++
-	b.held.Add(int64(size))
+	b.mu.Lock()
+	b.held += int64(size)
+	if b.maxBytes > 0 && g.held > g.charge {
+		b.charged += g.held - g.charge
+		g.charge = g.held
+	}
+	b.mu.Unlock()
 }
 
-// release gives back what acquire took and what hold counted, and moves
-// the average towards the events g held.
+// release gives back what acquire took and hold counted, and moves the
+// average towards the events g held.
 func (b *eventBudget) release(g *budgetGrant) {
 	if b == nil || g == nil {
 		return
 	}
 	if g.got > 0 {
 		per := g.held / int64(g.got)
-		// a page weighs in by its events, over the last avgHorizon
+		// a REQ weighs in by its events, over the last avgHorizon
 		w := min(int64(g.got), avgHorizon/2)
 		for {
 			old := b.avg.Load()
@@ -117,12 +148,17 @@ func (b *eventBudget) release(g *budgetGrant) {
 				break
 			}
 		}
-		b.held.Add(-g.held)
 	}
-	if g.bytes > 0 {
-		b.reserved.Add(-g.bytes)
-		b.bytes.Release(g.bytes)
+	b.mu.Lock()
+	b.held -= g.held
+	if g.charge > 0 {
+		b.charged -= g.charge
+		if b.freed != nil {
+			close(b.freed)
+			b.freed = nil
+		}
 	}
+	b.mu.Unlock()
 	if g.events > 0 {
 		b.used.Add(-int64(g.events))
 		b.sem.Release(int64(g.events))
@@ -145,18 +181,22 @@ func (b *eventBudget) inUse() int {
 	return int(b.used.Load())
 }
 
-// bytesReserved is how many bytes are taken; bytesHeld the bytes of the
-// events REQs hold.
-func (b *eventBudget) bytesReserved() int64 {
+// bytesCharged is the REQs' byte charges; bytesHeld the bytes of the
+// events they hold.
+func (b *eventBudget) bytesCharged() int64 {
 	if b == nil {
 		return 0
 	}
-	return b.reserved.Load()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.charged
 }
 
 func (b *eventBudget) bytesHeld() int64 {
 	if b == nil {
 		return 0
 	}
-	return b.held.Load()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held
 }

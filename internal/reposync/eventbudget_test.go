@@ -41,23 +41,30 @@ func TestEventBudget(t *testing.T) {
 		t.Fatalf("a request over the size: %+v, %v, want the whole budget", g, err)
 	}
 	var none *eventBudget
-	if g, err := none.acquire(ctx, 10); g.events != 0 || g.bytes != 0 || err != nil {
+	if g, err := none.acquire(ctx, 10); g.events != 0 || g.charge != 0 || err != nil {
 		t.Fatal("a nil budget bounds something")
 	}
 }
 
-// TestEventBudgetBytes: a REQ reserves its events times the average event
-// size (assumedEventBytes at first) and waits while that many bytes are
-// reserved by others although event units are free; the average follows
-// the events REQs held, so lighter events let more REQs run at once; a
-// reservation never exceeds the byte bound, so one REQ always fits.
+// TestEventBudgetBytes: a REQ is charged floorEvents at the average event
+// size (assumedEventBytes at first) before it is sent, and the bytes of
+// what it holds beyond that as its events arrive; a new REQ waits while the
+// charges leave no room for its floor (although event units are free) and
+// goes once a release makes room; many small REQs fit at once; the average
+// follows the events REQs held.
 func TestEventBudgetBytes(t *testing.T) {
-	const maxBytes = 1000 * assumedEventBytes
+	const floor = floorEvents * assumedEventBytes
+	const maxBytes = 10 * floor
 	b := newEventBudget(32000, maxBytes)
 	ctx := context.Background()
-	a, err := b.acquire(ctx, 600)
-	if err != nil || a.bytes != 600*assumedEventBytes || b.bytesReserved() != 600*assumedEventBytes {
-		t.Fatalf("acquire 600: %+v, %v, reserved %d", a, err, b.bytesReserved())
+	// ten small REQs fit (a Layer 3 filter returns a handful of events)
+	var small []*budgetGrant
+	for range 10 {
+		g, err := b.acquire(ctx, 500)
+		if err != nil || g.charge != floor {
+			t.Fatalf("small REQ: %+v, %v", g, err)
+		}
+		small = append(small, g)
 	}
 	got := make(chan *budgetGrant)
 	go func() {
@@ -66,26 +73,42 @@ func TestEventBudgetBytes(t *testing.T) {
 	}()
 	select {
 	case g := <-got:
-		t.Fatalf("500 more events' bytes taken (%+v) with 400 events' worth free", g)
+		t.Fatalf("an eleventh REQ went (%+v) with no room for its floor", g)
 	case <-time.After(20 * time.Millisecond):
 	}
-	// the 600 events weigh 500 bytes each: held counts them
-	for range 600 {
-		b.hold(a, 500)
+	for _, g := range small[1:] {
+		b.hold(g, 100) // a handful of light events: within the floor
 	}
-	if b.bytesHeld() != 600*500 {
-		t.Fatalf("held %d, want %d", b.bytesHeld(), 600*500)
+	if b.bytesCharged() != maxBytes || b.bytesHeld() != 900 {
+		t.Fatalf("charged %d, held %d", b.bytesCharged(), b.bytesHeld())
 	}
-	b.release(a)
-	g := <-got
-	if g.bytes != 500*assumedEventBytes || b.bytesHeld() != 0 {
-		t.Fatalf("after the release: %+v, held %d", g, b.bytesHeld())
+	b.release(small[0])
+	big := <-got // a bulk page: 400 events of 2 kB, over its floor
+	for range 400 {
+		b.hold(big, assumedEventBytes)
 	}
-	avg := b.avg.Load()
-	if avg >= assumedEventBytes || avg <= 500 {
-		t.Fatalf("average after 600 events of 500 bytes: %d, want between 500 and %d", avg, assumedEventBytes)
+	if want := int64(9*floor + 400*assumedEventBytes); b.bytesCharged() != want {
+		t.Fatalf("charged %d after a page over its floor, want %d", b.bytesCharged(), want)
 	}
-	// many light pages bring the average down to what arrives
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	for _, g := range small[1:] {
+		b.release(g)
+	}
+	// the page alone weighs more than the bound: nothing else is sent
+	if n, err := b.acquire(cctx, 10); err == nil || n != nil || b.inUse() != 500 {
+		t.Fatalf("a REQ while a page holds more than the bound: %+v, %v, events in use %d", n, err, b.inUse())
+	}
+	b.release(big)
+	if b.bytesCharged() != 0 || b.bytesHeld() != 0 || b.inUse() != 0 {
+		t.Fatalf("everything released: charged %d, held %d, events %d", b.bytesCharged(), b.bytesHeld(), b.inUse())
+	}
+	// a REQ is always sent into an empty budget, whatever its floor
+	tiny := newEventBudget(100, 10)
+	if g, err := tiny.acquire(ctx, 100); err != nil || g.charge != 10 {
+		t.Fatalf("a REQ into an empty budget smaller than its floor: %+v, %v", g, err)
+	}
+	// the average follows what arrives: many 500-byte events bring it down
 	for range 300 {
 		p, err := b.acquire(ctx, 100)
 		if err != nil {
@@ -99,23 +122,7 @@ func TestEventBudgetBytes(t *testing.T) {
 	if avg := b.avg.Load(); avg < 500 || avg > 520 {
 		t.Fatalf("average after many 500-byte events: %d", avg)
 	}
-	b.release(g)
-	if b.bytesReserved() != 0 || b.inUse() != 0 {
-		t.Fatalf("everything released: reserved %d, events %d", b.bytesReserved(), b.inUse())
-	}
-	// now 500-byte events: 4,000 of them fit where 1,000 of the assumed did
-	x, err := b.acquire(ctx, 4000)
-	if err != nil || x.bytes > maxBytes {
-		t.Fatalf("4,000 light events: %+v, %v", x, err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if n, err := b.acquire(cctx, 1000); err == nil || n != nil || b.inUse() != 4000 {
-		t.Fatalf("a REQ over the bytes left: %+v, %v, events in use %d", n, err, b.inUse())
-	}
-	b.release(x)
-	// a REQ bigger than the bound takes the whole bound and runs
-	if big, err := b.acquire(ctx, 30000); err != nil || big.bytes != maxBytes {
-		t.Fatalf("a REQ over the byte bound: %+v, %v", big, err)
+	if g, _ := b.acquire(ctx, 500); g.charge != floorEvents*b.avg.Load() {
+		t.Fatalf("floor at the new average: %+v", g)
 	}
 }
