@@ -218,3 +218,41 @@ func BenchmarkJobMatch(b *testing.B) {
 	b.Run("go-nostr", run(nostr.Filters(fs).Match))
 	b.Run("compiled", run(newFilterMatcher(fs, nil).Match))
 }
+
+// BenchmarkPageMatch: a page of 500 events checked against its REQ's one
+// filter (100 roots by `E`): go-nostr's scan against a matcher compiled
+// for the page (what Pager.fetchOnce does), per event.
+func BenchmarkPageMatch(b *testing.B) {
+	var roots []string
+	for i := range 100 {
+		roots = append(roots, fmt.Sprintf("%064x", i*7919))
+	}
+	f := nip34.Layer3(roots, 100, nil)[1]
+	evs := make([]*nostr.Event, 500)
+	for i := range evs {
+		evs[i] = &nostr.Event{Kind: 1111, Tags: nostr.Tags{
+			{"E", roots[(i*37)%len(roots)]}, {"K", "1617"}, {"P", fmt.Sprintf("%064x", i)}, {"e", fmt.Sprintf("%064x", i+1)}, {"k", "1111"}, {"p", fmt.Sprintf("%064x", i)},
+		}}
+	}
+	b.Run("go-nostr", func(b *testing.B) {
+		for b.Loop() {
+			for _, ev := range evs {
+				if !f.Matches(ev) {
+					b.Fatal("no match")
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	})
+	b.Run("compiled", func(b *testing.B) {
+		for b.Loop() {
+			match := newFilterMatcher([]nostr.Filter{f}, nil).Match
+			for _, ev := range evs {
+				if !match(ev) {
+					b.Fatal("no match")
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	})
+}
