@@ -283,8 +283,9 @@ type fetchRecorder struct {
 	filters []nostr.Filter
 
 	mu    sync.Mutex
-	items []neg.Item   // without filters
-	per   [][]neg.Item // by filter
+	items []neg.Item      // without filters
+	per   [][]neg.Item    // by filter
+	match []filterMatcher // the filters compiled, at the first event
 }
 
 // wrap returns emit recording each event's item first.
@@ -297,9 +298,13 @@ func (r *fetchRecorder) wrap(emit Emit) Emit {
 			} else {
 				if r.per == nil {
 					r.per = make([][]neg.Item, len(r.filters))
+					r.match = make([]filterMatcher, len(r.filters))
+					for i, f := range r.filters {
+						r.match[i] = newFilterMatcher([]nostr.Filter{f}, nil)
+					}
 				}
-				for i, f := range r.filters {
-					if f.Matches(in.Event) {
+				for i, m := range r.match {
+					if m.Match(in.Event) {
 						r.per[i] = append(r.per[i], it)
 					}
 				}
