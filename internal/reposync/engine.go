@@ -388,7 +388,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		ns.Limits = d.Health.Limits
 		ns.Clock = d.Clock
 		if e.h != nil {
-			ns.Settled = e.h.Settled
+			ns.Settled = e.h.SeenID
 		}
 		e.neg = ns
 	}

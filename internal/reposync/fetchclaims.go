@@ -29,9 +29,14 @@ import (
 // not done while any of its ids is unresolved.
 //
 // A claimant's delivery counts once its events went to the ingest
-// handler. A copy the handler then drops (an id that does not match its
-// content) or the own relay refuses (`invalid:`) is fetched again by the
-// next reconciliation, which finds it missing again.
+// handler, and an id the handler has seen is not fetched again even while
+// its copy is on its way to the own relay. So a copy the handler drops (an
+// id that does not match its content) or the own relay refuses
+// (`invalid:`, a forged signature) is not replaced by another relay's copy
+// in the same sync: its seen mark is cleared and the next reconciliation
+// with any relay that holds it finds it missing again. (Fetching every id
+// from every relay, the price of replacing it at once, is what this
+// avoids.)
 
 // fetch asks for ids in batches, up to slots REQs at once (more when ctx
 // carries a borrower with slots to lend), and retries ids the relay did

@@ -141,7 +141,7 @@ type NegSyncer struct {
 	// NEG-MSG and fetching REQs are built to fit its message size.
 	Limits func(url string) relay.Limits
 	// Settled, when set, tells whether the ingest handler already has an
-	// event id (ingest.Handler.Settled): a fetch does not ask for it.
+	// event id (ingest.Handler.SeenID): a fetch does not ask for it.
 	Settled func(id [32]byte) bool
 	// Clock times the waits for other fetches' claims (clock.Real{} by
 	// default).
