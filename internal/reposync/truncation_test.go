@@ -51,6 +51,12 @@ func TestBuildRemoteSet(t *testing.T) {
 	if rs := buildRemoteSet(nil, nil, nil, nil); rs.count != 0 || rs.haveBelow {
 		t.Fatalf("empty: %+v", rs)
 	}
+	// ids of the set fetched from another relay or already seen count,
+	// without a created_at: the oldest known item stays the bound
+	other := map[string]bool{fmt.Sprintf("%064x", 6): true, fmt.Sprintf("%064x", 7): true}
+	if rs := buildRemoteSet([]*neg.Storage{local}, []string{id(0)}, nil, other); rs.count != 4 || rs.oldest != 20 || len(rs.other) != 2 {
+		t.Fatalf("with other ids: %+v, want 4 items, oldest 20, 2 other", rs)
+	}
 }
 
 func TestMessageLimits(t *testing.T) {
