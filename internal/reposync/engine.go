@@ -67,6 +67,11 @@ type Config struct {
 	EmptyRelayCheck        time.Duration
 	PageSize               int
 	EOSETimeout            time.Duration
+	// LiveDeferMax bounds how long new items of a relay with pending
+	// historic batches run their history without live per-root
+	// subscriptions: their live filters wait for one consolidation when
+	// the batches are done (0: opened at once).
+	LiveDeferMax time.Duration
 	// Tick drives reconnects, deferred work and timers.
 	Tick time.Duration
 	// ConnectTimeout bounds one dial (the health tracker may ask for less).
@@ -98,6 +103,7 @@ func DefaultConfig() Config {
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
 		ConsolidationThreshold:   70,
 		ConsolidationWait:        30 * time.Second,
+		LiveDeferMax:             3 * time.Minute,
 		FullResyncMin:            23 * time.Hour,
 		FullResyncMax:            25 * time.Hour,
 		EmptyRelayCheck:          60 * time.Second,
@@ -299,6 +305,10 @@ type remote struct {
 	lend *slotLender
 	// Consolidation waiting for pending batches to finish.
 	consolidateBy time.Time
+	// liveDeferredAt is when the earliest item was added whose live
+	// per-root subscriptions wait for the consolidation at the end of the
+	// relay's pending batches (Config.LiveDeferMax); zero: none wait.
+	liveDeferredAt time.Time
 	// rebuildLive: live subscriptions were closed by the relay and must be
 	// rebuilt once the relay allows it.
 	rebuildLive  bool

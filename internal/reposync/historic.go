@@ -379,7 +379,9 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
 	r.confirmedGen++
-	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
+	if len(e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
+		// One consolidation opens the live filters that waited (for the
+		// consolidation, or deferred: deferLive).
 		e.consolidate(r)
 	}
 	e.startJobs(r)

@@ -417,6 +417,19 @@ func (e *Engine) addFilters(a AddFilters) {
 		return
 	}
 	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
+	if e.deferLive(r) {
+		// The relay is still syncing history: its budget goes to the
+		// historic jobs, and the live filters of these items wait for
+		// the consolidation that ends the pending batches.
+		if r.liveDeferredAt.IsZero() {
+			r.liveDeferredAt = e.clock.Now()
+		}
+		e.log.Debug("new items run their history; live subscriptions wait for the pending batches", zap.String("relay", r.URL),
+			zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Int("pending_batches", len(e.pending[r.URL])))
+		e.startBatch(r, a.Items, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
+		e.updateRelayState(r)
+		return
+	}
 	newFilters := nip34.Count23(len(repos), len(roots), e.valuesPerFilter(r.URL))
 	budget := e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
@@ -441,9 +454,42 @@ func (e *Engine) addFilters(a AddFilters) {
 	e.updateRelayState(r)
 }
 
+// deferLive tells whether new items of r open no live per-root
+// subscriptions now: r has pending historic batches (its first sync, or a
+// large batch), so each subscription the live filters took would be a
+// historic job less, and a relay 100 ms away ran its ~330 jobs of two
+// round trips each one at a time. Their history runs at once; the
+// consolidation when the batches are done (or Config.LiveDeferMax after
+// the first deferred item, onTick) opens their live filters with since
+// reaching back to when the first of them was added. Layer 1 stays live.
+func (e *Engine) deferLive(r *remote) bool {
+	return e.cfg.LiveDeferMax > 0 && len(e.pending[r.URL]) > 0
+}
+
+// liveDeferDue tells whether r's deferred live filters have waited
+// Config.LiveDeferMax: they are opened even though batches are pending.
+func (e *Engine) liveDeferDue(r *remote, now time.Time) bool {
+	return !r.liveDeferredAt.IsZero() && !now.Before(r.liveDeferredAt.Add(e.cfg.LiveDeferMax))
+}
+
+// catchUpFrom is the earliest time a catch-up of r's confirmed items must
+// reach back to (before the since buffer): a quick reconnect's catch-up
+// that has not completed, or items confirmed without live filters
+// (liveDeferredAt), whichever is earlier; at most now.
+func catchUpFrom(r *remote, now time.Time) time.Time {
+	for _, t := range []time.Time{r.catchupFrom, r.liveDeferredAt} {
+		if !t.IsZero() && t.Before(now) {
+			now = t
+		}
+	}
+	return now
+}
+
 // consolidate closes every live subscription of the relay and re-opens
 // Layer 1 and Layers 2/3 for everything confirmed or pending in as few
-// filters as possible, with a catch-up batch since now − since_buffer.
+// filters as possible, with a catch-up batch since now − since_buffer
+// (since the first item whose live filters were deferred − since_buffer,
+// when some were: events that came meanwhile arrive as stored ones).
 func (e *Engine) consolidate(r *remote) {
 	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)))
 	for id := range r.live {
@@ -458,7 +504,12 @@ func (e *Engine) consolidate(r *remote) {
 		items.Repos.addAll(b.Items.Repos)
 		items.Roots.addAll(b.Items.Roots)
 	}
-	since := nostr.Timestamp(e.clock.Now().Add(-e.cfg.SinceBuffer).Unix())
+	from := e.clock.Now()
+	if !r.liveDeferredAt.IsZero() && r.liveDeferredAt.Before(from) {
+		from = r.liveDeferredAt
+	}
+	r.liveDeferredAt = time.Time{}
+	since := nostr.Timestamp(from.Add(-e.cfg.SinceBuffer).Unix())
 	e.subscribeCatchup(r, items, since)
 	r.baseline = e.filtersOpen(r)
 }
