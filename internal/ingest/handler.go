@@ -247,6 +247,7 @@ func (h *Handler) Run(ctx context.Context) error {
 					h.pending.Add(-1)
 				case ev := <-h.retries:
 					h.route(ctx, ev)
+					h.pending.Add(-1)
 				}
 			}
 		}()

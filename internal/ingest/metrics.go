@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		eventsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_events_invalid_total",
-			Help: "Events dropped as invalid, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match; refused_invalid: the own relay answered invalid: for an event whose signature verifies).",
+			Help: "Events dropped as invalid, by reason (bad_id, bad_signature, too_large, too_many_tags, no_match; closed_subscription: sent by a remote relay for a subscription not open; malformed: an event object that does not decode; refused_invalid: the own relay answered invalid: for an event whose signature verifies).",
 		}, []string{"reason"}),
 		limitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_limit_hits_total",

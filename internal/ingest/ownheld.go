@@ -102,9 +102,11 @@ func (h *Handler) recheckHeld(ctx context.Context) {
 	evs := h.held.due(now.Add(-h.cfg.OwnHeldRecheck), now)
 	for _, ev := range evs {
 		h.m.ownHeldRepublished.Inc()
+		h.pending.Add(1)
 		select {
 		case h.retries <- ev:
 		case <-ctx.Done():
+			h.pending.Add(-1)
 			return
 		}
 	}

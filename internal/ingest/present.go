@@ -5,7 +5,9 @@ package ingest
 // restored local index.
 
 // Pending is the number of events handed to Handle whose processing has
-// not finished (queued or being validated and routed). Zero, with the
+// not finished (queued or being validated and routed), and of events
+// queued to be published again (a rejected event whose dependency was
+// accepted, a held event due for a recheck) until they are routed. Zero, with the
 // publisher empty, means everything received so far is published, held
 // or dropped for a reason.
 func (h *Handler) Pending() int { return int(h.pending.Load()) }

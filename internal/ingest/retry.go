@@ -30,12 +30,15 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 // retry queues a previously rejected event for another publish. It never
 // blocks (Settle runs on the publisher's goroutine); when the retry queue is
 // full the event is forgotten instead, so the next sync fetches it again,
-// and retry returns false.
+// and retry returns false. A queued retry counts in Pending until it is
+// routed: it is neither on the own relay nor in the RejectedIndex then.
 func (h *Handler) retry(ev *nostr.Event) bool {
+	h.pending.Add(1)
 	select {
 	case h.retries <- ev:
 		return true
 	default:
+		h.pending.Add(-1)
 		if id, ok := decodeID(ev.ID); ok {
 			h.seen.Forget(id)
 		}

@@ -51,7 +51,8 @@ type NIP05Lookup struct {
 	MaxBody int64
 	// MaxRelays caps the document's relay hints kept per identifier.
 	MaxRelays int
-	// TTL is how long a result (or a failure) is remembered.
+	// TTL is how long a found key is remembered (a failure is asked again
+	// at the next attempt, which the purgatory's backoff paces).
 	TTL time.Duration
 	// Clock tells the time of cache entries (default clock.Real).
 	Clock clock.Clock

@@ -105,6 +105,12 @@ type Options struct {
 	// OnFrame, when set, is called from the reader goroutine with every
 	// inbound frame's label and size; it must not block.
 	OnFrame func(label string, size int)
+	// OnDropped, when set, is called from the reader goroutine for every
+	// EVENT that reaches no subscription: reason DropClosedSubscription
+	// (a subscription id not open, e.g. closed by us before the relay
+	// stopped sending) or DropMalformed (an event object that does not
+	// decode). It must not block.
+	OnDropped func(reason string)
 	// NoRaw leaves SubMsg.Raw nil: for a connection whose events are
 	// never forwarded (the own relay's), the copy is saved.
 	NoRaw bool

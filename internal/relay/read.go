@@ -236,10 +236,12 @@ func (c *Conn) handleEvent(data []byte) {
 	sub := c.subs[string(subID)]
 	c.mu.Unlock()
 	if sub == nil {
+		c.dropped(DropClosedSubscription)
 		return
 	}
 	ev := new(nostr.Event)
 	if ev.UnmarshalJSON(obj) != nil {
+		c.dropped(DropMalformed)
 		return
 	}
 	// The own relay answers OK by the id it reads, and the publisher
@@ -251,17 +253,32 @@ func (c *Conn) handleEvent(data []byte) {
 	c.deliver(sub, SubMsg{Type: MsgEvent, Event: ev, Size: len(data), Raw: raw})
 }
 
+// Reasons given to Options.OnDropped.
+const (
+	DropClosedSubscription = "closed_subscription"
+	DropMalformed          = "malformed"
+)
+
+// dropped reports an EVENT that reaches no subscription.
+func (c *Conn) dropped(reason string) {
+	if c.opts.OnDropped != nil {
+		c.opts.OnDropped(reason)
+	}
+}
+
 // handleEventSlow is handleEvent for the frames eventFrame leaves out (a
 // subscription id with escapes, for one): go-nostr's envelope decoder.
 func (c *Conn) handleEventSlow(data []byte) {
 	var env nostr.EventEnvelope
 	if err := env.FromJSON(string(data)); err != nil || env.SubscriptionID == nil {
+		c.dropped(DropMalformed)
 		return
 	}
 	c.mu.Lock()
 	sub := c.subs[*env.SubscriptionID]
 	c.mu.Unlock()
 	if sub == nil {
+		c.dropped(DropClosedSubscription)
 		return
 	}
 	ev := env.Event

@@ -87,6 +87,9 @@ func (e *Engine) remoteOptions(url string) relay.Options {
 		}
 	}
 	opts.OnChallenge = func(string) { e.post(func() { e.onChallenge(url) }) }
+	if e.h != nil {
+		opts.OnDropped = e.h.Invalid
+	}
 	opts.Logger = e.log
 	return opts
 }

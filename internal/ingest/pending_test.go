@@ -1,0 +1,49 @@
+package ingest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// A rejected event queued for another publish is neither on the own relay
+// nor in the RejectedIndex: Pending counts it until it is routed, so the
+// state store does not take the sidecar for idle (and save relay states
+// that claim it) while the retry waits.
+func TestPendingCountsQueuedRetries(t *testing.T) {
+	h, pub, _ := newTestHandler(t, Config{MaxEventBytes: 1 << 20, MaxEventTags: 100, Workers: 1})
+	ev := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "reply"})
+	if !h.retry(ev) {
+		t.Fatal("retry queue refused the event")
+	}
+	if got := h.Pending(); got != 1 {
+		t.Fatalf("Pending = %d with one retry queued, want 1", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	testkit.WaitFor(t, 10*time.Second, "the retry routed", func() bool {
+		return h.Pending() == 0 && len(pub.ids()) == 1
+	})
+}
+
+// A retry the full queue cannot take is forgotten (fetched again by the
+// next sync) and does not stay counted.
+func TestPendingForgetsRefusedRetry(t *testing.T) {
+	h, _, _ := newTestHandler(t, Config{MaxEventBytes: 1 << 20, MaxEventTags: 100, QueueLen: 1})
+	a := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "a"})
+	b := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000001, Content: "b"})
+	if !h.retry(a) {
+		t.Fatal("first retry refused")
+	}
+	if h.retry(b) {
+		t.Fatal("second retry taken by a queue of one")
+	}
+	if got := h.Pending(); got != 1 {
+		t.Fatalf("Pending = %d, want 1", got)
+	}
+}
