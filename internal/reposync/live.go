@@ -491,7 +491,14 @@ func catchUpFrom(r *remote, now time.Time) time.Time {
 // (since the first item whose live filters were deferred − since_buffer,
 // when some were: events that came meanwhile arrive as stored ones).
 func (e *Engine) consolidate(r *remote) {
-	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)))
+	from := e.clock.Now()
+	if !r.liveDeferredAt.IsZero() && r.liveDeferredAt.Before(from) {
+		from = r.liveDeferredAt
+	}
+	r.liveDeferredAt = time.Time{}
+	since := nostr.Timestamp(from.Add(-e.cfg.SinceBuffer).Unix())
+	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
+		zap.Time("since", since.Time()))
 	for id := range r.live {
 		e.closeLive(r, id)
 	}
@@ -504,12 +511,6 @@ func (e *Engine) consolidate(r *remote) {
 		items.Repos.addAll(b.Items.Repos)
 		items.Roots.addAll(b.Items.Roots)
 	}
-	from := e.clock.Now()
-	if !r.liveDeferredAt.IsZero() && r.liveDeferredAt.Before(from) {
-		from = r.liveDeferredAt
-	}
-	r.liveDeferredAt = time.Time{}
-	since := nostr.Timestamp(from.Add(-e.cfg.SinceBuffer).Unix())
 	e.subscribeCatchup(r, items, since)
 	r.baseline = e.filtersOpen(r)
 }
