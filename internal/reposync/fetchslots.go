@@ -12,7 +12,8 @@ import (
 // no other job of the relay waits for a slot, the slots nobody uses are
 // lent to running jobs' fetches (at most Config.HistoricFetchSlots−1 more
 // per job), so a distant relay's fetch round trips overlap instead of
-// following one another. One job slot is never lent (addFilters must find
+// following one another (and a merged job's reconciliations run at once:
+// reconcileAhead). One job slot is never lent (addFilters must find
 // it free to open a live subscription without consolidating), and a slot
 // comes back when its fetch REQ ends, so a job queued or a live
 // subscription opened meanwhile waits at most one fetch.
@@ -38,13 +39,19 @@ func (e *Engine) lender(r *remote) *slotLender {
 	return r.lend
 }
 
-// relend sets how many slots r's jobs may borrow: none while a job waits,
-// the relay is cooling down or only one slot per job is configured; else
-// the job slots not held or lent, less one.
+// relend sets how many slots r's jobs may borrow: none while a job waits
+// for a slot, the relay is cooling down or only one slot per job is
+// configured; else the job slots not held or lent, less one. Jobs queued
+// only for a place under Config.HistoricMaxJobs (or the relay's share of
+// it) do not stop the lending: the slot kept back takes the next of them,
+// and with its live filters deferred (deferLive) a distant relay's slots
+// would otherwise sit idle while its jobs reconcile and fetch one round
+// trip after another. The events the fetches hold are bounded by
+// Config.HistoricMaxEvents.
 func (e *Engine) relend(r *remote) {
 	l := e.lender(r)
 	spare := 0
-	waiting := len(r.jobs) > 0
+	waiting := len(r.jobs) > 0 && r.running+l.inUse() >= e.jobSlots(r)-1
 	if !waiting && e.allowed(r) && e.cfg.HistoricFetchSlots > 1 {
 		spare = e.jobSlots(r) - r.running - l.inUse() - 1
 	}

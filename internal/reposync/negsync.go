@@ -194,8 +194,16 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 	var errs []error
 	var fallback []nostr.Filter
 	var done []reconciled
+	pre := s.reconcileAhead(ctx, c, fs)
 	for i, f := range fs {
-		res, windows, err := s.reconcileNeed(ctx, c, f)
+		var res neg.Result
+		var windows map[string]*neg.Storage
+		var err error
+		if pre != nil {
+			res, windows, err = pre[i].res, pre[i].windows, pre[i].err
+		} else {
+			res, windows, err = s.reconcileNeed(ctx, c, f)
+		}
 		switch {
 		case err == nil:
 			done = append(done, reconciled{f: f, res: res, windows: windows})
