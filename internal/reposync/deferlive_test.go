@@ -168,3 +168,31 @@ func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 		t.Fatalf("disconnected at %v (deferred since %v), want %v", h.r.DisconnectedAt, h.r.liveDeferredAt, first)
 	}
 }
+
+// TestSlotsLentWhileJobsWaitForTheSharedBound: jobs queued only for a place
+// under HistoricMaxJobs leave the relay's free slots to the running jobs'
+// reconciliations and fetches (one kept back for the next job); jobs
+// waiting for a subscription slot stop the lending.
+func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.cfg.HistoricMaxJobs = 2
+	var fs []nostr.Filter
+	for i := range 10 {
+		fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"a": {fmt.Sprintf("30617:%064x:r", i)}}})
+	}
+	h.e.startBatch(h.r, newItems(), fs, false)
+	l := h.e.lender(h.r)
+	budget := h.e.d.Health.SubscriptionBudget(testRelay)
+	if h.r.running != 2 || l.waiting || l.spare != budget-2-1 {
+		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.waiting, l.spare, budget-3)
+	}
+	for i := range budget - 3 {
+		h.r.live[fmt.Sprintf("l%d", i+2)] = 1
+	}
+	h.e.startJobs(h.r)
+	if !l.waiting || l.spare != 0 {
+		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.waiting, l.spare)
+	}
+	h.r.live = map[string]int{}
+	h.drain(t)
+}
