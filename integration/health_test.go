@@ -128,9 +128,10 @@ func TestClosedPortBackoff(t *testing.T) {
 	if n > maxN {
 		t.Errorf("%d connection attempts in %s, the schedule allows %d", n, window, maxN)
 	}
-	if n < maxN-1 {
-		t.Errorf("only %d connection attempts in %s, the schedule calls for %d", n, window, maxN)
-	}
+	// A loaded machine only delays attempts: that the relay keeps being
+	// retried is asked without a deadline of the schedule's.
+	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("the down relay was not retried %d times", maxN), func() bool { return len(down.Accepts()) >= maxN })
+	accepts = down.Accepts()
 	// The wait before attempt i+1 is the backoff after i failures. The
 	// listener's clock reads an accept a little after it happened, so allow
 	// a quarter of the base for scheduling noise.
@@ -144,9 +145,13 @@ func TestClosedPortBackoff(t *testing.T) {
 	}
 
 	t.Logf("closed port: %v consecutive failures in the window", closedFailures)
-	if closedFailures > maxN || closedFailures < maxN-1 {
-		t.Errorf("closed port: %v failures in %s, the schedule calls for %d", closedFailures, window, maxN)
+	if closedFailures > maxN {
+		t.Errorf("closed port: %v failures in %s, the schedule allows %d", closedFailures, window, maxN)
 	}
+	testkit.WaitFor(t, syncTimeout, fmt.Sprintf("the closed port did not fail %d times", maxN), func() bool {
+		v, _ := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": refusing})
+		return v >= maxN
+	})
 
 	r, ok := relayStatus(sc, down.URL())
 	if !ok {
@@ -251,9 +256,13 @@ func TestHandshakeStatusDecidesRetry(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d attempts in %s: %v", name, n, window, offsets(reqs, reqs[0]))
-		if n > maxN || n < maxN-1 {
-			t.Errorf("%s: %d attempts in %s, want %d (or %d on a slow machine)", name, n, window, maxN, maxN-1)
+		if n > maxN {
+			t.Errorf("%s: %d attempts in %s, the schedule allows %d", name, n, window, maxN)
 		}
+		// A loaded machine only delays attempts: that the relay keeps
+		// being asked is checked without the schedule's deadline.
+		testkit.WaitFor(t, syncTimeout, fmt.Sprintf("%s: not retried %d times", name, maxN), func() bool { return len(s.Requests()) >= maxN })
+		reqs = s.Requests()
 		for i := 1; i < len(reqs); i++ {
 			if gap, want := reqs[i].Sub(reqs[i-1]), gapAfter(i); gap < want-tolerance {
 				t.Errorf("%s: attempt %d came %s after the previous one, want ≥ %s", name, i+1, gap, want)

@@ -240,6 +240,16 @@ func (t *Tracker) ConnectTimeout(url string) time.Duration {
 // Connected or Failed (or Config.AttemptExpiry), CanAttempt refuses further
 // attempts, so one attempt per Dead retry interval is exactly one.
 func (t *Tracker) AttemptStarted(url string) {
+	t.transition(url, func(r *relayHealth, now time.Time) {
+		r.connecting = true
+		r.attemptAt = now
+	})
+}
+
+// transition applies a change to url's record under the lock, between
+// settling the record at now and noting the change; an untracked url is
+// left alone.
+func (t *Tracker) transition(url string, change func(r *relayHealth, now time.Time)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.relays[url]
@@ -248,8 +258,7 @@ func (t *Tracker) AttemptStarted(url string) {
 	}
 	now := t.clock.Now()
 	t.settle(r, now)
-	r.connecting = true
-	r.attemptAt = now
+	change(r, now)
 	t.note(r, now)
 }
 
@@ -258,26 +267,19 @@ func (t *Tracker) AttemptStarted(url string) {
 // without failures it is Healthy at once. The naughty period and the Dead
 // clock end here.
 func (t *Tracker) Connected(url string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.relays[url]
-	if !ok {
-		return
-	}
-	now := t.clock.Now()
-	t.settle(r, now)
-	r.connected = true
-	r.connecting = false
-	r.connectedAt = now
-	r.lastConnected = now
-	r.failingSince = time.Time{}
-	r.naughtyUntil = time.Time{}
-	r.nextAttempt = time.Time{}
-	if r.failures > 0 {
-		r.log.Info("relay recovered, stability period started",
-			zap.Int("failures", r.failures), zap.Duration("stability_period", t.cfg.StabilityPeriod))
-	}
-	t.note(r, now)
+	t.transition(url, func(r *relayHealth, now time.Time) {
+		r.connected = true
+		r.connecting = false
+		r.connectedAt = now
+		r.lastConnected = now
+		r.failingSince = time.Time{}
+		r.naughtyUntil = time.Time{}
+		r.nextAttempt = time.Time{}
+		if r.failures > 0 {
+			r.log.Info("relay recovered, stability period started",
+				zap.Int("failures", r.failures), zap.Duration("stability_period", t.cfg.StabilityPeriod))
+		}
+	})
 }
 
 // Failed records that a connection attempt to url failed or an established
@@ -287,16 +289,9 @@ func (t *Tracker) Connected(url string) {
 // hard failure also puts the relay on the naughty list for NaughtyPeriod; a
 // rate-limited handshake starts a cooldown without counting a failure.
 func (t *Tracker) Failed(url string, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.relays[url]
-	if !ok {
-		return
-	}
-	now := t.clock.Now()
-	t.settle(r, now)
-	t.fail(r, now, err)
-	t.note(r, now)
+	t.transition(url, func(r *relayHealth, now time.Time) {
+		t.fail(r, now, err)
+	})
 }
 
 // fail applies one failure to r at now.
@@ -368,17 +363,10 @@ func (t *Tracker) jitter(d time.Duration) time.Duration {
 // (a clean close, or the engine dropped it). No backoff is added; a
 // recovered relay that had not yet proven stable keeps its failure count.
 func (t *Tracker) Disconnected(url string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.relays[url]
-	if !ok {
-		return
-	}
-	now := t.clock.Now()
-	t.settle(r, now)
-	r.connected = false
-	r.connecting = false
-	t.note(r, now)
+	t.transition(url, func(r *relayHealth, now time.Time) {
+		r.connected = false
+		r.connecting = false
+	})
 }
 
 // Observe classifies a NOTICE text or a CLOSED, OK or NEG-ERR reason from
