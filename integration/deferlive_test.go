@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -94,4 +95,74 @@ func reqFilters(t *testing.T, raw string) []nostr.Filter {
 		}
 	}
 	return fs
+}
+
+// TestKindSubscriptionKeptAcrossConsolidations: consolidations ask Layer 3
+// per root by e and q only and keep the relay's kind subscription (#K
+// comments, PR updates) open: it is sent once per connection, however many
+// consolidations follow, and a nested comment naming its root only under E
+// arrives through it; one on a foreign root is dropped on arrival.
+func TestKindSubscriptionKeptAcrossConsolidations(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
+	alice, bob := harness.NewKey(), harness.NewKey()
+	repo := repoFor(alice, "kinds-0", own, remote)
+	issue := alice.Issue(alice.RepoAddress("kinds-0"), "known root")
+	mustPublish(t, own, repo)
+	remote.Inject(repo, issue)
+	foreignRepo := bob.Announcement("elsewhere", harness.WithRelays(remote.URL()))
+	foreignIssue := bob.Issue(bob.RepoAddress("elsewhere"), "foreign")
+	remote.Inject(foreignRepo, foreignIssue)
+
+	cfg := fastConfig(own)
+	cfg.Sync.ConsolidationThreshold = 4 // a consolidation for each repository added below
+	start := time.Now()
+	sc := startSidecar(t, cfg)
+	waitHas(t, own, issue)
+	testkit.WaitFor(t, syncTimeout, "the root never became confirmed", func() bool {
+		r, _ := relayStatus(sc, remote.URL())
+		return r.State == "connected" && r.RootsConfirmed == 1
+	})
+	// Steady state: each repository added goes over the threshold.
+	var later []*nostr.Event
+	for i := 1; i <= 3; i++ {
+		d := fmt.Sprintf("kinds-%d", i)
+		ann := repoFor(alice, d, own, remote)
+		iss := alice.Issue(alice.RepoAddress(d), "issue of "+d)
+		remote.Inject(ann, iss)
+		mustPublish(t, own, ann)
+		waitHas(t, own, iss)
+		later = append(later, iss)
+		testkit.WaitFor(t, syncTimeout, "the new root never became confirmed", func() bool {
+			r, _ := relayStatus(sc, remote.URL())
+			return r.State == "connected" && r.RootsConfirmed == 1+i
+		})
+	}
+	layer1, kinds := 0, 0
+	for _, m := range reqsAfter(remote, start) {
+		switch m.SubID {
+		case "l1":
+			layer1++
+		case "lk":
+			kinds++
+		}
+		if strings.Contains(m.Raw, `"since":`) && strings.Contains(m.Raw, `"#E":`) {
+			t.Errorf("a consolidation's REQ names roots under #E: %s", m.Raw)
+		}
+	}
+	if layer1 < 3 || kinds != 1 {
+		t.Fatalf("Layer 1 sent %d times (a consolidation each), the kind subscription %d times; want 3 or more, and once", layer1, kinds)
+	}
+
+	top := bob.Comment(issue, nil)
+	nested := alice.Comment(issue, top) // names the root under E only
+	foreign := alice.Comment(foreignIssue, nil)
+	mustPublish(t, remote, top, nested, foreign)
+	waitHas(t, own, top, nested)
+	testkit.WaitFor(t, syncTimeout, "the comment on a foreign root was not dropped as no_match", func() bool {
+		return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"}) >= 1
+	})
+	if own.Has(foreign.ID) {
+		t.Fatal("a comment on a foreign root reached the own relay through the kind subscription")
+	}
 }

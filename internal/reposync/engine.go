@@ -309,6 +309,9 @@ type remote struct {
 	// per-root subscriptions wait for the consolidation at the end of the
 	// relay's pending batches (Config.LiveDeferMax); zero: none wait.
 	liveDeferredAt time.Time
+	// refs are the items the kind subscription (kindSub) hands events on
+	// for, on the current connection.
+	refs *liveRefs
 	// rebuildLive: live subscriptions were closed by the relay and must be
 	// rebuilt once the relay allows it.
 	rebuildLive  bool

@@ -238,6 +238,7 @@ func (e *Engine) teardown(r *remote) {
 	}
 	r.conn, r.cancel, r.cmds = nil, nil, nil
 	r.live, r.jobs, r.running, r.baseline = nil, nil, 0, 0
+	r.refs = nil
 	r.since = nil
 	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
 	r.rebuildLive, r.deferred = false, false

@@ -70,7 +70,7 @@ func (e *Engine) fullResync(r *remote) {
 	r.failed = nil
 	r.HistoricDone = false
 	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
-	r.baseline = 0
+	r.baseline, r.refs = 0, nil
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
 	e.subscribeLayer1(r)
 	e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
