@@ -115,7 +115,7 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour},
+		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: DefaultClaimWait},
 		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
 }
@@ -275,6 +275,11 @@ type Engine struct {
 	restoredSelfSeen time.Time
 	selfSeen         atomic.Int64
 	selfLive         atomic.Bool // history read and the self-subscription live
+
+	// rootsCounted is the root events of repos counted at reposGen
+	// rootsCountedGen−1 (updateIndexMetrics, at every tick).
+	rootsCounted, rootsCountedGen uint64
+
 	// reposWanted is set once RepoState was asked (a state store): only
 	// then does the status refresh copy the repository index.
 	reposWanted atomic.Bool
@@ -399,6 +404,10 @@ func New(cfg Config, d Deps) (*Engine, error) {
 			return nil, err
 		}
 		ns.Limits = d.Health.Limits
+		ns.Clock = d.Clock
+		if e.h != nil {
+			ns.Settled = e.h.SeenID
+		}
 		e.neg = ns
 	}
 	if e.d.Historic == nil {
