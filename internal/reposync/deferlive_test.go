@@ -171,8 +171,8 @@ func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 
 // TestSlotsLentWhileJobsWaitForTheSharedBound: jobs queued only for a place
 // under HistoricMaxJobs leave the relay's free slots to the running jobs'
-// reconciliations and fetches (one kept back for the next job); jobs
-// waiting for a subscription slot stop the lending.
+// reconciliations (one kept back for the next job), not to their fetches;
+// jobs waiting for a subscription slot stop the lending.
 func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.cfg.HistoricMaxJobs = 2
@@ -186,6 +186,11 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	if h.r.running != 2 || l.waiting || l.spare != budget-2-1 {
 		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.waiting, l.spare, budget-3)
 	}
+	b := &jobSlotsBorrower{l: l, max: 3}
+	if b.borrow() || !b.borrowReconcile() {
+		t.Fatal("jobs queued for the shared bound: want a slot for a reconciliation and none for a fetch")
+	}
+	b.giveBack()
 	for i := range budget - 3 {
 		h.r.live[fmt.Sprintf("l%d", i+2)] = 1
 	}

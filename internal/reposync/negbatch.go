@@ -89,7 +89,7 @@ func (s *NegSyncer) reconcileAhead(ctx context.Context, c *relay.Conn, fs []nost
 		select {
 		case own <- struct{}{}:
 		default:
-			if lend.borrow() {
+			if lend.borrowReconcile() {
 				release = lend.giveBack
 				break
 			}
