@@ -357,7 +357,7 @@ func (h *Handler) validate(in Incoming) (string, error) {
 	if reason, err := h.bounds(in); err != nil {
 		return reason, err
 	}
-	if !in.Event.CheckID() {
+	if !checkID(in.Event) {
 		return "bad_id", fmt.Errorf("id does not match content")
 	}
 	return "", nil

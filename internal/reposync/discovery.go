@@ -363,11 +363,22 @@ func (e *Engine) runActions(targets map[string]Target) {
 	}
 }
 
-// recomputeRelay runs compute_actions for one relay.
+// recomputeRelay runs compute_actions for one relay (relayActions: the
+// diff without the relay's target).
 func (e *Engine) recomputeRelay(url string) {
-	t, ok := deriveRelayTarget(e.repos, url, e.bootstrapOK[url] && e.cfg.BootstrapAllLayers)
-	if !ok {
+	r := e.relays[url]
+	if r == nil || !r.Status.IsUp() {
 		return
 	}
-	e.runActions(map[string]Target{url: t})
+	if !e.allowed(r) || !r.consolidateBy.IsZero() {
+		// addFilters would defer whatever the diff holds: a relay waiting
+		// for its consolidation is recomputed once it ran, not at every
+		// batch that ends meanwhile.
+		r.deferred = true
+		return
+	}
+	add := relayActions(e.repos, url, e.bootstrapOK[url] && e.cfg.BootstrapAllLayers, e.pending[url], &r.RelayState)
+	if !add.Empty() {
+		e.addFilters(AddFilters{Relay: url, Items: add})
+	}
 }

@@ -269,6 +269,11 @@ type Engine struct {
 	restoredSelfSeen time.Time
 	selfSeen         atomic.Int64
 	selfLive         atomic.Bool // history read and the self-subscription live
+
+	// rootsCounted is the root events of repos counted at reposGen
+	// rootsCountedGen−1 (updateIndexMetrics, at every tick).
+	rootsCounted, rootsCountedGen uint64
+
 	// reposWanted is set once RepoState was asked (a state store): only
 	// then does the status refresh copy the repository index.
 	reposWanted atomic.Bool

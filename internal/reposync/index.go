@@ -173,6 +173,33 @@ func deriveRelayTarget(repos RepoSyncIndex, url string, bootstrap bool) (Target,
 	return t, bootstrap || !t.Empty()
 }
 
+// relayActions is computeActions(deriveRelayTarget(...)) for one relay
+// without building the target: the relay's copy of every root its
+// repositories name (an insert per root, ~50,000 at the medium profile,
+// on every recomputation) is what that cost. Items are looked up in what is
+// confirmed first (most of them, once a relay's history is read), then in
+// what is pending; the result is empty when nothing is new.
+func relayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*PendingBatch, st *RelayState) Items {
+	add := newItems()
+	if st == nil || !st.Status.IsUp() {
+		return add
+	}
+	for ref, needs := range repos {
+		if !bootstrap && !needs.Relays.has(url) {
+			continue
+		}
+		if !st.Confirmed.Repos.has(ref) && !pendingHas(pending, ref, true) {
+			add.Repos.add(ref)
+		}
+		for id := range needs.Roots {
+			if !st.Confirmed.Roots.has(id) && !add.Roots.has(id) && !pendingHas(pending, id, false) {
+				add.Roots.add(id)
+			}
+		}
+	}
+	return add
+}
+
 // computeActions is the three-way diff target − pending − confirmed, per
 // relay, skipping relays that are not up. It is the only place that decides
 // new Layer 2/3 subscriptions. The result is sorted by relay URL.

@@ -58,34 +58,23 @@ func referTo(items Items) func(*nostr.Event) bool {
 // batch's items. Called on the loop goroutine (the items are copied).
 func jobMatch(j *job) func(*nostr.Event) bool {
 	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
-		return nostr.Filters(j.filters).Match
+		return newFilterMatcher(j.filters, nil).Match
 	}
 	return liveMatch(j.filters, referTo(j.batch.Items))
 }
 
 // liveMatch is a live subscription's check of what arrives: one of fs
 // matches it, and for a kind filter (nip34.ByKind) refers also holds.
+// The filters are compiled once (filterMatcher: values searched, not
+// scanned).
 func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
 	if refers == nil || !slices.ContainsFunc(fs, nip34.ByKind) {
-		return nostr.Filters(fs).Match
+		return newFilterMatcher(fs, nil).Match
 	}
+	m := newFilterMatcher(fs, nip34.ByKind)
 	return func(ev *nostr.Event) bool {
-		checked := false
-		for _, f := range fs {
-			if !f.Matches(ev) {
-				continue
-			}
-			if !nip34.ByKind(f) {
-				return true
-			}
-			if !checked {
-				if refers(ev) {
-					return true
-				}
-				checked = true
-			}
-		}
-		return false
+		plain, byKind := m.matchSplit(ev)
+		return plain || byKind && refers(ev)
 	}
 }
 

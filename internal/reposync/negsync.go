@@ -308,8 +308,9 @@ type fetchRecorder struct {
 	filters []nostr.Filter
 
 	mu    sync.Mutex
-	items []neg.Item   // without filters
-	per   [][]neg.Item // by filter
+	items []neg.Item      // without filters
+	per   [][]neg.Item    // by filter
+	match []filterMatcher // the filters compiled, at the first event
 	// other are ids the relay holds that another fetch delivered or the
 	// handler already had: their created_at is not known here.
 	other map[string]bool
@@ -357,9 +358,13 @@ func (r *fetchRecorder) wrap(emit Emit) Emit {
 			} else {
 				if r.per == nil {
 					r.per = make([][]neg.Item, len(r.filters))
+					r.match = make([]filterMatcher, len(r.filters))
+					for i, f := range r.filters {
+						r.match[i] = newFilterMatcher([]nostr.Filter{f}, nil)
+					}
 				}
-				for i, f := range r.filters {
-					if f.Matches(in.Event) {
+				for i, m := range r.match {
+					if m.Match(in.Event) {
 						r.per[i] = append(r.per[i], it)
 					}
 				}

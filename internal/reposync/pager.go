@@ -289,9 +289,9 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	timer := time.NewTimer(p.EOSETimeout)
 	defer timer.Stop()
 	var page []*nostr.Event
-	var sizes = map[*nostr.Event]int{}
-	raws := map[*nostr.Event][]byte{} // each event as it arrived, forwarded as is
+	var arrived []pageEvent // page's events with their sizes and bytes as they arrived (forwarded as is)
 	seen := map[string]bool{}
+	match := newFilterMatcher([]nostr.Filter{f}, nil).Match
 	progressed := false
 	outside := 0
 	for {
@@ -324,7 +324,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				// limit is kept (they are real events; pageBottom keeps
 				// them from steering the paging); beyond that a relay is
 				// flooding, and the rest is dropped.
-				if !f.Matches(m.Event) {
+				if !match(m.Event) {
 					outside++
 					continue
 				}
@@ -336,8 +336,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				}
 				seen[m.Event.ID] = true
 				page = append(page, m.Event)
-				sizes[m.Event] = m.Size
-				raws[m.Event] = m.Raw
+				arrived = append(arrived, pageEvent{ev: m.Event, size: m.Size, raw: m.Raw})
 				progressed = true
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
@@ -348,9 +347,10 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				}
 				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
 			case relay.MsgEOSE:
-				sortForPublish(page)
-				for _, ev := range page {
-					if err := emit(ctx, ingest.Incoming{Event: ev, Size: sizes[ev], Relay: c.URL(), Raw: raws[ev]}); err != nil {
+				slices.SortStableFunc(arrived, func(a, b pageEvent) int { return publishOrder(a.ev, b.ev) })
+				for i, pe := range arrived {
+					page[i] = pe.ev
+					if err := emit(ctx, ingest.Incoming{Event: pe.ev, Size: pe.size, Relay: c.URL(), Raw: pe.raw}); err != nil {
 						return nil, 0, err
 					}
 				}
@@ -373,13 +373,18 @@ func publishRank(kind int) int {
 	return 3
 }
 
-// sortForPublish orders a page so an announcement precedes what tags it
+// publishOrder orders a page so an announcement precedes what tags it
 // and a root precedes its replies (older first within a rank).
-func sortForPublish(evs []*nostr.Event) {
-	slices.SortStableFunc(evs, func(a, b *nostr.Event) int {
-		if ra, rb := publishRank(a.Kind), publishRank(b.Kind); ra != rb {
-			return ra - rb
-		}
-		return int(a.CreatedAt) - int(b.CreatedAt)
-	})
+func publishOrder(a, b *nostr.Event) int {
+	if ra, rb := publishRank(a.Kind), publishRank(b.Kind); ra != rb {
+		return ra - rb
+	}
+	return int(a.CreatedAt) - int(b.CreatedAt)
+}
+
+// pageEvent is an event of a page with what it arrived as.
+type pageEvent struct {
+	ev   *nostr.Event
+	size int
+	raw  []byte
 }

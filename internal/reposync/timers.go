@@ -86,10 +86,14 @@ func (e *Engine) dropEmptyRelays() {
 }
 
 func (e *Engine) updateIndexMetrics() {
-	roots := 0
-	for _, n := range e.repos {
-		roots += len(n.Roots)
+	if e.rootsCountedGen != e.reposGen+1 {
+		roots := 0
+		for _, n := range e.repos {
+			roots += len(n.Roots)
+		}
+		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.reposGen+1
 	}
+	roots := e.rootsCounted
 	connected := 0
 	for _, r := range e.relays {
 		if r.Status.IsUp() {
