@@ -255,8 +255,16 @@ type Result struct {
 	CPUPerEventExclVerifyMicros float64 `json:"cpu_per_event_excl_verify_us,omitempty"`
 	// Retried counts events the simple copy had to publish again after the
 	// own relay refused them for arriving before what they reference.
-	Retried int    `json:"retried,omitempty"`
-	Note    string `json:"note,omitempty"`
+	// BenchCPUSeconds is the benchmark process's own CPU time over the run
+	// (rusage of self: the in-process remote and own relays, the copy of
+	// own-relay-ingest): with the sidecar's, whether a run was bound by
+	// the machine's cores.
+	BenchCPUSeconds float64 `json:"bench_cpu_seconds,omitempty"`
+	// SidecarMetrics are a few of the sidecar's counters at the end of the
+	// run (name{labels} → value), those the binary exports.
+	SidecarMetrics map[string]float64 `json:"sidecar_metrics,omitempty"`
+	Retried        int                `json:"retried,omitempty"`
+	Note           string             `json:"note,omitempty"`
 	// State-directory runs: the store file's size after the run, the time
 	// until /readyz (restart), and the events the own relay was sent again
 	// (restart; EVENT messages it received).
@@ -342,7 +350,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	fmt.Fprintf(p, "  universe generated and loaded in %.1fs (%d root events; %d events to sync); signature check %.1f µs/event\n",
 		rep.GenerateSeconds, w.roots, len(w.rest), rep.VerifyMicros)
 
+	// mark is the benchmark's CPU time when the current run began.
+	mark := selfCPU()
 	record := func(res Result, err error) error {
+		now := selfCPU()
+		res.BenchCPUSeconds, mark = (now - mark).Seconds(), now
 		if res.Name != "" {
 			finish(&res, rep, opts.Profile.Events)
 			rep.Runs = append(rep.Runs, res)
@@ -357,11 +369,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}()
 	if opts.wants(RunIngest) {
+		mark = selfCPU()
 		if err := record(w.ingest(ctx, opts)); err != nil {
 			return rep, err
 		}
 	}
 	if opts.wants(RunSidecar) {
+		mark = selfCPU()
 		var res Result
 		res, own, err = w.sidecar(ctx, opts, RunSidecar, true, opts.CPUProfile, opts.MemProfile)
 		if err := record(res, err); err != nil {
@@ -369,6 +383,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	if opts.wants(RunResync) {
+		mark = selfCPU()
 		if err := record(w.resync(ctx, opts, own)); err != nil {
 			return rep, err
 		}
@@ -378,11 +393,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		own = nil
 	}
 	if opts.wants(RunState) {
+		mark = selfCPU()
 		if err := w.stateRuns(ctx, opts, record); err != nil {
 			return rep, err
 		}
 	}
 	if opts.wants(RunReqOnly) {
+		mark = selfCPU()
 		res, o, err := w.sidecar(ctx, opts, RunReqOnly, false, "", "")
 		if o != nil {
 			o.Close()
@@ -392,6 +409,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	if opts.wants(RunBaseline) {
+		mark = selfCPU()
 		if err := record(w.baseline(ctx, opts)); err != nil {
 			return rep, err
 		}
@@ -424,6 +442,9 @@ func (r Result) summary() string {
 	if r.CPUSeconds > 0 {
 		s += fmt.Sprintf(", CPU %.2fs (%.1f µs/event, %.1f excl. verify), peak RSS %.0f MiB",
 			r.CPUSeconds, r.CPUPerEventMicros, r.CPUPerEventExclVerifyMicros, float64(r.PeakRSSBytes)/(1<<20))
+	}
+	if r.BenchCPUSeconds > 0 {
+		s += fmt.Sprintf(", bench process CPU %.2fs", r.BenchCPUSeconds)
 	}
 	if !r.Converged {
 		s += " — NOT CONVERGED"

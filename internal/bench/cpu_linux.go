@@ -50,3 +50,14 @@ func vmHWM(pid int) int64 {
 	}
 	return 0
 }
+
+// selfCPU returns this process's CPU time (user + system, every thread;
+// children such as the sidecar not included): the in-process remote and
+// own relays' share of the cores during a run.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -105,9 +105,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s, %d cores, %d GiB, %s, %s; signature check %.1f µs/event\n\n",
 		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGiB, rep.Machine.OS, rep.Machine.GoVersion, rep.VerifyMicros)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tevents\tseconds\tevents/s\tremote MB out/in\town MB out/in\tbytes/event\tCPU s\tCPU µs/ev\texcl. verify\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "run\tevents\tseconds\tevents/s\tremote MB out/in\town MB out/in\tbytes/event\tCPU s\tCPU µs/ev\texcl. verify\tpeak RSS MiB\tbench CPU s\t")
 	for _, r := range rep.Runs {
-		cpu, per, excl, rss := "-", "-", "-", "-"
+		cpu, per, excl, rss, bcpu := "-", "-", "-", "-", "-"
+		if r.BenchCPUSeconds > 0 {
+			bcpu = fmt.Sprintf("%.2f", r.BenchCPUSeconds)
+		}
 		if r.CPUSeconds > 0 {
 			cpu = fmt.Sprintf("%.2f", r.CPUSeconds)
 			per = fmt.Sprintf("%.1f", r.CPUPerEventMicros)
@@ -118,10 +121,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if !r.Converged {
 			name += " (NOT CONVERGED)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.2f/%.2f\t%.2f/%.2f\t%.0f\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.2f/%.2f\t%.2f/%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",
 			name, r.Events, r.Seconds, r.EventsPerSec,
 			float64(r.RemoteSent)/1e6, float64(r.RemoteReceived)/1e6, float64(r.OwnSent)/1e6, float64(r.OwnReceived)/1e6,
-			r.BytesPerEvent, cpu, per, excl, rss)
+			r.BytesPerEvent, cpu, per, excl, rss, bcpu)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -129,6 +132,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, "\nremote bytes by message type (sent / received):")
 	for _, r := range rep.Runs {
 		fmt.Fprintf(w, "  %s: %s / %s\n", r.Name, byType(r.RemoteSentByType), byType(r.RemoteReceivedByType))
+	}
+	for _, r := range rep.Runs {
+		if len(r.SidecarMetrics) > 0 {
+			fmt.Fprintf(w, "  %s sidecar counters: %s\n", r.Name, metricList(r.SidecarMetrics))
+		}
 	}
 	if len(rep.Goals) == 0 {
 		return nil
@@ -222,4 +230,18 @@ func stateGoals(rep *Report) []Goal {
 		Goal{Name: "restart: events published again", Target: "0",
 			Measured: fmt.Sprintf("%d", rs.Republished), Met: rs.Republished == 0},
 	)
+}
+
+// metricList prints counters as name{labels}=value, sorted.
+func metricList(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%.0f", k, m[k])
+	}
+	return strings.Join(parts, " ")
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -134,6 +137,52 @@ func (p *proc) status(ctx context.Context) (status.Snapshot, error) {
 	return st, err
 }
 
+// reportedCounters are the sidecar counters a run reports (those the
+// binary exports): where the remote EVENT bytes went.
+var reportedCounters = []string{
+	"ngit_sync_negentropy_events_discovered_total",
+	"ngit_sync_negentropy_events_fetched_total",
+	"ngit_sync_negentropy_fetch_skipped_total",
+	"ngit_sync_negentropy_fetch_claim_failed_total",
+}
+
+// counters reads reportedCounters from /metrics (nil when it cannot).
+func (p *proc) counters(ctx context.Context) map[string]float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, name := range reportedCounters {
+			if !strings.HasPrefix(line, name) {
+				continue
+			}
+			sp := strings.LastIndexByte(line, ' ')
+			v, err := strconv.ParseFloat(line[sp+1:], 64)
+			if sp < 0 || err != nil {
+				continue
+			}
+			out[line[:sp]] += v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // stop sends SIGTERM, waits for the exit and returns the process's CPU
 // time (user + system) and peak resident set size in bytes.
 //
@@ -245,6 +294,7 @@ func (w *world) sidecar(ctx context.Context, opts Options, name string, negentro
 			res.EventsReceived += r.EventsReceived
 		}
 	}
+	res.SidecarMetrics = p.counters(ctx)
 	cpu, rss, stopErr := p.stop()
 	res.CPUSeconds, res.PeakRSSBytes = cpu.Seconds(), rss
 	if waitErr != nil {

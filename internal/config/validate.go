@@ -251,6 +251,7 @@ func (c *Config) Validate() error {
 	v.positive("negentropy.idle_timeout", n.IdleTimeout)
 	v.positiveInt("negentropy.fetch_batch", n.FetchBatch)
 	v.positive("negentropy.support_cache_ttl", n.SupportCacheTTL)
+	v.positive("negentropy.claim_wait", n.ClaimWait)
 
 	t := c.Trusted
 	v.positive("trusted.interval", t.Interval)

@@ -37,6 +37,15 @@ type Faults struct {
 	ReqClosed string
 	// NoEOSE serves REQs but never sends EOSE.
 	NoEOSE bool
+	// WithholdIDs answers every REQ that asks for events by id with EOSE
+	// alone, IDsAfter later: a relay that lacks what it reconciled (or
+	// hides it).
+	WithholdIDs bool
+	// DropOnIDs closes a connection abruptly IDsAfter after the client
+	// asked for events by id on it, answering nothing.
+	DropOnIDs bool
+	// IDsAfter is how long WithholdIDs and DropOnIDs hold the REQ.
+	IDsAfter time.Duration
 	// IgnoreNegentropy swallows NEG-OPEN, NEG-MSG and NEG-CLOSE without any
 	// answer.
 	IgnoreNegentropy bool
@@ -202,6 +211,22 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 				c.sendJSON(ctx, []any{"AUTH", c.challenge})
 				c.sendJSON(ctx, []any{"CLOSED", sub, ReasonAuthRequired})
 				forward = false
+			case (f.DropOnIDs || f.WithholdIDs) && reqByIDs(data):
+				go func(sub string) {
+					t := time.NewTimer(f.IDsAfter)
+					defer t.Stop()
+					select {
+					case <-t.C:
+					case <-ctx.Done():
+						return
+					}
+					if f.DropOnIDs {
+						c.kill()
+						return
+					}
+					c.sendJSON(ctx, []any{"EOSE", sub})
+				}(sub)
+				forward = false
 			case f.ReqNotice != "":
 				c.sendJSON(ctx, []any{"NOTICE", f.ReqNotice})
 				forward = false
@@ -258,6 +283,16 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 			return
 		}
 	}
+}
+
+// reqByIDs tells whether a REQ has a filter with ids.
+func reqByIDs(msg []byte) bool {
+	for i, f := range gjson.ParseBytes(msg).Array() {
+		if i >= 2 && f.Get("ids").Exists() {
+			return true
+		}
+	}
+	return false
 }
 
 // setLive records (or, with nil, forgets) a live subscription's filters.

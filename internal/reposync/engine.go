@@ -109,7 +109,7 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour},
+		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: DefaultClaimWait},
 		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
 }
@@ -391,6 +391,10 @@ func New(cfg Config, d Deps) (*Engine, error) {
 			return nil, err
 		}
 		ns.Limits = d.Health.Limits
+		ns.Clock = d.Clock
+		if e.h != nil {
+			ns.Settled = e.h.SeenID
+		}
 		e.neg = ns
 	}
 	if e.d.Historic == nil {

@@ -41,7 +41,7 @@ func (s *NegSyncer) fetchReconciled(ctx context.Context, c *relay.Conn, done []r
 		need = slices.Compact(need)
 	}
 	rec := fetchRecorder{filters: fs}
-	if err := s.fetch(ctx, c, need, slots, rec.wrap(emit)); err != nil {
+	if err := s.fetch(ctx, c, need, slots, rec.wrap(emit), &rec); err != nil {
 		s.m.errors.WithLabelValues(c.URL(), errorKind(err)).Inc()
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *NegSyncer) fetchReconciled(ctx context.Context, c *relay.Conn, done []r
 		for _, st := range d.windows {
 			local = append(local, st)
 		}
-		if err := s.confirmSet(ctx, c, d.f, buildRemoteSet(local, d.res.Have, rec.itemsOf(i)), emit); err != nil {
+		if err := s.confirmSet(ctx, c, d.f, buildRemoteSet(local, d.res.Have, rec.itemsOf(i), rec.otherOf(d.res.Need)), emit); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

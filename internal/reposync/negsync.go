@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -27,6 +28,10 @@ type NegConfig struct {
 	FetchBatch int
 	// SupportTTL is how long a relay's NIP-77 support is remembered.
 	SupportTTL time.Duration
+	// ClaimWait bounds how long a fetch waits for another relay's fetch
+	// of ids it claimed before asking its own relay (fetchclaims.go);
+	// required (positive).
+	ClaimWait time.Duration
 }
 
 // negMetrics are the negentropy_* metrics.
@@ -39,6 +44,8 @@ type negMetrics struct {
 	duration   prometheus.Histogram
 	bytes      *prometheus.CounterVec
 	probes     *prometheus.CounterVec
+	skipped    *prometheus.CounterVec
+	refetched  *prometheus.CounterVec
 }
 
 func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
@@ -68,8 +75,14 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
 		}, []string{"relay"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_negentropy_fetch_skipped_total", Help: "Missing event ids a fetch did not ask its relay for, by reason (claimed: another relay's fetch was asking for them; seen: the ingest handler had them).",
+		}, []string{"reason"}),
+		refetched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_negentropy_fetch_claim_failed_total", Help: "Event ids a fetch deferred to another relay's fetch and then asked its own relay for, by reason (failed: the other fetch did not deliver them; timeout: still not after negentropy.claim_wait).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes} {
+	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes, m.skipped, m.refetched} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -127,6 +140,14 @@ type NegSyncer struct {
 	// Limits, when set, returns a relay's announced limits: NEG-OPEN,
 	// NEG-MSG and fetching REQs are built to fit its message size.
 	Limits func(url string) relay.Limits
+	// Settled, when set, tells whether the ingest handler already has an
+	// event id (ingest.Handler.SeenID): a fetch does not ask for it.
+	Settled func(id [32]byte) bool
+	// Clock times the waits for other fetches' claims (clock.Real{} by
+	// default).
+	Clock clock.Clock
+	// claims are the ids being fetched, shared by every relay's fetches.
+	claims *fetchClaims
 
 	mu      sync.Mutex
 	support map[string]supportEntry
@@ -143,6 +164,9 @@ func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Re
 	if cfg.FetchBatch <= 0 {
 		return nil, fmt.Errorf("reposync: Negentropy.FetchBatch must be positive, got %d", cfg.FetchBatch)
 	}
+	if cfg.ClaimWait <= 0 {
+		return nil, fmt.Errorf("reposync: Negentropy.ClaimWait must be positive, got %s", cfg.ClaimWait)
+	}
 	m, err := newNegMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -151,6 +175,7 @@ func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Re
 		now = time.Now
 	}
 	return &NegSyncer{cfg: cfg, pager: pager, local: local, m: m, log: log, now: now,
+		Clock: clock.Real{}, claims: newFetchClaims(),
 		support: map[string]supportEntry{}, warned: map[string]bool{}}, nil
 }
 
@@ -261,7 +286,7 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 	}
 	// Even a failed reconciliation returns what finished windows found.
 	var rec fetchRecorder
-	ferr := s.fetch(ctx, c, need, slots, rec.wrap(emit))
+	ferr := s.fetch(ctx, c, need, slots, rec.wrap(emit), &rec)
 	if ferr != nil {
 		s.m.errors.WithLabelValues(url, errorKind(ferr)).Inc()
 		err = errors.Join(err, ferr)
@@ -271,7 +296,7 @@ func (s *NegSyncer) reconcileMax(ctx context.Context, c *relay.Conn, f nostr.Fil
 		for _, st := range windows {
 			local = append(local, st)
 		}
-		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, rec.items), emit)
+		err = s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, rec.items, rec.otherOf(need)), emit)
 	}
 	return len(res.Need), err
 }
@@ -286,6 +311,41 @@ type fetchRecorder struct {
 	items []neg.Item      // without filters
 	per   [][]neg.Item    // by filter
 	match []filterMatcher // the filters compiled, at the first event
+	// other are ids the relay holds that another fetch delivered or the
+	// handler already had: their created_at is not known here.
+	other map[string]bool
+}
+
+// elsewhere records ids the relay holds that were not fetched from it. A
+// nil recorder records nothing.
+func (r *fetchRecorder) elsewhere(ids []string) {
+	if r == nil || len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.other == nil {
+		r.other = map[string]bool{}
+	}
+	for _, id := range ids {
+		r.other[id] = true
+	}
+}
+
+// otherOf returns which of need were recorded by elsewhere.
+func (r *fetchRecorder) otherOf(need []string) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var m map[string]bool
+	for _, id := range need {
+		if r.other[id] {
+			if m == nil {
+				m = map[string]bool{}
+			}
+			m[id] = true
+		}
+	}
+	return m
 }
 
 // wrap returns emit recording each event's item first.
@@ -393,76 +453,6 @@ func windowKey(f nostr.Filter) string {
 		k += fmt.Sprint(*f.Until)
 	}
 	return k
-}
-
-// fetch asks for ids in batches, up to slots REQs at once (more when ctx
-// carries a borrower with slots to lend), and retries ids the relay did
-// not return once before giving up on them.
-func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slots int, emit Emit) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	slots = max(slots, 1)
-	got := newSyncSet()
-	counting := func(ctx context.Context, in ingest.Incoming) error {
-		if !got.add(in.Event.ID) {
-			return nil
-		}
-		s.m.fetched.Inc()
-		return emit(ctx, in)
-	}
-	missing := ids
-	per := idsPerReq(s.cfg.FetchBatch, s.limits(c.URL()))
-	for attempt := 0; attempt < 2 && len(missing) > 0; attempt++ {
-		var batches [][]string
-		for start := 0; start < len(missing); start += per {
-			batches = append(batches, missing[start:min(start+per, len(missing))])
-		}
-		errs := make([]error, len(batches))
-		sem := make(chan struct{}, slots)
-		var wg sync.WaitGroup
-		lend := borrowerFrom(ctx)
-		for i, b := range batches {
-			// A slot of our own, else one the relay lends (fetchslots.go),
-			// else wait for one of our own.
-			release := func() { <-sem }
-			select {
-			case sem <- struct{}{}:
-			default:
-				if lend != nil && lend.borrow() {
-					release = lend.giveBack
-					break
-				}
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					wg.Wait()
-					return ctx.Err()
-				}
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer release()
-				_, errs[i] = s.pager.fetch(ctx, c, nostr.Filter{IDs: b, Limit: len(b)}, counting)
-			}()
-		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var still []string
-		for _, id := range missing {
-			if !got.has(id) {
-				still = append(still, id)
-			}
-		}
-		missing = still
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: %d of %d", errMissingIDs, len(missing), len(ids))
-	}
-	return nil
 }
 
 // limits returns url's announced limits (zero when unknown).

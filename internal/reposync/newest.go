@@ -39,7 +39,7 @@ func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.
 	}
 	if until-since <= 1 {
 		// One second cannot be split: its events are equally new.
-		if ferr := s.fetch(ctx, c, need[:max], slots, emit); ferr != nil {
+		if ferr := s.fetch(ctx, c, need[:max], slots, emit, nil); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
 		return missing, err
@@ -73,7 +73,7 @@ var errBudgetSpent = errors.New("per-cycle event budget spent")
 // reports how many events the check and the paging emitted.
 func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.Filter, res neg.Result, windows map[string]*neg.Storage, err error, slots, max int, emit Emit) (int, error) {
 	var rec fetchRecorder
-	if ferr := s.fetch(ctx, c, res.Need, slots, rec.wrap(emit)); ferr != nil {
+	if ferr := s.fetch(ctx, c, res.Need, slots, rec.wrap(emit), &rec); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
 	if err != nil {
@@ -95,7 +95,7 @@ func (s *NegSyncer) fetchConfirmed(ctx context.Context, c *relay.Conn, f nostr.F
 		paged++
 		return emit(ctx, in)
 	}
-	if cerr := s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, rec.items), bounded); cerr != nil && !errors.Is(cerr, errBudgetSpent) {
+	if cerr := s.confirmSet(ctx, c, f, buildRemoteSet(local, res.Have, rec.items, rec.otherOf(res.Need)), bounded); cerr != nil && !errors.Is(cerr, errBudgetSpent) {
 		return paged, cerr
 	}
 	return paged, nil

@@ -139,6 +139,9 @@ type remoteSet struct {
 	// haveBelow: every id we hold that the relay lacks is older than its
 	// oldest event (the set ends at a boundary while older events exist).
 	haveBelow bool
+	// other are ids of the set fetched from another relay or already
+	// had (fetchclaims.go): counted, their created_at unknown.
+	other map[string]bool
 }
 
 func (rs *remoteSet) add(ts nostr.Timestamp, id func() string) {
@@ -153,8 +156,9 @@ func (rs *remoteSet) add(ts nostr.Timestamp, id func() string) {
 }
 
 // buildRemoteSet derives the relay's set from our storages (one per
-// reconciled window), the ids we have that it lacks, and the items fetched.
-func buildRemoteSet(local []*neg.Storage, have []string, fetched []neg.Item) remoteSet {
+// reconciled window), the ids we have that it lacks, the items fetched and
+// the ids of its set not fetched from it (other, created_at unknown).
+func buildRemoteSet(local []*neg.Storage, have []string, fetched []neg.Item, other map[string]bool) remoteSet {
 	haveSet := make(map[[32]byte]struct{}, len(have))
 	for _, h := range have {
 		var id [32]byte
@@ -180,6 +184,8 @@ func buildRemoteSet(local []*neg.Storage, have []string, fetched []neg.Item) rem
 		rs.add(it.CreatedAt, func() string { return hex.EncodeToString(it.ID[:]) })
 	}
 	rs.haveBelow = haveSeen && rs.count > 0 && newestHave < rs.oldest
+	rs.count += len(other)
+	rs.other = other
 	return rs
 }
 
@@ -202,13 +208,23 @@ func (s *NegSyncer) confirmSet(ctx context.Context, c *relay.Conn, f nostr.Filte
 	pf := f
 	oldest := rs.oldest
 	pf.Until = &oldest
-	pf.Limit, pf.LimitZero = len(rs.atOldest)+1, false
+	if len(rs.atOldest) == 0 {
+		// Only other ids: no created_at known, the probe asks for the
+		// newest events; one beyond the set means it was cut.
+		pf.Until, oldest = nil, nostr.Timestamp(1<<62)
+	}
+	// The other ids may lie at or below the oldest known one: room for
+	// them too.
+	pf.Limit, pf.LimitZero = len(rs.atOldest)+1+len(rs.other), false
 	page, err := s.pager.fetch(ctx, c, pf, emit)
 	if err != nil {
 		return fmt.Errorf("confirming a NIP-77 set of %d events: %w", rs.count, err)
 	}
 	beyond := 0
 	for _, ev := range page {
+		if rs.other[ev.ID] {
+			continue
+		}
 		if ev.CreatedAt < oldest || !rs.atOldest[ev.ID] {
 			beyond++
 		}

@@ -39,17 +39,23 @@ func TestBuildRemoteSet(t *testing.T) {
 	id := func(i int) string { it := local.Item(i); return hex.EncodeToString(it.ID[:]) }
 	have := []string{id(0)} // the relay lacks the oldest
 	fetched := []neg.Item{testItem(t, 25, 4), testItem(t, 20, 5)}
-	rs := buildRemoteSet([]*neg.Storage{local}, have, fetched)
+	rs := buildRemoteSet([]*neg.Storage{local}, have, fetched, nil)
 	if rs.count != 4 || rs.oldest != 20 || len(rs.atOldest) != 2 || !rs.haveBelow {
 		t.Fatalf("got %+v, want 4 items, oldest 20 (2 ids), haveBelow", rs)
 	}
 	// the relay lacking a newer item is no boundary
 	have = []string{id(2)}
-	if rs := buildRemoteSet([]*neg.Storage{local}, have, nil); rs.haveBelow || rs.count != 2 || rs.oldest != 10 {
+	if rs := buildRemoteSet([]*neg.Storage{local}, have, nil, nil); rs.haveBelow || rs.count != 2 || rs.oldest != 10 {
 		t.Fatalf("got %+v, want 2 items from 10, no haveBelow", rs)
 	}
-	if rs := buildRemoteSet(nil, nil, nil); rs.count != 0 || rs.haveBelow {
+	if rs := buildRemoteSet(nil, nil, nil, nil); rs.count != 0 || rs.haveBelow {
 		t.Fatalf("empty: %+v", rs)
+	}
+	// ids of the set fetched from another relay or already seen count,
+	// without a created_at: the oldest known item stays the bound
+	other := map[string]bool{fmt.Sprintf("%064x", 6): true, fmt.Sprintf("%064x", 7): true}
+	if rs := buildRemoteSet([]*neg.Storage{local}, []string{id(0)}, nil, other); rs.count != 4 || rs.oldest != 20 || len(rs.other) != 2 {
+		t.Fatalf("with other ids: %+v, want 4 items, oldest 20, 2 other", rs)
 	}
 }
 

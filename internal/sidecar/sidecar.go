@@ -343,6 +343,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.Negentropy = reposync.NegConfig{
 		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
 		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
+		ClaimWait: cfg.Negentropy.ClaimWait,
 	}
 	scfg.Trusted = reposync.TrustedConfig{
 		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,

@@ -1,0 +1,134 @@
+package reposync
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
+)
+
+func claimID(i int) string { return fmt.Sprintf("%064x", i+1) }
+
+func claimKey(id string) [32]byte {
+	var k [32]byte
+	_, _ = hex.Decode(k[:], []byte(id))
+	return k
+}
+
+// batchIDs is the ids of a plan's REQs, in order.
+func batchIDs(p claimPlan) [][]string {
+	var out [][]string
+	for _, b := range p.mine {
+		out = append(out, b.ids)
+	}
+	return out
+}
+
+func TestFetchClaimsTake(t *testing.T) {
+	ct := newFetchClaims()
+	a, b, c, d, e := claimID(0), claimID(1), claimID(2), claimID(3), claimID(4)
+	seen := claimKey(e)
+	settled := func(k [32]byte) bool { return k == seen }
+
+	// The first fetch claims every id it asks for, in REQs of two.
+	p1 := ct.take([]string{a, b, c}, 2, settled, false)
+	if got := batchIDs(p1); !slices.Equal(got[0], []string{a, b}) || !slices.Equal(got[1], []string{c}) || len(got) != 2 {
+		t.Fatalf("first fetch's REQs %v", got)
+	}
+	if ct.len() != 3 || len(p1.deferred) != 0 || len(p1.settled) != 0 {
+		t.Fatalf("claims %d, deferred %v, settled %v", ct.len(), p1.deferred, p1.settled)
+	}
+	// A second fetch asks only for what is neither claimed nor settled,
+	// and defers the rest to the REQs that claimed it.
+	p2 := ct.take([]string{b, c, d, e}, 2, settled, false)
+	if got := batchIDs(p2); len(got) != 1 || !slices.Equal(got[0], []string{d}) {
+		t.Fatalf("second fetch's REQs %v, want [[d]]", got)
+	}
+	if !slices.Equal(p2.settled, []string{e}) {
+		t.Errorf("settled %v, want [e]", p2.settled)
+	}
+	if !slices.Equal(p2.deferred[p1.mine[0]], []string{b}) || !slices.Equal(p2.deferred[p1.mine[1]], []string{c}) || len(p2.deferred) != 2 {
+		t.Errorf("deferred %v, want b to the first REQ, c to the second", p2.deferred)
+	}
+	// Forced, a fetch asks for claimed ids too, without taking their
+	// claim over.
+	p3 := ct.take([]string{b, d}, 10, nil, true)
+	if got := batchIDs(p3); len(got) != 1 || !slices.Equal(got[0], []string{b, d}) || len(p3.deferred) != 0 {
+		t.Fatalf("forced fetch's REQs %v, deferred %v", got, p3.deferred)
+	}
+	if len(p3.mine[0].keys) != 0 {
+		t.Errorf("a forced fetch claimed %d ids already claimed", len(p3.mine[0].keys))
+	}
+	// An id that does not decode is asked for, never claimed.
+	p4 := ct.take([]string{"zz"}, 10, settled, false)
+	if got := batchIDs(p4); len(got) != 1 || got[0][0] != "zz" || len(p4.mine[0].keys) != 0 {
+		t.Errorf("bad id: REQs %v", got)
+	}
+}
+
+func TestFetchClaimsResolve(t *testing.T) {
+	ct := newFetchClaims()
+	a, b, c := claimID(0), claimID(1), claimID(2)
+	p1 := ct.take([]string{a, b, c}, 10, nil, false)
+	p2 := ct.take([]string{a, b, c}, 10, nil, false)
+	if len(p2.mine) != 0 || len(p2.deferred[p1.mine[0]]) != 3 {
+		t.Fatalf("second fetch: REQs %v, deferred %v", batchIDs(p2), p2.deferred)
+	}
+	clk := clock.NewManual(time.Unix(1000, 0))
+	woke := make(chan claimWait, 1)
+	go func() { woke <- waitClaims(context.Background(), clk, time.Minute, p2.deferred) }()
+	select {
+	case w := <-woke:
+		t.Fatalf("the waiter returned before the claim resolved: %+v", w)
+	case <-time.After(20 * time.Millisecond):
+	}
+	// The claimant's REQ delivered a and c, not b (a relay that lacks
+	// what it reconciled, or a connection that dropped).
+	ct.resolve(p1.mine[0], func(id string) bool { return id != b })
+	w := <-woke
+	if !slices.Equal(w.delivered, []string{a, c}) || !slices.Equal(w.failed, []string{b}) || len(w.timedOut) != 0 {
+		t.Errorf("waiter got %+v, want a and c delivered, b failed", w)
+	}
+	if n := ct.len(); n != 0 {
+		t.Errorf("%d claims left after the REQ ended", n)
+	}
+	// Released, the ids can be claimed again.
+	if p3 := ct.take([]string{b}, 10, nil, false); len(p3.mine) != 1 || len(p3.mine[0].keys) != 1 {
+		t.Errorf("b not claimable after its claim failed: %+v", p3)
+	}
+}
+
+func TestFetchClaimsWaitTimesOut(t *testing.T) {
+	ct := newFetchClaims()
+	a, b := claimID(0), claimID(1)
+	p1 := ct.take([]string{a}, 10, nil, false)
+	p1b := ct.take([]string{b}, 10, nil, false)
+	p2 := ct.take([]string{a, b}, 10, nil, false)
+	ct.resolve(p1b.mine[0], func(string) bool { return true })
+	clk := clock.NewManual(time.Unix(1000, 0))
+	woke := make(chan claimWait, 1)
+	go func() { woke <- waitClaims(context.Background(), clk, 5*time.Second, p2.deferred) }()
+	for clk.Waiters() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(4 * time.Second)
+	select {
+	case w := <-woke:
+		t.Fatalf("returned before the wait was over: %+v", w)
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	w := <-woke
+	if !slices.Equal(w.timedOut, []string{a}) || !slices.Equal(w.delivered, []string{b}) || len(w.failed) != 0 {
+		t.Errorf("waiter got %+v, want a timed out, b delivered", w)
+	}
+	// The claimant still resolves its claim later.
+	ct.resolve(p1.mine[0], func(string) bool { return false })
+	if n := ct.len(); n != 0 {
+		t.Errorf("%d claims left", n)
+	}
+}
