@@ -406,7 +406,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		ns.Limits = d.Health.Limits
 		ns.Clock = d.Clock
 		if e.h != nil {
-			ns.Settled = e.h.SeenID
+			ns.IDState = e.h.IDState
 		}
 		e.neg = ns
 	}
