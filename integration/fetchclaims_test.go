@@ -15,8 +15,9 @@ import (
 // store). With both honest, each missing event is fetched from one of them:
 // the sidecar receives each about once, not once per relay. When the relay
 // whose fetch claimed the ids withholds them (EOSE alone) or drops its
-// connection instead of answering, the other relay's fetch, which deferred
-// to it, takes them over: every event still reaches the own relay.
+// connection instead of answering, or sends forged copies, the other
+// relay's fetch, which deferred to it, takes them over: every event still
+// reaches the own relay, as the real event.
 func TestFetchEachIDFromOneRelay(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -28,6 +29,10 @@ func TestFetchEachIDFromOneRelay(t *testing.T) {
 		// while the faulty relay's claims are open.
 		{"withholds", harness.Faults{WithholdIDs: true, IDsAfter: 2 * time.Second}},
 		{"drops", harness.Faults{DropOnIDs: true, IDsAfter: 2 * time.Second}},
+		// The faulty relay answers by id at once, with forged signatures:
+		// the own relay refuses them as invalid, and the real events come
+		// from the other relay.
+		{"forges", harness.Faults{ForgeIDs: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			own := ownRelay(t)
@@ -60,6 +65,11 @@ func TestFetchEachIDFromOneRelay(t *testing.T) {
 			cfg.Negentropy.ClaimWait = 20 * time.Second
 			sc := startSidecar(t, cfg)
 			waitHas(t, own, evs...)
+			for _, ev := range evs {
+				if got := own.Store().Get(ev.ID); got == nil || got.Sig != ev.Sig {
+					t.Fatalf("own relay's copy of %s is not the real event", ev.ID)
+				}
+			}
 
 			metric := func(name string, labels map[string]string) float64 {
 				return testkit.Metric(t, sc.Registry, name, labels)

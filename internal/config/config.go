@@ -121,6 +121,7 @@ type Sync struct {
 	HistoricRetryMax       time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
 	HistoricMaxJobs        int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; more let distant relays' round trips overlap; the events they hold at once are bounded by historic_max_events."`
 	HistoricFetchSlots     int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
+	LiveDeferMax           time.Duration `yaml:"live_defer_max" help:"While a relay has pending historic batches (its first sync, a large batch), new items run their history without live per-root subscriptions, which would take the subscription budget from historic jobs; their live filters open in one consolidation when the batches are done, with since reaching back to when the first was added minus since_buffer, or after this long anyway. Layer 1 stays live. 0: open them at once."`
 	HistoricMaxEvents      int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
 	HistoricMaxBytes       int           `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: a REQ is sent only while the others leave room for 32 events of the average size held so far (2 KiB at first); one already sent may take the bound over by what it receives. 0: no byte bound (historic_max_events still bounds them)."`
 }
@@ -256,6 +257,7 @@ func Default() *Config {
 			ValuesPerFilter:        sync.ValuesPerFilter,
 			ConsolidationThreshold: sync.ConsolidationThreshold,
 			ConsolidationWait:      sync.ConsolidationWait,
+			LiveDeferMax:           sync.LiveDeferMax,
 			FullResyncMin:          sync.FullResyncMin,
 			FullResyncMax:          sync.FullResyncMax,
 			EmptyRelayCheck:        sync.EmptyRelayCheck,

@@ -186,6 +186,7 @@ func (c *Config) Validate() error {
 	}
 	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
 	v.positive("sync.consolidation_wait", s.ConsolidationWait)
+	v.nonNegative("sync.live_defer_max", s.LiveDeferMax)
 	v.positive("sync.full_resync_min", s.FullResyncMin)
 	v.positive("sync.full_resync_max", s.FullResyncMax)
 	if s.FullResyncMax < s.FullResyncMin {

@@ -46,6 +46,10 @@ type Faults struct {
 	DropOnIDs bool
 	// IDsAfter is how long WithholdIDs and DropOnIDs hold the REQ.
 	IDsAfter time.Duration
+	// ForgeIDs serves REQs that ask for events by id with each event's
+	// signature replaced by zeros: the events reconcile (their ids are
+	// right) but are forged copies.
+	ForgeIDs bool
 	// IgnoreNegentropy swallows NEG-OPEN, NEG-MSG and NEG-CLOSE without any
 	// answer.
 	IgnoreNegentropy bool
@@ -149,6 +153,9 @@ type proxyConn struct {
 	// the harness's own broadcast (see Relay.storeAndBroadcast).
 	liveMu sync.Mutex
 	live   map[string]nostr.Filters
+	// forged are the subscriptions whose events are sent forged
+	// (Faults.ForgeIDs); guarded by liveMu.
+	forged map[string]bool
 
 	// guarded by r.obs.mu
 	subs   map[string]struct{}
@@ -278,11 +285,32 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 			if env.FromJSON(string(data)) == nil {
 				c.setLive(sub, env.Filters)
 			}
+			if f.ForgeIDs && reqByIDs(data) {
+				c.liveMu.Lock()
+				if c.forged == nil {
+					c.forged = map[string]bool{}
+				}
+				c.forged[sub] = true
+				c.liveMu.Unlock()
+			}
 		}
 		if err := c.upstream.Write(ctx, typ, data); err != nil {
 			return
 		}
 	}
+}
+
+// forge returns an EVENT message of sub with the event's signature
+// replaced by zeros when sub is one of Faults.ForgeIDs' subscriptions.
+func (c *proxyConn) forge(sub string, msg []byte) []byte {
+	c.liveMu.Lock()
+	forged := c.forged[sub]
+	c.liveMu.Unlock()
+	sig := gjson.GetBytes(msg, "2.sig").String()
+	if !forged || sig == "" {
+		return msg
+	}
+	return []byte(strings.Replace(string(msg), `"`+sig+`"`, `"`+strings.Repeat("0", len(sig))+`"`, 1))
 }
 
 // reqByIDs tells whether a REQ has a filter with ids.
@@ -301,6 +329,7 @@ func (c *proxyConn) setLive(sub string, fs nostr.Filters) {
 	defer c.liveMu.Unlock()
 	if fs == nil {
 		delete(c.live, sub)
+		delete(c.forged, sub)
 		return
 	}
 	if c.live == nil {
@@ -412,6 +441,8 @@ func (c *proxyConn) pumpDown(ctx context.Context) {
 			}
 		}
 		switch label {
+		case "EVENT":
+			data = c.forge(sub, data)
 		case "EOSE":
 			if f.NoEOSE {
 				continue

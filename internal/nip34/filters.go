@@ -57,8 +57,12 @@ func Layer3Live(roots []string, perFilter int, since *nostr.Timestamp) []nostr.F
 	if len(roots) == 0 {
 		return nil
 	}
-	out := tagged(roots, perFilter, since, "e", "q")
-	return append(out, Layer3ByKind(since)...)
+	return append(Layer3ByRoot(roots, perFilter, since), Layer3ByKind(since)...)
+}
+
+// Layer3ByRoot are the per-root filters of Layer3Live (`e` and `q`).
+func Layer3ByRoot(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	return tagged(roots, perFilter, since, "e", "q")
 }
 
 // RootKindValues are the kinds of root events as `K` tag values.

@@ -43,7 +43,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 			if f.Since == nil || *f.Since != since {
 				t.Fatalf("since lost: %v", f)
 			}
-			for _, v := range f.Tags["E"] {
+			for _, v := range f.Tags["e"] {
 				asked[v] = true
 			}
 		}

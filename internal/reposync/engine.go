@@ -70,6 +70,11 @@ type Config struct {
 	EmptyRelayCheck        time.Duration
 	PageSize               int
 	EOSETimeout            time.Duration
+	// LiveDeferMax bounds how long new items of a relay with pending
+	// historic batches run their history without live per-root
+	// subscriptions: their live filters wait for one consolidation when
+	// the batches are done (0: opened at once).
+	LiveDeferMax time.Duration
 	// Tick drives reconnects, deferred work and timers.
 	Tick time.Duration
 	// ConnectTimeout bounds one dial (the health tracker may ask for less).
@@ -102,6 +107,7 @@ func DefaultConfig() Config {
 		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
 		ConsolidationThreshold:   70,
 		ConsolidationWait:        30 * time.Second,
+		LiveDeferMax:             3 * time.Minute,
 		FullResyncMin:            23 * time.Hour,
 		FullResyncMax:            25 * time.Hour,
 		EmptyRelayCheck:          60 * time.Second,
@@ -308,6 +314,13 @@ type remote struct {
 	lend *slotLender
 	// Consolidation waiting for pending batches to finish.
 	consolidateBy time.Time
+	// liveDeferredAt is when the earliest item was added whose live
+	// per-root subscriptions wait for the consolidation at the end of the
+	// relay's pending batches (Config.LiveDeferMax); zero: none wait.
+	liveDeferredAt time.Time
+	// refs are the items the kind subscription (kindSub) hands events on
+	// for, on the current connection.
+	refs *liveRefs
 	// rebuildLive: live subscriptions were closed by the relay and must be
 	// rebuilt once the relay allows it.
 	rebuildLive  bool
@@ -397,7 +410,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		ns.Limits = d.Health.Limits
 		ns.Clock = d.Clock
 		if e.h != nil {
-			ns.Settled = e.h.SeenID
+			ns.IDState = e.h.IDState
 		}
 		e.neg = ns
 	}

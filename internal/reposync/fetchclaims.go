@@ -28,23 +28,20 @@ import (
 // fetches what is still missing itself, no longer deferring: its fetch is
 // not done while any of its ids is unresolved.
 //
-// A claimant's delivery counts once its events went to the ingest
-// handler, and an id the handler has seen is not fetched again even while
-// its copy is on its way to the own relay. So a copy the handler drops (an
-// id that does not match its content) or the own relay refuses
-// (`invalid:`, a forged signature) is not replaced by another relay's copy
-// in the same sync: its seen mark is cleared and the next reconciliation
-// with any relay that holds it finds it missing again. (Fetching every id
-// from every relay, the price of replacing it at once, is what this
-// avoids.)
+// What another fetch delivered, and an id the handler had already sent on
+// unchecked, counts once the handler settled it (waitFlights, at most
+// NegConfig.ClaimWait): a copy the own relay refuses as invalid (a forged
+// signature) clears the id's seen mark, and the waiting fetch asks its own
+// relay, as it does for what was not settled in time. So skipping a copy
+// never lets a forged one keep the real event out.
 
 // fetch asks for ids in batches, up to slots REQs at once (more when ctx
 // carries a borrower with slots to lend), and retries ids the relay did
-// not return once before giving up on them. Ids the handler already has,
-// and ids another fetch has claimed, are not asked for (fetchclaims.go):
-// the first round defers to the claimant and waits for it; what it did not
-// deliver is fetched in the rounds after, which defer to no one. rec, when
-// set, learns of the ids another fetch delivered.
+// not return once before giving up on them. Ids the handler settled are
+// not asked for; in the first round neither are ids another fetch claimed
+// or the handler sent on unchecked: it waits for them, and what was not
+// delivered and settled is fetched in the rounds after, which defer to no
+// one. rec, when set, learns of the ids had from elsewhere.
 func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slots int, emit Emit, rec *fetchRecorder) error {
 	if len(ids) == 0 {
 		return nil
@@ -68,12 +65,12 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 	per := idsPerReq(s.cfg.FetchBatch, s.limits(c.URL()))
 	rounds := 2
 	for round := 0; round < rounds && len(missing) > 0; round++ {
-		plan := s.claims.take(missing, per, s.Settled, round > 0)
+		plan := s.claims.take(missing, per, s.IDState, round > 0)
 		elsewhere(plan.settled)
-		s.m.skipped.WithLabelValues("seen").Add(float64(len(plan.settled)))
-		if len(plan.deferred) > 0 {
-			// The deferred ids get two rounds of their own if their
-			// claim fails.
+		s.m.skipped.WithLabelValues("seen").Add(float64(len(plan.settled) + len(plan.inflight)))
+		if len(plan.deferred) > 0 || len(plan.inflight) > 0 {
+			// The ids left to others get two rounds of their own if
+			// they are not delivered.
 			rounds = 3
 			for _, d := range plan.deferred {
 				s.m.skipped.WithLabelValues("claimed").Add(float64(len(d)))
@@ -86,9 +83,22 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		elsewhere(w.delivered)
-		s.m.refetched.WithLabelValues("failed").Add(float64(len(w.failed)))
-		s.m.refetched.WithLabelValues("timeout").Add(float64(len(w.timedOut)))
+		// What others delivered, and what was on its way already, counts
+		// once the handler settled it: a copy refused as invalid (forged)
+		// is fetched from this relay.
+		var refused, late []string
+		if s.IDState == nil {
+			elsewhere(w.delivered)
+		} else {
+			var settled []string
+			settled, refused, late = waitFlights(ctx, s.Clock, s.cfg.ClaimWait, s.IDState, plan.inflight, w.delivered)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			elsewhere(settled)
+		}
+		s.m.refetched.WithLabelValues("failed").Add(float64(len(w.failed) + len(refused)))
+		s.m.refetched.WithLabelValues("timeout").Add(float64(len(w.timedOut) + len(late)))
 		var still []string
 		for _, id := range missing {
 			if !got.has(id) {
@@ -170,8 +180,10 @@ type claimPlan struct {
 	mine []*claimBatch
 	// deferred are ids another REQ claimed, by claim.
 	deferred map[*claimBatch][]string
-	// settled are ids the handler already has.
-	settled []string
+	// settled are ids the handler already has; inflight are ids it has
+	// sent on unchecked, waiting for the own relay's answer.
+	settled  []string
+	inflight []string
 }
 
 // len is the number of claims in the table.
@@ -181,10 +193,11 @@ func (t *fetchClaims) len() int {
 	return len(t.m)
 }
 
-// take plans a round over ids: ids settled (nil: none) are left out, ids
-// claimed by another REQ are deferred unless force, the rest are claimed
-// in REQs of per ids.
-func (t *fetchClaims) take(ids []string, per int, settled func([32]byte) bool, force bool) claimPlan {
+// take plans a round over ids: ids the handler settled (state, an
+// ingest.ID* value; nil: none) are left out, ids in flight and ids claimed
+// by another REQ are left to them unless force, the rest are claimed in
+// REQs of per ids.
+func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, force bool) claimPlan {
 	per = max(per, 1)
 	var p claimPlan
 	var cur *claimBatch
@@ -197,9 +210,15 @@ func (t *fetchClaims) take(ids []string, per int, settled func([32]byte) bool, f
 			_, err := hex.Decode(k[:], []byte(id))
 			ok = err == nil
 		}
-		if ok && settled != nil && settled(k) {
-			p.settled = append(p.settled, id)
-			continue
+		if ok && state != nil {
+			switch st := state(k); {
+			case st == ingest.IDSettled:
+				p.settled = append(p.settled, id)
+				continue
+			case st == ingest.IDInFlight && !force:
+				p.inflight = append(p.inflight, id)
+				continue
+			}
 		}
 		if ok {
 			if other := t.m[k]; other != nil && !force {
@@ -286,6 +305,70 @@ func waitClaims(ctx context.Context, clk clock.Clock, d time.Duration, deferred 
 		}
 	}
 	return w
+}
+
+// waitFlights waits, at most d on clk, until the ingest handler settled
+// inflight (ids it had sent on unchecked) and delivered (ids another fetch
+// handed to it, perhaps still queued). It returns the ids settled, the ids
+// refused (unseen again after they were seen: a copy the own relay refused
+// as invalid), and the ids not settled by the deadline.
+func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state func([32]byte) int, inflight, delivered []string) (settled, refused, late []string) {
+	type waiting struct {
+		id   string
+		key  [32]byte
+		seen bool
+	}
+	pending := make([]waiting, 0, len(inflight)+len(delivered))
+	for _, id := range inflight {
+		pending = append(pending, waiting{id: id, key: hexKey(id), seen: true})
+	}
+	for _, id := range delivered {
+		pending = append(pending, waiting{id: id, key: hexKey(id)})
+	}
+	if len(pending) == 0 {
+		return nil, nil, nil
+	}
+	deadline := clk.After(d)
+	every := min(max(d/300, 5*time.Millisecond), 50*time.Millisecond)
+	for {
+		keep := pending[:0]
+		for _, w := range pending {
+			switch state(w.key) {
+			case ingest.IDSettled:
+				settled = append(settled, w.id)
+			case ingest.IDInFlight:
+				w.seen = true
+				keep = append(keep, w)
+			default:
+				if w.seen {
+					refused = append(refused, w.id)
+				} else {
+					keep = append(keep, w) // still queued in the handler
+				}
+			}
+		}
+		pending = keep
+		if len(pending) == 0 {
+			return settled, refused, nil
+		}
+		select {
+		case <-clk.After(every):
+			continue
+		case <-deadline:
+		case <-ctx.Done():
+		}
+		for _, w := range pending {
+			late = append(late, w.id)
+		}
+		return settled, refused, late
+	}
+}
+
+// hexKey decodes a 64-hex-digit id (zero when it does not decode).
+func hexKey(id string) [32]byte {
+	var k [32]byte
+	_, _ = hex.Decode(k[:], []byte(id))
+	return k
 }
 
 // DefaultClaimWait is NegConfig.ClaimWait's default: longer than a

@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
 func claimID(i int) string { return fmt.Sprintf("%064x", i+1) }
@@ -31,8 +33,16 @@ func batchIDs(p claimPlan) [][]string {
 func TestFetchClaimsTake(t *testing.T) {
 	ct := newFetchClaims()
 	a, b, c, d, e := claimID(0), claimID(1), claimID(2), claimID(3), claimID(4)
-	seen := claimKey(e)
-	settled := func(k [32]byte) bool { return k == seen }
+	seen, flying := claimKey(e), claimKey(claimID(5))
+	settled := func(k [32]byte) int {
+		switch k {
+		case seen:
+			return ingest.IDSettled
+		case flying:
+			return ingest.IDInFlight
+		}
+		return ingest.IDUnseen
+	}
 
 	// The first fetch claims every id it asks for, in REQs of two.
 	p1 := ct.take([]string{a, b, c}, 2, settled, false)
@@ -44,12 +54,12 @@ func TestFetchClaimsTake(t *testing.T) {
 	}
 	// A second fetch asks only for what is neither claimed nor settled,
 	// and defers the rest to the REQs that claimed it.
-	p2 := ct.take([]string{b, c, d, e}, 2, settled, false)
+	p2 := ct.take([]string{b, c, d, e, claimID(5)}, 2, settled, false)
 	if got := batchIDs(p2); len(got) != 1 || !slices.Equal(got[0], []string{d}) {
 		t.Fatalf("second fetch's REQs %v, want [[d]]", got)
 	}
-	if !slices.Equal(p2.settled, []string{e}) {
-		t.Errorf("settled %v, want [e]", p2.settled)
+	if !slices.Equal(p2.settled, []string{e}) || !slices.Equal(p2.inflight, []string{claimID(5)}) {
+		t.Errorf("settled %v, in flight %v, want [e] and [f]", p2.settled, p2.inflight)
 	}
 	if !slices.Equal(p2.deferred[p1.mine[0]], []string{b}) || !slices.Equal(p2.deferred[p1.mine[1]], []string{c}) || len(p2.deferred) != 2 {
 		t.Errorf("deferred %v, want b to the first REQ, c to the second", p2.deferred)
@@ -131,4 +141,58 @@ func TestFetchClaimsWaitTimesOut(t *testing.T) {
 	if n := ct.len(); n != 0 {
 		t.Errorf("%d claims left", n)
 	}
+}
+
+// TestWaitFlights: ids on their way to the own relay count once settled; a
+// copy refused as invalid (unseen again after it was seen) is fetched; a
+// delivered id not yet seen (queued in the handler) is waited for; what is
+// not settled by the deadline is fetched.
+func TestWaitFlights(t *testing.T) {
+	a, b, c, d, e := claimID(0), claimID(1), claimID(2), claimID(3), claimID(4)
+	var mu sync.Mutex
+	states := map[[32]byte]int{
+		claimKey(a): ingest.IDInFlight, // will be accepted
+		claimKey(b): ingest.IDInFlight, // will be refused as invalid
+		claimKey(c): ingest.IDUnseen,   // delivered, queued; then accepted
+		claimKey(d): ingest.IDUnseen,   // delivered, never settles
+		claimKey(e): ingest.IDSettled,
+	}
+	state := func(k [32]byte) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return states[k]
+	}
+	set := func(id string, st int) {
+		mu.Lock()
+		states[claimKey(id)] = st
+		mu.Unlock()
+	}
+	clk := clock.NewManual(time.Unix(1000, 0))
+	type result struct{ settled, refused, late []string }
+	done := make(chan result, 1)
+	go func() {
+		s, r, l := waitFlights(context.Background(), clk, 3*time.Second, state, []string{a, b}, []string{c, d, e})
+		done <- result{s, r, l}
+	}()
+	for clk.Waiters() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	set(a, ingest.IDSettled)
+	set(b, ingest.IDUnseen)
+	set(c, ingest.IDInFlight)
+	clk.Advance(50 * time.Millisecond)
+	set(c, ingest.IDSettled)
+	for i := 0; i < 100; i++ {
+		clk.Advance(50 * time.Millisecond)
+		select {
+		case r := <-done:
+			slices.Sort(r.settled)
+			if !slices.Equal(r.settled, []string{a, c, e}) || !slices.Equal(r.refused, []string{b}) || !slices.Equal(r.late, []string{d}) {
+				t.Fatalf("settled %v, refused %v, late %v; want [a c e], [b], [d]", r.settled, r.refused, r.late)
+			}
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	t.Fatal("waitFlights did not return after its deadline")
 }

@@ -159,7 +159,7 @@ func (e *Engine) startJobs(r *remote) {
 	}
 	lend := e.lender(r)
 	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
-		free := e.jobSlots(r) - r.running - lend.inUse()
+		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.sharePlaces(r))
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
 		e.mergeQueued(r, j, free)
@@ -264,6 +264,22 @@ func (e *Engine) overShare(r *remote) bool {
 	return false
 }
 
+// sharePlaces is how many more jobs r may run within its share of
+// Config.HistoricMaxJobs (at least 1): with its live filters deferred
+// (deferLive) a relay's subscriptions no longer limit its jobs, the shared
+// bound does (16 over 10 relays), and a relay's queued Layer 3 jobs are
+// merged to its places as they were to its one free subscription.
+func (e *Engine) sharePlaces(r *remote) int {
+	wanting := 0
+	for _, o := range e.relays {
+		if len(o.jobs) > 0 || o.running > 0 {
+			wanting++
+		}
+	}
+	share := max(1, e.cfg.HistoricMaxJobs/max(1, wanting))
+	return max(1, share-r.running)
+}
+
 // jobMerger is a HistoricSyncer that saves round trips when one job
 // carries several filters.
 type jobMerger interface{ mergesJobs() bool }
@@ -276,10 +292,11 @@ const maxMergedJobs = 8
 // the live subscriptions fill runs one job at a time): the NIP-77 syncer
 // reconciles a job's filters one after another in its one slot and fetches
 // what they all lack together, one round trip for up to maxMergedJobs
-// filters instead of one each. With slots to spare the jobs run apart. Jobs
-// waiting only for a place under Config.HistoricMaxJobs are not merged: a
-// merged job fetches through its one slot, and at loopback eight Layer 2
-// filters' fetches one after another took longer than eight jobs apart.
+// filters instead of one each. With slots to spare the jobs run apart. free
+// counts the relay's places within its share of Config.HistoricMaxJobs too
+// (sharePlaces); Layer 2 filters are never merged: a merged job fetches
+// through its one slot, and at loopback eight Layer 2 filters' fetches one
+// after another took longer than eight jobs apart.
 func (e *Engine) mergeQueued(r *remote, j *job, free int) {
 	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() || !perRoot(j) {
 		return
@@ -379,7 +396,9 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
 	r.confirmedGen++
-	if len(e.pending[url]) == 0 && !r.consolidateBy.IsZero() {
+	if len(e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
+		// One consolidation opens the live filters that waited (for the
+		// consolidation, or deferred: deferLive).
 		e.consolidate(r)
 	}
 	e.startJobs(r)

@@ -211,12 +211,12 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return
 	}
+	// A catch-up that did not complete, or items confirmed without their
+	// live filters, catch up from then.
+	from := catchUpFrom(r, e.clock.Now())
 	e.teardown(r)
 	r.Status = Disconnected
-	r.DisconnectedAt = e.clock.Now()
-	if !r.catchupFrom.IsZero() {
-		r.DisconnectedAt = r.catchupFrom // its catch-up did not complete
-	}
+	r.DisconnectedAt = from
 	if err != nil {
 		r.lastError = err.Error()
 	}
@@ -238,8 +238,9 @@ func (e *Engine) teardown(r *remote) {
 	}
 	r.conn, r.cancel, r.cmds = nil, nil, nil
 	r.live, r.jobs, r.running, r.baseline = nil, nil, 0, 0
+	r.refs = nil
 	r.since = nil
-	r.consolidateBy = time.Time{}
+	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
 	r.rebuildLive, r.deferred = false, false
 	delete(e.pending, r.URL)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(0)

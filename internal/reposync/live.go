@@ -406,6 +406,20 @@ func (e *Engine) addFilters(a AddFilters) {
 		return
 	}
 	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
+	e.refsOf(r).add(a.Items)
+	if e.deferLive(r) {
+		// The relay is still syncing history: its budget goes to the
+		// historic jobs, and the live filters of these items wait for
+		// the consolidation that ends the pending batches.
+		if r.liveDeferredAt.IsZero() {
+			r.liveDeferredAt = e.clock.Now()
+		}
+		e.log.Debug("new items run their history; live subscriptions wait for the pending batches", zap.String("relay", r.URL),
+			zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Int("pending_batches", len(e.pending[r.URL])))
+		e.startBatch(r, a.Items, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
+		e.updateRelayState(r)
+		return
+	}
 	newFilters := nip34.Count23(len(repos), len(roots), e.valuesPerFilter(r.URL))
 	budget := e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
@@ -430,13 +444,55 @@ func (e *Engine) addFilters(a AddFilters) {
 	e.updateRelayState(r)
 }
 
+// deferLive tells whether new items of r open no live per-root
+// subscriptions now: r has pending historic batches (its first sync, or a
+// large batch), so each subscription the live filters took would be a
+// historic job less, and a relay 100 ms away ran its ~330 jobs of two
+// round trips each one at a time. Their history runs at once; the
+// consolidation when the batches are done (or Config.LiveDeferMax after
+// the first deferred item, onTick) opens their live filters with since
+// reaching back to when the first of them was added. Layer 1 stays live.
+func (e *Engine) deferLive(r *remote) bool {
+	return e.cfg.LiveDeferMax > 0 && len(e.pending[r.URL]) > 0
+}
+
+// liveDeferDue tells whether r's deferred live filters have waited
+// Config.LiveDeferMax: they are opened even though batches are pending.
+func (e *Engine) liveDeferDue(r *remote, now time.Time) bool {
+	return !r.liveDeferredAt.IsZero() && !now.Before(r.liveDeferredAt.Add(e.cfg.LiveDeferMax))
+}
+
+// catchUpFrom is the earliest time a catch-up of r's confirmed items must
+// reach back to (before the since buffer): a quick reconnect's catch-up
+// that has not completed, or items confirmed without live filters
+// (liveDeferredAt), whichever is earlier; at most now.
+func catchUpFrom(r *remote, now time.Time) time.Time {
+	for _, t := range []time.Time{r.catchupFrom, r.liveDeferredAt} {
+		if !t.IsZero() && t.Before(now) {
+			now = t
+		}
+	}
+	return now
+}
+
 // consolidate closes every live subscription of the relay and re-opens
 // Layer 1 and Layers 2/3 for everything confirmed or pending in as few
-// filters as possible, with a catch-up batch since now − since_buffer.
+// filters as possible, with a catch-up batch since now − since_buffer
+// (since the first item whose live filters were deferred − since_buffer,
+// when some were: events that came meanwhile arrive as stored ones).
 func (e *Engine) consolidate(r *remote) {
-	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)))
+	from := e.clock.Now()
+	if !r.liveDeferredAt.IsZero() && r.liveDeferredAt.Before(from) {
+		from = r.liveDeferredAt
+	}
+	r.liveDeferredAt = time.Time{}
+	since := nostr.Timestamp(from.Add(-e.cfg.SinceBuffer).Unix())
+	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
+		zap.Time("since", since.Time()))
 	for id := range r.live {
-		e.closeLive(r, id)
+		if id != kindSub {
+			e.closeLive(r, id)
+		}
 	}
 	r.consolidateBy = time.Time{}
 	r.rebuildLive = false
@@ -447,42 +503,47 @@ func (e *Engine) consolidate(r *remote) {
 		items.Repos.addAll(b.Items.Repos)
 		items.Roots.addAll(b.Items.Roots)
 	}
-	since := nostr.Timestamp(e.clock.Now().Add(-e.cfg.SinceBuffer).Unix())
+	e.refsOf(r).add(items)
 	e.subscribeCatchup(r, items, since)
 	r.baseline = e.filtersOpen(r)
 }
 
 // subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
-// with since: stored events since then, then live.
+// with since: stored events since then, then live. Layer 3 is asked per
+// root by `e` and `q` and by kind in the relay's kind subscription, opened
+// with since unless it is open already (livekinds.go).
 func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
 	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
+	if len(items.Roots) > 0 {
+		e.openKindSub(r, since)
+	}
 	for _, c := range e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since) {
 		r.liveSeq++
 		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
 	}
 }
 
-// catchupChunks are the REQs of a consolidation's Layers 2/3: per-root
-// filters (not nip34.Layer3Live: a consolidation repeats during a first
-// sync, and a kind filter with since would bring every comment of the
-// relay since then each time) of ValuesPerFilter values, widened (never
-// past the relay's learned tag-value bound, which chunkLive applies) until
-// they leave room in the relay's subscription budget for Layer 1, a
+// catchupChunks are the REQs of a consolidation's per-root Layers 2/3
+// (layers23ByRoot: the kind filters are a subscription of their own, kept
+// open, since a kind filter with since brings every comment of the relay
+// since then) of ValuesPerFilter values, widened (never past the relay's
+// learned tag-value bound, which chunkLive applies) until they leave room
+// in the relay's subscription budget for Layer 1, the kind subscription, a
 // historic job and one new live REQ. Over the budget the relay refuses
 // some with CLOSED, which rebuilds the live subscriptions by consolidating
 // again: a loop. What still does not fit is opened and logged.
 func (e *Engine) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
-	room := max(1, e.d.Health.SubscriptionBudget(r.URL)-3)
+	room := max(1, e.d.Health.SubscriptionBudget(r.URL)-4)
 	per := e.cfg.ValuesPerFilter
 	if per <= 0 {
 		per = nip34.DefaultValuesPerFilter
 	}
-	chunks := e.chunkLive(r, nip34.Layers23(repos, roots, per, since))
+	chunks := e.chunkLive(r, layers23ByRoot(repos, roots, per, since))
 	limits := e.d.Health.Limits(r.URL)
 	bound, maxBytes := limits.MaxTagValues, reqBytesLimit(limits)
 	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
 		per *= 2
-		fs := fitTagValues(nip34.Layers23(repos, roots, per, since), bound)
+		fs := fitTagValues(layers23ByRoot(repos, roots, per, since), bound)
 		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return filterBytes(f) > maxBytes }) {
 			break // one filter alone would be over the relay's message size
 		}

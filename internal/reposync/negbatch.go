@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -59,4 +60,56 @@ func (s *NegSyncer) fetchReconciled(ctx context.Context, c *relay.Conn, done []r
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reconcileOutcome is one filter's reconciliation run ahead.
+type reconcileOutcome struct {
+	res     neg.Result
+	windows map[string]*neg.Storage
+	err     error
+}
+
+// reconcileAhead reconciles the filters of a merged job at once, each in a
+// subscription slot its relay lends (fetchslots.go) beside the job's own,
+// and returns their outcomes in order; nil when the job has one filter or
+// no slot to borrow (the filters are then reconciled one after another).
+// A merged job's Layer 3 filters otherwise cost one round trip each in a
+// row: with the relay's live filters deferred its budget has room, and
+// Config.HistoricMaxJobs, not the budget, bounds its jobs.
+func (s *NegSyncer) reconcileAhead(ctx context.Context, c *relay.Conn, fs []nostr.Filter) []reconcileOutcome {
+	lend := borrowerFrom(ctx)
+	if len(fs) < 2 || lend == nil {
+		return nil
+	}
+	out := make([]reconcileOutcome, len(fs))
+	own := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for i, f := range fs {
+		release := func() { <-own }
+		select {
+		case own <- struct{}{}:
+		default:
+			if lend.borrowReconcile() {
+				release = lend.giveBack
+				break
+			}
+			select {
+			case own <- struct{}{}:
+			case <-ctx.Done():
+				for k := i; k < len(fs); k++ {
+					out[k].err = ctx.Err()
+				}
+				wg.Wait()
+				return out
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer release()
+			out[i].res, out[i].windows, out[i].err = s.reconcileNeed(ctx, c, f)
+		}()
+	}
+	wg.Wait()
+	return out
 }

@@ -76,10 +76,10 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 			Name: "ngit_sync_negentropy_truncation_probes_total", Help: "REQs sent to confirm a reconciled set that looked cut at a common cap, per relay.",
 		}, []string{"relay"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_negentropy_fetch_skipped_total", Help: "Missing event ids a fetch did not ask its relay for, by reason (claimed: another relay's fetch was asking for them; seen: the ingest handler had them).",
+			Name: "ngit_sync_negentropy_fetch_skipped_total", Help: "Missing event ids a fetch did not ask its relay for, by reason (claimed: another relay's fetch was asking for them; seen: the ingest handler had them, or had a copy on its way to the own relay).",
 		}, []string{"reason"}),
 		refetched: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_negentropy_fetch_claim_failed_total", Help: "Event ids a fetch deferred to another relay's fetch and then asked its own relay for, by reason (failed: the other fetch did not deliver them; timeout: still not after negentropy.claim_wait).",
+			Name: "ngit_sync_negentropy_fetch_claim_failed_total", Help: "Event ids a fetch left to another relay's fetch or to a copy on its way to the own relay and then asked its own relay for, by reason (failed: not delivered, or refused as invalid; timeout: not settled within negentropy.claim_wait).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes, m.skipped, m.refetched} {
@@ -140,9 +140,10 @@ type NegSyncer struct {
 	// Limits, when set, returns a relay's announced limits: NEG-OPEN,
 	// NEG-MSG and fetching REQs are built to fit its message size.
 	Limits func(url string) relay.Limits
-	// Settled, when set, tells whether the ingest handler already has an
-	// event id (ingest.Handler.SeenID): a fetch does not ask for it.
-	Settled func(id [32]byte) bool
+	// IDState, when set, tells where the ingest handler has an event id
+	// (ingest.Handler.IDState): a fetch does not ask for a settled id, and
+	// waits for one in flight (fetchclaims.go).
+	IDState func(id [32]byte) int
 	// Clock times the waits for other fetches' claims (clock.Real{} by
 	// default).
 	Clock clock.Clock
@@ -219,8 +220,16 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 	var errs []error
 	var fallback []nostr.Filter
 	var done []reconciled
+	pre := s.reconcileAhead(ctx, c, fs)
 	for i, f := range fs {
-		res, windows, err := s.reconcileNeed(ctx, c, f)
+		var res neg.Result
+		var windows map[string]*neg.Storage
+		var err error
+		if pre != nil {
+			res, windows, err = pre[i].res, pre[i].windows, pre[i].err
+		} else {
+			res, windows, err = s.reconcileNeed(ctx, c, f)
+		}
 		switch {
 		case err == nil:
 			done = append(done, reconciled{f: f, res: res, windows: windows})

@@ -41,6 +41,12 @@ type OwnLocalSet struct {
 	mu     sync.Mutex // serialises fills
 	conn   *relay.Conn
 	filled filledSet // "L1", repo refs, root ids, or a filter's JSON
+	// recent are value lists found filled lately: nip34's filters of one
+	// chunk share its value slice (#e, #E and #q of the same roots), so
+	// the second and third are not looked up value by value again. Held
+	// here, a slice's memory cannot be reused for another list.
+	recent [4][]string
+	next   int
 }
 
 // filledSet remembers the fill keys by a seeded 64-bit hash: 8 bytes a
@@ -77,6 +83,7 @@ func (o *OwnLocalSet) Reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.filled = newFilledSet()
+	o.recent = [4][]string{}
 }
 
 // Storage implements LocalSet.
@@ -131,6 +138,9 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 	for _, k := range keys {
 		o.filled.add(k)
 	}
+	if values, ok := fillTagValues(f); ok {
+		o.remember(values)
+	}
 	return nil
 }
 
@@ -144,34 +154,69 @@ func (o *OwnLocalSet) missingLocked(f nostr.Filter) ([]string, []nostr.Filter) {
 		}
 		return []string{"L1"}, []nostr.Filter{f}
 	}
-	if len(f.Tags) == 1 && len(f.Kinds) == 0 && len(f.Authors) == 0 && len(f.IDs) == 0 {
-		for tag, values := range f.Tags {
-			if !strings.ContainsAny(tag, "aAqeE") || len(tag) != 1 {
-				break
-			}
-			var repos, roots, keys []string
-			for _, v := range values {
-				if o.filled.has(v) {
-					continue
-				}
-				keys = append(keys, v)
-				if strings.Contains(v, ":") {
-					repos = append(repos, v)
-				} else {
-					roots = append(roots, v)
-				}
-			}
-			if len(keys) == 0 {
-				return nil, nil
-			}
-			return keys, nip34.Layers23(repos, roots, o.perFilter, nil)
+	if values, ok := fillTagValues(f); ok {
+		if o.recentlyFilled(values) {
+			return nil, nil
 		}
+		var repos, roots, keys []string
+		for _, v := range values {
+			if o.filled.has(v) {
+				continue
+			}
+			keys = append(keys, v)
+			if strings.Contains(v, ":") {
+				repos = append(repos, v)
+			} else {
+				roots = append(roots, v)
+			}
+		}
+		if len(keys) == 0 {
+			o.remember(values)
+			return nil, nil
+		}
+		return keys, nip34.Layers23(repos, roots, o.perFilter, nil)
 	}
 	key := filterKey(f)
 	if o.filled.has(key) {
 		return nil, nil
 	}
 	return []string{key}, []nostr.Filter{f}
+}
+
+// fillTagValues returns the values of a filter filled by value (one tag
+// of Layers 2 and 3, nothing else).
+func fillTagValues(f nostr.Filter) ([]string, bool) {
+	if len(f.Tags) == 1 && len(f.Kinds) == 0 && len(f.Authors) == 0 && len(f.IDs) == 0 {
+		for tag, values := range f.Tags {
+			if strings.ContainsAny(tag, "aAqeE") && len(tag) == 1 {
+				return values, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// recentlyFilled tells whether values is one of the lists found filled
+// lately (the same slice: same first element and length).
+func (o *OwnLocalSet) recentlyFilled(values []string) bool {
+	if len(values) == 0 {
+		return false
+	}
+	for _, r := range o.recent {
+		if len(r) == len(values) && &r[0] == &values[0] {
+			return true
+		}
+	}
+	return false
+}
+
+// remember keeps values as found filled.
+func (o *OwnLocalSet) remember(values []string) {
+	if len(values) == 0 {
+		return
+	}
+	o.recent[o.next] = values
+	o.next = (o.next + 1) % len(o.recent)
 }
 
 func filterKey(f nostr.Filter) string {

@@ -145,8 +145,10 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
 			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
 		switch {
-		case r.Status.IsUp() && !r.catchupFrom.IsZero():
-			p.DisconnectedAt = r.catchupFrom // its catch-up has not completed
+		case r.Status.IsUp() && (!r.catchupFrom.IsZero() || !r.liveDeferredAt.IsZero()):
+			// Its catch-up has not completed, or items are confirmed
+			// without their live filters.
+			p.DisconnectedAt = catchUpFrom(r, now)
 		case r.Status.IsUp():
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now
 		}

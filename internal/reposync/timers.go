@@ -22,6 +22,11 @@ func (e *Engine) onTick() {
 		if r.rebuildLive && e.allowed(r) && len(e.pending[r.URL]) == 0 {
 			e.consolidate(r)
 		}
+		if e.liveDeferDue(r, now) && e.allowed(r) {
+			e.log.Info("live subscriptions waited sync.live_defer_max for the pending batches; consolidating", zap.String("relay", r.URL),
+				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Time("deferred_since", r.liveDeferredAt))
+			e.consolidate(r)
+		}
 		if !r.fullResyncAt.IsZero() && !now.Before(r.fullResyncAt) {
 			e.fullResync(r)
 		}
@@ -64,8 +69,8 @@ func (e *Engine) fullResync(r *remote) {
 	r.ClearConfirmed()
 	r.failed = nil
 	r.HistoricDone = false
-	r.consolidateBy = time.Time{}
-	r.baseline = 0
+	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
+	r.baseline, r.refs = 0, nil
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
 	e.subscribeLayer1(r)
 	e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)

@@ -330,6 +330,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
 	scfg.ConsolidationThreshold = cfg.Sync.ConsolidationThreshold
 	scfg.ConsolidationWait = cfg.Sync.ConsolidationWait
+	scfg.LiveDeferMax = cfg.Sync.LiveDeferMax
 	scfg.FullResyncMin = cfg.Sync.FullResyncMin
 	scfg.FullResyncMax = cfg.Sync.FullResyncMax
 	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck

@@ -1,0 +1,203 @@
+package reposync
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// rootsItems are n root ids starting at from, as items.
+func rootsItems(from, n int) Items {
+	items := newItems()
+	for i := range n {
+		items.Roots.add(fmt.Sprintf("%064x", from+i))
+	}
+	return items
+}
+
+// perRootLive counts r's live subscriptions other than Layer 1.
+func perRootLive(r *remote) int {
+	n := 0
+	for id := range r.live {
+		if id != "l1" {
+			n++
+		}
+	}
+	return n
+}
+
+// consolidationsSince returns the since of each "consolidating
+// subscriptions" logged.
+func (h *historicEnv) consolidationsSince() []time.Time {
+	var out []time.Time
+	for _, l := range h.logs.FilterMessage("consolidating subscriptions").All() {
+		if v, ok := l.ContextMap()["since"].(time.Time); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestLiveFiltersDeferredWhileBatchesPending: during a first sync (the
+// Layer 1 batch pending) new roots arriving in six self batches run their
+// history at once, many jobs at a time, while no live per-root
+// subscription is opened (on a relay taking one filter per REQ their 18
+// REQs would leave the jobs 1 of its 20 subscriptions); Layer 1 stays live.
+// When the last batch is done one consolidation opens them all, with since
+// reaching back to the first deferred item minus since_buffer, and the
+// relay's historic sync is complete then, not before.
+func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.d.Health.SetLimits(testRelay, relay.Limits{MaxFilters: 1})
+	h.e.subscribeLayer1(h.r) // as a fresh sync does
+	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+
+	first := h.clk.Now()
+	peak := 0
+	for i := range 6 {
+		h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
+		peak = max(peak, h.r.running)
+		if n := perRootLive(h.r); n != 0 {
+			t.Fatalf("batch %d: %d live per-root subscriptions opened while batches are pending, want none", i, n)
+		}
+		if _, ok := h.r.live["l1"]; !ok {
+			t.Fatal("Layer 1 is not live")
+		}
+		if h.r.HistoricDone || h.r.Status != Syncing {
+			t.Fatalf("batch %d: %v (historic done %v) while batches are pending", i, h.r.Status, h.r.HistoricDone)
+		}
+		h.clk.Advance(time.Second)
+	}
+	// 1 + 6×3 filters of one job each; HistoricMaxJobs (16) bounds them.
+	if want := h.e.cfg.HistoricMaxJobs; peak < want {
+		t.Fatalf("at most %d historic jobs ran at once, want %d (HistoricMaxJobs): live subscriptions took the slots", peak, want)
+	}
+	if len(h.r.Confirmed.Roots) != 0 || len(h.consolidationsSince()) != 0 {
+		t.Fatal("roots confirmed, or subscriptions consolidated, before any job reported")
+	}
+
+	h.drain(t)
+	if got := h.hs.count(); got != 1+6*3 {
+		t.Fatalf("%d historic jobs, want %d", got, 1+6*3)
+	}
+	if n := perRootLive(h.r); n == 0 || n > h.e.d.Health.SubscriptionBudget(testRelay)-3 {
+		t.Fatalf("%d live per-root subscriptions after the batches, want some, within the budget less 3 (catchupChunks)", n)
+	}
+	since := h.consolidationsSince()
+	if want := first.Add(-h.e.cfg.SinceBuffer); len(since) != 1 || !since[0].Equal(want) {
+		t.Fatalf("consolidations since %v, want one since %v (the first deferred item − since_buffer)", since, want)
+	}
+	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || len(h.r.Confirmed.Roots) != 600 {
+		t.Fatalf("after the batches: deferred since %v, %v, historic done %v, %d roots confirmed",
+			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, len(h.r.Confirmed.Roots))
+	}
+
+	// Steady state: a new root with no batch pending is live at once.
+	before := perRootLive(h.r)
+	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
+	if perRootLive(h.r) <= before || !h.r.liveDeferredAt.IsZero() {
+		t.Fatalf("a root added with nothing pending: %d live per-root subscriptions (had %d), deferred since %v",
+			perRootLive(h.r), before, h.r.liveDeferredAt)
+	}
+	h.drain(t)
+	if len(h.consolidationsSince()) != 1 {
+		t.Fatal("a root added with nothing pending consolidated")
+	}
+}
+
+// TestLiveDeferralBounded: deferred live filters wait at most
+// Config.LiveDeferMax; then they are opened by a consolidation though
+// batches are still pending, since the first deferred item minus
+// since_buffer. With LiveDeferMax 0 they are opened at once.
+func TestLiveDeferralBounded(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.subscribeLayer1(h.r)
+	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	first := h.clk.Now()
+	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.clk.Advance(h.e.cfg.LiveDeferMax - time.Second)
+	h.e.onTick()
+	if perRootLive(h.r) != 0 {
+		t.Fatal("deferred live filters opened before LiveDeferMax")
+	}
+	h.clk.Advance(time.Second)
+	h.e.onTick()
+	if perRootLive(h.r) == 0 || len(h.e.pending[testRelay]) == 0 {
+		t.Fatalf("after LiveDeferMax: %d live per-root subscriptions, %d batches pending; want them open while pending",
+			perRootLive(h.r), len(h.e.pending[testRelay]))
+	}
+	if since := h.consolidationsSince(); len(since) != 1 || !since[0].Equal(first.Add(-h.e.cfg.SinceBuffer)) {
+		t.Fatalf("consolidations since %v, want one since %v", since, first.Add(-h.e.cfg.SinceBuffer))
+	}
+	h.drain(t)
+	if len(h.consolidationsSince()) != 1 || h.r.Status != Connected {
+		t.Fatalf("%d consolidations, %v: the batches' end had nothing left to open", len(h.consolidationsSince()), h.r.Status)
+	}
+
+	h = newHistoricEnv(t)
+	h.e.cfg.LiveDeferMax = 0
+	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	if perRootLive(h.r) == 0 {
+		t.Fatal("LiveDeferMax 0: live filters not opened at once")
+	}
+	h.drain(t)
+}
+
+// TestDisconnectCatchesUpFromDeferral: a relay that drops while items are
+// confirmed without their live filters catches up from the first deferred
+// item, not from the disconnection, and so does a stopped sidecar's saved
+// relay state.
+func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.batch(t) // the repository is confirmed: a quick reconnect is possible
+	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	first := h.clk.Now()
+	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.clk.Advance(2 * time.Minute)
+	if ps := h.e.snapshotRelays(); len(ps) != 1 || !ps[0].DisconnectedAt.Equal(first) {
+		t.Fatalf("saved state %+v, want disconnected_at %v", ps, first)
+	}
+	h.e.onDisconnected(testRelay, h.r.gen, fmt.Errorf("connection reset"))
+	if !h.r.DisconnectedAt.Equal(first) || !h.r.liveDeferredAt.IsZero() {
+		t.Fatalf("disconnected at %v (deferred since %v), want %v", h.r.DisconnectedAt, h.r.liveDeferredAt, first)
+	}
+}
+
+// TestSlotsLentWhileJobsWaitForTheSharedBound: jobs queued only for a place
+// under HistoricMaxJobs leave the relay's free slots to the running jobs'
+// reconciliations (one kept back for the next job), not to their fetches;
+// jobs waiting for a subscription slot stop the lending.
+func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.cfg.HistoricMaxJobs = 2
+	var fs []nostr.Filter
+	for i := range 10 {
+		fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"a": {fmt.Sprintf("30617:%064x:r", i)}}})
+	}
+	h.e.startBatch(h.r, newItems(), fs, false)
+	l := h.e.lender(h.r)
+	budget := h.e.d.Health.SubscriptionBudget(testRelay)
+	if h.r.running != 2 || l.waiting || l.spare != budget-2-1 {
+		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.waiting, l.spare, budget-3)
+	}
+	b := &jobSlotsBorrower{l: l, max: 3}
+	if b.borrow() || !b.borrowReconcile() {
+		t.Fatal("jobs queued for the shared bound: want a slot for a reconciliation and none for a fetch")
+	}
+	b.giveBack()
+	for i := range budget - 3 {
+		h.r.live[fmt.Sprintf("l%d", i+2)] = 1
+	}
+	h.e.startJobs(h.r)
+	if !l.waiting || l.spare != 0 {
+		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.waiting, l.spare)
+	}
+	h.r.live = map[string]int{}
+	h.drain(t)
+}
