@@ -31,6 +31,18 @@ func perRootLive(r *remote) int {
 	return n
 }
 
+// eoses answers every open since subscription (a catch-up batch's part)
+// with its EOSE, as the relay would, and drains the jobs that follow.
+func (h *historicEnv) eoses(t *testing.T) {
+	t.Helper()
+	for len(h.r.since) > 0 {
+		for id, cu := range h.r.since {
+			h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
+		}
+		h.drain(t)
+	}
+}
+
 // consolidationsSince returns the since of each "consolidating
 // subscriptions" logged.
 func (h *historicEnv) consolidationsSince() []time.Time {
@@ -82,6 +94,13 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	}
 
 	h.drain(t)
+	// The consolidation's subscriptions are one catch-up batch: the relay
+	// is synced once their stored events (since the first deferred item)
+	// are in, not when the REQs go out.
+	if h.r.HistoricDone || h.r.Status != Syncing || len(h.r.since) == 0 {
+		t.Fatalf("before the catch-up's EOSEs: %v, historic done %v, %d since subscriptions", h.r.Status, h.r.HistoricDone, len(h.r.since))
+	}
+	h.eoses(t)
 	if got := h.hs.count(); got != 1+6*3 {
 		t.Fatalf("%d historic jobs, want %d", got, 1+6*3)
 	}
@@ -135,6 +154,7 @@ func TestLiveDeferralBounded(t *testing.T) {
 		t.Fatalf("consolidations since %v, want one since %v", since, first.Add(-h.e.cfg.SinceBuffer))
 	}
 	h.drain(t)
+	h.eoses(t)
 	if len(h.consolidationsSince()) != 1 || h.r.Status != Connected {
 		t.Fatalf("%d consolidations, %v: the batches' end had nothing left to open", len(h.consolidationsSince()), h.r.Status)
 	}
@@ -200,4 +220,67 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	}
 	h.r.live = map[string]int{}
 	h.drain(t)
+}
+
+// TestClosedLiveFilterCatchesUpFromTheClose: a live per-root subscription
+// the relay closes is rebuilt only once the relay's pending batches are
+// done, which can be long after the close: the rebuild's consolidation asks
+// since the close − since_buffer (not now − since_buffer) as a catch-up
+// batch, and a catch-up REQ the relay refuses fails that batch, kept for
+// the REQ pager with its since, instead of leaving the window to the daily
+// full resync.
+func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.subscribeLayer1(h.r)
+	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.drain(t)
+	h.eoses(t)
+	if h.r.Status != Connected || perRootLive(h.r) == 0 {
+		t.Fatalf("after the first sync: %v, %d live per-root subscriptions", h.r.Status, perRootLive(h.r))
+	}
+	var perRoot string
+	for id := range h.r.live {
+		if id != "l1" && id != kindSub {
+			perRoot = id
+		}
+	}
+
+	// The relay closes it; a long batch keeps the rebuild waiting.
+	closedAt := h.clk.Now()
+	h.e.onLiveClosed(testRelay, h.r.gen, perRoot, "error: shutting down idle subscription")
+	h.e.startBatch(h.r, rootsItems(100, 1), nip34.Layer3([]string{fmt.Sprintf("%064x", 100)}, 100, nil), false)
+	h.clk.Advance(2 * h.e.cfg.SinceBuffer)
+	h.e.onTick()
+	h.drain(t)
+	h.clk.Advance(time.Second)
+	h.e.onTick()
+
+	since := h.consolidationsSince()
+	want := closedAt.Add(-h.e.cfg.SinceBuffer)
+	if len(since) < 2 || !since[len(since)-1].Equal(want) {
+		t.Fatalf("consolidations since %v, want the rebuild's since %v (the close − since_buffer)", since, want)
+	}
+	if len(h.e.pending[testRelay]) == 0 || len(h.r.since) == 0 {
+		t.Fatalf("the rebuild is no catch-up batch: %d batches pending, %d since subscriptions", len(h.e.pending[testRelay]), len(h.r.since))
+	}
+	// The relay refuses one of the catch-up's REQs: the batch fails and
+	// keeps its filters, since included, for the REQ pager.
+	for id, cu := range h.r.since {
+		if id != "l1" {
+			h.e.onSinceFailed(testRelay, h.r.gen, id, cu, ErrSubscriptionClosed)
+			break
+		}
+	}
+	h.eoses(t)
+	if len(h.r.failed) == 0 {
+		t.Fatal("a refused catch-up REQ left no failed batch")
+	}
+	for _, rj := range h.r.failed {
+		for _, f := range rj.filters {
+			if f.Since == nil || f.Since.Time().After(want) {
+				t.Fatalf("the failed catch-up keeps %v, want since %v", f, want)
+			}
+		}
+	}
 }

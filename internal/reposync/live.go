@@ -268,6 +268,11 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	filters := r.live[id]
 	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
+	// Its filters are not live from now until the rebuild, which may wait
+	// for the relay's pending batches: the rebuild catches up from here.
+	if now := e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
+		r.liveDeferredAt = now
+	}
 	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
 		e.learnFilters(url, filters, "CLOSED: "+reason)
 	}
@@ -482,8 +487,9 @@ func catchUpFrom(r *remote, now time.Time) time.Time {
 // when some were: events that came meanwhile arrive as stored ones).
 func (e *Engine) consolidate(r *remote) {
 	from := e.clock.Now()
-	if !r.liveDeferredAt.IsZero() && r.liveDeferredAt.Before(from) {
-		from = r.liveDeferredAt
+	deferredFrom := r.liveDeferredAt
+	if !deferredFrom.IsZero() && deferredFrom.Before(from) {
+		from = deferredFrom
 	}
 	r.liveDeferredAt = time.Time{}
 	since := nostr.Timestamp(from.Add(-e.cfg.SinceBuffer).Unix())
@@ -504,7 +510,19 @@ func (e *Engine) consolidate(r *remote) {
 		items.Roots.addAll(b.Items.Roots)
 	}
 	e.refsOf(r).add(items)
-	e.subscribeCatchup(r, items, since)
+	if deferredFrom.IsZero() {
+		e.subscribeCatchup(r, items, since)
+	} else {
+		// Live filters deferred (or closed by the relay) since
+		// deferredFrom: what came since then arrives as stored events,
+		// a catch-up batch like a quick reconnect's, so it is not lost
+		// if a REQ is refused or the connection ends before its EOSE.
+		b := e.subscribeCatchupBatch(r, items, since)
+		if r.catchupFrom.IsZero() || deferredFrom.Before(r.catchupFrom) {
+			r.catchupFrom = deferredFrom
+		}
+		r.catchup = b
+	}
 	r.baseline = e.filtersOpen(r)
 }
 

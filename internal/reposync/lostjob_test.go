@@ -61,6 +61,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	before := h.hs.count()
 	h.e.connectOrReconnect(h.r)
 	h.drain(t)
+	h.eoses(t)
 	if !slices.ContainsFunc(h.callsSince(before), func(f nostr.Filter) bool {
 		return f.Since == nil && slices.Contains(f.Tags["a"], h.ref)
 	}) {

@@ -49,6 +49,38 @@ func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *
 	return b
 }
 
+// subscribeCatchupBatch is subscribeCatchup as one pending catch-up batch
+// (subscribeSince's handling: each subscription's EOSE completes its part,
+// a filter whose answer reached the relay's cap is paged on, a CLOSED or
+// no EOSE fails the batch, retried with the REQ pager): for a
+// consolidation that opens live filters deferred, or closed by the relay,
+// since a time before now − since_buffer. The kind subscription is a part
+// when this opens it; kept open, it has been live all along.
+func (e *Engine) subscribeCatchupBatch(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
+	b := &PendingBatch{Items: items, Catchup: true}
+	e.addPending(r, b)
+	limit := e.pager.pageSize(r.URL)
+	l1 := withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)
+	chunks := e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since)
+	_, kindOpen := r.live[kindSub]
+	withKinds := len(items.Roots) > 0 && !kindOpen
+	run := &batchRun{left: 1 + len(chunks), pager: true}
+	if withKinds {
+		run.left++
+	}
+	e.openLiveMatch(r, "l1", l1, nil, &sinceSub{batch: b, run: run, filters: l1})
+	if withKinds {
+		fs := withLimit(nip34.Layer3ByKind(&since), limit)
+		e.openLiveMatch(r, kindSub, fs, e.refsOf(r).refers, &sinceSub{batch: b, run: run, filters: fs})
+	}
+	for _, c := range chunks {
+		fs := withLimit(c, limit)
+		r.liveSeq++
+		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs, nil, &sinceSub{batch: b, run: run, filters: fs})
+	}
+	return b
+}
+
 // withLimit returns copies of fs asking at most limit stored events.
 func withLimit(fs []nostr.Filter, limit int) []nostr.Filter {
 	out := make([]nostr.Filter, len(fs))
