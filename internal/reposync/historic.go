@@ -439,7 +439,7 @@ func (e *Engine) updateRelayState(r *remote) {
 	if !wasDone && r.Status != Syncing {
 		r.HistoricDone = true
 		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
-			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
+			zap.Int("repos", r.Confirmed.Repos.len()), zap.Int("roots", r.Confirmed.Roots.len()), zap.Uint64("events", r.received.Load()))
 	}
 	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
 }

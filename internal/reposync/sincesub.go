@@ -63,7 +63,7 @@ func (e *Engine) subscribeCatchupBatch(r *remote, items Items, since nostr.Times
 	l1 := withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)
 	chunks := e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since)
 	_, kindOpen := r.live[kindSub]
-	withKinds := len(items.Roots) > 0 && !kindOpen
+	withKinds := items.Roots.len() > 0 && !kindOpen
 	run := &batchRun{left: 1 + len(chunks), pager: true}
 	if withKinds {
 		run.left++

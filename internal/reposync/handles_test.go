@@ -1,0 +1,67 @@
+package reposync
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestHandleSetMatchesMap checks the handle set against a map of strings
+// through its sparse-to-dense turn, adds from either form, and removals.
+func TestHandleSetMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := make([]string, 5000)
+	for i := range pool {
+		pool[i] = fmt.Sprintf("handles-test-%064x", i)
+	}
+	for _, spread := range []int{1, 10, 200} { // dense, mixed, sparse
+		s, want := newSet(), map[string]bool{}
+		other, wantOther := newSet(), map[string]bool{}
+		for i := 0; i < 3000; i++ {
+			v := pool[rng.IntN(len(pool)/spread+1)*spread%len(pool)]
+			s.add(v)
+			want[v] = true
+			if i%3 == 0 {
+				w := pool[rng.IntN(len(pool))]
+				other.add(w)
+				wantOther[w] = true
+			}
+			if i%97 == 0 {
+				s.remove(v)
+				delete(want, v)
+			}
+		}
+		check := func(name string, s set, want map[string]bool) {
+			t.Helper()
+			if s.len() != len(want) {
+				t.Fatalf("spread %d %s: len %d, want %d", spread, name, s.len(), len(want))
+			}
+			for _, v := range pool {
+				if s.has(v) != want[v] {
+					t.Fatalf("spread %d %s: has(%s) = %v", spread, name, v, s.has(v))
+				}
+			}
+			var keys []string
+			for k := range want {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			if !slices.Equal(s.sorted(), keys) {
+				t.Fatalf("spread %d %s: members differ", spread, name)
+			}
+		}
+		check("set", s, want)
+		check("other", other, wantOther)
+		u := newSet()
+		u.addAll(s)
+		u.addAll(other)
+		for k := range wantOther {
+			want[k] = true
+		}
+		check("union", u, want)
+	}
+	if newSet().has("never-added-to-any-set") || (*hset)(nil).len() != 0 {
+		t.Fatal("empty sets have members")
+	}
+}
