@@ -41,9 +41,7 @@ func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager b
 	if len(fs) == 0 {
 		r.jobs = append(r.jobs, &job{batch: b, run: run})
 	}
-	for i := range fs {
-		r.jobs = append(r.jobs, &job{batch: b, filters: fs[i : i+1 : i+1], run: run})
-	}
+	e.queueFilters(r, b, run, fs)
 	e.startJobs(r)
 }
 
@@ -162,6 +160,7 @@ func (e *Engine) startJobs(r *remote) {
 		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.sharePlaces(r))
 		j := r.jobs[0]
 		r.jobs = r.jobs[1:]
+		j.unpack()
 		e.mergeQueued(r, j, free)
 		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
@@ -302,7 +301,7 @@ func (e *Engine) mergeQueued(r *remote, j *job, free int) {
 		return
 	}
 	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included
-	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 && perRoot(r.jobs[0]) {
+	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 && r.jobs[0].unpack() && perRoot(r.jobs[0]) {
 		j.filters = append(j.filters[:len(j.filters):len(j.filters)], r.jobs[0].filters...)
 		j.merged++
 		r.jobs = r.jobs[1:]

@@ -144,9 +144,7 @@ func (e *Engine) sinceClosed(r *remote, id string) {
 // pageRest queues fs as REQ-pager jobs of cu's batch (started by startJobs).
 func (e *Engine) pageRest(r *remote, cu *sinceSub, fs []nostr.Filter) {
 	cu.run.left += len(fs)
-	for i := range fs {
-		r.jobs = append(r.jobs, &job{batch: cu.batch, filters: fs[i : i+1 : i+1], run: cu.run})
-	}
+	e.queueFilters(r, cu.batch, cu.run, fs)
 }
 
 // sinceCount counts a since subscription's stored events per filter until
