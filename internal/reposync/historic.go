@@ -68,6 +68,7 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 			due = append(due, rj)
 		}
 	}
+	clear(r.failed[len(keep):]) // the array would keep the due ones
 	r.failed = keep
 	for _, rj := range due {
 		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.failures))
@@ -158,8 +159,7 @@ func (e *Engine) startJobs(r *remote) {
 	lend := e.lender(r)
 	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
 		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.sharePlaces(r))
-		j := r.jobs[0]
-		r.jobs = r.jobs[1:]
+		j := r.popJob()
 		j.unpack()
 		e.mergeQueued(r, j, free)
 		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
@@ -304,7 +304,7 @@ func (e *Engine) mergeQueued(r *remote, j *job, free int) {
 	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 && r.jobs[0].unpack() && perRoot(r.jobs[0]) {
 		j.filters = append(j.filters[:len(j.filters):len(j.filters)], r.jobs[0].filters...)
 		j.merged++
-		r.jobs = r.jobs[1:]
+		r.popJob()
 	}
 }
 

@@ -12,9 +12,19 @@ import "github.com/nbd-wtf/go-nostr"
 // packedFilter is a filter of one tag (no ids, authors, kinds, until or
 // limit) whose values are handles (names).
 type packedFilter struct {
-	tag    string
-	values []uint32 // shared by the filters of one chunk
-	since  *nostr.Timestamp
+	tag   string
+	chunk *packedChunk // shared by the filters of one chunk (e, E, q)
+	since *nostr.Timestamp
+}
+
+// packedChunk is the values of one chunk of filters. The first of its
+// filters to start builds the strings and leaves them for the others, so
+// they share one value slice as nip34 built them (OwnLocalSet fills a
+// chunk's values once, recentlyFilled).
+type packedChunk struct {
+	values []uint32
+	built  []string
+	left   int // filters not yet built
 }
 
 // packable tells whether f is a filter packedFilter can hold.
@@ -30,9 +40,18 @@ func packable(f nostr.Filter) (string, bool) {
 
 // filter builds p's filter.
 func (p packedFilter) filter() nostr.Filter {
-	vs := make([]string, len(p.values))
-	for i, h := range p.values {
-		vs[i] = names.name(h)
+	c := p.chunk
+	vs := c.built
+	if vs == nil {
+		vs = make([]string, len(c.values))
+		for i, h := range c.values {
+			vs[i] = names.name(h)
+		}
+	}
+	if c.left--; c.left > 0 {
+		c.built = vs[:len(vs):len(vs)]
+	} else {
+		c.built = nil // the last: the chunk holds no strings for nobody
 	}
 	return nostr.Filter{Tags: nostr.TagMap{p.tag: vs}, Since: p.since}
 }
@@ -40,7 +59,7 @@ func (p packedFilter) filter() nostr.Filter {
 // queueFilters queues one job of b per filter of fs, packed when it can be.
 func (e *Engine) queueFilters(r *remote, b *PendingBatch, run *batchRun, fs []nostr.Filter) {
 	var lastFirst *string // the chunk the last handles were made of
-	var last []uint32
+	var last *packedChunk
 	for i := range fs {
 		j := &job{batch: b, run: run}
 		tag, ok := packable(fs[i])
@@ -50,14 +69,15 @@ func (e *Engine) queueFilters(r *remote, b *PendingBatch, run *batchRun, fs []no
 			continue
 		}
 		vs := fs[i].Tags[tag]
-		if &vs[0] != lastFirst || len(vs) != len(last) {
-			last = make([]uint32, len(vs))
+		if &vs[0] != lastFirst || len(vs) != len(last.values) {
+			last = &packedChunk{values: make([]uint32, len(vs))}
 			for k, v := range vs {
-				last[k] = names.intern(v)
+				last.values[k] = names.intern(v)
 			}
 			lastFirst = &vs[0]
 		}
-		j.packed = &packedFilter{tag: tag, values: last, since: fs[i].Since}
+		last.left++
+		j.packed = &packedFilter{tag: tag, chunk: last, since: fs[i].Since}
 		r.jobs = append(r.jobs, j)
 	}
 }
@@ -70,4 +90,14 @@ func (j *job) unpack() bool {
 		j.packed = nil
 	}
 	return true
+}
+
+// popJob takes r's first queued job. Its slot is cleared: the queue's
+// array, scanned whole by the collector, would otherwise keep every job
+// taken from it (and its built filters) until the queue is reallocated.
+func (r *remote) popJob() *job {
+	j := r.jobs[0]
+	r.jobs[0] = nil
+	r.jobs = r.jobs[1:]
+	return j
 }

@@ -41,3 +41,30 @@ func TestQueuedJobsAskTheirFilters(t *testing.T) {
 		t.Fatalf("%d of %d jobs packed, want all but the 3 kind filters", packed, len(fs))
 	}
 }
+
+// TestQueuedJobsShareChunks checks that the e, E and q jobs of one chunk
+// ask one value slice, as nip34 built them.
+func TestQueuedJobsShareChunks(t *testing.T) {
+	var roots []string
+	for i := 0; i < 150; i++ {
+		roots = append(roots, fmt.Sprintf("%064x", 5000+i))
+	}
+	e, r := &Engine{}, &remote{}
+	e.queueFilters(r, &PendingBatch{}, &batchRun{}, nip34.Layer3(roots, 100, nil))
+	if len(r.jobs) != 6 {
+		t.Fatalf("%d jobs, want 6", len(r.jobs))
+	}
+	var firsts []*string
+	for _, j := range r.jobs {
+		j.unpack()
+		for _, vs := range j.filters[0].Tags {
+			firsts = append(firsts, &vs[0])
+		}
+	}
+	if firsts[0] != firsts[1] || firsts[1] != firsts[2] || firsts[3] != firsts[4] || firsts[4] != firsts[5] || firsts[0] == firsts[3] {
+		t.Fatal("the jobs of one chunk do not share its values")
+	}
+	if r.jobs[0].filters[0].Tags["e"][0] != roots[0] || r.jobs[5].filters[0].Tags["q"][49] != roots[149] {
+		t.Fatal("wrong values")
+	}
+}
