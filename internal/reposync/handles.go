@@ -79,10 +79,13 @@ func (in *interner) intern(s string) uint32 {
 // name returns handle h's string.
 func (in *interner) name(h uint32) string { return (*in.names.Load())[h] }
 
-// hset is a set of interned strings (set). It starts as a map of handles
-// and turns into a bitset over the span of its handles once that is
-// smaller (denseBitsPerItem). Not safe for concurrent use (as a map).
+// hset is a set of interned strings (set). It starts as a sorted slice of
+// handles (a repository's roots, its relays), becomes a map of handles
+// past maxSmall members, and a bitset over the span of its handles once
+// that is smaller (denseBitsPerItem). Not safe for concurrent use (as a
+// map).
 type hset struct {
+	small  []uint32 // sorted; while sparse and dense are nil
 	sparse map[uint32]struct{}
 	// dense, once non-nil: bit h-64*base of words is handle h.
 	dense []uint64
@@ -97,6 +100,10 @@ type set = *hset
 // denseBitsPerItem: a sparse set turns dense once its handles' span is at
 // most this many bits per member (a map of handles is ~10 bytes a member).
 const denseBitsPerItem = 64
+
+// maxSmall is the most members a set keeps in its sorted slice (an insert
+// moves up to that many handles).
+const maxSmall = 256
 
 // newSet returns an empty set.
 func newSet() set { return &hset{} }
@@ -123,6 +130,10 @@ func (s *hset) hasH(h uint32) bool {
 		w := int(h/64) - int(s.base)
 		return w >= 0 && w < len(s.dense) && s.dense[w]&(1<<(h%64)) != 0
 	}
+	if s.sparse == nil {
+		_, ok := slices.BinarySearch(s.small, h)
+		return ok
+	}
 	_, ok := s.sparse[h]
 	return ok
 }
@@ -136,7 +147,20 @@ func (s *hset) addH(h uint32) {
 		return
 	}
 	if s.sparse == nil {
-		s.sparse = map[uint32]struct{}{}
+		i, ok := slices.BinarySearch(s.small, h)
+		if ok {
+			return
+		}
+		if len(s.small) < maxSmall {
+			s.small = slices.Insert(s.small, i, h)
+			s.n++
+			return
+		}
+		s.sparse = make(map[uint32]struct{}, 2*maxSmall)
+		for _, x := range s.small {
+			s.sparse[x] = struct{}{}
+		}
+		s.small = nil
 	}
 	if _, ok := s.sparse[h]; ok {
 		return
@@ -189,10 +213,14 @@ func (s *hset) remove(v string) {
 	if !ok || !s.hasH(h) {
 		return
 	}
-	if s.dense != nil {
+	switch {
+	case s.dense != nil:
 		s.dense[h/64-s.base] &^= 1 << (h % 64)
-	} else {
+	case s.sparse != nil:
 		delete(s.sparse, h)
+	default:
+		i, _ := slices.BinarySearch(s.small, h)
+		s.small = slices.Delete(s.small, i, i+1)
 	}
 	s.n--
 }
@@ -201,6 +229,14 @@ func (s *hset) remove(v string) {
 func (s *hset) handles() iter.Seq[uint32] {
 	return func(yield func(uint32) bool) {
 		if s == nil {
+			return
+		}
+		if s.dense == nil && s.sparse == nil {
+			for _, h := range s.small {
+				if !yield(h) {
+					return
+				}
+			}
 			return
 		}
 		if s.dense == nil {
@@ -254,7 +290,7 @@ func (s *hset) addAll(o set) {
 		return
 	}
 	if s.dense == nil && s.n == 0 && o.dense != nil {
-		s.sparse = nil
+		s.sparse, s.small = nil, nil
 		s.dense, s.base, s.n = slices.Clone(o.dense), o.base, o.n
 		return
 	}

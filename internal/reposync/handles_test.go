@@ -61,6 +61,28 @@ func TestHandleSetMatchesMap(t *testing.T) {
 		}
 		check("union", u, want)
 	}
+	// Members far apart in the handle space stay a map past maxSmall.
+	far, wantFar := newSet(), map[string]bool{}
+	for i := 0; i < 400; i++ {
+		v := fmt.Sprintf("handles-test-far-%d", i)
+		for k := 0; k < 100; k++ {
+			names.intern(fmt.Sprintf("handles-test-filler-%d-%d", i, k))
+		}
+		far.add(v)
+		wantFar[v] = true
+	}
+	if far.sparse == nil || far.dense != nil {
+		t.Fatal("a set of members far apart is not a map")
+	}
+	for v := range wantFar {
+		if !far.has(v) {
+			t.Fatalf("far set lacks %s", v)
+		}
+	}
+	far.remove("handles-test-far-7")
+	if far.has("handles-test-far-7") || far.len() != 399 || len(far.sorted()) != 399 {
+		t.Fatal("remove from a map set")
+	}
 	if newSet().has("never-added-to-any-set") || (*hset)(nil).len() != 0 {
 		t.Fatal("empty sets have members")
 	}
