@@ -87,3 +87,24 @@ func TestHandleSetMatchesMap(t *testing.T) {
 		t.Fatal("empty sets have members")
 	}
 }
+
+// TestInterner checks handles are stable and unique through the table's
+// growth, and that lookups of strings never added find nothing.
+func TestInterner(t *testing.T) {
+	in := newInterner()
+	const n = 20000
+	for i := 0; i < n; i++ {
+		if h := in.intern(fmt.Sprintf("interner-%d", i)); h != uint32(i) {
+			t.Fatalf("handle %d for the %dth string", h, i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		s := fmt.Sprintf("interner-%d", i)
+		if h, ok := in.lookup(s); !ok || h != uint32(i) || in.name(h) != s || in.intern(s) != h {
+			t.Fatalf("%s: handle %d %v, name %q", s, h, ok, in.name(h))
+		}
+	}
+	if _, ok := in.lookup("interner-never"); ok {
+		t.Fatal("a string never added has a handle")
+	}
+}
