@@ -129,6 +129,10 @@ type hset struct {
 	dense []uint64
 	base  uint32
 	n     int
+	// denseAt is the size at which a map is next checked (maybeDense):
+	// every 1/16 of its size, so a large sparse set is scanned O(1) times
+	// per member.
+	denseAt int
 }
 
 // set is a set of strings, held as handles; nil is an empty set for
@@ -205,7 +209,8 @@ func (s *hset) addH(h uint32) {
 	}
 	s.sparse[h] = struct{}{}
 	s.n++
-	if s.n >= 64 && s.n%64 == 0 {
+	if s.n >= s.denseAt {
+		s.denseAt = s.n + max(64, s.n/16)
 		s.maybeDense()
 	}
 }
@@ -243,24 +248,6 @@ func (s *hset) maybeDense() {
 		s.dense[h/64-s.base] |= 1 << (h % 64)
 	}
 	s.sparse = nil
-}
-
-// remove removes v.
-func (s *hset) remove(v string) {
-	h, ok := names.lookup(v)
-	if !ok || !s.hasH(h) {
-		return
-	}
-	switch {
-	case s.dense != nil:
-		s.dense[h/64-s.base] &^= 1 << (h % 64)
-	case s.sparse != nil:
-		delete(s.sparse, h)
-	default:
-		i, _ := slices.BinarySearch(s.small, h)
-		s.small = slices.Delete(s.small, i, i+1)
-	}
-	s.n--
 }
 
 // handles yields the members' handles.

@@ -8,7 +8,7 @@ import (
 )
 
 // TestHandleSetMatchesMap checks the handle set against a map of strings
-// through its sparse-to-dense turn, adds from either form, and removals.
+// through its sparse-to-dense turn and adds from either form.
 func TestHandleSetMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pool := make([]string, 5000)
@@ -26,10 +26,6 @@ func TestHandleSetMatchesMap(t *testing.T) {
 				w := pool[rng.IntN(len(pool))]
 				other.add(w)
 				wantOther[w] = true
-			}
-			if i%97 == 0 {
-				s.remove(v)
-				delete(want, v)
 			}
 		}
 		check := func(name string, s set, want map[string]bool) {
@@ -79,9 +75,8 @@ func TestHandleSetMatchesMap(t *testing.T) {
 			t.Fatalf("far set lacks %s", v)
 		}
 	}
-	far.remove("handles-test-far-7")
-	if far.has("handles-test-far-7") || far.len() != 399 || len(far.sorted()) != 399 {
-		t.Fatal("remove from a map set")
+	if far.len() != 400 || len(far.sorted()) != 400 {
+		t.Fatal("far set has the wrong size")
 	}
 	if newSet().has("never-added-to-any-set") || (*hset)(nil).len() != 0 {
 		t.Fatal("empty sets have members")
