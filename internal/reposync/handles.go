@@ -167,7 +167,11 @@ func (s *hset) has(v string) bool {
 	return ok && s.hasH(h)
 }
 
+// hasH tells whether handle h is a member.
 func (s *hset) hasH(h uint32) bool {
+	if s == nil || s.n == 0 {
+		return false
+	}
 	if s.dense != nil {
 		w := int(h/64) - int(s.base)
 		return w >= 0 && w < len(s.dense) && s.dense[w]&(1<<(h%64)) != 0

@@ -191,9 +191,9 @@ func relayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*Pe
 		if !st.Confirmed.Repos.has(ref) && !pendingHas(pending, ref, true) {
 			add.Repos.add(ref)
 		}
-		for id := range needs.Roots.all() {
-			if !st.Confirmed.Roots.has(id) && !add.Roots.has(id) && !pendingHas(pending, id, false) {
-				add.Roots.add(id)
+		for h := range needs.Roots.handles() { // handles: no lookup of the string per check
+			if !st.Confirmed.Roots.hasH(h) && !add.Roots.hasH(h) && !pendingHasH(pending, h, false) {
+				add.Roots.addH(h)
 			}
 		}
 	}
@@ -211,14 +211,14 @@ func computeActions(targets map[string]Target, pending map[string][]*PendingBatc
 			continue
 		}
 		add := newItems()
-		for ref := range target.Repos.all() {
-			if !st.Confirmed.Repos.has(ref) && !pendingHas(pending[url], ref, true) {
-				add.Repos.add(ref)
+		for h := range target.Repos.handles() {
+			if !st.Confirmed.Repos.hasH(h) && !pendingHasH(pending[url], h, true) {
+				add.Repos.addH(h)
 			}
 		}
-		for id := range target.Roots.all() {
-			if !st.Confirmed.Roots.has(id) && !pendingHas(pending[url], id, false) {
-				add.Roots.add(id)
+		for h := range target.Roots.handles() {
+			if !st.Confirmed.Roots.hasH(h) && !pendingHasH(pending[url], h, false) {
+				add.Roots.addH(h)
 			}
 		}
 		if !add.Empty() {
@@ -240,6 +240,16 @@ func computeActions(targets map[string]Target, pending map[string][]*PendingBatc
 func pendingHas(batches []*PendingBatch, key string, repo bool) bool {
 	for _, b := range batches {
 		if repo && b.Items.Repos.has(key) || !repo && b.Items.Roots.has(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// pendingHasH is pendingHas of a handle.
+func pendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
+	for _, b := range batches {
+		if repo && b.Items.Repos.hasH(h) || !repo && b.Items.Roots.hasH(h) {
 			return true
 		}
 	}
