@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
+
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
@@ -195,4 +197,40 @@ func TestWaitFlights(t *testing.T) {
 		}
 	}
 	t.Fatal("waitFlights did not return after its deadline")
+}
+
+// TestFetchClaimsDroppedNotDelivered: an id the claiming fetch's REQ
+// returned but its emit dropped before the handler (outside the job's
+// filter, or the emit failed) resolves its claim as not delivered, so the
+// fetch waiting for the claim fetches it at once instead of waiting for
+// the handler to settle an event it never got.
+func TestFetchClaimsDroppedNotDelivered(t *testing.T) {
+	ct := newFetchClaims()
+	a, b, c := claimID(0), claimID(1), claimID(2)
+	p1 := ct.take([]string{a, b, c}, 10, nil, false)
+	p2 := ct.take([]string{a, b, c}, 10, nil, false)
+	tally := newFetchTally()
+	ctx := withDropNote(context.Background(), tally.drop)
+	handled := 0
+	emit := tally.wrap(func(ctx context.Context, in ingest.Incoming) error {
+		switch in.Event.ID {
+		case b:
+			noteDropped(ctx, b) // as historic's emit does for no_match
+			return nil
+		case c:
+			return context.Canceled // the handler's queue gave up
+		}
+		handled++
+		return nil
+	}, func() {})
+	for _, id := range []string{a, b, c} {
+		_ = emit(ctx, ingest.Incoming{Event: &nostr.Event{ID: id}})
+	}
+	ct.resolve(p1.mine[0], tally.delivered)
+	w := waitClaims(context.Background(), clock.NewManual(time.Unix(1000, 0)), time.Minute, p2.deferred)
+	if !slices.Equal(w.delivered, []string{a}) || !slices.Equal(w.failed, []string{b, c}) || handled != 1 {
+		t.Errorf("waiter got %+v (handled %d), want a delivered, b and c failed", w, handled)
+	}
+	// Without a fetch in ctx, a drop notice is nobody's business.
+	noteDropped(context.Background(), a)
 }

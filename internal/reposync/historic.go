@@ -198,6 +198,9 @@ func (e *Engine) startJobs(r *remote) {
 				count.Add(1)
 				if in.Event == nil || !asked(in.Event) {
 					e.h.Invalid("no_match")
+					if in.Event != nil {
+						noteDropped(ctx, in.Event.ID) // a claim on it is not met (fetchclaims.go)
+					}
 					return nil
 				}
 				return e.h.Handle(ctx, in)
