@@ -416,7 +416,10 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 		}
 	}
 	// Items are confirmed even when the batch failed: their live
-	// subscriptions are open, and the retry fetches their history.
+	// subscriptions are open, or deferred (deferLive) until the
+	// consolidation that ends the pending batches opens them with since
+	// reaching back to when they were deferred; the retry fetches their
+	// history.
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
 	r.confirmedGen++
