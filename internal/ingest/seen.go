@@ -15,6 +15,14 @@ import (
 // costs a re-publish that the own relay answers with duplicate. Only
 // verified ids are ever added. Safe for concurrent use.
 //
+// With a present table (the LocalIndex) the set also answers for every id
+// it holds, and the handler drops an id's own mark once the table has it
+// (learnPresent): the ids of the own relay's events are kept once, in the
+// index, not a second time here. Marks then cover only what is on its way
+// (in flight, in the purgatory, refused) or could not be indexed. An id
+// leaves the table only when the own relay turned out to lack it, which
+// clears its mark too (ForgetPresent).
+//
 // An id is remembered by its first 16 bytes (seenKey): half the memory of
 // the whole id, and a different event with the same first 128 bits of
 // its SHA-256 id cannot be made (a second preimage on 128 bits).
@@ -25,6 +33,15 @@ type seenSet struct {
 	ttl      time.Duration
 	now      func() time.Time
 	rotated  time.Time
+	// present, when set, holds ids known on the own relay; it is asked
+	// under mu, after the marks (lock order: seen, then the table).
+	present presentIDs
+}
+
+// presentIDs is the table of ids known on the own relay
+// (*localindex.Index).
+type presentIDs interface {
+	HasID(id [32]byte) bool
 }
 
 // seenKey is the part of an event id the seen set keeps.
@@ -74,8 +91,12 @@ func (s *seenSet) hasLocked(id [32]byte) bool {
 	if _, ok := s.cur[k]; ok {
 		return true
 	}
-	_, ok := s.old[k]
-	return ok
+	if len(s.old) > 0 {
+		if _, ok := s.old[k]; ok {
+			return true
+		}
+	}
+	return s.present != nil && s.present.HasID(id)
 }
 
 // Mark adds id and reports whether it was new: of two callers racing on the
@@ -96,7 +117,7 @@ func (s *seenSet) Mark(id [32]byte) bool {
 	return true
 }
 
-// Forget removes id.
+// Forget removes id's mark (not its entry in the present table).
 func (s *seenSet) Forget(id [32]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,7 +126,7 @@ func (s *seenSet) Forget(id [32]byte) {
 	delete(s.old, k)
 }
 
-// Len is the number of remembered ids.
+// Len is the number of marks (ids in the present table not counted).
 func (s *seenSet) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

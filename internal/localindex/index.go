@@ -48,8 +48,8 @@ func DefaultOptions() Options {
 
 // Validate reports the first invalid field.
 func (o Options) Validate() error {
-	if o.MaxEvents <= 0 || o.MaxEvents >= math.MaxInt32 {
-		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^31-2", o.MaxEvents)
+	if o.MaxEvents <= 0 || o.MaxEvents > authorMask {
+		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^29-1", o.MaxEvents)
 	}
 	if o.MaxTagsPerEvent <= 0 || o.MaxTagsPerEvent > math.MaxUint16 {
 		return fmt.Errorf("localindex: MaxTagsPerEvent %d: must be between 1 and 65535", o.MaxTagsPerEvent)
@@ -77,22 +77,6 @@ func letterCode(name string) (uint32, bool) {
 	return 0, false
 }
 
-const (
-	flagLive      = 1 << 0
-	flagTruncated = 1 << 1 // tags not all kept: matches every tag condition
-)
-
-// entry is one indexed event: 56 bytes.
-type entry struct {
-	id        [32]byte
-	createdAt int64
-	kind      uint32
-	author    uint32
-	tagOff    uint32
-	tagN      uint16
-	flags     uint8
-}
-
 // Index is a bounded, concurrency-safe index of the own relay's events.
 type Index struct {
 	opt Options
@@ -112,6 +96,10 @@ type Index struct {
 	// truncated holds the slots whose tags were cut (they match any tag).
 	postings  postingMap
 	truncated map[uint32]struct{}
+	// bigCreated and bigKinds hold, by slot, the created_at and kind
+	// values that do not fit an entry (see entry); nil until needed.
+	bigCreated map[uint32]int64
+	bigKinds   map[uint32]uint32
 	// jr, when set, records what changed since the last DrainJournal.
 	jr *journal
 
@@ -198,8 +186,7 @@ func (x *Index) Add(ev *nostr.Event) error {
 		return ErrFull
 	}
 
-	e := entry{id: id, createdAt: int64(ev.CreatedAt), kind: uint32(ev.Kind), flags: flagLive}
-	e.author = x.authors.intern(&author)
+	e := entry{id: id, meta: flagLive | x.authors.intern(&author)}
 	e.tagOff = uint32(len(x.tags))
 	start := len(x.tags)
 	for _, tag := range ev.Tags {
@@ -211,7 +198,7 @@ func (x *Index) Add(ev *nostr.Event) error {
 			continue
 		}
 		if len(x.tags)-start >= x.opt.MaxTagsPerEvent || x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
-			e.flags |= flagTruncated
+			e.meta |= flagTruncated
 			break
 		}
 		ref := x.internValue(code, tag[1])
@@ -222,25 +209,27 @@ func (x *Index) Add(ev *nostr.Event) error {
 		x.tags = append(x.tags, ref)
 	}
 	e.tagN = uint16(len(x.tags) - start)
-	x.insertEntry(e)
+	x.insertEntry(e, int64(ev.CreatedAt), uint32(ev.Kind))
 	return nil
 }
 
-// insertEntry stores e, whose tags are already at the end of the arena.
-func (x *Index) insertEntry(e entry) {
+// insertEntry stores e, whose tags are already at the end of the arena,
+// with its created_at and kind.
+func (x *Index) insertEntry(e entry, createdAt int64, kind uint32) {
 	var slot uint32
 	if n := len(x.free); n > 0 {
 		slot = x.free[n-1]
 		x.free = x.free[:n-1]
-		*x.entries.at(slot) = e
 	} else {
-		slot = x.entries.push(e)
+		slot = x.entries.push(entry{})
 	}
+	x.setCreatedKind(slot, &e, createdAt, kind)
+	*x.entries.at(slot) = e
 	x.ids.insert(slot)
 	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
 		x.postings.add(ref, slot)
 	}
-	if e.flags&flagTruncated != 0 {
+	if e.meta&flagTruncated != 0 {
 		x.truncated[slot] = struct{}{}
 	}
 	x.live++
@@ -299,13 +288,14 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 		x.jr.removed = append(x.jr.removed, *k)
 	}
 	e := x.entries.at(slot)
-	x.authors.release(e.author)
+	x.authors.release(e.author())
 	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
 		x.unpost(ref, slot)
 		x.releaseRef(ref)
 	}
 	delete(x.truncated, slot)
 	x.tagGarbage += int(e.tagN)
+	x.clearBig(slot, e)
 	*e = entry{}
 	x.free = append(x.free, slot)
 	x.live--
@@ -322,7 +312,7 @@ func (x *Index) compactTags() {
 	tags := make([]uint32, 0, len(x.tags)-x.tagGarbage)
 	for i := range x.entries.len() {
 		e := x.entries.at(uint32(i))
-		if e.flags&flagLive == 0 {
+		if !e.live() {
 			continue
 		}
 		off := uint32(len(tags))
@@ -342,6 +332,16 @@ func (x *Index) Has(id string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	_, ok = x.ids.find(&k)
+	return ok
+}
+
+// HasID reports whether the event with this binary id is indexed: the
+// dedupe set of internal/ingest asks it, so the ids of the own relay's
+// events are kept once.
+func (x *Index) HasID(id [32]byte) bool {
+	x.mu.RLock()
+	_, ok := x.ids.find(&id)
+	x.mu.RUnlock()
 	return ok
 }
 

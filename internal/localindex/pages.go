@@ -11,7 +11,7 @@ type entryPages struct {
 
 const (
 	pageBits = 12
-	pageLen  = 1 << pageBits // 4,096 entries, 224 KiB
+	pageLen  = 1 << pageBits // 4,096 entries, 192 KiB
 )
 
 // at returns the entry in slot (slot < len()).

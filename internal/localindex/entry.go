@@ -1,0 +1,81 @@
+package localindex
+
+import "math"
+
+// entry is one indexed event: 48 bytes. created_at takes 4 bytes and the
+// kind 2; a value that does not fit (a created_at before 1970 or from
+// 2106 on, a kind of 65535 or more) is kept exactly in a side table by
+// slot (Index.bigCreated, Index.bigKinds), so the negentropy set stays
+// exact. The author's interned index shares a word with the flags.
+type entry struct {
+	id      [32]byte
+	created uint32 // created_at, or bigCreated: see Index.bigCreated
+	meta    uint32 // author index (authorMask) | flags
+	tagOff  uint32
+	kind    uint16 // kind, or bigKind: see Index.bigKinds
+	tagN    uint16
+}
+
+const (
+	bigCreated = math.MaxUint32
+	bigKind    = math.MaxUint16
+
+	authorBits = 29
+	authorMask = 1<<authorBits - 1
+
+	flagLive      = 1 << authorBits       // the slot holds an event
+	flagTruncated = 1 << (authorBits + 1) // tags not all kept: matches every tag condition
+	flagFilled    = 1 << (authorBits + 2) // MarkFilled: the own relay's events naming this one were read
+)
+
+func (e *entry) author() uint32 { return e.meta & authorMask }
+func (e *entry) live() bool     { return e.meta&flagLive != 0 }
+
+// setCreatedKind stores created_at and kind into the entry in slot,
+// spilling what does not fit to the side tables.
+func (x *Index) setCreatedKind(slot uint32, e *entry, createdAt int64, kind uint32) {
+	if createdAt >= 0 && createdAt < bigCreated {
+		e.created = uint32(createdAt)
+	} else {
+		e.created = bigCreated
+		if x.bigCreated == nil {
+			x.bigCreated = map[uint32]int64{}
+		}
+		x.bigCreated[slot] = createdAt
+	}
+	if kind < bigKind {
+		e.kind = uint16(kind)
+	} else {
+		e.kind = bigKind
+		if x.bigKinds == nil {
+			x.bigKinds = map[uint32]uint32{}
+		}
+		x.bigKinds[slot] = kind
+	}
+}
+
+// clearBig forgets slot's side-table values.
+func (x *Index) clearBig(slot uint32, e *entry) {
+	if e.created == bigCreated {
+		delete(x.bigCreated, slot)
+	}
+	if e.kind == bigKind {
+		delete(x.bigKinds, slot)
+	}
+}
+
+// createdAt is the created_at of the entry e in slot.
+func (x *Index) createdAt(slot uint32, e *entry) int64 {
+	if e.created != bigCreated {
+		return int64(e.created)
+	}
+	return x.bigCreated[slot]
+}
+
+// kindOf is the kind of the entry e in slot.
+func (x *Index) kindOf(slot uint32, e *entry) uint32 {
+	if e.kind != bigKind {
+		return uint32(e.kind)
+	}
+	return x.bigKinds[slot]
+}
