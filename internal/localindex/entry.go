@@ -79,3 +79,43 @@ func (x *Index) kindOf(slot uint32, e *entry) uint32 {
 	}
 	return x.bigKinds[slot]
 }
+
+// MarkFilled sets the filled mark of the indexed event with this hex id
+// and reports whether it is indexed (internal/reposync's own-relay fill
+// keeps there, at no cost, that it read the own relay's events naming
+// this one). The mark is not persisted and goes with the event.
+func (x *Index) MarkFilled(id string) bool {
+	k, ok := decodeKey(id)
+	if !ok {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot, ok := x.ids.find(&k)
+	if ok {
+		x.entries.at(slot).meta |= flagFilled
+	}
+	return ok
+}
+
+// Filled reports whether the event with this hex id is indexed with its
+// filled mark set (MarkFilled).
+func (x *Index) Filled(id string) bool {
+	k, ok := decodeKey(id)
+	if !ok {
+		return false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	slot, ok := x.ids.find(&k)
+	return ok && x.entries.at(slot).meta&flagFilled != 0
+}
+
+// ClearFilled clears every filled mark.
+func (x *Index) ClearFilled() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range x.entries.len() {
+		x.entries.at(uint32(i)).meta &^= flagFilled
+	}
+}

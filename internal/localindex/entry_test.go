@@ -113,3 +113,39 @@ func TestCreatedAtAndKindBeyondEntryFields(t *testing.T) {
 		t.Fatal("replayed index answers differently")
 	}
 }
+
+// The filled mark is kept in the entry, not persisted, and cleared by
+// ClearFilled and by removal.
+func TestFilledMark(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	ev := &nostr.Event{ID: randHex(r), PubKey: randHex(r), Kind: 1617, CreatedAt: 5, Tags: nostr.Tags{{"a", "30617:x:y"}}}
+	x := mustNew(t, DefaultOptions())
+	x.EnableJournal()
+	if x.MarkFilled(ev.ID) || x.Filled(ev.ID) || x.MarkFilled("zz") {
+		t.Fatal("an event not indexed marked filled")
+	}
+	if err := x.Add(ev); err != nil {
+		t.Fatal(err)
+	}
+	if !x.MarkFilled(ev.ID) || !x.Filled(ev.ID) {
+		t.Fatal("indexed event not marked")
+	}
+	items, _ := x.AppendMatching(nil, nostr.Filter{Tags: nostr.TagMap{"a": {"30617:x:y"}}, Kinds: []int{1617}})
+	if len(items) != 1 || items[0].CreatedAt != 5 {
+		t.Fatalf("marked event answers %v", items)
+	}
+	chunk, _ := x.DrainJournal()
+	y := mustNew(t, DefaultOptions())
+	if err := y.LoadChunk(chunk); err != nil || !y.Has(ev.ID) || y.Filled(ev.ID) {
+		t.Fatalf("replayed: err %v, has %v, filled %v (the mark is not persisted)", err, y.Has(ev.ID), y.Filled(ev.ID))
+	}
+	x.ClearFilled()
+	if x.Filled(ev.ID) || !x.Has(ev.ID) {
+		t.Fatal("ClearFilled")
+	}
+	x.MarkFilled(ev.ID)
+	x.Remove(ev.ID)
+	if err := x.Add(ev); err != nil || x.Filled(ev.ID) {
+		t.Fatal("mark survived removal")
+	}
+}
