@@ -89,8 +89,9 @@ type Index struct {
 	authors    *keyInterner
 	hexVals    *keyInterner
 	strVals    *strInterner
-	tags       []uint32 // arena of tag refs, entries point into it
+	tags       tagArena // tag refs, entries point into it
 	tagGarbage int      // arena slots of removed entries
+	scratch    []uint32 // the refs of the event being added
 	// postings lists, per tag ref, the slots of the entries carrying it, so
 	// a tag filter looks up its values instead of scanning every entry;
 	// truncated holds the slots whose tags were cut (they match any tag).
@@ -187,8 +188,7 @@ func (x *Index) Add(ev *nostr.Event) error {
 	}
 
 	e := entry{id: id, meta: flagLive | x.authors.intern(&author)}
-	e.tagOff = uint32(len(x.tags))
-	start := len(x.tags)
+	refs := x.scratch[:0]
 	for _, tag := range ev.Tags {
 		if len(tag) < 2 {
 			continue
@@ -197,24 +197,25 @@ func (x *Index) Add(ev *nostr.Event) error {
 		if !ok {
 			continue
 		}
-		if len(x.tags)-start >= x.opt.MaxTagsPerEvent || x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
+		if len(refs) >= x.opt.MaxTagsPerEvent || x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
 			e.meta |= flagTruncated
 			break
 		}
 		ref := x.internValue(code, tag[1])
-		if containsRef(x.tags[start:], ref) {
+		if containsRef(refs, ref) {
 			x.releaseRef(ref)
 			continue
 		}
-		x.tags = append(x.tags, ref)
+		refs = append(refs, ref)
 	}
-	e.tagN = uint16(len(x.tags) - start)
+	e.tagOff, e.tagN = x.tags.add(refs), uint16(len(refs))
+	x.scratch = refs[:0]
 	x.insertEntry(e, int64(ev.CreatedAt), uint32(ev.Kind))
 	return nil
 }
 
-// insertEntry stores e, whose tags are already at the end of the arena,
-// with its created_at and kind.
+// insertEntry stores e, whose tags are already in the arena, with its
+// created_at and kind.
 func (x *Index) insertEntry(e entry, createdAt int64, kind uint32) {
 	var slot uint32
 	if n := len(x.free); n > 0 {
@@ -226,7 +227,7 @@ func (x *Index) insertEntry(e entry, createdAt int64, kind uint32) {
 	x.setCreatedKind(slot, &e, createdAt, kind)
 	*x.entries.at(slot) = e
 	x.ids.insert(slot)
-	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+	for _, ref := range x.tags.of(e.tagOff, e.tagN) {
 		x.postings.add(ref, slot)
 	}
 	if e.meta&flagTruncated != 0 {
@@ -289,7 +290,7 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 	}
 	e := x.entries.at(slot)
 	x.authors.release(e.author())
-	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+	for _, ref := range x.tags.of(e.tagOff, e.tagN) {
 		x.unpost(ref, slot)
 		x.releaseRef(ref)
 	}
@@ -301,7 +302,7 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 	x.live--
 	x.events.Set(float64(x.live))
 	x.full.Set(0)
-	if x.tagGarbage > 4096 && x.tagGarbage*2 > len(x.tags) {
+	if x.tagGarbage > 4096 && x.tagGarbage*2 > x.tags.used {
 		x.compactTags()
 	}
 	return true
@@ -309,15 +310,13 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 
 // compactTags rewrites the tag arena without the slots of removed events.
 func (x *Index) compactTags() {
-	tags := make([]uint32, 0, len(x.tags)-x.tagGarbage)
+	var tags tagArena
 	for i := range x.entries.len() {
 		e := x.entries.at(uint32(i))
 		if !e.live() {
 			continue
 		}
-		off := uint32(len(tags))
-		tags = append(tags, x.tags[e.tagOff:e.tagOff+uint32(e.tagN)]...)
-		e.tagOff = off
+		e.tagOff = tags.add(x.tags.of(e.tagOff, e.tagN))
 	}
 	x.tags = tags
 	x.tagGarbage = 0

@@ -147,7 +147,7 @@ func (x *Index) encodeLocked(removed [][32]byte, slots []uint32) []byte {
 		}
 		body = append(body, fl)
 		body = binary.AppendUvarint(body, uint64(e.tagN))
-		for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+		for _, ref := range x.tags.of(e.tagOff, e.tagN) {
 			code := uint64(ref >> 29)
 			if ref&refHexBit != 0 {
 				c := t.ref(t.hex, &t.hList, ref&refIdxMask)
@@ -166,11 +166,11 @@ func (x *Index) encodeLocked(removed [][32]byte, slots []uint32) []byte {
 	}
 	out = binary.AppendUvarint(out, uint64(len(t.aList)))
 	for _, a := range t.aList {
-		out = append(out, x.authors.vals[a][:]...)
+		out = append(out, x.authors.val(a)[:]...)
 	}
 	out = binary.AppendUvarint(out, uint64(len(t.hList)))
 	for _, h := range t.hList {
-		out = append(out, x.hexVals.vals[h][:]...)
+		out = append(out, x.hexVals.val(h)[:]...)
 	}
 	out = binary.AppendUvarint(out, uint64(len(t.sList)))
 	for _, si := range t.sList {
@@ -312,7 +312,7 @@ func (x *Index) LoadChunk(chunk []byte) error {
 		if fl[0]&chunkTruncated != 0 {
 			e.meta |= flagTruncated
 		}
-		e.tagOff = uint32(len(x.tags))
+		tags := x.scratch[:0]
 		for _, ref := range refs {
 			code := uint32(ref>>1) & 7
 			var tr uint32
@@ -321,9 +321,10 @@ func (x *Index) LoadChunk(chunk []byte) error {
 			} else {
 				tr = code<<29 | x.strVals.intern(strs[ref>>4])
 			}
-			x.tags = append(x.tags, tr)
+			tags = append(tags, tr)
 		}
-		e.tagN = uint16(len(refs))
+		e.tagOff, e.tagN = x.tags.add(tags), uint16(len(tags))
+		x.scratch = tags[:0]
 		x.insertEntry(e, createdAt, uint32(kind))
 	}
 	if r.err != nil {
@@ -351,7 +352,7 @@ func (x *Index) Clear() {
 	}
 	x.entries, x.free, x.live = entryPages{}, nil, 0
 	x.authors, x.hexVals, x.strVals = newKeyInterner(), newKeyInterner(), newStrInterner()
-	x.tags, x.tagGarbage = nil, 0
+	x.tags, x.tagGarbage = tagArena{}, 0
 	x.postings, x.truncated = newPostingMap(), map[uint32]struct{}{}
 	x.bigCreated, x.bigKinds = nil, nil
 	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries.at(slot).id })

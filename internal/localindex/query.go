@@ -83,7 +83,7 @@ func (x *Index) matches(q *query, slot uint32, e *entry) bool {
 		}
 	}
 	if len(q.tagConds) > 0 && e.meta&flagTruncated == 0 {
-		refs := x.tags[e.tagOff : e.tagOff+uint32(e.tagN)]
+		refs := x.tags.of(e.tagOff, e.tagN)
 		for _, set := range q.tagConds {
 			found := false
 			for _, r := range refs {
