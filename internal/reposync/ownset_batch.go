@@ -18,11 +18,12 @@ import (
 // page (one page more than it has events for, to see its end).
 //
 // Each filter of a batch is paged backwards as Pager.pageFilter pages one
-// (its own until, the ids seen at its boundary second), and every round
-// sends the batch's unfinished filters in one REQ. The own relay may cap
+// (its own until, the ids seen at its boundary second), the filters that
+// had events sent together in one REQ per round. The own relay may cap
 // results per filter or per REQ, silently: a filter that got nothing in a
-// round may have been starved by the others, so it is asked again, and
-// the batch ends only when a whole REQ brings nothing new. Either way a
+// round may have been starved by the others, so it is asked again once
+// they are at their ends, and the batch ends only when a REQ carrying
+// every unfinished filter brings nothing. Either way a
 // relay returns the newest events of each filter first, so a filter's
 // page is the top of what it holds below its until, as with one filter.
 
@@ -42,6 +43,7 @@ type fillPaging struct {
 	until    *nostr.Timestamp
 	boundary map[string]struct{} // ids seen at created_at == *until
 	done     bool
+	hot      bool           // it had events in the last REQ it was in
 	page     []*nostr.Event // this round's events
 }
 
@@ -90,11 +92,12 @@ func (o *OwnLocalSet) pageFills(ctx context.Context, c *relay.Conn, fs []nostr.F
 		ps[i] = p
 	}
 	var errs []error
+	all := true // the next REQ carries every unfinished filter
 	for {
 		var active []*fillPaging
 		var req nostr.Filters
 		for _, p := range ps {
-			if p.done {
+			if p.done || !all && !p.hot {
 				continue
 			}
 			pf := p.f
@@ -122,17 +125,28 @@ func (o *OwnLocalSet) pageFills(ctx context.Context, c *relay.Conn, fs []nostr.F
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
+		if matched == 0 && !all {
+			// The filters that had events are at their ends: the next
+			// REQ asks every unfinished one again.
+			all = true
+			continue
+		}
 		if matched == 0 {
-			// Nothing for any filter, so none was starved by a cap on the
-			// REQ: every one is at its end.
+			// Nothing for any unfinished filter, so none was starved by
+			// a cap on the REQ: every one is at its end.
 			if outside > 0 {
 				return errors.Join(append(errs, fmt.Errorf("%w: %d events matching none of %d fill filters", ErrFilterIgnored, outside, len(req)))...)
 			}
 			return errors.Join(errs...)
 		}
+		all = false
 		for _, p := range active {
-			if len(p.page) == 0 {
-				continue // asked again: the others may have taken the REQ's cap
+			// One that got nothing is asked again with the others at
+			// the end (they may have taken a cap on the REQ's results);
+			// meanwhile the REQs carry those that had events.
+			p.hot = len(p.page) > 0
+			if !p.hot {
+				continue
 			}
 			if err := o.stepFill(ctx, c, p, pageSize, emit); err != nil {
 				if ctx.Err() != nil {
