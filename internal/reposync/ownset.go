@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -48,9 +47,6 @@ type OwnLocalSet struct {
 	// here, a slice's memory cannot be reused for another list.
 	recent [4][]string
 	next   int
-	// noBatch: the own relay refused a REQ of several fill filters; they
-	// are sent one at a time (ownset_batch.go).
-	noBatch atomic.Bool
 }
 
 // filledSet remembers the fill keys by a seeded 64-bit hash: 8 bytes a
@@ -124,73 +120,12 @@ func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
 }
 
 // FillItems reads the own relay's events for Layer 1 (when l1) and for the
-// given repositories and root events into the index: the filters of
-// several chunks at a time, sent several per REQ (ownset_batch.go).
+// given repositories and root events into the index.
 func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []string) error {
-	fs := o.fillFilters(l1, repos, roots)
-	for start := 0; start < len(fs); start += fillGroupFilters {
-		if err := o.fillGroup(ctx, fs[start:min(start+fillGroupFilters, len(fs))]); err != nil {
+	for _, f := range o.fillFilters(l1, repos, roots) {
+		if err := o.EnsureFilled(ctx, f); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// fillGroupFilters is how many of FillItems' filters are filled at once:
-// the chunks of three filters each that fill fillBatchFilters REQs.
-const fillGroupFilters = 3 * fillBatchFilters
-
-// fillGroup reads what the filters fs of FillItems name and is not filled
-// yet.
-func (o *OwnLocalSet) fillGroup(ctx context.Context, fs []nostr.Filter) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var keys, repos, roots []string
-	l1, have := false, map[string]bool{}
-	for _, f := range fs {
-		k, fill := o.missingLocked(f)
-		if fill == nil {
-			continue
-		}
-		for _, v := range k { // the filters of one chunk name the same values
-			if have[v] {
-				continue
-			}
-			have[v] = true
-			keys = append(keys, v)
-			switch {
-			case v == "L1":
-				l1 = true
-			case strings.Contains(v, ":"):
-				repos = append(repos, v)
-			default:
-				roots = append(roots, v)
-			}
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	conn, err := o.ownConn(ctx)
-	if err != nil {
-		return err
-	}
-	if err := o.syncFill(ctx, conn, o.fillFilters(l1, repos, roots), o.emitFill); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		o.filled.add(k)
-	}
-	return nil
-}
-
-// emitFill indexes an event read from the own relay.
-func (o *OwnLocalSet) emitFill(_ context.Context, in ingest.Incoming) error {
-	if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
-		return err
-	}
-	if o.mark != nil {
-		o.mark(in.Event)
 	}
 	return nil
 }
@@ -216,7 +151,16 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 	if err != nil {
 		return err
 	}
-	if err := o.syncFill(ctx, conn, fill, o.emitFill); err != nil {
+	emit := func(_ context.Context, in ingest.Incoming) error {
+		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
+			return err
+		}
+		if o.mark != nil {
+			o.mark(in.Event)
+		}
+		return nil
+	}
+	if err := o.pager.Sync(ctx, conn, fill, 1, emit); err != nil {
 		return err
 	}
 	for _, k := range keys {
