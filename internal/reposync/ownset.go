@@ -68,7 +68,11 @@ func (f filledSet) has(k string) bool {
 	if f.idx != nil && len(k) == 64 && f.idx.Filled(k) {
 		return true
 	}
-	_, ok := f.m[maphash.String(f.seed, k)]
+	h := maphash.String(f.seed, k)
+	_, ok := f.m[h]
+	if ok && f.idx != nil && len(k) == 64 && f.idx.MarkFilled(k) {
+		delete(f.m, h) // indexed since it was filled: the mark moves to its entry
+	}
 	return ok
 }
 

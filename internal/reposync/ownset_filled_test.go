@@ -33,6 +33,15 @@ func TestFillMarksIndexedRoots(t *testing.T) {
 			t.Fatalf("%s not filled after add", k)
 		}
 	}
+	// A root filled before it was indexed: its mark moves into its entry
+	// when it is next looked up.
+	late := &nostr.Event{ID: other, PubKey: indexed.PubKey, Kind: 1617, CreatedAt: 2}
+	if err := o.idx.Add(late); err != nil {
+		t.Fatal(err)
+	}
+	if !o.filled.has(other) || len(o.filled.m) != 1 || !o.idx.Filled(other) || !o.filled.has(other) {
+		t.Fatalf("mark of a root indexed after its fill: hash set %d keys, entry marked %v", len(o.filled.m), o.idx.Filled(other))
+	}
 	o.Reset()
 	for _, k := range []string{indexed.ID, other, repo} {
 		if o.filled.has(k) {
