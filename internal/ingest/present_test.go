@@ -188,3 +188,33 @@ func TestDedupeWithLocalIndexUnderRace(t *testing.T) {
 		t.Fatalf("%d marks left for indexed events", n)
 	}
 }
+
+// An indexed id is remembered like a marked one, for between ttl/2 and
+// ttl after it was last published or seen: then a copy is published
+// again, so a full resync restores what the own relay lost meanwhile.
+func TestIndexedIDForgottenAfterTTL(t *testing.T) {
+	h, pub, idx := newIndexedHandler(t, 1000)
+	now := time.Unix(1_700_000_000, 0)
+	h.seen.now = func() time.Time { return now }
+	h.seen.ttl, h.seen.rotated = time.Minute, now
+	ctx := context.Background()
+	ev := issueEvent(t, 5)
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://a"})
+	now = now.Add(31 * time.Second) // one rotation: the mark is old
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://b"})
+	if n := len(pub.sent); n != 1 {
+		t.Fatalf("published %d times within the TTL, want 1", n)
+	}
+	now = now.Add(31 * time.Second) // a second rotation: forgotten
+	if !idx.Has(ev.ID) || h.Seen(ev.ID) {
+		t.Fatalf("after the TTL: indexed %v, seen %v (want indexed, not seen)", idx.Has(ev.ID), h.Seen(ev.ID))
+	}
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://c"})
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://d"})
+	if n := len(pub.sent); n != 2 {
+		t.Fatalf("published %d times, want 2 (once again after the TTL)", n)
+	}
+	if n := h.seen.Len(); n != 0 {
+		t.Fatalf("%d marks outside the index", n)
+	}
+}

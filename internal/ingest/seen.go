@@ -15,13 +15,13 @@ import (
 // costs a re-publish that the own relay answers with duplicate. Only
 // verified ids are ever added. Safe for concurrent use.
 //
-// With a present table (the LocalIndex) the set also answers for every id
-// it holds, and the handler drops an id's own mark once the table has it
-// (learnPresent): the ids of the own relay's events are kept once, in the
-// index, not a second time here. Marks then cover only what is on its way
-// (in flight, in the purgatory, refused) or could not be indexed. An id
-// leaves the table only when the own relay turned out to lack it, which
-// clears its mark too (ForgetPresent).
+// With a present table (the LocalIndex) an id the table holds is marked
+// in its entry, which the table ages with the same two generations
+// (RotateSeen): the handler drops an id's own mark once the table has it
+// (learnPresent), so the ids of the own relay's events are kept once, in
+// the index, not a second time here. Marks here then cover only what is
+// on its way (in flight, in the purgatory, refused) or could not be
+// indexed.
 //
 // An id is remembered by its first 16 bytes (seenKey): half the memory of
 // the whole id, and a different event with the same first 128 bits of
@@ -33,15 +33,19 @@ type seenSet struct {
 	ttl      time.Duration
 	now      func() time.Time
 	rotated  time.Time
-	// present, when set, holds ids known on the own relay; it is asked
-	// under mu, after the marks (lock order: seen, then the table).
+	// present, when set, holds ids known on the own relay and their
+	// marks; it is asked under mu, after the marks here (lock order:
+	// seen, then the table).
 	present presentIDs
 }
 
-// presentIDs is the table of ids known on the own relay
-// (*localindex.Index).
+// presentIDs is the table of ids known on the own relay, with a dedupe
+// mark per id (*localindex.Index).
 type presentIDs interface {
-	HasID(id [32]byte) bool
+	SeenID(id [32]byte) bool
+	MarkSeenID(id [32]byte) bool // false: not in the table
+	ForgetSeenID(id [32]byte)
+	RotateSeen(clear bool)
 }
 
 // seenKey is the part of an event id the seen set keeps.
@@ -79,10 +83,16 @@ func (s *seenSet) ageLocked() {
 		s.old = map[seenKey]struct{}{}
 		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
+		if s.present != nil {
+			s.present.RotateSeen(true)
+		}
 	case age >= s.ttl/2:
 		s.old = s.cur
 		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
+		if s.present != nil {
+			s.present.RotateSeen(false)
+		}
 	}
 }
 
@@ -96,7 +106,7 @@ func (s *seenSet) hasLocked(id [32]byte) bool {
 			return true
 		}
 	}
-	return s.present != nil && s.present.HasID(id)
+	return s.present != nil && s.present.SeenID(id)
 }
 
 // Mark adds id and reports whether it was new: of two callers racing on the
@@ -108,6 +118,9 @@ func (s *seenSet) Mark(id [32]byte) bool {
 	if s.hasLocked(id) {
 		return false
 	}
+	if s.present != nil && s.present.MarkSeenID(id) {
+		return true // marked in the table's entry
+	}
 	if len(s.cur) >= s.half {
 		s.old = s.cur
 		s.cur = make(map[seenKey]struct{})
@@ -117,8 +130,21 @@ func (s *seenSet) Mark(id [32]byte) bool {
 	return true
 }
 
-// Forget removes id's mark (not its entry in the present table).
+// Forget removes id's mark, here and in the present table.
 func (s *seenSet) Forget(id [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := keyOf(id)
+	delete(s.cur, k)
+	delete(s.old, k)
+	if s.present != nil {
+		s.present.ForgetSeenID(id)
+	}
+}
+
+// dropMark removes id's mark here only: the present table has it now,
+// with its own mark.
+func (s *seenSet) dropMark(id [32]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(id)

@@ -20,12 +20,18 @@ const (
 	bigCreated = math.MaxUint32
 	bigKind    = math.MaxUint16
 
-	authorBits = 29
+	authorBits = 27
 	authorMask = 1<<authorBits - 1
 
 	flagLive      = 1 << authorBits       // the slot holds an event
 	flagTruncated = 1 << (authorBits + 1) // tags not all kept: matches every tag condition
 	flagFilled    = 1 << (authorBits + 2) // MarkFilled: the own relay's events naming this one were read
+	// flagSeenCur and flagSeenOld are the dedupe marks of internal/ingest
+	// (SeenID): set when the event is added or marked, moved from current
+	// to old and dropped as the dedupe memory ages (RotateSeen).
+	flagSeenCur = 1 << (authorBits + 3)
+	flagSeenOld = 1 << (authorBits + 4)
+	flagSeen    = flagSeenCur | flagSeenOld
 )
 
 func (e *entry) author() uint32 { return e.meta & authorMask }
@@ -117,5 +123,59 @@ func (x *Index) ClearFilled() {
 	defer x.mu.Unlock()
 	for i := range x.entries.len() {
 		x.entries.at(uint32(i)).meta &^= flagFilled
+	}
+}
+
+// The dedupe set of internal/ingest keeps no mark of its own for an
+// event the index holds: the entry carries it (flagSeenCur, flagSeenOld),
+// with the same two generations, so an id is remembered for between
+// ttl/2 and ttl after it was last added or marked and a full resync
+// publishes again what the own relay lost meanwhile. Add sets the mark.
+
+// SeenID reports whether the event with this binary id is indexed with a
+// dedupe mark.
+func (x *Index) SeenID(id [32]byte) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	slot, ok := x.ids.find(&id)
+	return ok && x.entries.at(slot).meta&flagSeen != 0
+}
+
+// MarkSeenID sets the dedupe mark of the event with this binary id and
+// reports whether it is indexed.
+func (x *Index) MarkSeenID(id [32]byte) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot, ok := x.ids.find(&id)
+	if ok {
+		x.entries.at(slot).meta |= flagSeenCur
+	}
+	return ok
+}
+
+// ForgetSeenID clears the dedupe mark of the event with this binary id.
+func (x *Index) ForgetSeenID(id [32]byte) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if slot, ok := x.ids.find(&id); ok {
+		x.entries.at(slot).meta &^= flagSeen
+	}
+}
+
+// RotateSeen ages the dedupe marks by one generation: current marks
+// become old, old ones are dropped. clear drops them all.
+func (x *Index) RotateSeen(clear bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range x.entries.len() {
+		e := x.entries.at(uint32(i))
+		switch {
+		case clear:
+			e.meta &^= flagSeen
+		case e.meta&flagSeenCur != 0:
+			e.meta = e.meta&^flagSeen | flagSeenOld
+		default:
+			e.meta &^= flagSeenOld
+		}
 	}
 }

@@ -149,3 +149,39 @@ func TestFilledMark(t *testing.T) {
 		t.Fatal("mark survived removal")
 	}
 }
+
+// Dedupe marks: set by Add and MarkSeenID, aged by RotateSeen through two
+// generations, cleared by ForgetSeenID and RotateSeen(true); only indexed
+// ids can carry one.
+func TestSeenMarks(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 11))
+	ev := &nostr.Event{ID: randHex(r), PubKey: randHex(r), Kind: 1, CreatedAt: 1}
+	id, _ := decodeKey(ev.ID)
+	x := mustNew(t, DefaultOptions())
+	if x.SeenID(id) || x.MarkSeenID(id) {
+		t.Fatal("an id not indexed is marked")
+	}
+	if err := x.Add(ev); err != nil || !x.SeenID(id) {
+		t.Fatal("Add did not mark")
+	}
+	x.RotateSeen(false)
+	if !x.SeenID(id) {
+		t.Fatal("forgotten after one rotation")
+	}
+	x.RotateSeen(false)
+	if x.SeenID(id) || !x.Has(ev.ID) {
+		t.Fatal("still marked after two rotations, or removed")
+	}
+	if !x.MarkSeenID(id) || !x.SeenID(id) {
+		t.Fatal("MarkSeenID")
+	}
+	x.ForgetSeenID(id)
+	if x.SeenID(id) {
+		t.Fatal("ForgetSeenID")
+	}
+	_ = x.Add(ev) // already indexed: marks again
+	x.RotateSeen(true)
+	if x.SeenID(id) {
+		t.Fatal("RotateSeen(true)")
+	}
+}

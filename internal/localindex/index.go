@@ -49,7 +49,7 @@ func DefaultOptions() Options {
 // Validate reports the first invalid field.
 func (o Options) Validate() error {
 	if o.MaxEvents <= 0 || o.MaxEvents > authorMask {
-		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^29-1", o.MaxEvents)
+		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^27-1", o.MaxEvents)
 	}
 	if o.MaxTagsPerEvent <= 0 || o.MaxTagsPerEvent > math.MaxUint16 {
 		return fmt.Errorf("localindex: MaxTagsPerEvent %d: must be between 1 and 65535", o.MaxTagsPerEvent)
@@ -161,8 +161,9 @@ func decodeKey(s string) ([32]byte, bool) {
 	return k, true
 }
 
-// Add indexes ev. Adding an event that is already indexed does nothing.
-// It returns ErrFull when the index is at capacity.
+// Add indexes ev with a dedupe mark (SeenID). Adding an event that is
+// already indexed only sets its mark. It returns ErrFull when the index
+// is at capacity.
 func (x *Index) Add(ev *nostr.Event) error {
 	id, ok := decodeKey(ev.ID)
 	if !ok {
@@ -178,7 +179,8 @@ func (x *Index) Add(ev *nostr.Event) error {
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.ids.find(&id); ok {
+	if slot, ok := x.ids.find(&id); ok {
+		x.entries.at(slot).meta |= flagSeenCur
 		return nil
 	}
 	if x.live >= x.opt.MaxEvents {
@@ -187,7 +189,7 @@ func (x *Index) Add(ev *nostr.Event) error {
 		return ErrFull
 	}
 
-	e := entry{id: id, meta: flagLive | x.authors.intern(&author)}
+	e := entry{id: id, meta: flagLive | flagSeenCur | x.authors.intern(&author)}
 	refs := x.scratch[:0]
 	for _, tag := range ev.Tags {
 		if len(tag) < 2 {
@@ -331,16 +333,6 @@ func (x *Index) Has(id string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	_, ok = x.ids.find(&k)
-	return ok
-}
-
-// HasID reports whether the event with this binary id is indexed: the
-// dedupe set of internal/ingest asks it, so the ids of the own relay's
-// events are kept once.
-func (x *Index) HasID(id [32]byte) bool {
-	x.mu.RLock()
-	_, ok := x.ids.find(&id)
-	x.mu.RUnlock()
 	return ok
 }
 

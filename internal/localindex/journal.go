@@ -308,7 +308,7 @@ func (x *Index) LoadChunk(chunk []byte) error {
 			full = true
 			continue
 		}
-		e.meta = flagLive | x.authors.intern(&authors[ai])
+		e.meta = flagLive | flagSeenCur | x.authors.intern(&authors[ai])
 		if fl[0]&chunkTruncated != 0 {
 			e.meta |= flagTruncated
 		}
