@@ -13,6 +13,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func claimID(i int) string { return fmt.Sprintf("%064x", i+1) }
@@ -233,4 +234,41 @@ func TestFetchClaimsDroppedNotDelivered(t *testing.T) {
 	}
 	// Without a fetch in ctx, a drop notice is nobody's business.
 	noteDropped(context.Background(), a)
+}
+
+// droppingHistoric is a HistoricSyncer whose relay answers each job with
+// an event outside the job's filter (as a fetch by id would hand it on)
+// and records what the job's emit told the fetch's tally.
+type droppingHistoric struct {
+	mu        sync.Mutex
+	delivered map[string]bool
+}
+
+func (d *droppingHistoric) Sync(ctx context.Context, _ *relay.Conn, fs []nostr.Filter, _ int, emit Emit) error {
+	tally := newFetchTally()
+	ctx = withDropNote(ctx, tally.drop)
+	ev := &nostr.Event{ID: claimID(7), Kind: 1, CreatedAt: 1000} // refers to no root of fs
+	if err := tally.wrap(emit, func() {})(ctx, ingest.Incoming{Event: ev}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.delivered[ev.ID] = tally.delivered(ev.ID)
+	d.mu.Unlock()
+	return nil
+}
+
+// TestHistoricJobNotesNoMatchDrops: a historic job's emit that drops an
+// event outside the job's filter (no_match) tells the fetch running it,
+// so a claim on the id does not count it as delivered.
+func TestHistoricJobNotesNoMatchDrops(t *testing.T) {
+	h := newHistoricEnv(t)
+	d := &droppingHistoric{delivered: map[string]bool{}}
+	h.e.d.Historic = d
+	h.e.startBatch(h.r, newItems(), []nostr.Filter{{Kinds: []int{1}, Tags: nostr.TagMap{"e": {claimID(1)}}}}, false)
+	h.drain(t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if got, ok := d.delivered[claimID(7)]; !ok || got {
+		t.Fatalf("the dropped event counts as delivered (%v, ran %v)", got, ok)
+	}
 }
