@@ -114,9 +114,20 @@ func (c *Conn) handle(data []byte) {
 	if c.opts.OnFrame != nil {
 		c.opts.OnFrame(label, len(data))
 	}
-	if label == "EVENT" {
+	switch label {
+	case "EVENT":
 		c.handleEvent(data)
 		return
+	case "OK":
+		if id, ok, reason, fine := okFrame(data); fine {
+			c.handleOK(id, ok, string(reason))
+			return
+		}
+	case "NEG-MSG":
+		if sub, msg, fine := negMsgFrame(data); fine {
+			c.deliverNegMsg(sub, msg)
+			return
+		}
 	}
 	// The other frames are small; go-nostr's decoders keep substrings of
 	// msg, so it is a copy of the reused read buffer.
@@ -178,17 +189,7 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
-		if c.opts.OnOK != nil {
-			c.opts.OnOK(env.EventID, env.OK, env.Reason)
-		}
-		c.mu.Lock()
-		ws, waited := c.oks[env.EventID]
-		delete(c.oks, env.EventID)
-		c.mu.Unlock()
-		if waited {
-			r := OKResult{OK: env.OK, Reason: env.Reason}
-			ws.each(func(w okWaiter) { c.deliverOK(env.EventID, w, r) })
-		}
+		c.handleOK([]byte(env.EventID), env.OK, env.Reason)
 	case "AUTH":
 		var env nostr.AuthEnvelope
 		if env.FromJSON(msg) != nil || env.Challenge == nil {
