@@ -348,11 +348,15 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
-	wctx := ctx
-	if c.cork == nil || !c.cork.held.Load() {
-		// Corked, the message only goes into a buffer: Uncork writes it
-		// out within the write timeout, and a connection that ends
-		// meanwhile fails that write.
+	// Corked, the message only goes into a buffer: Uncork writes it out
+	// within the write timeout, and a connection that ends meanwhile
+	// fails that write. Nothing in it waits on ctx, and a context that is
+	// never done spares the websocket registering a callback on ctx for
+	// every message.
+	var wctx context.Context
+	if c.cork != nil && c.cork.held.Load() {
+		wctx = context.WithoutCancel(ctx)
+	} else {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
 		defer cancel()

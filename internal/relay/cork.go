@@ -77,6 +77,12 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	if c.corked && len(c.buf)+len(p) <= maxCorked {
+		if c.buf == nil {
+			// Allocated once at its full size: grown step by step it
+			// was copied and cleared at every step, and dropped when
+			// the growth overshot maxCorked.
+			c.buf = make([]byte, 0, maxCorked)
+		}
 		c.buf = append(c.buf, p...)
 		return len(p), nil
 	}
@@ -98,9 +104,6 @@ func (c *corkConn) flushLocked() error {
 	}
 	_, err := c.Conn.Write(c.buf)
 	c.buf = c.buf[:0]
-	if cap(c.buf) > maxCorked {
-		c.buf = nil
-	}
 	return err
 }
 
