@@ -255,6 +255,8 @@ type Conn struct {
 
 	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
 	cork *corkConn
+	// dec decodes events; the read loop's alone.
+	dec eventDecoder
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
 	maxFrameOut                            atomic.Uint64

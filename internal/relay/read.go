@@ -225,8 +225,9 @@ func (c *Conn) handle(data []byte) {
 
 // handleEvent delivers an EVENT frame's event to its subscription. The
 // frame is split without decoding (eventFrame), the event object decoded
-// once, straight from the read buffer (the decoder copies the strings it
-// keeps), and copied once, at its exact size, as SubMsg.Raw.
+// once, straight from the read buffer (eventDecoder, else go-nostr's
+// decoder; both copy the strings they keep), and copied once, at its exact
+// size, as SubMsg.Raw.
 func (c *Conn) handleEvent(data []byte) {
 	subID, obj, ok := eventFrame(data)
 	if !ok {
@@ -241,9 +242,13 @@ func (c *Conn) handleEvent(data []byte) {
 		return
 	}
 	ev := new(nostr.Event)
-	if ev.UnmarshalJSON(obj) != nil {
-		c.dropped(DropMalformed)
-		return
+	if !c.dec.decode(obj, ev) {
+		// Not the usual shape: go-nostr's decoder judges it.
+		*ev = nostr.Event{}
+		if ev.UnmarshalJSON(obj) != nil {
+			c.dropped(DropMalformed)
+			return
+		}
 	}
 	// The own relay answers OK by the id it reads, and the publisher
 	// waits for ours: an object naming "id" twice is re-encoded.
