@@ -3,18 +3,20 @@ package relay
 import (
 	"bytes"
 	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/nbd-wtf/go-nostr"
 )
 
 // eventDecoder decodes the event objects of EVENT frames as go-nostr's
 // Event.UnmarshalJSON does, faster for the shape relays send: the seven
-// fields once each, strings whose escapes are the short ones (a diff's
-// "\n"), and tags of strings, each tag and the tag list allocated at its
-// size. Anything else (a field twice or unknown, a null, a "\u" escape, a
-// number that is not a plain integer) makes decode return false, and the
-// caller decodes the object with go-nostr: what an event means does not
-// depend on which decoder read it. Each string is its own allocation, as
+// fields once each, strings unescaped in one pass, and tags of strings,
+// each tag and the tag list allocated at its size. Anything else (a field
+// twice or unknown, a null, a number that is not a plain integer) makes
+// decode return false, and the caller decodes the object with go-nostr:
+// what an event means does not depend on which decoder read it. Each string is its own allocation, as
 // go-nostr makes them, so what a caller keeps of an event keeps nothing
 // else alive. One decoder per read loop: its scratch space is reused.
 type eventDecoder struct {
@@ -171,8 +173,7 @@ func (d *eventDecoder) tag(b []byte) (nostr.Tag, []byte, bool) {
 }
 
 // str reads a JSON string at the start of b (no whitespace before it).
-// The short escapes are decoded as go-nostr's decoder (easyjson) decodes
-// them; a "\u" escape makes it return false.
+// Escapes are decoded as go-nostr's decoder (easyjson) decodes them.
 func (d *eventDecoder) str(b []byte) (string, []byte, bool) {
 	if len(b) == 0 || b[0] != '"' {
 		return "", nil, false
@@ -223,10 +224,24 @@ func (d *eventDecoder) str(b []byte) (string, []byte, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			// Surrogates and invalid code points: go-nostr's decoder
-			// decides.
-			d.buf = out
-			return "", nil, false
+			// As easyjson: a surrogate pair is one rune, a lone
+			// surrogate U+FFFD.
+			r := getu4(b[i:])
+			if r < 0 {
+				return "", nil, false
+			}
+			read := 6
+			if utf16.IsSurrogate(r) {
+				if dec := utf16.DecodeRune(r, getu4(b[i+6:])); dec != unicode.ReplacementChar {
+					read += 6
+					r = dec
+				} else {
+					r = unicode.ReplacementChar
+				}
+			}
+			out = utf8.AppendRune(out, r)
+			i += read
+			continue
 		default:
 			return "", nil, false
 		}
@@ -236,6 +251,29 @@ func (d *eventDecoder) str(b []byte) (string, []byte, bool) {
 		d.buf = out
 	}
 	return string(out), b[i+1:], true
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1 (easyjson's).
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var val rune
+	for _, c := range s[2:6] {
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return -1
+		}
+		val = val<<4 | rune(v)
+	}
+	return val
 }
 
 // plainInt reads -?[0-9]+ (no leading zero, at most 18 digits): what
