@@ -356,7 +356,8 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	// never done spares the websocket registering a callback on ctx for
 	// every message.
 	var wctx context.Context
-	if c.cork != nil && c.cork.held.Load() {
+	held := c.cork != nil && c.cork.held.Load()
+	if held {
 		wctx = context.WithoutCancel(ctx)
 	} else {
 		var cancel context.CancelFunc
@@ -371,7 +372,17 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 			break
 		}
 	}
-	if err := c.ws.Write(wctx, ws.MessageText, msg); err != nil {
+	if c.cork != nil && !held {
+		// The message's frames go out in one write.
+		c.cork.beginMsg()
+	}
+	err := c.ws.Write(wctx, ws.MessageText, msg)
+	if c.cork != nil && !held {
+		if ferr := c.cork.endMsg(); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
 		if c.ctx.Err() == nil && ctx.Err() == nil && wctx.Err() == nil {
 			// The socket failed under the write: the relay may have
 			// closed the connection with a reason (status 1009 for a
