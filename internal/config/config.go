@@ -147,8 +147,6 @@ type Publisher struct {
 	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
 	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
 	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
-	// Linger: see publish.Config.Linger.
-	Linger time.Duration `yaml:"linger" help:"How long an event that does not fill the window may wait for more to go in the same write (their OKs then come back together: fewer writes, reads and wake-ups per event). 0: send at once. Resends never wait."`
 	// QueueBytes: see publish.Config.QueueBytes.
 	QueueBytes int `yaml:"queue_bytes" help:"Bytes of the events waiting to be published (each as it arrived); producers block when they are reached, so large events queue fewer at once. 0: no byte bound (queue_size still bounds them)."`
 	// OwnPurgatoryRecheck: see ingest.Config.OwnHeldRecheck.
@@ -285,8 +283,6 @@ func Default() *Config {
 			RetryBase: pub.RetryBase,
 			RetryMax:  pub.RetryMax,
 			QueueSize: pub.QueueSize,
-
-			Linger: pub.Linger,
 
 			QueueBytes: pub.QueueBytes,
 

@@ -226,9 +226,6 @@ func (c *Config) Validate() error {
 		v.fail("publisher.retry_max", "must be >= publisher.retry_base ("+FormatDuration(p.RetryBase)+")", p.RetryMax)
 	}
 	v.positiveInt("publisher.queue_size", p.QueueSize)
-	if p.Linger < 0 {
-		v.fail("publisher.linger", "must be >= 0", p.Linger)
-	}
 	if p.QueueBytes < 0 {
 		v.fail("publisher.queue_bytes", "must be >= 0", p.QueueBytes)
 	}

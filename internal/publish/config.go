@@ -44,12 +44,6 @@ type Config struct {
 	// DialTimeout bounds one connection attempt. Default
 	// relay.DefaultConnectTimeout (5s).
 	DialTimeout time.Duration
-	// Linger is how long an event that does not fill the window may wait
-	// for more to go with it: the EVENTs that come within it go out in
-	// one write, and their OKs come back together, instead of one write,
-	// one wake-up and one OK read per event. 0 sends at once. Resends,
-	// and sending while paced after a rate limit, never wait. Default 1ms.
-	Linger time.Duration
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -64,7 +58,6 @@ func DefaultConfig() Config {
 		QueueBytes:  2 << 20,
 		AuthTimeout: 10 * time.Second,
 		DialTimeout: relay.DefaultConnectTimeout,
-		Linger:      time.Millisecond,
 	}
 }
 
@@ -99,8 +92,5 @@ func (c Config) Validate() error {
 	}
 	positiveDur("auth_timeout", c.AuthTimeout)
 	positiveDur("dial_timeout", c.DialTimeout)
-	if c.Linger < 0 {
-		errs = append(errs, fmt.Errorf("%w: linger: must be >= 0, got %s", ErrInvalidConfig, c.Linger))
-	}
 	return errors.Join(errs...)
 }

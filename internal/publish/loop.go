@@ -128,15 +128,6 @@ type runner struct {
 
 	dialCh chan dialMsg
 	authCh chan authMsg
-
-	// Linger (Config.Linger): queuedSince is when the oldest event never
-	// sent was queued; while the runner lingers (lingering, the linger
-	// timer armed) submissions wake it only once there are enough to fill
-	// the window (Publisher.wakeAt).
-	queuedSince time.Time
-	linger      *time.Timer
-	lingering   bool
-	wakeAt      int // as last set on the Publisher
 }
 
 func newRunner(ctx context.Context, p *Publisher) *runner {
@@ -155,12 +146,10 @@ func newRunner(ctx context.Context, p *Publisher) *runner {
 		okTimer:   time.NewTimer(time.Hour),
 		dialCh:    make(chan dialMsg),
 		authCh:    make(chan authMsg),
-		linger:    time.NewTimer(time.Hour),
 	}
 	r.reconnect.Stop()
 	r.hold.Stop()
 	r.okTimer.Stop()
-	r.linger.Stop()
 	return r
 }
 
@@ -177,9 +166,6 @@ func (r *runner) loop() {
 		case <-r.ctx.Done():
 			return
 		case <-r.p.wake:
-			r.takeIncoming()
-		case <-r.linger.C:
-			r.stopLinger()
 			r.takeIncoming()
 		case rep := <-r.okCh:
 			r.onReply(rep)
@@ -205,7 +191,6 @@ func (r *runner) shutdown() {
 	r.reconnect.Stop()
 	r.hold.Stop()
 	r.okTimer.Stop()
-	r.linger.Stop()
 	if r.sess != nil {
 		r.sess.conn.Close()
 		r.sess = nil
@@ -265,9 +250,6 @@ func (r *runner) takeIncoming() {
 		r.seq++
 		it := &item{ev: s.ev, raw: s.raw, seq: r.seq, waiters: []func(Result){s.done}, size: s.size}
 		r.items[s.ev.ID] = it
-		if len(r.queue) == 0 {
-			r.queuedSince = time.Now()
-		}
 		r.queue = append(r.queue, it)
 	}
 	clear(in)
@@ -309,10 +291,6 @@ func (r *runner) send() {
 	if now.Before(r.notBefore) {
 		return // the hold timer is armed
 	}
-	if r.waitForMore(now) {
-		return
-	}
-	r.stopLinger()
 	// One write to the socket for the whole burst. A failed write ends
 	// the connection: what it held comes back as unanswered.
 	s.conn.Cork()
@@ -333,40 +311,6 @@ func (r *runner) send() {
 			r.hold.Reset(r.pace)
 			return
 		}
-	}
-}
-
-// waitForMore tells whether to wait for more events before sending
-// (Config.Linger): the queue holds fewer events than the window has room
-// for, none to send again, no pace, and the oldest has waited less than
-// Linger. It arms the linger timer.
-func (r *runner) waitForMore(now time.Time) bool {
-	if r.cfg.Linger <= 0 || r.pace > 0 || len(r.retry) > 0 || len(r.queue) == 0 ||
-		len(r.queue) >= r.window-len(r.inflight) {
-		return false
-	}
-	due := r.queuedSince.Add(r.cfg.Linger)
-	if !now.Before(due) {
-		return false
-	}
-	if !r.lingering {
-		r.lingering = true
-		r.linger.Reset(due.Sub(now))
-	}
-	if n := r.window - len(r.inflight) - len(r.queue); n != r.wakeAt {
-		r.wakeAt = n
-		r.p.setWakeAt(n)
-	}
-	return true
-}
-
-// stopLinger ends lingering: every submission wakes the runner again.
-func (r *runner) stopLinger() {
-	if r.lingering {
-		r.lingering = false
-		r.linger.Stop()
-		r.wakeAt = 1
-		r.p.setWakeAt(1)
 	}
 }
 

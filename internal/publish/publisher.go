@@ -82,7 +82,6 @@ type Publisher struct {
 	mu          sync.Mutex
 	state       int
 	incoming    []submission
-	wakeAt      int           // submissions in incoming that wake the runner (it lingers while > 1)
 	outstanding int           // submissions without outcome
 	idle        chan struct{} // closed while outstanding == 0
 	dropped     bool          // Run ended with submissions unanswered
@@ -173,13 +172,10 @@ func (p *Publisher) SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, 
 		p.idle = make(chan struct{})
 	}
 	p.outstanding++
-	wake := len(p.incoming) >= p.wakeAt
 	p.mu.Unlock()
-	if wake {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -266,14 +262,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // takeIncoming returns the submissions received since the last call.
-// setWakeAt sets how many submissions waiting wake the runner (at least
-// one).
-func (p *Publisher) setWakeAt(n int) {
-	p.mu.Lock()
-	p.wakeAt = max(n, 1)
-	p.mu.Unlock()
-}
-
 func (p *Publisher) takeIncoming(buf []submission) []submission {
 	p.mu.Lock()
 	defer p.mu.Unlock()

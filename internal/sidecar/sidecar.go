@@ -295,7 +295,6 @@ func publishConfig(cfg *config.Config) publish.Config {
 	pcfg.RetryMax = cfg.Publisher.RetryMax
 	pcfg.QueueSize = cfg.Publisher.QueueSize
 	pcfg.QueueBytes = cfg.Publisher.QueueBytes
-	pcfg.Linger = cfg.Publisher.Linger
 	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
 	return pcfg
 }
