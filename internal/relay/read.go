@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -57,8 +58,24 @@ func (c *Conn) readLoop() {
 	})
 	deadline.Stop()
 	defer deadline.Stop()
+	// The websocket reads under a context that is never done: it registers
+	// a callback on that context for every frame it reads, which on rctx
+	// itself meant a lock and a map entry each time. rctx ending (the
+	// connection ending, the deadline) closes the socket once instead,
+	// which ends a read that is waiting; between reads (handle) closing is
+	// shutdown's, with the websocket's close handshake, as it was.
+	wsctx := context.WithoutCancel(rctx)
+	var reading atomic.Bool
+	stopClose := context.AfterFunc(rctx, func() {
+		if reading.Load() {
+			_ = c.ws.CloseNow()
+		}
+	})
+	defer stopClose()
 	for {
-		data, err := c.readMessage(rctx, deadline, &buf)
+		reading.Store(true)
+		data, err := c.readMessage(rctx, wsctx, deadline, &buf)
+		reading.Store(false)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.shutdown(fmt.Errorf("read: %w", err))
@@ -74,9 +91,13 @@ func (c *Conn) readLoop() {
 // readMessage waits as long as it takes for the next message to start,
 // then gives it PongTimeout (deadline, which cancels ctx) to arrive whole:
 // a relay that trickles a message (in fragments, while still answering
-// pings) is dropped.
-func (c *Conn) readMessage(ctx context.Context, deadline *time.Timer, buf *bytes.Buffer) ([]byte, error) {
-	_, r, err := c.ws.Reader(ctx)
+// pings) is dropped. The websocket reads under wsctx (see readLoop).
+func (c *Conn) readMessage(ctx, wsctx context.Context, deadline *time.Timer, buf *bytes.Buffer) ([]byte, error) {
+	if ctx.Err() != nil {
+		// Ended while the last message was handled (readLoop).
+		return nil, context.Cause(ctx)
+	}
+	_, r, err := c.ws.Reader(wsctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
