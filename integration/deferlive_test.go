@@ -33,7 +33,12 @@ func TestDeferredLiveFiltersCatchUp(t *testing.T) {
 	remote.Inject(repo, issue, old)
 
 	start := time.Now()
-	sc := startSidecar(t, fastConfig(own))
+	cfg := fastConfig(own)
+	// The relay holds every answer 2 s, one after another: a consolidation
+	// asking Layer 1, the kind subscription and the per-root filters gets
+	// its last EOSE well after fastConfig's EOSE timeout on a loaded machine.
+	cfg.Sync.EOSETimeout = 30 * time.Second
+	sc := startSidecar(t, cfg)
 	// The root's #e filter was reconciled: the relay answered its NEG-OPEN.
 	testkit.WaitFor(t, syncTimeout, "the root's history was never reconciled", func() bool {
 		opened := map[string]bool{}

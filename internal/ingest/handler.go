@@ -189,6 +189,10 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	limits := newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, nil,
 		m.limitHits.WithLabelValues("relay_event_rate"), m.limitHits.WithLabelValues("relay_queue"))
 	limits.maxBytes = int64(cfg.RelayQueueBytes)
+	seen := newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil)
+	if p, ok := d.Present.(presentIDs); ok {
+		seen.present = p
+	}
 	return &Handler{
 		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, purg: d.Purgatory,
 		rejected: NewRejectedIndex(cfg.Rejected, d.Now),
@@ -196,7 +200,7 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		limits:   limits,
 		held:     newOwnHeld(cfg.SeenMax),
 		now:      d.Now,
-		seen:     newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil),
+		seen:     seen,
 		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),
 		retries:  make(chan *nostr.Event, cfg.QueueLen),
@@ -298,11 +302,8 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// the purgatory released it, for states and PRs): its git data is
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
-	h.seen.Mark(id)
 	h.notHeld(id)
-	if h.present != nil {
-		_ = h.present.Add(ev) // a full index counts what it drops in its own metrics
-	}
+	h.learnPresent(ev, id)
 	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
 		// Before the retries below: they ask the purgatory whether the
 		// repository is hosted.
@@ -509,8 +510,8 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		} else {
 			h.m.eventsDuplicate.Inc()
 		}
-		if h.present != nil {
-			_ = h.present.Add(ev)
+		if idOK && h.present != nil {
+			h.learnPresent(ev, id)
 		}
 		if ev.Kind == nip34.KindRepoAnnouncement && h.purg != nil {
 			h.purg.AddAnnouncement(ev)

@@ -1,5 +1,7 @@
 package ingest
 
+import "github.com/nbd-wtf/go-nostr"
+
 // What the state store (internal/statestore) needs of the handler: whether
 // everything received has left it, and the dedupe set primed from a
 // restored local index.
@@ -14,7 +16,8 @@ func (h *Handler) Pending() int { return int(h.pending.Load()) }
 
 // MarkPresentID records that the event with this binary id is on the own
 // relay (a LocalIndex restored from the state store): like MarkPresent, it
-// is not published again while the dedupe memory lasts.
+// is not published again while the dedupe memory lasts. An id the Present
+// table holds is marked in its entry, at no cost.
 func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
 
 // ForgetPresent undoes MarkPresent for an event the own relay turned out
@@ -23,4 +26,20 @@ func (h *Handler) ForgetPresent(id string) {
 	if b, ok := decodeID(id); ok {
 		h.seen.Forget(b)
 	}
+}
+
+// learnPresent records that the own relay holds ev (id is its binary id).
+// The Present table (the LocalIndex) takes it, with a dedupe mark, when
+// there is one, and the dedupe set drops its own mark of the id: an id is
+// kept once. Without a table, or when it refuses the event (full),
+// the mark keeps it from being published again.
+func (h *Handler) learnPresent(ev *nostr.Event, id [32]byte) {
+	if h.present != nil {
+		// A full index counts what it drops in its own metrics.
+		if err := h.present.Add(ev); err == nil && h.seen.present != nil {
+			h.seen.dropMark(id) // the table's entry carries the mark
+			return
+		}
+	}
+	h.seen.Mark(id)
 }

@@ -15,6 +15,14 @@ import (
 // costs a re-publish that the own relay answers with duplicate. Only
 // verified ids are ever added. Safe for concurrent use.
 //
+// With a present table (the LocalIndex) an id the table holds is marked
+// in its entry, which the table ages with the same two generations
+// (RotateSeen): the handler drops an id's own mark once the table has it
+// (learnPresent), so the ids of the own relay's events are kept once, in
+// the index, not a second time here. Marks here then cover only what is
+// on its way (in flight, in the purgatory, refused) or could not be
+// indexed.
+//
 // An id is remembered by its first 16 bytes (seenKey): half the memory of
 // the whole id, and a different event with the same first 128 bits of
 // its SHA-256 id cannot be made (a second preimage on 128 bits).
@@ -25,6 +33,19 @@ type seenSet struct {
 	ttl      time.Duration
 	now      func() time.Time
 	rotated  time.Time
+	// present, when set, holds ids known on the own relay and their
+	// marks; it is asked under mu, after the marks here (lock order:
+	// seen, then the table).
+	present presentIDs
+}
+
+// presentIDs is the table of ids known on the own relay, with a dedupe
+// mark per id (*localindex.Index).
+type presentIDs interface {
+	SeenID(id [32]byte) bool
+	MarkSeenID(id [32]byte) bool // false: not in the table
+	ForgetSeenID(id [32]byte)
+	RotateSeen(clear bool)
 }
 
 // seenKey is the part of an event id the seen set keeps.
@@ -62,10 +83,16 @@ func (s *seenSet) ageLocked() {
 		s.old = map[seenKey]struct{}{}
 		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
+		if s.present != nil {
+			s.present.RotateSeen(true)
+		}
 	case age >= s.ttl/2:
 		s.old = s.cur
 		s.cur = make(map[seenKey]struct{})
 		s.rotated = s.now()
+		if s.present != nil {
+			s.present.RotateSeen(false)
+		}
 	}
 }
 
@@ -74,8 +101,12 @@ func (s *seenSet) hasLocked(id [32]byte) bool {
 	if _, ok := s.cur[k]; ok {
 		return true
 	}
-	_, ok := s.old[k]
-	return ok
+	if len(s.old) > 0 {
+		if _, ok := s.old[k]; ok {
+			return true
+		}
+	}
+	return s.present != nil && s.present.SeenID(id)
 }
 
 // Mark adds id and reports whether it was new: of two callers racing on the
@@ -87,6 +118,9 @@ func (s *seenSet) Mark(id [32]byte) bool {
 	if s.hasLocked(id) {
 		return false
 	}
+	if s.present != nil && s.present.MarkSeenID(id) {
+		return true // marked in the table's entry
+	}
 	if len(s.cur) >= s.half {
 		s.old = s.cur
 		s.cur = make(map[seenKey]struct{})
@@ -96,8 +130,21 @@ func (s *seenSet) Mark(id [32]byte) bool {
 	return true
 }
 
-// Forget removes id.
+// Forget removes id's mark, here and in the present table.
 func (s *seenSet) Forget(id [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := keyOf(id)
+	delete(s.cur, k)
+	delete(s.old, k)
+	if s.present != nil {
+		s.present.ForgetSeenID(id)
+	}
+}
+
+// dropMark removes id's mark here only: the present table has it now,
+// with its own mark.
+func (s *seenSet) dropMark(id [32]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(id)
@@ -105,7 +152,7 @@ func (s *seenSet) Forget(id [32]byte) {
 	delete(s.old, k)
 }
 
-// Len is the number of remembered ids.
+// Len is the number of marks (ids in the present table not counted).
 func (s *seenSet) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -48,8 +48,8 @@ func DefaultOptions() Options {
 
 // Validate reports the first invalid field.
 func (o Options) Validate() error {
-	if o.MaxEvents <= 0 || o.MaxEvents >= math.MaxInt32 {
-		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^31-2", o.MaxEvents)
+	if o.MaxEvents <= 0 || o.MaxEvents > authorMask {
+		return fmt.Errorf("localindex: MaxEvents %d: must be between 1 and 2^27-1", o.MaxEvents)
 	}
 	if o.MaxTagsPerEvent <= 0 || o.MaxTagsPerEvent > math.MaxUint16 {
 		return fmt.Errorf("localindex: MaxTagsPerEvent %d: must be between 1 and 65535", o.MaxTagsPerEvent)
@@ -77,22 +77,6 @@ func letterCode(name string) (uint32, bool) {
 	return 0, false
 }
 
-const (
-	flagLive      = 1 << 0
-	flagTruncated = 1 << 1 // tags not all kept: matches every tag condition
-)
-
-// entry is one indexed event: 56 bytes.
-type entry struct {
-	id        [32]byte
-	createdAt int64
-	kind      uint32
-	author    uint32
-	tagOff    uint32
-	tagN      uint16
-	flags     uint8
-}
-
 // Index is a bounded, concurrency-safe index of the own relay's events.
 type Index struct {
 	opt Options
@@ -105,13 +89,18 @@ type Index struct {
 	authors    *keyInterner
 	hexVals    *keyInterner
 	strVals    *strInterner
-	tags       []uint32 // arena of tag refs, entries point into it
+	tags       tagArena // tag refs, entries point into it
 	tagGarbage int      // arena slots of removed entries
+	scratch    []uint32 // the refs of the event being added
 	// postings lists, per tag ref, the slots of the entries carrying it, so
 	// a tag filter looks up its values instead of scanning every entry;
 	// truncated holds the slots whose tags were cut (they match any tag).
 	postings  postingMap
 	truncated map[uint32]struct{}
+	// bigCreated and bigKinds hold, by slot, the created_at and kind
+	// values that do not fit an entry (see entry); nil until needed.
+	bigCreated map[uint32]int64
+	bigKinds   map[uint32]uint32
 	// jr, when set, records what changed since the last DrainJournal.
 	jr *journal
 
@@ -172,8 +161,9 @@ func decodeKey(s string) ([32]byte, bool) {
 	return k, true
 }
 
-// Add indexes ev. Adding an event that is already indexed does nothing.
-// It returns ErrFull when the index is at capacity.
+// Add indexes ev with a dedupe mark (SeenID). Adding an event that is
+// already indexed only sets its mark. It returns ErrFull when the index
+// is at capacity.
 func (x *Index) Add(ev *nostr.Event) error {
 	id, ok := decodeKey(ev.ID)
 	if !ok {
@@ -189,7 +179,8 @@ func (x *Index) Add(ev *nostr.Event) error {
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.ids.find(&id); ok {
+	if slot, ok := x.ids.find(&id); ok {
+		x.entries.at(slot).meta |= flagSeenCur
 		return nil
 	}
 	if x.live >= x.opt.MaxEvents {
@@ -198,10 +189,8 @@ func (x *Index) Add(ev *nostr.Event) error {
 		return ErrFull
 	}
 
-	e := entry{id: id, createdAt: int64(ev.CreatedAt), kind: uint32(ev.Kind), flags: flagLive}
-	e.author = x.authors.intern(&author)
-	e.tagOff = uint32(len(x.tags))
-	start := len(x.tags)
+	e := entry{id: id, meta: flagLive | flagSeenCur | x.authors.intern(&author)}
+	refs := x.scratch[:0]
 	for _, tag := range ev.Tags {
 		if len(tag) < 2 {
 			continue
@@ -210,37 +199,40 @@ func (x *Index) Add(ev *nostr.Event) error {
 		if !ok {
 			continue
 		}
-		if len(x.tags)-start >= x.opt.MaxTagsPerEvent || x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
-			e.flags |= flagTruncated
+		if len(refs) >= x.opt.MaxTagsPerEvent || x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
+			e.meta |= flagTruncated
 			break
 		}
 		ref := x.internValue(code, tag[1])
-		if containsRef(x.tags[start:], ref) {
+		if containsRef(refs, ref) {
 			x.releaseRef(ref)
 			continue
 		}
-		x.tags = append(x.tags, ref)
+		refs = append(refs, ref)
 	}
-	e.tagN = uint16(len(x.tags) - start)
-	x.insertEntry(e)
+	e.tagOff, e.tagN = x.tags.add(refs), uint16(len(refs))
+	x.scratch = refs[:0]
+	x.insertEntry(e, int64(ev.CreatedAt), uint32(ev.Kind))
 	return nil
 }
 
-// insertEntry stores e, whose tags are already at the end of the arena.
-func (x *Index) insertEntry(e entry) {
+// insertEntry stores e, whose tags are already in the arena, with its
+// created_at and kind.
+func (x *Index) insertEntry(e entry, createdAt int64, kind uint32) {
 	var slot uint32
 	if n := len(x.free); n > 0 {
 		slot = x.free[n-1]
 		x.free = x.free[:n-1]
-		*x.entries.at(slot) = e
 	} else {
-		slot = x.entries.push(e)
+		slot = x.entries.push(entry{})
 	}
+	x.setCreatedKind(slot, &e, createdAt, kind)
+	*x.entries.at(slot) = e
 	x.ids.insert(slot)
-	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+	for _, ref := range x.tags.of(e.tagOff, e.tagN) {
 		x.postings.add(ref, slot)
 	}
-	if e.flags&flagTruncated != 0 {
+	if e.meta&flagTruncated != 0 {
 		x.truncated[slot] = struct{}{}
 	}
 	x.live++
@@ -299,19 +291,20 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 		x.jr.removed = append(x.jr.removed, *k)
 	}
 	e := x.entries.at(slot)
-	x.authors.release(e.author)
-	for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+	x.authors.release(e.author())
+	for _, ref := range x.tags.of(e.tagOff, e.tagN) {
 		x.unpost(ref, slot)
 		x.releaseRef(ref)
 	}
 	delete(x.truncated, slot)
 	x.tagGarbage += int(e.tagN)
+	x.clearBig(slot, e)
 	*e = entry{}
 	x.free = append(x.free, slot)
 	x.live--
 	x.events.Set(float64(x.live))
 	x.full.Set(0)
-	if x.tagGarbage > 4096 && x.tagGarbage*2 > len(x.tags) {
+	if x.tagGarbage > 4096 && x.tagGarbage*2 > x.tags.used {
 		x.compactTags()
 	}
 	return true
@@ -319,15 +312,13 @@ func (x *Index) removeLocked(k *[32]byte) bool {
 
 // compactTags rewrites the tag arena without the slots of removed events.
 func (x *Index) compactTags() {
-	tags := make([]uint32, 0, len(x.tags)-x.tagGarbage)
+	var tags tagArena
 	for i := range x.entries.len() {
 		e := x.entries.at(uint32(i))
-		if e.flags&flagLive == 0 {
+		if !e.live() {
 			continue
 		}
-		off := uint32(len(tags))
-		tags = append(tags, x.tags[e.tagOff:e.tagOff+uint32(e.tagN)]...)
-		e.tagOff = off
+		e.tagOff = tags.add(x.tags.of(e.tagOff, e.tagN))
 	}
 	x.tags = tags
 	x.tagGarbage = 0

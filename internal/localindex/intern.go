@@ -3,34 +3,40 @@ package localindex
 import "strings"
 
 // keyInterner stores each distinct 32-byte value (pubkeys, hex event ids in
-// tags) once, with a reference count, and hands out small indexes.
+// tags) once, with a reference count, and hands out small indexes. The
+// values are kept in pages (pageArray): growing never copies them.
 type keyInterner struct {
-	vals [][32]byte
-	refs []uint32
+	vals pageArray[internedKey]
 	free []uint32
 	t    keyTable
 }
 
+type internedKey struct {
+	key  [32]byte
+	refs uint32
+}
+
 func newKeyInterner() *keyInterner {
 	ki := &keyInterner{}
-	ki.t = newKeyTable(func(idx uint32) *[32]byte { return &ki.vals[idx] })
+	ki.t = newKeyTable(func(idx uint32) *[32]byte { return &ki.vals.at(idx).key })
 	return ki
 }
 
+// val is the value of idx.
+func (ki *keyInterner) val(idx uint32) *[32]byte { return &ki.vals.at(idx).key }
+
 func (ki *keyInterner) intern(k *[32]byte) uint32 {
 	if idx, ok := ki.t.find(k); ok {
-		ki.refs[idx]++
+		ki.vals.at(idx).refs++
 		return idx
 	}
 	var idx uint32
 	if n := len(ki.free); n > 0 {
 		idx = ki.free[n-1]
 		ki.free = ki.free[:n-1]
-		ki.vals[idx], ki.refs[idx] = *k, 1
+		*ki.vals.at(idx) = internedKey{key: *k, refs: 1}
 	} else {
-		idx = uint32(len(ki.vals))
-		ki.vals = append(ki.vals, *k)
-		ki.refs = append(ki.refs, 1)
+		idx = ki.vals.push(internedKey{key: *k, refs: 1})
 	}
 	ki.t.insert(idx)
 	return idx
@@ -39,15 +45,16 @@ func (ki *keyInterner) intern(k *[32]byte) uint32 {
 func (ki *keyInterner) lookup(k *[32]byte) (uint32, bool) { return ki.t.find(k) }
 
 func (ki *keyInterner) release(idx uint32) {
-	ki.refs[idx]--
-	if ki.refs[idx] == 0 {
-		ki.t.remove(&ki.vals[idx])
-		ki.vals[idx] = [32]byte{}
+	v := ki.vals.at(idx)
+	v.refs--
+	if v.refs == 0 {
+		ki.t.remove(&v.key)
+		v.key = [32]byte{}
 		ki.free = append(ki.free, idx)
 	}
 }
 
-func (ki *keyInterner) len() int { return len(ki.vals) - len(ki.free) }
+func (ki *keyInterner) len() int { return ki.vals.len() - len(ki.free) }
 
 // strInterner stores each distinct string (repository addresses, d tags,
 // tag values that are not hex ids) once, with a reference count.

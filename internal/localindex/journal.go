@@ -31,6 +31,9 @@ type journal struct {
 
 const chunkVersion = 1
 
+// chunkTruncated is the flags byte of an event whose tags were cut.
+const chunkTruncated = 1 << 1
+
 // ErrBadChunk: a persisted chunk does not decode.
 var ErrBadChunk = errors.New("localindex: bad persisted chunk")
 
@@ -67,7 +70,7 @@ func (x *Index) DrainJournal() (chunk []byte, removed int) {
 	seen := make(map[uint32]bool, len(x.jr.added))
 	slots := x.jr.added[:0]
 	for _, s := range x.jr.added {
-		if !seen[s] && x.entries.at(s).flags&flagLive != 0 {
+		if !seen[s] && x.entries.at(s).live() {
 			seen[s] = true
 			slots = append(slots, s)
 		}
@@ -88,7 +91,7 @@ func (x *Index) Snapshot(perChunk int) [][]byte {
 	var chunks [][]byte
 	var slots []uint32
 	for i := range x.entries.len() {
-		if x.entries.at(uint32(i)).flags&flagLive == 0 {
+		if !x.entries.at(uint32(i)).live() {
 			continue
 		}
 		slots = append(slots, uint32(i))
@@ -133,13 +136,18 @@ func (x *Index) encodeLocked(removed [][32]byte, slots []uint32) []byte {
 	for _, s := range slots {
 		e := x.entries.at(s)
 		body = append(body, e.id[:]...)
-		body = binary.AppendVarint(body, e.createdAt-prev)
-		prev = e.createdAt
-		body = binary.AppendUvarint(body, uint64(e.kind))
-		body = binary.AppendUvarint(body, t.ref(t.authors, &t.aList, e.author))
-		body = append(body, e.flags&flagTruncated)
+		c := x.createdAt(s, e)
+		body = binary.AppendVarint(body, c-prev)
+		prev = c
+		body = binary.AppendUvarint(body, uint64(x.kindOf(s, e)))
+		body = binary.AppendUvarint(body, t.ref(t.authors, &t.aList, e.author()))
+		var fl byte
+		if e.meta&flagTruncated != 0 {
+			fl = chunkTruncated
+		}
+		body = append(body, fl)
 		body = binary.AppendUvarint(body, uint64(e.tagN))
-		for _, ref := range x.tags[e.tagOff : e.tagOff+uint32(e.tagN)] {
+		for _, ref := range x.tags.of(e.tagOff, e.tagN) {
 			code := uint64(ref >> 29)
 			if ref&refHexBit != 0 {
 				c := t.ref(t.hex, &t.hList, ref&refIdxMask)
@@ -158,11 +166,11 @@ func (x *Index) encodeLocked(removed [][32]byte, slots []uint32) []byte {
 	}
 	out = binary.AppendUvarint(out, uint64(len(t.aList)))
 	for _, a := range t.aList {
-		out = append(out, x.authors.vals[a][:]...)
+		out = append(out, x.authors.val(a)[:]...)
 	}
 	out = binary.AppendUvarint(out, uint64(len(t.hList)))
 	for _, h := range t.hList {
-		out = append(out, x.hexVals.vals[h][:]...)
+		out = append(out, x.hexVals.val(h)[:]...)
 	}
 	out = binary.AppendUvarint(out, uint64(len(t.sList)))
 	for _, si := range t.sList {
@@ -269,8 +277,8 @@ func (x *Index) LoadChunk(chunk []byte) error {
 	for i := uint64(0); i < nAdd && r.err == nil; i++ {
 		var e entry
 		copy(e.id[:], r.bytes(32))
-		e.createdAt = prev + r.varint()
-		prev = e.createdAt
+		createdAt := prev + r.varint()
+		prev = createdAt
 		kind := r.uvarint()
 		ai := r.uvarint()
 		fl := r.bytes(1)
@@ -278,7 +286,7 @@ func (x *Index) LoadChunk(chunk []byte) error {
 		if r.err != nil {
 			break
 		}
-		if ai >= uint64(len(authors)) || kind > 1<<32-1 || nTags > uint64(x.opt.MaxTagsPerEvent) || fl[0]&^flagTruncated != 0 {
+		if ai >= uint64(len(authors)) || kind > 1<<32-1 || nTags > uint64(x.opt.MaxTagsPerEvent) || fl[0]&^chunkTruncated != 0 {
 			r.err = fmt.Errorf("%w: event %d out of range", ErrBadChunk, i)
 			break
 		}
@@ -300,9 +308,11 @@ func (x *Index) LoadChunk(chunk []byte) error {
 			full = true
 			continue
 		}
-		e.kind, e.flags = uint32(kind), flagLive|fl[0]
-		e.author = x.authors.intern(&authors[ai])
-		e.tagOff = uint32(len(x.tags))
+		e.meta = flagLive | flagSeenCur | x.authors.intern(&authors[ai])
+		if fl[0]&chunkTruncated != 0 {
+			e.meta |= flagTruncated
+		}
+		tags := x.scratch[:0]
 		for _, ref := range refs {
 			code := uint32(ref>>1) & 7
 			var tr uint32
@@ -311,10 +321,11 @@ func (x *Index) LoadChunk(chunk []byte) error {
 			} else {
 				tr = code<<29 | x.strVals.intern(strs[ref>>4])
 			}
-			x.tags = append(x.tags, tr)
+			tags = append(tags, tr)
 		}
-		e.tagN = uint16(len(refs))
-		x.insertEntry(e)
+		e.tagOff, e.tagN = x.tags.add(tags), uint16(len(tags))
+		x.scratch = tags[:0]
+		x.insertEntry(e, createdAt, uint32(kind))
 	}
 	if r.err != nil {
 		return r.err
@@ -333,7 +344,7 @@ func (x *Index) Clear() {
 	defer x.mu.Unlock()
 	if x.jr != nil {
 		for i := range x.entries.len() {
-			if e := x.entries.at(uint32(i)); e.flags&flagLive != 0 {
+			if e := x.entries.at(uint32(i)); e.live() {
 				x.jr.removed = append(x.jr.removed, e.id)
 			}
 		}
@@ -341,8 +352,9 @@ func (x *Index) Clear() {
 	}
 	x.entries, x.free, x.live = entryPages{}, nil, 0
 	x.authors, x.hexVals, x.strVals = newKeyInterner(), newKeyInterner(), newStrInterner()
-	x.tags, x.tagGarbage = nil, 0
+	x.tags, x.tagGarbage = tagArena{}, 0
 	x.postings, x.truncated = newPostingMap(), map[uint32]struct{}{}
+	x.bigCreated, x.bigKinds = nil, nil
 	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries.at(slot).id })
 	x.events.Set(0)
 	x.full.Set(0)
@@ -354,7 +366,7 @@ func (x *Index) EachID(fn func(id [32]byte)) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for i := range x.entries.len() {
-		if e := x.entries.at(uint32(i)); e.flags&flagLive != 0 {
+		if e := x.entries.at(uint32(i)); e.live() {
 			fn(e.id)
 		}
 	}

@@ -12,7 +12,7 @@ type postingMap struct {
 }
 
 // listBit marks a value that indexes lists (slots stay below 2^31:
-// Options.MaxEvents is at most 2^31-2).
+// Options.MaxEvents is at most 2^27-1).
 const listBit = 1 << 31
 
 func newPostingMap() postingMap { return postingMap{m: map[uint32]uint32{}} }

@@ -70,20 +70,20 @@ func (x *Index) compile(f nostr.Filter) (query, error) {
 	return q, nil
 }
 
-func (x *Index) matches(q *query, e *entry) bool {
-	if e.createdAt < q.since || e.createdAt > q.until {
+func (x *Index) matches(q *query, slot uint32, e *entry) bool {
+	if c := x.createdAt(slot, e); c < q.since || c > q.until {
 		return false
 	}
-	if q.kinds != nil && !slices.Contains(q.kinds, int(e.kind)) {
+	if q.kinds != nil && !slices.Contains(q.kinds, int(x.kindOf(slot, e))) {
 		return false
 	}
 	if q.authors != nil {
-		if _, ok := q.authors[e.author]; !ok {
+		if _, ok := q.authors[e.author()]; !ok {
 			return false
 		}
 	}
-	if len(q.tagConds) > 0 && e.flags&flagTruncated == 0 {
-		refs := x.tags[e.tagOff : e.tagOff+uint32(e.tagN)]
+	if len(q.tagConds) > 0 && e.meta&flagTruncated == 0 {
+		refs := x.tags.of(e.tagOff, e.tagN)
 		for _, set := range q.tagConds {
 			found := false
 			for _, r := range refs {
@@ -122,9 +122,9 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 			if !ok {
 				continue
 			}
-			if slot, ok := x.ids.find(&k); ok && x.matches(&q, x.entries.at(slot)) {
+			if slot, ok := x.ids.find(&k); ok && x.matches(&q, slot, x.entries.at(slot)) {
 				e := x.entries.at(slot)
-				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
+				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(x.createdAt(slot, e)), ID: e.id})
 			}
 		}
 		return dst, nil
@@ -148,8 +148,8 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 				return
 			}
 			seen[slot] = struct{}{}
-			if e := x.entries.at(slot); e.flags&flagLive != 0 && x.matches(&q, e) {
-				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
+			if e := x.entries.at(slot); e.live() && x.matches(&q, slot, e) {
+				dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(x.createdAt(slot, e)), ID: e.id})
 			}
 		}
 		var one [1]uint32
@@ -165,8 +165,8 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 	}
 	for i := range x.entries.len() {
 		e := x.entries.at(uint32(i))
-		if e.flags&flagLive != 0 && x.matches(&q, e) {
-			dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(e.createdAt), ID: e.id})
+		if e.live() && x.matches(&q, uint32(i), e) {
+			dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(x.createdAt(uint32(i), e)), ID: e.id})
 		}
 	}
 	return dst, nil

@@ -149,7 +149,7 @@ func (e *Engine) startEarlyCatchUp(ctx context.Context) {
 // read the announcements, the restored roots wait there (RestoreRepos).
 func (e *Engine) reposAndRoots() ([]string, set) {
 	repos := make([]string, 0, len(e.repos)+len(e.orphans))
-	roots := set{}
+	roots := newSet()
 	for ref, n := range e.repos {
 		repos = append(repos, ref)
 		roots.addAll(n.Roots)

@@ -89,7 +89,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := h.e.cfg.HistoricMaxJobs; peak < want {
 		t.Fatalf("at most %d historic jobs ran at once, want %d (HistoricMaxJobs): live subscriptions took the slots", peak, want)
 	}
-	if len(h.r.Confirmed.Roots) != 0 || len(h.consolidationsSince()) != 0 {
+	if h.r.Confirmed.Roots.len() != 0 || len(h.consolidationsSince()) != 0 {
 		t.Fatal("roots confirmed, or subscriptions consolidated, before any job reported")
 	}
 
@@ -111,9 +111,9 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := first.Add(-h.e.cfg.SinceBuffer); len(since) != 1 || !since[0].Equal(want) {
 		t.Fatalf("consolidations since %v, want one since %v (the first deferred item − since_buffer)", since, want)
 	}
-	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || len(h.r.Confirmed.Roots) != 600 {
+	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.len() != 600 {
 		t.Fatalf("after the batches: deferred since %v, %v, historic done %v, %d roots confirmed",
-			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, len(h.r.Confirmed.Roots))
+			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, h.r.Confirmed.Roots.len())
 	}
 
 	// Steady state: a new root with no batch pending is live at once.

@@ -44,7 +44,7 @@ func ParseAnnouncement(ev *nostr.Event, isOwn func(string) bool, maxRelays int) 
 		return Announcement{}, errors.New("announcement without d tag")
 	}
 	a := Announcement{Ref: nip34.RepoRef(ev.PubKey, d), CreatedAt: int64(ev.CreatedAt)}
-	seen := set{}
+	seen := newSet()
 	consider := func(raw string) {
 		norm, err := relay.NormalizeURL(raw)
 		if err != nil || seen.has(norm) {
@@ -147,11 +147,11 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 					e.h.LimitHit("repositories")
 					continue
 				}
-				needs = &RepoNeeds{Relays: set{}, Roots: set{}}
+				needs = &RepoNeeds{Relays: newSet(), Roots: newSet()}
 				e.repos[a.Ref] = needs
 				if o := e.orphans[a.Ref]; o != nil {
 					needs.Roots.addAll(o)
-					e.orphanCount -= len(o)
+					e.orphanCount -= o.len()
 					delete(e.orphans, a.Ref)
 				}
 				for _, url := range boot {
@@ -162,7 +162,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			if a.CreatedAt >= needs.AnnouncedAt {
 				needs.AnnouncedAt = a.CreatedAt
 				relays := setOf(a.Relays...)
-				for url := range relays {
+				for url := range relays.all() {
 					if !needs.Relays.has(url) {
 						it := add(url)
 						it.Repos.add(a.Ref)
@@ -186,7 +186,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 					continue
 				}
 				needs.Roots.add(ev.ID)
-				for url := range needs.Relays {
+				for url := range needs.Relays.all() {
 					add(url).Roots.add(ev.ID)
 				}
 				for _, url := range boot {
@@ -225,7 +225,7 @@ func (e *Engine) addOrphan(ref, id string) {
 		return
 	}
 	if o == nil {
-		o = set{}
+		o = newSet()
 		e.orphans[ref] = o
 	}
 	o.add(id)

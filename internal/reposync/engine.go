@@ -345,6 +345,8 @@ type remote struct {
 type job struct {
 	batch   *PendingBatch
 	filters []nostr.Filter
+	// packed is the filter of a queued job, in handles (unpack).
+	packed *packedFilter
 	// run is shared by the jobs of one batch: its filters run as
 	// concurrent jobs, and the batch is done when the last one is.
 	run *batchRun

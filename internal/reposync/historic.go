@@ -41,9 +41,7 @@ func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager b
 	if len(fs) == 0 {
 		r.jobs = append(r.jobs, &job{batch: b, run: run})
 	}
-	for i := range fs {
-		r.jobs = append(r.jobs, &job{batch: b, filters: fs[i : i+1 : i+1], run: run})
-	}
+	e.queueFilters(r, b, run, fs)
 	e.startJobs(r)
 }
 
@@ -70,6 +68,7 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 			due = append(due, rj)
 		}
 	}
+	clear(r.failed[len(keep):]) // the array would keep the due ones
 	r.failed = keep
 	for _, rj := range due {
 		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.failures))
@@ -160,8 +159,8 @@ func (e *Engine) startJobs(r *remote) {
 	lend := e.lender(r)
 	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
 		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.sharePlaces(r))
-		j := r.jobs[0]
-		r.jobs = r.jobs[1:]
+		j := r.popJob()
+		j.unpack()
 		e.mergeQueued(r, j, free)
 		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
@@ -302,10 +301,10 @@ func (e *Engine) mergeQueued(r *remote, j *job, free int) {
 		return
 	}
 	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included
-	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 && perRoot(r.jobs[0]) {
+	for j.merged+1 < want && len(r.jobs) > 0 && r.jobs[0].run == j.run && r.jobs[0].merged == 0 && r.jobs[0].unpack() && perRoot(r.jobs[0]) {
 		j.filters = append(j.filters[:len(j.filters):len(j.filters)], r.jobs[0].filters...)
 		j.merged++
-		r.jobs = r.jobs[1:]
+		r.popJob()
 	}
 }
 
@@ -439,7 +438,7 @@ func (e *Engine) updateRelayState(r *remote) {
 	if !wasDone && r.Status != Syncing {
 		r.HistoricDone = true
 		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
-			zap.Int("repos", len(r.Confirmed.Repos)), zap.Int("roots", len(r.Confirmed.Roots)), zap.Uint64("events", r.received.Load()))
+			zap.Int("repos", r.Confirmed.Repos.len()), zap.Int("roots", r.Confirmed.Roots.len()), zap.Uint64("events", r.received.Load()))
 	}
 	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
 }

@@ -43,7 +43,7 @@ func trackedIndexes(n, relayCount int) (RepoSyncIndex, map[string]*RelayState) {
 	}
 	root := make([]byte, 32)
 	for i := 0; i < n; i++ {
-		need := &RepoNeeds{Relays: set{}, Roots: set{}}
+		need := &RepoNeeds{Relays: newSet(), Roots: newSet()}
 		for j := 0; j < 3; j++ {
 			need.Relays.add(fmt.Sprintf("wss://relay%03d.example", (i*7+j*13)%relayCount))
 		}
@@ -57,14 +57,14 @@ func trackedIndexes(n, relayCount int) (RepoSyncIndex, map[string]*RelayState) {
 	}
 	for url, t := range deriveRelayTargets(repos, nil) {
 		i := 0
-		for ref := range t.Repos {
+		for ref := range t.Repos.all() {
 			if i%2 == 0 {
 				relays[url].Confirmed.Repos.add(ref)
 			}
 			i++
 		}
 		i = 0
-		for root := range t.Roots {
+		for root := range t.Roots.all() {
 			if i%2 == 0 {
 				relays[url].Confirmed.Roots.add(root)
 			}

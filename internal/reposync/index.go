@@ -27,10 +27,10 @@ type Items struct {
 	Roots set
 }
 
-func newItems() Items { return Items{Repos: set{}, Roots: set{}} }
+func newItems() Items { return Items{Repos: newSet(), Roots: newSet()} }
 
 // Empty tells whether there is nothing in it.
-func (it Items) Empty() bool { return len(it.Repos) == 0 && len(it.Roots) == 0 }
+func (it Items) Empty() bool { return it.Repos.len() == 0 && it.Roots.len() == 0 }
 
 // PendingBatch is a set of items whose historic sync is in flight on one
 // relay. Each batch confirms on its own when its historic job ends.
@@ -134,7 +134,7 @@ func deriveRelayTargets(repos RepoSyncIndex, bootstrap []string) map[string]Targ
 		return t
 	}
 	for ref, needs := range repos {
-		for url := range needs.Relays {
+		for url := range needs.Relays.all() {
 			t := get(url)
 			t.Repos.add(ref)
 			t.Roots.addAll(needs.Roots)
@@ -191,9 +191,9 @@ func relayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*Pe
 		if !st.Confirmed.Repos.has(ref) && !pendingHas(pending, ref, true) {
 			add.Repos.add(ref)
 		}
-		for id := range needs.Roots {
-			if !st.Confirmed.Roots.has(id) && !add.Roots.has(id) && !pendingHas(pending, id, false) {
-				add.Roots.add(id)
+		for h := range needs.Roots.handles() { // handles: no lookup of the string per check
+			if !st.Confirmed.Roots.hasH(h) && !add.Roots.hasH(h) && !pendingHasH(pending, h, false) {
+				add.Roots.addH(h)
 			}
 		}
 	}
@@ -211,14 +211,14 @@ func computeActions(targets map[string]Target, pending map[string][]*PendingBatc
 			continue
 		}
 		add := newItems()
-		for ref := range target.Repos {
-			if !st.Confirmed.Repos.has(ref) && !pendingHas(pending[url], ref, true) {
-				add.Repos.add(ref)
+		for h := range target.Repos.handles() {
+			if !st.Confirmed.Repos.hasH(h) && !pendingHasH(pending[url], h, true) {
+				add.Repos.addH(h)
 			}
 		}
-		for id := range target.Roots {
-			if !st.Confirmed.Roots.has(id) && !pendingHas(pending[url], id, false) {
-				add.Roots.add(id)
+		for h := range target.Roots.handles() {
+			if !st.Confirmed.Roots.hasH(h) && !pendingHasH(pending[url], h, false) {
+				add.Roots.addH(h)
 			}
 		}
 		if !add.Empty() {
@@ -246,31 +246,12 @@ func pendingHas(batches []*PendingBatch, key string, repo bool) bool {
 	return false
 }
 
-// set is a set of strings.
-type set map[string]struct{}
-
-func (s set) add(v string)      { s[v] = struct{}{} }
-func (s set) has(v string) bool { _, ok := s[v]; return ok }
-func (s set) addAll(o set) {
-	for v := range o {
-		s[v] = struct{}{}
+// pendingHasH is pendingHas of a handle.
+func pendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
+	for _, b := range batches {
+		if repo && b.Items.Repos.hasH(h) || !repo && b.Items.Roots.hasH(h) {
+			return true
+		}
 	}
-}
-
-// sorted returns the members in order.
-func (s set) sorted() []string {
-	out := make([]string, 0, len(s))
-	for v := range s {
-		out = append(out, v)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func setOf(vs ...string) set {
-	s := make(set, len(vs))
-	for _, v := range vs {
-		s.add(v)
-	}
-	return s
+	return false
 }

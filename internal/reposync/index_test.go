@@ -16,7 +16,7 @@ func TestDeriveRelayTargets(t *testing.T) {
 	repos := RepoSyncIndex{
 		"r1": {Relays: setOf("wss://a", "wss://b"), Roots: setOf("e1")},
 		"r2": {Relays: setOf("wss://b"), Roots: setOf("e2", "e3")},
-		"r3": {Relays: set{}, Roots: setOf("e4")},
+		"r3": {Relays: newSet(), Roots: setOf("e4")},
 	}
 	got := deriveRelayTargets(repos, []string{"wss://boot"})
 	want := map[string]Target{
@@ -131,7 +131,7 @@ func BenchmarkComputeActions10kRepos(b *testing.B) {
 		relays[fmt.Sprintf("wss://relay%03d", r)] = &RelayState{Status: Connected, Confirmed: newItems()}
 	}
 	for i := 0; i < 10000; i++ {
-		n := &RepoNeeds{Relays: set{}, Roots: set{}}
+		n := &RepoNeeds{Relays: newSet(), Roots: newSet()}
 		for j := 0; j < 3; j++ {
 			n.Relays.add(fmt.Sprintf("wss://relay%03d", (i*7+j*13)%100))
 		}
@@ -144,7 +144,7 @@ func BenchmarkComputeActions10kRepos(b *testing.B) {
 	targets := deriveRelayTargets(repos, nil)
 	for url, t := range targets {
 		i := 0
-		for ref := range t.Repos {
+		for ref := range t.Repos.all() {
 			if i%2 == 0 {
 				relays[url].Confirmed.Repos.add(ref)
 			}
@@ -167,7 +167,7 @@ func TestWantedRelaysAreTheTargets(t *testing.T) {
 	for _, boot := range [][]string{nil, {"wss://boot"}} {
 		targets := deriveRelayTargets(repos, boot)
 		wanted := wantedRelays(repos, boot)
-		if len(wanted) != len(targets) {
+		if wanted.len() != len(targets) {
 			t.Fatalf("bootstrap %v: wanted %v, targets %v", boot, wanted.sorted(), targets)
 		}
 		for url := range targets {

@@ -47,7 +47,7 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 // referTo is the arrival check of kind filters: the event refers to one of
 // items (a copy, read by the subscriptions' goroutines).
 func referTo(items Items) func(*nostr.Event) bool {
-	repos, roots := set{}, set{}
+	repos, roots := newSet(), newSet()
 	repos.addAll(items.Repos)
 	roots.addAll(items.Roots)
 	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.has, roots.has) }
@@ -532,7 +532,7 @@ func (e *Engine) consolidate(r *remote) {
 // with since unless it is open already (livekinds.go).
 func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
 	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
-	if len(items.Roots) > 0 {
+	if items.Roots.len() > 0 {
 		e.openKindSub(r, since)
 	}
 	for _, c := range e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since) {

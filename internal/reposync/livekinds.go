@@ -31,7 +31,7 @@ type liveRefs struct {
 	roots set
 }
 
-func newLiveRefs() *liveRefs { return &liveRefs{repos: set{}, roots: set{}} }
+func newLiveRefs() *liveRefs { return &liveRefs{repos: newSet(), roots: newSet()} }
 
 // add records items.
 func (l *liveRefs) add(items Items) {

@@ -1,17 +1,24 @@
 package reposync
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"testing"
 
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // BenchmarkPerRootBytes reports the heap bytes per root id (B/root) of the
 // per-root structures, the ids' own strings excluded (they are shared):
 // a set (the RepoSyncIndex's roots, each relay's confirmed and pending
-// roots), and the own-relay fill memory as it is (filledSet) and as it
+// roots) as it was (a map of strings) and as it is (handles: all roots,
+// one in ten as a relay's share, 47 spread ones a repository; per member),
+// the handle table that the sets share (per root, once), and the own-relay
+// fill memory as it is (filledSet) and as it
 // was (a map of strings), in the same run.
 //
 //	go test -run '^$' -bench PerRootBytes -count 3 ./internal/reposync/
@@ -22,32 +29,107 @@ func BenchmarkPerRootBytes(b *testing.B) {
 		roots[i] = fmt.Sprintf("%064x", i)
 	}
 	for _, v := range []struct {
-		name  string
-		build func() any
+		name    string
+		build   func() any
+		members int // 0: n
 	}{
-		{"set", func() any { return setOf(roots...) }},
+		{"map-of-strings", func() any { // the set as it was
+			m := make(map[string]struct{}, 0)
+			for _, r := range roots {
+				m[r] = struct{}{}
+			}
+			return m
+		}, 0},
+		{"set", func() any { return setOf(roots...) }, 0},
+		{"set-1-in-10", func() any { // a relay's confirmed roots: its repositories'
+			s := newSet()
+			for i := 0; i < n; i += 10 {
+				s.add(roots[i])
+			}
+			return s
+		}, n / 10},
+		{"set-per-repo", func() any { // the repository index: ~47 roots a repository
+			var out []set
+			for i := 0; i < n/47; i++ {
+				s := newSet()
+				for j := 0; j < 47; j++ {
+					s.add(roots[(j*(n/47)+i)%n])
+				}
+				out = append(out, s)
+			}
+			return out
+		}, n / 47 * 47},
+		{"names", func() any { // the intern table, once for every set
+			in := newInterner()
+			for _, r := range roots {
+				in.intern(r)
+			}
+			return in
+		}, 0},
 		{"filled-map-of-strings", func() any {
 			m := map[string]bool{}
 			for _, r := range roots {
 				m[r] = true
 			}
 			return m
-		}},
+		}, 0},
 		{"filledSet", func() any {
 			f := newFilledSet()
 			for _, r := range roots {
 				f.add(r)
 			}
 			return f
-		}},
+		}, 0},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
 				before := testkit.HeapInUse()
 				s := v.build()
-				per = float64(testkit.HeapInUse()-before) / n
+				per = float64(testkit.HeapInUse()-before) / float64(cmp.Or(v.members, n))
 				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(per, "B/root")
+		})
+	}
+}
+
+// BenchmarkQueuedJobBytes reports the heap bytes per root (B/root) that
+// the queued historic jobs of 100,000 roots' Layer 3 filters hold, the
+// ids' own strings excluded: as they were (each job a filter of the
+// batch's, sharing nip34's chunks) and as they are (packed in handles,
+// jobpack.go), in the same run. The filters built to queue them count
+// only while the jobs hold them.
+//
+//	go test -run '^$' -bench QueuedJobBytes -count 3 ./internal/reposync/
+func BenchmarkQueuedJobBytes(b *testing.B) {
+	const n = 100_000
+	roots := make([]string, n)
+	for i := range roots {
+		roots[i] = fmt.Sprintf("%064x", 1<<40+i)
+		names.intern(roots[i])
+	}
+	for _, v := range []struct {
+		name  string
+		queue func(r *remote, fs []nostr.Filter)
+	}{
+		{"filters", func(r *remote, fs []nostr.Filter) {
+			for i := range fs {
+				r.jobs = append(r.jobs, &job{filters: fs[i : i+1 : i+1]})
+			}
+		}},
+		{"packed", func(r *remote, fs []nostr.Filter) { (&Engine{}).queueFilters(r, nil, nil, fs) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			var per float64
+			for b.Loop() {
+				before := testkit.HeapInUse()
+				fs := nip34.Layer3(roots, nip34.DefaultValuesPerFilter, nil)
+				r := &remote{}
+				v.queue(r, fs)
+				fs = nil
+				per = float64(testkit.HeapInUse()-before) / n
+				runtime.KeepAlive(r)
 			}
 			b.ReportMetric(per, "B/root")
 		})

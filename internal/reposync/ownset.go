@@ -52,26 +52,58 @@ type OwnLocalSet struct {
 // filledSet remembers the fill keys by a seeded 64-bit hash: 8 bytes a
 // key instead of a string header, for every repository and root. A
 // collision (not aimable: the seed is secret) only skips a fill, so a
-// reconciliation downloads again what the own relay holds.
+// reconciliation downloads again what the own relay holds. With idx set,
+// a root the LocalIndex holds is marked in its entry instead, at no
+// cost (localindex MarkFilled): only roots not indexed yet, repositories
+// and whole filters take a hash here.
 type filledSet struct {
 	seed maphash.Seed
 	m    map[uint64]struct{}
+	idx  *localindex.Index
 }
 
 func newFilledSet() filledSet { return filledSet{seed: maphash.MakeSeed(), m: map[uint64]struct{}{}} }
 
-func (f filledSet) has(k string) bool { _, ok := f.m[maphash.String(f.seed, k)]; return ok }
-func (f filledSet) add(k string)      { f.m[maphash.String(f.seed, k)] = struct{}{} }
+func (f filledSet) has(k string) bool {
+	if f.idx != nil && len(k) == 64 && f.idx.Filled(k) {
+		return true
+	}
+	h := maphash.String(f.seed, k)
+	_, ok := f.m[h]
+	if ok && f.idx != nil && len(k) == 64 && f.idx.MarkFilled(k) {
+		delete(f.m, h) // indexed since it was filled: the mark moves to its entry
+	}
+	return ok
+}
+
+func (f filledSet) add(k string) {
+	if f.idx != nil && len(k) == 64 && f.idx.MarkFilled(k) {
+		return
+	}
+	f.m[maphash.String(f.seed, k)] = struct{}{}
+}
+
+// newFilled is an empty filledSet marking roots in o's index, whose
+// marks it clears.
+func (o *OwnLocalSet) newFilled() filledSet {
+	f := newFilledSet()
+	if o.idx != nil {
+		o.idx.ClearFilled()
+		f.idx = o.idx
+	}
+	return f
+}
 
 // NewOwnLocalSet builds the local set. Fill filters carry valuesPerFilter
 // tag values each and are paged by pageSize. mark is told of every event
 // read from the own relay (the dedupe set learns them).
 func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), valuesPerFilter, pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
-	return &OwnLocalSet{
+	o := &OwnLocalSet{
 		idx: idx, extra: extra, dial: dial, mark: mark, log: log, perFilter: valuesPerFilter,
-		pager:  &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
-		filled: newFilledSet(),
+		pager: &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
 	}
+	o.filled = o.newFilled()
+	return o
 }
 
 // Index is the LocalIndex behind the set.
@@ -82,7 +114,7 @@ func (o *OwnLocalSet) Index() *localindex.Index { return o.idx }
 func (o *OwnLocalSet) Reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.filled = newFilledSet()
+	o.filled = o.newFilled()
 	o.recent = [4][]string{}
 }
 

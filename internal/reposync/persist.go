@@ -113,8 +113,8 @@ type confirmedCache struct {
 }
 
 func keys(s set) []string {
-	out := make([]string, 0, len(s))
-	for k := range s {
+	out := make([]string, 0, s.len())
+	for k := range s.all() {
 		out = append(out, k)
 	}
 	return out
@@ -228,7 +228,7 @@ func (e *Engine) RestoreRepos(p PersistedRepos) {
 		}
 		o := e.orphans[ref]
 		if o == nil {
-			o = set{}
+			o = newSet()
 			e.orphans[ref] = o
 		}
 		for _, id := range roots {

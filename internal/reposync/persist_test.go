@@ -56,7 +56,7 @@ func TestRestoredReposAndSelfHistoryFilters(t *testing.T) {
 	ref := "30617:" + strings.Repeat("a", 64) + ":proj"
 	seen := e.clock.Now().Add(-time.Hour)
 	e.RestoreRepos(PersistedRepos{Roots: map[string][]string{ref: {strings.Repeat("1", 64), strings.Repeat("2", 64)}}, SelfSeen: seen})
-	if e.orphanCount != 2 || len(e.orphans[ref]) != 2 {
+	if e.orphanCount != 2 || e.orphans[ref].len() != 2 {
 		t.Fatalf("restored roots: %d orphans", e.orphanCount)
 	}
 	if !e.restoredSelfSeen.Equal(seen) {
@@ -160,7 +160,7 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 func TestRepoIndexCopiedOnlyWhenAskedFor(t *testing.T) {
 	e := newBareEngine(t)
 	ref := "30617:" + strings.Repeat("a", 64) + ":proj"
-	e.repos[ref] = &RepoNeeds{Relays: set{}, Roots: setOf(strings.Repeat("1", 64))}
+	e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: setOf(strings.Repeat("1", 64))}
 	e.reposGen++
 	e.refreshSnapshot()
 	if e.reposSnap.Roots != nil {

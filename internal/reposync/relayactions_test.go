@@ -17,7 +17,7 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 	for round := 0; round < 300; round++ {
 		repos := RepoSyncIndex{}
 		for i := 0; i < rng.IntN(30); i++ {
-			needs := &RepoNeeds{Relays: set{}, Roots: set{}}
+			needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
 			for _, u := range urls {
 				if rng.IntN(3) == 0 {
 					needs.Relays.add(u)
@@ -37,7 +37,7 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					st.Confirmed.Repos.add(ref)
 				}
-				for id := range needs.Roots {
+				for id := range needs.Roots.all() {
 					switch rng.IntN(4) {
 					case 0:
 						st.Confirmed.Roots.add(id)
@@ -77,7 +77,7 @@ func BenchmarkRecomputeRelay(b *testing.B) {
 	const url = "wss://relay003.example"
 	repos := RepoSyncIndex{}
 	for i := 0; i < 2000; i++ {
-		needs := &RepoNeeds{Relays: set{}, Roots: set{}}
+		needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
 		for j := 0; j < 3; j++ {
 			needs.Relays.add(fmt.Sprintf("wss://relay%03d.example", (i+j*3)%10))
 		}
@@ -107,14 +107,14 @@ func BenchmarkRecomputeRelay(b *testing.B) {
 	b.Run("target", func(b *testing.B) {
 		for b.Loop() {
 			t, _ := deriveRelayTarget(repos, url, false)
-			if acts := computeActions(map[string]Target{url: t}, map[string][]*PendingBatch{url: pending}, relays); len(acts) != 1 || len(acts[0].Items.Roots) != 25 {
+			if acts := computeActions(map[string]Target{url: t}, map[string][]*PendingBatch{url: pending}, relays); len(acts) != 1 || acts[0].Items.Roots.len() != 25 {
 				b.Fatalf("actions %v", acts)
 			}
 		}
 	})
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {
-			if add := relayActions(repos, url, false, pending, st); len(add.Roots) != 25 {
+			if add := relayActions(repos, url, false, pending, st); add.Roots.len() != 25 {
 				b.Fatalf("actions %v", add)
 			}
 		}

@@ -106,8 +106,8 @@ func TestSelfBatchRootBeforeAnnouncement(t *testing.T) {
 	}
 	// The relay the announcement lists is asked about the roots too.
 	target, _ := deriveRelayTarget(e.repos, "wss://relay.example.com", false)
-	if len(target.Roots) != len(roots) {
-		t.Errorf("relay target has %d roots, want %d", len(target.Roots), len(roots))
+	if target.Roots.len() != len(roots) {
+		t.Errorf("relay target has %d roots, want %d", target.Roots.len(), len(roots))
 	}
 }
 

@@ -292,7 +292,7 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 			}
 		} else {
 			e.log.Info("local set filled from the own relay", zap.Int("events", e.local.Index().Len()),
-				zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Duration("took", time.Since(start)))
+				zap.Int("repos", len(repos)), zap.Int("roots", roots.len()), zap.Duration("took", time.Since(start)))
 		}
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this

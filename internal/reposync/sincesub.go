@@ -63,7 +63,7 @@ func (e *Engine) subscribeCatchupBatch(r *remote, items Items, since nostr.Times
 	l1 := withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)
 	chunks := e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since)
 	_, kindOpen := r.live[kindSub]
-	withKinds := len(items.Roots) > 0 && !kindOpen
+	withKinds := items.Roots.len() > 0 && !kindOpen
 	run := &batchRun{left: 1 + len(chunks), pager: true}
 	if withKinds {
 		run.left++
@@ -144,9 +144,7 @@ func (e *Engine) sinceClosed(r *remote, id string) {
 // pageRest queues fs as REQ-pager jobs of cu's batch (started by startJobs).
 func (e *Engine) pageRest(r *remote, cu *sinceSub, fs []nostr.Filter) {
 	cu.run.left += len(fs)
-	for i := range fs {
-		r.jobs = append(r.jobs, &job{batch: cu.batch, filters: fs[i : i+1 : i+1], run: cu.run})
-	}
+	e.queueFilters(r, cu.batch, cu.run, fs)
 }
 
 // sinceCount counts a since subscription's stored events per filter until

@@ -20,12 +20,12 @@ func (e *Engine) refreshSnapshot() {
 		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.ownUp.Load(), SelfSubscriptionEOSE: e.ready.Load()},
 	}
 	for _, n := range e.repos {
-		s.RootEvents += len(n.Roots)
+		s.RootEvents += n.Roots.len()
 	}
 	for _, r := range e.relays {
 		rs := status.Relay{
 			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
-			ReposConfirmed: len(r.Confirmed.Repos), RootsConfirmed: len(r.Confirmed.Roots),
+			ReposConfirmed: r.Confirmed.Repos.len(), RootsConfirmed: r.Confirmed.Roots.len(),
 			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
 			Truncation: e.pager.Truncation.Describe(r.URL),
@@ -35,8 +35,8 @@ func (e *Engine) refreshSnapshot() {
 			rs.Negentropy = e.neg.Support(r.URL)
 		}
 		for _, b := range e.pending[r.URL] {
-			rs.ReposPending += len(b.Items.Repos)
-			rs.RootsPending += len(b.Items.Roots)
+			rs.ReposPending += b.Items.Repos.len()
+			rs.RootsPending += b.Items.Roots.len()
 		}
 		if !r.LastConnected.IsZero() {
 			t := r.LastConnected

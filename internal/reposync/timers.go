@@ -35,8 +35,8 @@ func (e *Engine) onTick() {
 		if r.Status == Syncing && now.Sub(r.progressLogged) >= progressLogInterval {
 			if !r.progressLogged.IsZero() {
 				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
-					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", len(r.Confirmed.Repos)),
-					zap.Int("roots_confirmed", len(r.Confirmed.Roots)), zap.Uint64("events_received", r.received.Load()))
+					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", r.Confirmed.Repos.len()),
+					zap.Int("roots_confirmed", r.Confirmed.Roots.len()), zap.Uint64("events_received", r.received.Load()))
 			}
 			r.progressLogged = now
 		}
@@ -94,7 +94,7 @@ func (e *Engine) updateIndexMetrics() {
 	if e.rootsCountedGen != e.reposGen+1 {
 		roots := 0
 		for _, n := range e.repos {
-			roots += len(n.Roots)
+			roots += n.Roots.len()
 		}
 		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.reposGen+1
 	}

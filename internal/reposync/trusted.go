@@ -80,7 +80,7 @@ func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
 	var repos, roots []string
 	done := make(chan struct{})
 	e.post(func() {
-		all := set{}
+		all := newSet()
 		for ref, n := range e.repos {
 			repos = append(repos, ref)
 			all.addAll(n.Roots)

@@ -64,16 +64,16 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 	_, fs = e.local.missingLocked(nostr.Filter{Tags: nostr.TagMap{"e": roots}})
 	check("EnsureFilled roots", fs, wantRoots)
 
-	needs := &RepoNeeds{Relays: set{}, Roots: set{}}
+	needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
 	for _, id := range roots {
-		needs.Roots[id] = struct{}{}
+		needs.Roots.add(id)
 	}
 	for i, ref := range repos {
 		if i == 0 {
 			e.repos[ref] = needs
 			continue
 		}
-		e.repos[ref] = &RepoNeeds{Relays: set{}, Roots: set{}}
+		e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: newSet()}
 	}
 	go func() { (<-e.inbox)() }() // trustedFilters asks the Run goroutine
 	fs, ok := e.trustedFilters(context.Background())

@@ -1,0 +1,347 @@
+package reposync
+
+import (
+	"hash/maphash"
+	"iter"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Per-root state in handles: every root id, repository address and relay
+// URL the engine keeps in a set is interned once as a uint32 handle
+// (names), and a set holds handles. The large profile's ~475,000 roots are
+// members of many sets at once (the repository index, each relay's
+// confirmed items, its pending batches, the kind subscription's refs); a
+// map of strings paid ~35 bytes per membership, a handle set pays ~10 in a
+// small map and one bit of its span once dense.
+
+// interner maps strings to handles and back. Handles are never reused:
+// the table grows with every string ever added to a set (it holds each
+// once; the sets hold handles). Lookups may run on any goroutine.
+type interner struct {
+	mu sync.RWMutex
+	// slots is an open-addressing table of handles+1 (0: empty) by the
+	// hash of their string: 4 bytes a slot, where a map[string]uint32 took
+	// ~40 bytes an entry at the large profile's 475,000 roots.
+	slots []uint32
+	seed  maphash.Seed
+	n     int // handles handed out (under mu)
+	// names[h] is handle h's string. The slice is published with its full
+	// capacity when it is reallocated; an entry is written before its
+	// handle is handed out and never changed.
+	names atomic.Pointer[[]string]
+}
+
+// names is the engine's one table (package-wide: a process runs one
+// engine; tests that run several share it, which changes no result).
+var names = newInterner()
+
+func newInterner() *interner {
+	in := &interner{slots: make([]uint32, 1024), seed: maphash.MakeSeed()}
+	s := make([]string, 0)
+	in.names.Store(&s)
+	return in
+}
+
+// lookup returns s's handle, if s has one.
+func (in *interner) lookup(s string) (uint32, bool) {
+	in.mu.RLock()
+	h, ok := in.find(s)
+	in.mu.RUnlock()
+	return h, ok
+}
+
+// find is lookup under mu.
+func (in *interner) find(s string) (uint32, bool) {
+	names := *in.names.Load()
+	mask := uint64(len(in.slots) - 1)
+	for i := maphash.String(in.seed, s) & mask; ; i = (i + 1) & mask {
+		v := in.slots[i]
+		if v == 0 {
+			return 0, false
+		}
+		if names[v-1] == s {
+			return v - 1, true
+		}
+	}
+}
+
+// place puts handle h of s into slots (under mu, with a free slot).
+func (in *interner) place(slots []uint32, s string, h uint32) {
+	mask := uint64(len(slots) - 1)
+	i := maphash.String(in.seed, s) & mask
+	for slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	slots[i] = h + 1
+}
+
+// intern returns s's handle, giving it one if it has none. The table
+// keeps its own copy of s (s may be a slice of a larger buffer).
+func (in *interner) intern(s string) uint32 {
+	if h, ok := in.lookup(s); ok {
+		return h
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if h, ok := in.find(s); ok {
+		return h
+	}
+	s = strings.Clone(s)
+	h := uint32(in.n)
+	cur := *in.names.Load()
+	if in.n < len(cur) {
+		cur[in.n] = s
+	} else {
+		grown := slices.Grow(cur[:in.n], in.n/4+1024)
+		grown = grown[:cap(grown)]
+		grown[in.n] = s
+		in.names.Store(&grown)
+		cur = grown
+	}
+	in.n++
+	if 4*in.n >= 3*len(in.slots) { // load 3/4: double
+		slots := make([]uint32, 2*len(in.slots))
+		for k := 0; k < in.n-1; k++ {
+			in.place(slots, cur[k], uint32(k))
+		}
+		in.slots = slots
+	}
+	in.place(in.slots, s, h)
+	return h
+}
+
+// name returns handle h's string.
+func (in *interner) name(h uint32) string { return (*in.names.Load())[h] }
+
+// hset is a set of interned strings (set). It starts as a sorted slice of
+// handles (a repository's roots, its relays), becomes a map of handles
+// past maxSmall members, and a bitset over the span of its handles once
+// that is smaller (denseBitsPerItem). Not safe for concurrent use (as a
+// map).
+type hset struct {
+	small  []uint32 // sorted; while sparse and dense are nil
+	sparse map[uint32]struct{}
+	// dense, once non-nil: bit h-64*base of words is handle h.
+	dense []uint64
+	base  uint32
+	n     int
+	// denseAt is the size at which a map is next checked (maybeDense):
+	// every 1/16 of its size, so a large sparse set is scanned O(1) times
+	// per member.
+	denseAt int
+}
+
+// set is a set of strings, held as handles; nil is an empty set for
+// reading.
+type set = *hset
+
+// denseBitsPerItem: a sparse set turns dense once its handles' span is at
+// most this many bits per member (a map of handles is ~10 bytes a member).
+const denseBitsPerItem = 64
+
+// maxSmall is the most members a set keeps in its sorted slice (an insert
+// moves up to that many handles).
+const maxSmall = 256
+
+// newSet returns an empty set.
+func newSet() set { return &hset{} }
+
+// len is the number of members.
+func (s *hset) len() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
+
+// has tells whether v is a member.
+func (s *hset) has(v string) bool {
+	if s == nil || s.n == 0 {
+		return false
+	}
+	h, ok := names.lookup(v)
+	return ok && s.hasH(h)
+}
+
+// hasH tells whether handle h is a member.
+func (s *hset) hasH(h uint32) bool {
+	if s == nil || s.n == 0 {
+		return false
+	}
+	if s.dense != nil {
+		w := int(h/64) - int(s.base)
+		return w >= 0 && w < len(s.dense) && s.dense[w]&(1<<(h%64)) != 0
+	}
+	if s.sparse == nil {
+		_, ok := slices.BinarySearch(s.small, h)
+		return ok
+	}
+	_, ok := s.sparse[h]
+	return ok
+}
+
+// add adds v.
+func (s *hset) add(v string) { s.addH(names.intern(v)) }
+
+func (s *hset) addH(h uint32) {
+	if s.dense != nil {
+		s.setBit(h)
+		return
+	}
+	if s.sparse == nil {
+		i, ok := slices.BinarySearch(s.small, h)
+		if ok {
+			return
+		}
+		if len(s.small) < maxSmall {
+			s.small = slices.Insert(s.small, i, h)
+			s.n++
+			return
+		}
+		s.sparse = make(map[uint32]struct{}, 2*maxSmall)
+		for _, x := range s.small {
+			s.sparse[x] = struct{}{}
+		}
+		s.small = nil
+	}
+	if _, ok := s.sparse[h]; ok {
+		return
+	}
+	s.sparse[h] = struct{}{}
+	s.n++
+	if s.n >= s.denseAt {
+		s.denseAt = s.n + max(64, s.n/16)
+		s.maybeDense()
+	}
+}
+
+// setBit sets h's bit, growing the words to cover it.
+func (s *hset) setBit(h uint32) {
+	w := h / 64
+	switch {
+	case w < s.base:
+		grown := make([]uint64, int(s.base-w)+len(s.dense))
+		copy(grown[s.base-w:], s.dense)
+		s.dense, s.base = grown, w
+	case int(w-s.base) >= len(s.dense):
+		s.dense = append(s.dense, make([]uint64, int(w-s.base)-len(s.dense)+1)...)
+	}
+	i := w - s.base
+	if s.dense[i]&(1<<(h%64)) == 0 {
+		s.dense[i] |= 1 << (h % 64)
+		s.n++
+	}
+}
+
+// maybeDense turns a sparse set dense when the bitset is the smaller.
+func (s *hset) maybeDense() {
+	lo, hi := ^uint32(0), uint32(0)
+	for h := range s.sparse {
+		lo, hi = min(lo, h), max(hi, h)
+	}
+	if uint64(hi-lo) > uint64(s.n)*denseBitsPerItem {
+		return
+	}
+	s.base = lo / 64
+	s.dense = make([]uint64, hi/64-s.base+1)
+	for h := range s.sparse {
+		s.dense[h/64-s.base] |= 1 << (h % 64)
+	}
+	s.sparse = nil
+}
+
+// handles yields the members' handles.
+func (s *hset) handles() iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		if s == nil {
+			return
+		}
+		if s.dense == nil && s.sparse == nil {
+			for _, h := range s.small {
+				if !yield(h) {
+					return
+				}
+			}
+			return
+		}
+		if s.dense == nil {
+			for h := range s.sparse {
+				if !yield(h) {
+					return
+				}
+			}
+			return
+		}
+		for i, w := range s.dense {
+			for w != 0 {
+				b := uint32(bits.TrailingZeros64(w))
+				w &= w - 1
+				if !yield((s.base+uint32(i))*64 + b) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// all yields the members.
+func (s *hset) all() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for h := range s.handles() {
+			if !yield(names.name(h)) {
+				return
+			}
+		}
+	}
+}
+
+// addAll adds o's members.
+func (s *hset) addAll(o set) {
+	if o == nil || o.n == 0 {
+		return
+	}
+	if s.dense != nil && o.dense != nil {
+		for i, w := range o.dense {
+			if w == 0 {
+				continue
+			}
+			lo := (o.base + uint32(i)) * 64
+			s.setBit(lo + uint32(bits.TrailingZeros64(w))) // grows the words
+			s.setBit(lo + 63 - uint32(bits.LeadingZeros64(w)))
+			j := o.base + uint32(i) - s.base
+			s.n += bits.OnesCount64(w &^ s.dense[j])
+			s.dense[j] |= w
+		}
+		return
+	}
+	if s.dense == nil && s.n == 0 && o.dense != nil {
+		s.sparse, s.small = nil, nil
+		s.dense, s.base, s.n = slices.Clone(o.dense), o.base, o.n
+		return
+	}
+	for h := range o.handles() {
+		s.addH(h)
+	}
+}
+
+// sorted returns the members in order.
+func (s *hset) sorted() []string {
+	out := make([]string, 0, s.len())
+	for v := range s.all() {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func setOf(vs ...string) set {
+	s := newSet()
+	for _, v := range vs {
+		s.add(v)
+	}
+	return s
+}

@@ -1,0 +1,105 @@
+package reposync
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestHandleSetMatchesMap checks the handle set against a map of strings
+// through its sparse-to-dense turn and adds from either form.
+func TestHandleSetMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := make([]string, 5000)
+	for i := range pool {
+		pool[i] = fmt.Sprintf("handles-test-%064x", i)
+	}
+	for _, spread := range []int{1, 10, 200} { // dense, mixed, sparse
+		s, want := newSet(), map[string]bool{}
+		other, wantOther := newSet(), map[string]bool{}
+		for i := 0; i < 3000; i++ {
+			v := pool[rng.IntN(len(pool)/spread+1)*spread%len(pool)]
+			s.add(v)
+			want[v] = true
+			if i%3 == 0 {
+				w := pool[rng.IntN(len(pool))]
+				other.add(w)
+				wantOther[w] = true
+			}
+		}
+		check := func(name string, s set, want map[string]bool) {
+			t.Helper()
+			if s.len() != len(want) {
+				t.Fatalf("spread %d %s: len %d, want %d", spread, name, s.len(), len(want))
+			}
+			for _, v := range pool {
+				if s.has(v) != want[v] {
+					t.Fatalf("spread %d %s: has(%s) = %v", spread, name, v, s.has(v))
+				}
+			}
+			var keys []string
+			for k := range want {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			if !slices.Equal(s.sorted(), keys) {
+				t.Fatalf("spread %d %s: members differ", spread, name)
+			}
+		}
+		check("set", s, want)
+		check("other", other, wantOther)
+		u := newSet()
+		u.addAll(s)
+		u.addAll(other)
+		for k := range wantOther {
+			want[k] = true
+		}
+		check("union", u, want)
+	}
+	// Members far apart in the handle space stay a map past maxSmall.
+	far, wantFar := newSet(), map[string]bool{}
+	for i := 0; i < 400; i++ {
+		v := fmt.Sprintf("handles-test-far-%d", i)
+		for k := 0; k < 100; k++ {
+			names.intern(fmt.Sprintf("handles-test-filler-%d-%d", i, k))
+		}
+		far.add(v)
+		wantFar[v] = true
+	}
+	if far.sparse == nil || far.dense != nil {
+		t.Fatal("a set of members far apart is not a map")
+	}
+	for v := range wantFar {
+		if !far.has(v) {
+			t.Fatalf("far set lacks %s", v)
+		}
+	}
+	if far.len() != 400 || len(far.sorted()) != 400 {
+		t.Fatal("far set has the wrong size")
+	}
+	if newSet().has("never-added-to-any-set") || (*hset)(nil).len() != 0 {
+		t.Fatal("empty sets have members")
+	}
+}
+
+// TestInterner checks handles are stable and unique through the table's
+// growth, and that lookups of strings never added find nothing.
+func TestInterner(t *testing.T) {
+	in := newInterner()
+	const n = 20000
+	for i := 0; i < n; i++ {
+		if h := in.intern(fmt.Sprintf("interner-%d", i)); h != uint32(i) {
+			t.Fatalf("handle %d for the %dth string", h, i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		s := fmt.Sprintf("interner-%d", i)
+		if h, ok := in.lookup(s); !ok || h != uint32(i) || in.name(h) != s || in.intern(s) != h {
+			t.Fatalf("%s: handle %d %v, name %q", s, h, ok, in.name(h))
+		}
+	}
+	if _, ok := in.lookup("interner-never"); ok {
+		t.Fatal("a string never added has a handle")
+	}
+}
