@@ -255,6 +255,8 @@ type Conn struct {
 
 	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
 	cork *corkConn
+	// dec decodes events; the read loop's alone.
+	dec eventDecoder
 
 	bytesIn, bytesOut, framesIn, framesOut atomic.Uint64
 	maxFrameOut                            atomic.Uint64
@@ -348,11 +350,16 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	}
-	wctx := ctx
-	if c.cork == nil || !c.cork.held.Load() {
-		// Corked, the message only goes into a buffer: Uncork writes it
-		// out within the write timeout, and a connection that ends
-		// meanwhile fails that write.
+	// Corked, the message only goes into a buffer: Uncork writes it out
+	// within the write timeout, and a connection that ends meanwhile
+	// fails that write. Nothing in it waits on ctx, and a context that is
+	// never done spares the websocket registering a callback on ctx for
+	// every message.
+	var wctx context.Context
+	held := c.cork != nil && c.cork.held.Load()
+	if held {
+		wctx = context.WithoutCancel(ctx)
+	} else {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
 		defer cancel()
@@ -365,7 +372,17 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 			break
 		}
 	}
-	if err := c.ws.Write(wctx, ws.MessageText, msg); err != nil {
+	if c.cork != nil && !held {
+		// The message's frames go out in one write.
+		c.cork.beginMsg()
+	}
+	err := c.ws.Write(wctx, ws.MessageText, msg)
+	if c.cork != nil && !held {
+		if ferr := c.cork.endMsg(); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
 		if c.ctx.Err() == nil && ctx.Err() == nil && wctx.Err() == nil {
 			// The socket failed under the write: the relay may have
 			// closed the connection with a reason (status 1009 for a

@@ -24,7 +24,9 @@ const readAhead = 64 << 10
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
 
 // corkConn is a relay connection's socket: reads take whatever is
-// waiting, up to readAhead, in one syscall; and with
+// waiting, up to readAhead, in one syscall; each message Conn.write
+// sends goes out in one write (the websocket writes a message through a
+// 4 kB buffer: a 100 kB REQ was 25 writes); and with
 // Options.CoalesceWrites, between Cork and Uncork its writes collect in
 // buf and go out in one write (several EVENT messages per syscall, and a
 // TLS connection's records too).
@@ -41,8 +43,13 @@ type corkConn struct {
 	mu     sync.Mutex
 	corked bool
 	held   atomic.Bool // corked, for Conn.write without the lock
-	buf    []byte
+	msgs   int         // messages being written (beginMsg, endMsg)
+	buf    []byte      // what collected: a corkBufs buffer
 }
+
+// corkBufs lend the buffers writes collect in: a connection that does not
+// coalesce holds one only while a message is being written.
+var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxCorked); return &b }}
 
 func (c *corkConn) Read(p []byte) (int, error) {
 	if c.rbuf == nil {
@@ -73,34 +80,53 @@ func (c *corkConn) Read(p []byte) (int, error) {
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.coalesce {
+	if !c.corked && c.msgs == 0 {
 		return c.Conn.Write(p)
 	}
-	if c.corked && len(c.buf)+len(p) <= maxCorked {
+	if len(c.buf)+len(p) <= maxCorked {
+		if c.buf == nil {
+			c.buf = (*corkBufs.Get().(*[]byte))[:0]
+		}
 		c.buf = append(c.buf, p...)
 		return len(p), nil
 	}
-	if c.corked {
-		// Too much held back: out it goes, within the write timeout
-		// (Conn.write sets none while corked).
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
-		defer func() { _ = c.Conn.SetWriteDeadline(time.Time{}) }()
-	}
+	// Too much held back: out it goes, within the write timeout
+	// (Conn.write sets none while corked).
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	defer func() { _ = c.Conn.SetWriteDeadline(time.Time{}) }()
 	if err := c.flushLocked(); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(p)
 }
 
+// flushLocked writes what collected; a connection that does not coalesce
+// gives its buffer back.
 func (c *corkConn) flushLocked() error {
-	if len(c.buf) == 0 {
+	if c.buf == nil {
 		return nil
 	}
-	_, err := c.Conn.Write(c.buf)
+	var err error
+	if len(c.buf) > 0 {
+		_, err = c.Conn.Write(c.buf)
+	}
 	c.buf = c.buf[:0]
-	if cap(c.buf) > maxCorked {
+	if !c.coalesce {
+		b := c.buf
+		corkBufs.Put(&b)
 		c.buf = nil
 	}
+	return err
+}
+
+// flushDeadline is flushLocked within the write timeout.
+func (c *corkConn) flushDeadline() error {
+	if len(c.buf) == 0 {
+		return c.flushLocked()
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	err := c.flushLocked()
+	_ = c.Conn.SetWriteDeadline(time.Time{})
 	return err
 }
 
@@ -111,19 +137,37 @@ func (c *corkConn) cork() {
 	c.mu.Unlock()
 }
 
-// uncork writes what collected, within the write timeout.
+// uncork writes what collected, within the write timeout (unless a
+// message is still being written: its endMsg does).
 func (c *corkConn) uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corked = false
 	c.held.Store(false)
-	if len(c.buf) == 0 {
+	if c.msgs > 0 {
 		return nil
 	}
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	err := c.flushLocked()
-	_ = c.Conn.SetWriteDeadline(time.Time{})
-	return err
+	return c.flushDeadline()
+}
+
+// beginMsg collects the writes of one message (its frames, their TLS
+// records) until endMsg.
+func (c *corkConn) beginMsg() {
+	c.mu.Lock()
+	c.msgs++
+	c.mu.Unlock()
+}
+
+// endMsg writes what collected for the message, within the write timeout,
+// unless another message is being written or the connection is corked.
+func (c *corkConn) endMsg() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs--
+	if c.msgs > 0 || c.corked {
+		return nil
+	}
+	return c.flushDeadline()
 }
 
 // corkingClient returns a copy of hc (nil: http.DefaultClient) whose

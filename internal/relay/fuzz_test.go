@@ -28,7 +28,7 @@ func fuzzConn(t *testing.T, log *zap.Logger, frames *[]string) (*Conn, *Subscrip
 	neg := make(chan NegReply, 8)
 	c.negs["n1"] = neg
 	ok := make(chan OKResult, 1)
-	c.oks[strings.Repeat("a", 64)] = okWaiters{first: okWaiter{ch: ok}}
+	c.oks[strings.Repeat("a", 64)] = okWaiters{id: strings.Repeat("a", 64), first: okWaiter{ch: ok}}
 	return c, sub, neg, ok
 }
 

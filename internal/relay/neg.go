@@ -79,6 +79,17 @@ func (c *Conn) dropNeg(subID string) bool {
 	return ok
 }
 
+// deliverNegMsg is deliverNeg of a NEG-MSG split from the read buffer
+// (negMsgFrame): the message is copied only for an open session.
+func (c *Conn) deliverNegMsg(subID, msg []byte) {
+	c.mu.Lock()
+	_, open := c.negs[string(subID)]
+	c.mu.Unlock()
+	if open {
+		c.deliverNeg(string(subID), NegReply{Msg: string(msg)})
+	}
+}
+
 func (c *Conn) deliverNeg(subID string, r NegReply) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

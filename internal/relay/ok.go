@@ -26,6 +26,7 @@ type okWaiter struct {
 // okWaiters are the waiters for one id's OK: almost always one, kept
 // without a slice.
 type okWaiters struct {
+	id    string // the event id they wait for, as registered
 	first okWaiter
 	more  []okWaiter
 }
@@ -41,7 +42,7 @@ func (ws *okWaiters) each(f func(okWaiter)) {
 func (c *Conn) addOK(id string, w okWaiter) {
 	ws, ok := c.oks[id]
 	if !ok {
-		c.oks[id] = okWaiters{first: w}
+		c.oks[id] = okWaiters{id: id, first: w}
 		return
 	}
 	ws.more = append(ws.more, w)
@@ -76,6 +77,29 @@ func (c *Conn) removeOK(id string, w okWaiter) bool {
 	}
 	c.oks[id] = ws
 	return true
+}
+
+// handleOK takes the relay's OK for id: Options.OnOK first, then every
+// waiter registered for it. The id string is the waiters' own (no copy of
+// the frame's).
+func (c *Conn) handleOK(id []byte, ok bool, reason string) {
+	c.mu.Lock()
+	ws, waited := c.oks[string(id)]
+	if waited {
+		delete(c.oks, ws.id)
+	}
+	c.mu.Unlock()
+	if c.opts.OnOK != nil {
+		sid := ws.id
+		if !waited {
+			sid = string(id)
+		}
+		c.opts.OnOK(sid, ok, reason)
+	}
+	if waited {
+		r := OKResult{OK: ok, Reason: reason}
+		ws.each(func(w okWaiter) { c.deliverOK(ws.id, w, r) })
+	}
 }
 
 // deliverOK hands r to w. A shared channel has room for every EVENT its

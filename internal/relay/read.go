@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -57,8 +58,24 @@ func (c *Conn) readLoop() {
 	})
 	deadline.Stop()
 	defer deadline.Stop()
+	// The websocket reads under a context that is never done: it registers
+	// a callback on that context for every frame it reads, which on rctx
+	// itself meant a lock and a map entry each time. rctx ending (the
+	// connection ending, the deadline) closes the socket once instead,
+	// which ends a read that is waiting; between reads (handle) closing is
+	// shutdown's, with the websocket's close handshake, as it was.
+	wsctx := context.WithoutCancel(rctx)
+	var reading atomic.Bool
+	stopClose := context.AfterFunc(rctx, func() {
+		if reading.Load() {
+			_ = c.ws.CloseNow()
+		}
+	})
+	defer stopClose()
 	for {
-		data, err := c.readMessage(rctx, deadline, &buf)
+		reading.Store(true)
+		data, err := c.readMessage(rctx, wsctx, deadline, &buf)
+		reading.Store(false)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.shutdown(fmt.Errorf("read: %w", err))
@@ -74,9 +91,13 @@ func (c *Conn) readLoop() {
 // readMessage waits as long as it takes for the next message to start,
 // then gives it PongTimeout (deadline, which cancels ctx) to arrive whole:
 // a relay that trickles a message (in fragments, while still answering
-// pings) is dropped.
-func (c *Conn) readMessage(ctx context.Context, deadline *time.Timer, buf *bytes.Buffer) ([]byte, error) {
-	_, r, err := c.ws.Reader(ctx)
+// pings) is dropped. The websocket reads under wsctx (see readLoop).
+func (c *Conn) readMessage(ctx, wsctx context.Context, deadline *time.Timer, buf *bytes.Buffer) ([]byte, error) {
+	if ctx.Err() != nil {
+		// Ended while the last message was handled (readLoop).
+		return nil, context.Cause(ctx)
+	}
+	_, r, err := c.ws.Reader(wsctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -114,9 +135,20 @@ func (c *Conn) handle(data []byte) {
 	if c.opts.OnFrame != nil {
 		c.opts.OnFrame(label, len(data))
 	}
-	if label == "EVENT" {
+	switch label {
+	case "EVENT":
 		c.handleEvent(data)
 		return
+	case "OK":
+		if id, ok, reason, fine := okFrame(data); fine {
+			c.handleOK(id, ok, string(reason))
+			return
+		}
+	case "NEG-MSG":
+		if sub, msg, fine := negMsgFrame(data); fine {
+			c.deliverNegMsg(sub, msg)
+			return
+		}
 	}
 	// The other frames are small; go-nostr's decoders keep substrings of
 	// msg, so it is a copy of the reused read buffer.
@@ -178,17 +210,7 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
-		if c.opts.OnOK != nil {
-			c.opts.OnOK(env.EventID, env.OK, env.Reason)
-		}
-		c.mu.Lock()
-		ws, waited := c.oks[env.EventID]
-		delete(c.oks, env.EventID)
-		c.mu.Unlock()
-		if waited {
-			r := OKResult{OK: env.OK, Reason: env.Reason}
-			ws.each(func(w okWaiter) { c.deliverOK(env.EventID, w, r) })
-		}
+		c.handleOK([]byte(env.EventID), env.OK, env.Reason)
 	case "AUTH":
 		var env nostr.AuthEnvelope
 		if env.FromJSON(msg) != nil || env.Challenge == nil {
@@ -224,8 +246,9 @@ func (c *Conn) handle(data []byte) {
 
 // handleEvent delivers an EVENT frame's event to its subscription. The
 // frame is split without decoding (eventFrame), the event object decoded
-// once, straight from the read buffer (the decoder copies the strings it
-// keeps), and copied once, at its exact size, as SubMsg.Raw.
+// once, straight from the read buffer (eventDecoder, else go-nostr's
+// decoder; both copy the strings they keep), and copied once, at its exact
+// size, as SubMsg.Raw.
 func (c *Conn) handleEvent(data []byte) {
 	subID, obj, ok := eventFrame(data)
 	if !ok {
@@ -240,9 +263,13 @@ func (c *Conn) handleEvent(data []byte) {
 		return
 	}
 	ev := new(nostr.Event)
-	if ev.UnmarshalJSON(obj) != nil {
-		c.dropped(DropMalformed)
-		return
+	if !c.dec.decode(obj, ev) {
+		// Not the usual shape: go-nostr's decoder judges it.
+		*ev = nostr.Event{}
+		if ev.UnmarshalJSON(obj) != nil {
+			c.dropped(DropMalformed)
+			return
+		}
 	}
 	// The own relay answers OK by the id it reads, and the publisher
 	// waits for ours: an object naming "id" twice is re-encoded.
