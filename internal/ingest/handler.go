@@ -151,6 +151,7 @@ type Handler struct {
 	rejected *RejectedIndex
 	seen     *seenSet
 	flying   *flights
+	invalid  invalidIDs // ids of copies lately dropped as invalid (IDState)
 	present  Present
 	limits   *relayLimits
 	held     *ownHeld
@@ -271,6 +272,7 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 	// Events over a bound are dropped before they take a queue slot.
 	if reason, err := h.bounds(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
+		h.noteInvalid(in.Event)
 		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
 		return nil
 	}
@@ -383,6 +385,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	}
 	if reason, err := h.validate(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
+		h.noteInvalid(ev)
 		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", ev.ID), zap.Error(err))
 		return
 	}

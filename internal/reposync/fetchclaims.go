@@ -132,7 +132,7 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claim
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				for _, b := range bs[i:] {
-					s.claims.resolve(b, delivered)
+					s.claims.resolve(b, delivered, s.IDState)
 				}
 				wg.Wait()
 				return ctx.Err()
@@ -145,7 +145,7 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claim
 			// A failed REQ leaves its ids missing: the next round asks
 			// again, and the claim's waiters fetch them.
 			_, _ = s.pager.fetch(ctx, c, nostr.Filter{IDs: b.ids, Limit: len(b.ids)}, emit)
-			s.claims.resolve(b, delivered)
+			s.claims.resolve(b, delivered, s.IDState)
 		}()
 	}
 	wg.Wait()
@@ -203,13 +203,47 @@ func noteDropped(ctx context.Context, id string) {
 }
 
 // fetchClaims is the claim table shared by the fetches of all relays: id →
-// the fetching REQ that claimed it. Entries leave as their REQ ends.
+// the fetching REQ that claimed it. Entries leave m as their REQ ends; an
+// id the REQ delivered that the handler has not taken up yet (still
+// queued: unseen) stays in delivered until it is in flight or settled, so
+// another fetch does not ask for it again meanwhile (it waits for the
+// handler, at most claim_wait, and asks itself if the copy is refused).
 type fetchClaims struct {
 	mu sync.Mutex
 	m  map[[32]byte]*claimBatch
+	// delivered: id → the ended REQ that delivered it, in two
+	// generations of lingerGen ids so memory is bounded.
+	delivered, deliveredOld map[[32]byte]*claimBatch
 }
 
+// lingerGen is how many delivered ids one generation of
+// fetchClaims.delivered holds.
+const lingerGen = 1 << 15
+
 func newFetchClaims() *fetchClaims { return &fetchClaims{m: map[[32]byte]*claimBatch{}} }
+
+// deliveredBy returns the ended REQ that delivered k, if it is still
+// remembered. t.mu is held.
+func (t *fetchClaims) deliveredBy(k [32]byte) *claimBatch {
+	if b := t.delivered[k]; b != nil {
+		return b
+	}
+	return t.deliveredOld[k]
+}
+
+// forget drops what was remembered of k being delivered. t.mu is held.
+func (t *fetchClaims) forget(k [32]byte) {
+	delete(t.delivered, k)
+	delete(t.deliveredOld, k)
+}
+
+// linger remembers that b delivered k. t.mu is held.
+func (t *fetchClaims) linger(k [32]byte, b *claimBatch) {
+	if t.delivered == nil || len(t.delivered) >= lingerGen {
+		t.deliveredOld, t.delivered = t.delivered, map[[32]byte]*claimBatch{}
+	}
+	t.delivered[k] = b
+}
 
 // claimBatch is one fetching REQ's claim on its ids.
 type claimBatch struct {
@@ -257,8 +291,15 @@ func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, forc
 			_, err := hex.Decode(k[:], []byte(id))
 			ok = err == nil
 		}
+		queued := state != nil // unseen by the handler: perhaps still queued
 		if ok && state != nil {
-			switch st := state(k); {
+			st := state(k)
+			if queued = st == ingest.IDUnseen; !queued {
+				// Taken up (or dropped as invalid): what an ended REQ
+				// delivered is the handler's to tell now.
+				t.forget(k)
+			}
+			switch {
 			case st == ingest.IDSettled:
 				p.settled = append(p.settled, id)
 				continue
@@ -267,8 +308,14 @@ func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, forc
 				continue
 			}
 		}
-		if ok {
-			if other := t.m[k]; other != nil && !force {
+		if ok && !force {
+			other := t.m[k]
+			if other == nil && queued {
+				// Delivered by an ended REQ, still queued in the
+				// handler: its claim resolves as delivered at once.
+				other = t.deliveredBy(k)
+			}
+			if other != nil {
 				if p.deferred == nil {
 					p.deferred = map[*claimBatch][]string{}
 				}
@@ -290,8 +337,9 @@ func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, forc
 }
 
 // resolve ends b's claims once its REQ ended: delivered tells which ids
-// it delivered. Waiters wake.
-func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool) {
+// it delivered; those the handler has not taken up yet (state, nil: no
+// handler) are remembered as delivered (fetchClaims). Waiters wake.
+func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool, state func([32]byte) int) {
 	t.mu.Lock()
 	for _, k := range b.keys {
 		if t.m[k] == b {
@@ -302,6 +350,8 @@ func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool) {
 				b.missed = map[[32]byte]struct{}{}
 			}
 			b.missed[k] = struct{}{}
+		} else if state != nil && state(k) == ingest.IDUnseen {
+			t.linger(k, b)
 		}
 	}
 	b.keys = nil
@@ -386,6 +436,10 @@ func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state fu
 			case ingest.IDInFlight:
 				w.seen = true
 				keep = append(keep, w)
+			case ingest.IDInvalid:
+				// The copy handed on was dropped as invalid (too large,
+				// too many tags, a wrong id): fetch it from this relay.
+				refused = append(refused, w.id)
 			default:
 				if w.seen {
 					refused = append(refused, w.id)

@@ -101,7 +101,7 @@ func TestFetchClaimsResolve(t *testing.T) {
 	}
 	// The claimant's REQ delivered a and c, not b (a relay that lacks
 	// what it reconciled, or a connection that dropped).
-	ct.resolve(p1.mine[0], func(id string) bool { return id != b })
+	ct.resolve(p1.mine[0], func(id string) bool { return id != b }, nil)
 	w := <-woke
 	if !slices.Equal(w.delivered, []string{a, c}) || !slices.Equal(w.failed, []string{b}) || len(w.timedOut) != 0 {
 		t.Errorf("waiter got %+v, want a and c delivered, b failed", w)
@@ -121,7 +121,7 @@ func TestFetchClaimsWaitTimesOut(t *testing.T) {
 	p1 := ct.take([]string{a}, 10, nil, false)
 	p1b := ct.take([]string{b}, 10, nil, false)
 	p2 := ct.take([]string{a, b}, 10, nil, false)
-	ct.resolve(p1b.mine[0], func(string) bool { return true })
+	ct.resolve(p1b.mine[0], func(string) bool { return true }, nil)
 	clk := clock.NewManual(time.Unix(1000, 0))
 	woke := make(chan claimWait, 1)
 	go func() { woke <- waitClaims(context.Background(), clk, 5*time.Second, p2.deferred) }()
@@ -140,7 +140,7 @@ func TestFetchClaimsWaitTimesOut(t *testing.T) {
 		t.Errorf("waiter got %+v, want a timed out, b delivered", w)
 	}
 	// The claimant still resolves its claim later.
-	ct.resolve(p1.mine[0], func(string) bool { return false })
+	ct.resolve(p1.mine[0], func(string) bool { return false }, nil)
 	if n := ct.len(); n != 0 {
 		t.Errorf("%d claims left", n)
 	}
@@ -227,7 +227,7 @@ func TestFetchClaimsDroppedNotDelivered(t *testing.T) {
 	for _, id := range []string{a, b, c} {
 		_ = emit(ctx, ingest.Incoming{Event: &nostr.Event{ID: id}})
 	}
-	ct.resolve(p1.mine[0], tally.delivered)
+	ct.resolve(p1.mine[0], tally.delivered, nil)
 	w := waitClaims(context.Background(), clock.NewManual(time.Unix(1000, 0)), time.Minute, p2.deferred)
 	if !slices.Equal(w.delivered, []string{a}) || !slices.Equal(w.failed, []string{b, c}) || handled != 1 {
 		t.Errorf("waiter got %+v (handled %d), want a delivered, b and c failed", w, handled)
