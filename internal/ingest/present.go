@@ -14,12 +14,6 @@ import "github.com/nbd-wtf/go-nostr"
 // or dropped for a reason.
 func (h *Handler) Pending() int { return int(h.pending.Load()) }
 
-// MarkPresentID records that the event with this binary id is on the own
-// relay (a LocalIndex restored from the state store): like MarkPresent, it
-// is not published again while the dedupe memory lasts. An id the Present
-// table holds is marked in its entry, at no cost.
-func (h *Handler) MarkPresentID(id [32]byte) { h.seen.Mark(id) }
-
 // ForgetPresent undoes MarkPresent for an event the own relay turned out
 // to lack (removed while the sidecar was down): it may be published again.
 func (h *Handler) ForgetPresent(id string) {

@@ -94,9 +94,7 @@ func TestOnOwnRelayIndexesWithoutMark(t *testing.T) {
 	if n := len(pub.sent); n != 0 {
 		t.Fatalf("event on the own relay published %d times", n)
 	}
-	// A restored index primes nothing: the id is in the index already.
-	id, _ := decodeID(ev.ID)
-	h.MarkPresentID(id)
+	// Marking an indexed id adds nothing: the index answers for it.
 	h.MarkPresent(ev)
 	if n := h.seen.Len(); n != 0 {
 		t.Fatalf("%d marks for an indexed id", n)
@@ -196,7 +194,7 @@ func TestIndexedIDForgottenAfterTTL(t *testing.T) {
 	h, pub, idx := newIndexedHandler(t, 1000)
 	now := time.Unix(1_700_000_000, 0)
 	h.seen.now = func() time.Time { return now }
-	h.seen.ttl, h.seen.rotated = time.Minute, now
+	h.seen.ttl, h.seen.rotated, h.seen.presentRotated = time.Minute, now, now
 	ctx := context.Background()
 	ev := issueEvent(t, 5)
 	h.process(ctx, Incoming{Event: ev, Relay: "ws://a"})
@@ -216,5 +214,31 @@ func TestIndexedIDForgottenAfterTTL(t *testing.T) {
 	}
 	if n := h.seen.Len(); n != 0 {
 		t.Fatalf("%d marks outside the index", n)
+	}
+}
+
+// Rotations by size (many marks outside the index within each ttl/2) do not
+// put off the ageing of the index's marks: an indexed id is still forgotten
+// once the TTL passed, so a full resync restores what the own relay lost.
+func TestIndexedIDAgesDespiteSizeRotations(t *testing.T) {
+	h, _, idx := newIndexedHandler(t, 1000)
+	now := time.Unix(1_700_000_000, 0)
+	h.seen.now = func() time.Time { return now }
+	h.seen.ttl, h.seen.rotated, h.seen.presentRotated, h.seen.half = time.Minute, now, now, 2
+	ev := issueEvent(t, 7)
+	h.process(context.Background(), Incoming{Event: ev, Relay: "ws://a"})
+	if !idx.Has(ev.ID) || !h.Seen(ev.ID) {
+		t.Fatalf("indexed %v, seen %v", idx.Has(ev.ID), h.Seen(ev.ID))
+	}
+	var other [32]byte
+	for round := range 10 { // 200 s, two marks outside the index every 20 s
+		now = now.Add(20 * time.Second)
+		for i := range 2 {
+			other[0], other[1], other[2] = byte(round), byte(i), 0xff
+			h.seen.Mark(other)
+		}
+	}
+	if h.Seen(ev.ID) {
+		t.Fatal("the indexed id is still seen after more than three TTLs")
 	}
 }

@@ -33,6 +33,10 @@ type seenSet struct {
 	ttl      time.Duration
 	now      func() time.Time
 	rotated  time.Time
+	// presentRotated is when the present table's marks last changed
+	// generation: by time only (a rotation by size here must not put
+	// their ageing off, or indexed ids would stay marked for good).
+	presentRotated time.Time
 	// present, when set, holds ids known on the own relay and their
 	// marks; it is asked under mu, after the marks here (lock order:
 	// seen, then the table).
@@ -60,7 +64,7 @@ func newSeenSet(max int, ttl time.Duration, now func() time.Time) *seenSet {
 	if now == nil {
 		now = time.Now
 	}
-	return &seenSet{cur: make(map[seenKey]struct{}), old: map[seenKey]struct{}{}, half: max / 2, ttl: ttl, now: now, rotated: now()}
+	return &seenSet{cur: make(map[seenKey]struct{}), old: map[seenKey]struct{}{}, half: max / 2, ttl: ttl, now: now, rotated: now(), presentRotated: now()}
 }
 
 // Has tells whether id was marked.
@@ -77,22 +81,27 @@ func (s *seenSet) ageLocked() {
 	if s.ttl <= 0 {
 		return
 	}
-	age := s.now().Sub(s.rotated)
-	switch {
+	now := s.now()
+	switch age := now.Sub(s.rotated); {
 	case age >= s.ttl:
 		s.old = map[seenKey]struct{}{}
 		s.cur = make(map[seenKey]struct{})
-		s.rotated = s.now()
-		if s.present != nil {
-			s.present.RotateSeen(true)
-		}
+		s.rotated = now
 	case age >= s.ttl/2:
 		s.old = s.cur
 		s.cur = make(map[seenKey]struct{})
-		s.rotated = s.now()
-		if s.present != nil {
-			s.present.RotateSeen(false)
-		}
+		s.rotated = now
+	}
+	if s.present == nil {
+		return
+	}
+	switch age := now.Sub(s.presentRotated); {
+	case age >= s.ttl:
+		s.present.RotateSeen(true)
+		s.presentRotated = now
+	case age >= s.ttl/2:
+		s.present.RotateSeen(false)
+		s.presentRotated = now
 	}
 }
 

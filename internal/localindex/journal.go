@@ -359,15 +359,3 @@ func (x *Index) Clear() {
 	x.events.Set(0)
 	x.full.Set(0)
 }
-
-// EachID calls fn with the binary id of every indexed event (under the
-// read lock: fn must not use the index).
-func (x *Index) EachID(fn func(id [32]byte)) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	for i := range x.entries.len() {
-		if e := x.entries.at(uint32(i)); e.live() {
-			fn(e.id)
-		}
-	}
-}

@@ -69,12 +69,21 @@ func (c *Conn) readLoop() {
 	// itself meant a lock and a map entry each time. rctx ending (the
 	// connection ending, the deadline) closes the socket once instead,
 	// which ends a read that is waiting; between reads (handle) closing is
-	// shutdown's, with the websocket's close handshake, as it was.
+	// shutdown's, with the websocket's close handshake, as it was. It
+	// closes the socket itself, below the websocket: the websocket's
+	// CloseNow only waits when shutdown's Close got there first, and Close
+	// waits for the relay's answer to the close frame (5 s from a relay
+	// that does not read) while this read holds the websocket's reader.
+	// Without a socket of ours (a transport the cork cannot wrap) the
+	// websocket reads under rctx and ends the read itself.
 	wsctx := context.WithoutCancel(rctx)
+	if c.cork == nil {
+		wsctx = rctx
+	}
 	var reading atomic.Bool
 	stopClose := context.AfterFunc(rctx, func() {
-		if reading.Load() {
-			_ = c.ws.CloseNow()
+		if reading.Load() && c.cork != nil {
+			_ = c.cork.Conn.Close()
 		}
 	})
 	defer stopClose()

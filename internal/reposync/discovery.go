@@ -44,16 +44,18 @@ func ParseAnnouncement(ev *nostr.Event, isOwn func(string) bool, maxRelays int) 
 		return Announcement{}, errors.New("announcement without d tag")
 	}
 	a := Announcement{Ref: nip34.RepoRef(ev.PubKey, d), CreatedAt: int64(ev.CreatedAt)}
-	seen := newSet()
+	// A plain map, not a set: a set interns its members for the process's
+	// life, and an announcement may name any number of URLs it is refused.
+	seen := map[string]struct{}{}
 	consider := func(raw string) {
 		norm, err := relay.NormalizeURL(raw)
-		if err != nil || seen.has(norm) {
+		if _, dup := seen[norm]; err != nil || dup {
 			if err != nil {
 				a.Dropped++
 			}
 			return
 		}
-		seen.add(norm)
+		seen[norm] = struct{}{}
 		if isOwn != nil && isOwn(norm) {
 			return
 		}

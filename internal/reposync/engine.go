@@ -226,6 +226,10 @@ type Engine struct {
 	nextGen      uint64
 	lastEmpty    time.Time
 
+	// startingAll is set while startWaitingJobs runs (a relay that leaves
+	// a place to others starts their jobs through it, once).
+	startingAll bool
+
 	running atomic.Bool
 	ready   atomic.Bool
 	pager   *Pager

@@ -20,10 +20,11 @@ import (
 // the same ids missing. Before a job asks a relay for ids (fetch), it
 // leaves out the ids the ingest handler already has (Settled) and the ids
 // another job's fetching REQ has claimed; it claims the rest, one claim
-// per REQ. When a REQ ends its claims resolve: the ids it delivered are
-// done, the others (the REQ failed, the connection dropped, or the relay
-// returned less than it reconciled) are fetched by the jobs that deferred
-// to it. A job waits for the claims it deferred to (at most
+// per REQ. When a REQ ends its claims resolve: the ids it delivered (handed
+// to the handler) are done, the others (the REQ failed, the connection
+// dropped, the relay returned less than it reconciled, or the job's emit
+// dropped an event before the handler: outside the job's filter, a failed
+// emit) are fetched at once by the jobs that deferred to it. A job waits for the claims it deferred to (at most
 // NegConfig.ClaimWait, on the engine's clock) after its own REQs, then
 // fetches what is still missing itself, no longer deferring: its fetch is
 // not done while any of its ids is unresolved.
@@ -47,14 +48,10 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return nil
 	}
 	slots = max(slots, 1)
-	got := newSyncSet()
-	counting := func(ctx context.Context, in ingest.Incoming) error {
-		if !got.add(in.Event.ID) {
-			return nil
-		}
-		s.m.fetched.Inc()
-		return emit(ctx, in)
-	}
+	tally := newFetchTally()
+	got := tally.got
+	ctx = withDropNote(ctx, tally.drop)
+	counting := tally.wrap(emit, s.m.fetched.Inc)
 	elsewhere := func(ids []string) {
 		for _, id := range ids {
 			got.add(id)
@@ -76,7 +73,7 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 				s.m.skipped.WithLabelValues("claimed").Add(float64(len(d)))
 			}
 		}
-		if err := s.fetchBatches(ctx, c, plan.mine, slots, counting, got); err != nil {
+		if err := s.fetchBatches(ctx, c, plan.mine, slots, counting, tally.delivered); err != nil {
 			return err
 		}
 		w := waitClaims(ctx, s.Clock, s.cfg.ClaimWait, plan.deferred)
@@ -116,7 +113,7 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 // fetchBatches sends the REQs of bs, up to slots at once (more with a
 // borrower), and resolves each one's claims as it ends: got tells what it
 // delivered. Every claim is resolved, also when ctx ends.
-func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claimBatch, slots int, emit Emit, got *syncSet) error {
+func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claimBatch, slots int, emit Emit, delivered func(id string) bool) error {
 	sem := make(chan struct{}, slots)
 	var wg sync.WaitGroup
 	lend := borrowerFrom(ctx)
@@ -135,7 +132,7 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claim
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				for _, b := range bs[i:] {
-					s.claims.resolve(b, got.has)
+					s.claims.resolve(b, delivered)
 				}
 				wg.Wait()
 				return ctx.Err()
@@ -148,11 +145,61 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claim
 			// A failed REQ leaves its ids missing: the next round asks
 			// again, and the claim's waiters fetch them.
 			_, _ = s.pager.fetch(ctx, c, nostr.Filter{IDs: b.ids, Limit: len(b.ids)}, emit)
-			s.claims.resolve(b, got.has)
+			s.claims.resolve(b, delivered)
 		}()
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// fetchTally is what one fetch had: got, the ids its REQs returned (each
+// emitted once), and dropped, those of them its emit dropped before the
+// handler (an event outside the job's filter, a failed emit).
+type fetchTally struct {
+	got, dropped *syncSet
+}
+
+func newFetchTally() *fetchTally { return &fetchTally{got: newSyncSet(), dropped: newSyncSet()} }
+
+// wrap returns emit emitting each id once, counted by count; an id whose
+// emit failed counts as dropped.
+func (t *fetchTally) wrap(emit Emit, count func()) Emit {
+	return func(ctx context.Context, in ingest.Incoming) error {
+		if !t.got.add(in.Event.ID) {
+			return nil
+		}
+		count()
+		err := emit(ctx, in)
+		if err != nil {
+			t.dropped.add(in.Event.ID)
+		}
+		return err
+	}
+}
+
+// drop records that id was dropped before the handler.
+func (t *fetchTally) drop(id string) { t.dropped.add(id) }
+
+// delivered tells whether id reached the handler: what a claim on it
+// resolves as.
+func (t *fetchTally) delivered(id string) bool { return t.got.has(id) && !t.dropped.has(id) }
+
+// dropNoteKey carries, in a fetch's context, whom an emit tells of an
+// event it drops before the handler.
+type dropNoteKey struct{}
+
+// withDropNote returns ctx telling noteDropped's calls to note.
+func withDropNote(ctx context.Context, note func(id string)) context.Context {
+	return context.WithValue(ctx, dropNoteKey{}, note)
+}
+
+// noteDropped tells the fetch running in ctx, if any, that its emit
+// dropped id before the handler: a claim on id does not count it as
+// delivered, and the fetches waiting for the claim fetch it at once.
+func noteDropped(ctx context.Context, id string) {
+	if note, ok := ctx.Value(dropNoteKey{}).(func(string)); ok {
+		note(id)
+	}
 }
 
 // fetchClaims is the claim table shared by the fetches of all relays: id →

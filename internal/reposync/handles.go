@@ -189,8 +189,12 @@ func (s *hset) add(v string) { s.addH(names.intern(v)) }
 
 func (s *hset) addH(h uint32) {
 	if s.dense != nil {
-		s.setBit(h)
-		return
+		if !s.denseCovers(h) {
+			s.toSparse()
+		} else {
+			s.setBit(h)
+			return
+		}
 	}
 	if s.sparse == nil {
 		i, ok := slices.BinarySearch(s.small, h)
@@ -235,6 +239,34 @@ func (s *hset) setBit(h uint32) {
 		s.dense[i] |= 1 << (h % 64)
 		s.n++
 	}
+}
+
+// denseCovers tells whether the bitset may grow to h and stay within
+// denseBitsPerItem bits a member: handles only grow, so a set that turned
+// dense early would otherwise pay the span of every handle issued since
+// for one late member.
+func (s *hset) denseCovers(h uint32) bool {
+	w := uint64(h / 64)
+	lo, hi := uint64(s.base), uint64(s.base)+uint64(len(s.dense))-1
+	if w >= lo && w <= hi {
+		return true
+	}
+	lo, hi = min(lo, w), max(hi, w)
+	return (hi-lo+1)*64 <= uint64(s.n+1)*denseBitsPerItem
+}
+
+// toSparse turns a dense set back into a map of handles.
+func (s *hset) toSparse() {
+	s.sparse = make(map[uint32]struct{}, s.n+1)
+	for i, word := range s.dense {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			s.sparse[(s.base+uint32(i))*64+uint32(b)] = struct{}{}
+			word &= word - 1
+		}
+	}
+	s.dense, s.base = nil, 0
+	s.denseAt = s.n + max(64, s.n/16)
 }
 
 // maybeDense turns a sparse set dense when the bitset is the smaller.

@@ -103,3 +103,28 @@ func TestInterner(t *testing.T) {
 		t.Fatal("a string never added has a handle")
 	}
 }
+
+// A dense set does not grow its bitset to a member far beyond its span
+// (handles only grow: a repository's roots set that turned dense at start
+// would otherwise pay every handle issued since for one late root); it
+// turns back into a map and keeps every member.
+func TestDenseSetStaysBoundedForAFarMember(t *testing.T) {
+	s := newSet()
+	for h := uint32(0); h < 400; h++ {
+		s.addH(h)
+	}
+	if s.dense == nil {
+		t.Fatal("400 consecutive handles are not dense")
+	}
+	s.addH(8_000_000)
+	if len(s.dense) > 100 {
+		t.Fatalf("%d words for %d members", len(s.dense), s.len())
+	}
+	if s.len() != 401 || !s.hasH(8_000_000) || !s.hasH(0) || !s.hasH(399) || s.hasH(400) {
+		t.Fatalf("len %d, members lost after the turn", s.len())
+	}
+	s.addH(400) // adds after the turn
+	if s.len() != 402 || !s.hasH(400) {
+		t.Fatal("add after the turn lost")
+	}
+}

@@ -136,11 +136,24 @@ func connEnded(c *relay.Conn) bool {
 	}
 }
 
-// startWaitingJobs starts queued jobs of every relay, up to the bounds.
+// startWaitingJobs starts queued jobs of every relay, up to the bounds,
+// until none starts: a relay that left a place to one running fewer jobs
+// (overShare) is asked again once that one took it.
 func (e *Engine) startWaitingJobs() {
-	for _, r := range e.relays {
-		if len(r.jobs) > 0 {
-			e.startJobs(r)
+	if e.startingAll {
+		return
+	}
+	e.startingAll = true
+	defer func() { e.startingAll = false }()
+	for {
+		started := e.historicJobs
+		for _, r := range e.relays {
+			if len(r.jobs) > 0 {
+				e.startJobs(r)
+			}
+		}
+		if e.historicJobs == started {
+			return
 		}
 	}
 }
@@ -157,7 +170,12 @@ func (e *Engine) startJobs(r *remote) {
 		return
 	}
 	lend := e.lender(r)
-	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs && !e.overShare(r) {
+	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
+		if e.overShare(r) {
+			// The place is another relay's: start its jobs.
+			defer e.startWaitingJobs()
+			break
+		}
 		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.sharePlaces(r))
 		j := r.popJob()
 		j.unpack()
@@ -198,6 +216,9 @@ func (e *Engine) startJobs(r *remote) {
 				count.Add(1)
 				if in.Event == nil || !asked(in.Event) {
 					e.h.Invalid("no_match")
+					if in.Event != nil {
+						noteDropped(ctx, in.Event.ID) // a claim on it is not met (fetchclaims.go)
+					}
 					return nil
 				}
 				return e.h.Handle(ctx, in)
@@ -236,11 +257,15 @@ func (e *Engine) startJobs(r *remote) {
 	}
 }
 
-// overShare tells whether r runs its share of Config.HistoricMaxJobs (the
-// bound divided among the relays with jobs) while another relay that could
-// start a job waits: a relay whose jobs keep finishing would otherwise take
-// the freed places again at once, and a relay connected later would wait
-// for all its jobs (its Layer 1 too) until the first ran out of work.
+// overShare tells whether r must leave the next place of
+// Config.HistoricMaxJobs to another relay: r runs at least its share (the
+// bound divided among the relays with jobs) and a relay that could start
+// a job runs fewer. A relay whose jobs keep finishing would otherwise take
+// the freed places again at once: a relay connected later would wait for
+// all its jobs (its Layer 1 too) until the first ran out of work, and the
+// places that do not divide evenly (6 of 16 among 10 relays) would stay
+// with whichever relay held them first. So freed places go to the relays
+// running fewest jobs; a relay takes idle places when nobody waits.
 func (e *Engine) overShare(r *remote) bool {
 	if r.running == 0 {
 		return false
@@ -256,7 +281,7 @@ func (e *Engine) overShare(r *remote) bool {
 		return false
 	}
 	for _, o := range e.relays {
-		if o != r && len(o.jobs) > 0 && o.running < share && e.allowed(o) && o.running+e.lender(o).inUse() < e.jobSlots(o) {
+		if o != r && len(o.jobs) > 0 && o.running < r.running && e.allowed(o) && o.running+e.lender(o).inUse() < e.jobSlots(o) {
 			return true
 		}
 	}
@@ -391,7 +416,10 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 		}
 	}
 	// Items are confirmed even when the batch failed: their live
-	// subscriptions are open, and the retry fetches their history.
+	// subscriptions are open, or deferred (deferLive) until the
+	// consolidation that ends the pending batches opens them with since
+	// reaching back to when they were deferred; the retry fetches their
+	// history.
 	r.Confirmed.Repos.addAll(b.Items.Repos)
 	r.Confirmed.Roots.addAll(b.Items.Roots)
 	r.confirmedGen++

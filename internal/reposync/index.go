@@ -46,8 +46,8 @@ type PendingBatch struct {
 }
 
 // retryJob is a historic job that failed, waiting for its next attempt.
-// Its items are confirmed (their live subscriptions are open); only their
-// history is missing.
+// Its items are confirmed (their live subscriptions are open, or deferred
+// until the consolidation: deferLive); only their history is missing.
 type retryJob struct {
 	items    Items
 	filters  []nostr.Filter

@@ -124,6 +124,25 @@ func TestParseAnnouncement(t *testing.T) {
 	}
 }
 
+// Parsing an announcement interns nothing: the handle table keeps every
+// string for the process's life, and anyone can publish an announcement
+// naming thousands of relay URLs the limit then refuses.
+func TestParseAnnouncementInternsNothing(t *testing.T) {
+	tags := nostr.Tags{{"d", "many"}}
+	for i := range 500 {
+		tags = append(tags, nostr.Tag{"relays", fmt.Sprintf("wss://never-interned-%d.example", i)})
+	}
+	ev := &nostr.Event{Kind: 30617, PubKey: "bb" + fmt.Sprintf("%062d", 0), CreatedAt: 10, Tags: tags}
+	if _, err := ParseAnnouncement(ev, nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		if _, ok := names.lookup(fmt.Sprintf("wss://never-interned-%d.example", i)); ok {
+			t.Fatalf("relay URL %d of a parsed announcement was interned", i)
+		}
+	}
+}
+
 func BenchmarkComputeActions10kRepos(b *testing.B) {
 	repos := RepoSyncIndex{}
 	relays := map[string]*RelayState{}

@@ -179,7 +179,9 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
 		// Live subscriptions for what is confirmed, opened with since =
-		// disconnect − since_buffer: their stored events before EOSE are
+		// disconnect − since_buffer (disconnectedAt is earlier when a
+		// catch-up had not completed or live filters were deferred:
+		// catchUpFrom): their stored events before EOSE are
 		// the catch-up batch (each filter is sent once), and a filter
 		// whose answer reaches the relay's cap is paged on with REQs (a
 		// relay capping a REQ at 500 does not hide the rest). Failed

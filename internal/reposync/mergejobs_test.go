@@ -171,3 +171,76 @@ func TestHistoricJobsSharedAmongRelays(t *testing.T) {
 		t.Fatalf("%d jobs ran, want 40", len(h.hs.calls))
 	}
 }
+
+// TestHistoricFreedPlacesGoToRelaysBelow: the places of HistoricMaxJobs
+// that do not divide evenly among the relays (5 among 3: a share of 1)
+// are no one's to keep. The relay that took every place while it was alone
+// gives them up as its jobs end: a freed place goes to a relay with queued
+// jobs that runs fewer jobs, so no relay starts a job and then runs two
+// more than another that waits.
+func TestHistoricFreedPlacesGoToRelaysBelow(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.cfg.HistoricMaxJobs = 5
+	rs := []*remote{h.r}
+	for _, url := range []string{"wss://other1.example.com", "wss://other2.example.com"} {
+		h.e.track(url, false)
+		r := h.e.relays[url]
+		r.gen, r.Status, r.live = 1, Syncing, map[string]int{}
+		rs = append(rs, r)
+	}
+	filters := func(prefix string) []nostr.Filter {
+		var fs []nostr.Filter
+		for i := range 30 {
+			fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"e": {fmt.Sprintf("%s%063x", prefix, i)}}})
+		}
+		return fs
+	}
+	for i, r := range rs {
+		h.e.startBatch(r, newItems(), filters(fmt.Sprint(i)), false)
+	}
+	if rs[0].running != 5 {
+		t.Fatalf("the first relay runs %d, want all 5 places (nothing else waited)", rs[0].running)
+	}
+	queued := func() []int {
+		q := make([]int, len(rs))
+		for i, r := range rs {
+			q[i] = len(r.jobs)
+		}
+		return q
+	}
+	prev := queued()
+	busy := func() bool {
+		for _, r := range rs {
+			if r.running > 0 || len(r.jobs) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for busy() {
+		select {
+		case fn := <-h.e.inbox:
+			fn()
+		case <-time.After(10 * time.Second):
+			t.Fatal("no historic job reported")
+		}
+		if h.e.historicJobs > 5 {
+			t.Fatalf("%d historic jobs run, bound 5", h.e.historicJobs)
+		}
+		now := queued()
+		for i, r := range rs {
+			if now[i] == prev[i] {
+				continue // started nothing
+			}
+			for k, o := range rs {
+				if k != i && len(o.jobs) > 0 && r.running > o.running+1 {
+					t.Fatalf("relay %d started a job and runs %d while relay %d waits with %d running", i, r.running, k, o.running)
+				}
+			}
+		}
+		prev = now
+	}
+	if len(h.hs.calls) != 90 {
+		t.Fatalf("%d jobs ran, want 90", len(h.hs.calls))
+	}
+}

@@ -31,22 +31,15 @@ type sinceSub struct {
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
 // fails the batch, retried with the REQ pager (Config.HistoricRetry).
 func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
-	b := &PendingBatch{Items: items, Catchup: true}
-	e.addPending(r, b)
 	limit := e.pager.pageSize(r.URL)
-	l1 := withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)
-	var chunks [][]nostr.Filter
+	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
-		chunks = e.chunkLive(r, withLimit(fs, limit))
+		refers := referTo(items)
+		for _, c := range e.chunkLive(r, withLimit(fs, limit)) {
+			parts = append(parts, sincePart{filters: c, refers: refers})
+		}
 	}
-	run := &batchRun{left: 1 + len(chunks), pager: true}
-	e.openLiveMatch(r, "l1", l1, nil, &sinceSub{batch: b, run: run, filters: l1})
-	refers := referTo(items)
-	for _, fs := range chunks {
-		r.liveSeq++
-		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs, refers, &sinceSub{batch: b, run: run, filters: fs})
-	}
-	return b
+	return e.openSinceBatch(r, items, parts)
 }
 
 // subscribeCatchupBatch is subscribeCatchup as one pending catch-up batch
@@ -57,26 +50,39 @@ func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *
 // since a time before now − since_buffer. The kind subscription is a part
 // when this opens it; kept open, it has been live all along.
 func (e *Engine) subscribeCatchupBatch(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
+	limit := e.pager.pageSize(r.URL)
+	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
+	if _, kindOpen := r.live[kindSub]; items.Roots.len() > 0 && !kindOpen {
+		parts = append(parts, sincePart{id: kindSub, filters: withLimit(nip34.Layer3ByKind(&since), limit), refers: e.refsOf(r).refers})
+	}
+	for _, c := range e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since) {
+		parts = append(parts, sincePart{filters: withLimit(c, limit)})
+	}
+	return e.openSinceBatch(r, items, parts)
+}
+
+// sincePart is one live subscription with since of a catch-up batch: its
+// id (empty: the relay's next chunk id), its filters as sent (since, and
+// limit the pager's page size) and liveMatch's refers (nil: none).
+type sincePart struct {
+	id      string
+	filters []nostr.Filter
+	refers  func(*nostr.Event) bool
+}
+
+// openSinceBatch opens parts as one pending catch-up batch of items, one
+// sinceSub each: each part's EOSE completes it.
+func (e *Engine) openSinceBatch(r *remote, items Items, parts []sincePart) *PendingBatch {
 	b := &PendingBatch{Items: items, Catchup: true}
 	e.addPending(r, b)
-	limit := e.pager.pageSize(r.URL)
-	l1 := withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)
-	chunks := e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since)
-	_, kindOpen := r.live[kindSub]
-	withKinds := items.Roots.len() > 0 && !kindOpen
-	run := &batchRun{left: 1 + len(chunks), pager: true}
-	if withKinds {
-		run.left++
-	}
-	e.openLiveMatch(r, "l1", l1, nil, &sinceSub{batch: b, run: run, filters: l1})
-	if withKinds {
-		fs := withLimit(nip34.Layer3ByKind(&since), limit)
-		e.openLiveMatch(r, kindSub, fs, e.refsOf(r).refers, &sinceSub{batch: b, run: run, filters: fs})
-	}
-	for _, c := range chunks {
-		fs := withLimit(c, limit)
-		r.liveSeq++
-		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), fs, nil, &sinceSub{batch: b, run: run, filters: fs})
+	run := &batchRun{left: len(parts), pager: true}
+	for _, p := range parts {
+		id := p.id
+		if id == "" {
+			r.liveSeq++
+			id = fmt.Sprintf("l%d", r.liveSeq+1)
+		}
+		e.openLiveMatch(r, id, p.filters, p.refers, &sinceSub{batch: b, run: run, filters: p.filters})
 	}
 	return b
 }

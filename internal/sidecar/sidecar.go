@@ -135,11 +135,8 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	s.ingest = in
-	if s.localRestored {
-		// The restored index is what the own relay holds: do not publish
-		// it again while the dedupe memory lasts (as after a fill).
-		local.EachID(in.MarkPresentID)
-	}
+	// A restored index needs no marking: the dedupe set asks the index,
+	// and every entry it restores carries its dedupe mark.
 
 	deps := reposync.Deps{
 		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
