@@ -90,9 +90,12 @@ type Options struct {
 	// subscription sees it, so a rate limit can be recorded before anyone
 	// reacts to the refusal. It must return quickly.
 	OnClosed func(subID, reason string)
-	// OnClosedFilters, when set, is called like OnClosed for a CLOSED of an
-	// open subscription, with the filters the relay refused or ended.
-	OnClosedFilters func(reason string, fs nostr.Filters)
+	// OnClosedTagValues, when set, is called like OnClosed for a CLOSED of
+	// an open subscription, with the most values one tag of one of the
+	// filters the relay refused or ended carried (what a "too many tag
+	// values" refusal teaches; the filters themselves are not kept once the
+	// REQ is sent).
+	OnClosedTagValues func(reason string, most int)
 	// OnNegErr, when set, is called from the reader goroutine with the id
 	// and reason of every NEG-ERR before the session sees it, and OnOK
 	// with every OK before the publisher does, so a rate limit they signal
@@ -191,12 +194,14 @@ type SubMsg struct {
 
 // Subscription is an open REQ.
 type Subscription struct {
-	ID      string
-	Filters nostr.Filters
-	conn    *Conn
-	ch      chan SubMsg
-	done    chan struct{}
-	once    sync.Once
+	ID string
+	// tagValues is the most values one tag of one filter of the REQ
+	// carried (Options.OnClosedTagValues).
+	tagValues int
+	conn      *Conn
+	ch        chan SubMsg
+	done      chan struct{}
+	once      sync.Once
 }
 
 // Messages is the ordered stream. The relay ending the subscription

@@ -357,8 +357,8 @@ func TestExtraFieldsAfterReason(t *testing.T) {
 
 // TestMessageTooBigAndClosedFilters: a relay closing the connection for a
 // message over its limit (khatru: status 1009) is told apart from other
-// ends, the largest message sent is counted, and OnClosedFilters hears a
-// refused subscription's filters.
+// ends, the largest message sent is counted, and OnClosedTagValues hears a
+// refused subscription's filters (the most values one of their tags carried).
 func TestMessageTooBigAndClosedFilters(t *testing.T) {
 	url := harness.StartKhatru(t, nil, func(rl *khatru.Relay) {
 		rl.MaxMessageSize = 4000
@@ -367,8 +367,8 @@ func TestMessageTooBigAndClosedFilters(t *testing.T) {
 		})
 	})
 	opts := DefaultOptions()
-	refused := make(chan nostr.Filters, 1)
-	opts.OnClosedFilters = func(reason string, fs nostr.Filters) { refused <- fs }
+	refused := make(chan int, 1)
+	opts.OnClosedTagValues = func(reason string, most int) { refused <- most }
 	c := dial(t, url, opts)
 	ctx := context.Background()
 	sub, err := c.Subscribe(ctx, "tags", nostr.Filters{{Tags: nostr.TagMap{"e": {"a", "b"}}}})
@@ -378,12 +378,12 @@ func TestMessageTooBigAndClosedFilters(t *testing.T) {
 	for range sub.Messages() {
 	}
 	select {
-	case fs := <-refused:
-		if len(fs) != 1 || len(fs[0].Tags["e"]) != 2 {
-			t.Fatalf("OnClosedFilters got %v", fs)
+	case most := <-refused:
+		if most != 2 {
+			t.Fatalf("OnClosedTagValues got %d values, want the 2 of the refused filter's e tag", most)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("OnClosedFilters not called")
+		t.Fatal("OnClosedTagValues not called")
 	}
 	if MessageTooBig(c.Err()) {
 		t.Fatal("a live connection counted as closed for a message too big")

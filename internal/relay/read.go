@@ -34,9 +34,15 @@ func (c *Conn) pingLoop() {
 	}
 }
 
-// maxKeptReadBuffer is the largest read buffer a connection keeps between
-// messages.
+// maxKeptReadBuffer is the largest encode/decode buffer kept for reuse.
 const maxKeptReadBuffer = 1 << 20
+
+// maxKeptFrameBuffer is the largest read buffer a connection keeps between
+// messages: events are a few kB, and a connection that once read a large
+// NEG-MSG or REQ answer does not pin up to 1 MiB for its life (20 remote
+// relays kept 15 MB so at the large profile's peak). A larger message is
+// read into a buffer of its own, handed on and dropped.
+const maxKeptFrameBuffer = 64 << 10
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
@@ -120,8 +126,8 @@ func (c *Conn) readMessage(ctx, wsctx context.Context, deadline *time.Timer, buf
 	if err != nil && ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	if buf.Cap() > maxKeptReadBuffer {
-		// One huge message does not pin its buffer for the connection's life.
+	if buf.Cap() > maxKeptFrameBuffer {
+		// One large message does not pin its buffer for the connection's life.
 		data := bytes.Clone(buf.Bytes())
 		*buf = bytes.Buffer{}
 		return data, err
@@ -186,8 +192,8 @@ func (c *Conn) handle(data []byte) {
 		c.mu.Lock()
 		sub := c.subs[env.SubscriptionID]
 		c.mu.Unlock()
-		if sub != nil && c.opts.OnClosedFilters != nil {
-			c.opts.OnClosedFilters(env.Reason, sub.Filters)
+		if sub != nil && c.opts.OnClosedTagValues != nil {
+			c.opts.OnClosedTagValues(env.Reason, sub.tagValues)
 		}
 		if sub != nil {
 			if c.opts.OnClosed != nil {

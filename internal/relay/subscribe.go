@@ -21,7 +21,7 @@ func (c *Conn) SubscribeBuffered(ctx context.Context, id string, filters nostr.F
 		return nil, err
 	}
 	sub := &Subscription{
-		ID: id, Filters: filters, conn: c,
+		ID: id, tagValues: MostTagValues(filters), conn: c,
 		ch:   make(chan SubMsg, max(buffer, 1)),
 		done: make(chan struct{}),
 	}
@@ -102,3 +102,14 @@ func (c *Conn) deliver(sub *Subscription, msg SubMsg) {
 // now. While it is, no subscription on the connection receives anything,
 // so silence is ours, not the relay's.
 func (c *Conn) Stalled() bool { return c.stalls.Load() > 0 }
+
+// MostTagValues is the most values one tag of one of fs carries.
+func MostTagValues(fs nostr.Filters) int {
+	most := 0
+	for _, f := range fs {
+		for _, vs := range f.Tags {
+			most = max(most, len(vs))
+		}
+	}
+	return most
+}

@@ -75,9 +75,9 @@ func (e *Engine) remoteOptions(url string) relay.Options {
 	opts.OnNotice = func(text string) { e.onNotice(url, text) }
 	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
 	opts.OnClosed = func(_, reason string) { e.onReason(url, health.SourceClosed, reason) }
-	opts.OnClosedFilters = func(reason string, fs nostr.Filters) {
+	opts.OnClosedTagValues = func(reason string, most int) {
 		if health.ClassifyMessage(reason) == health.SignalTooManyTagValues {
-			e.learnTagValues(url, fs, "CLOSED: "+reason)
+			e.learnTagValues(url, most, "CLOSED: "+reason)
 		}
 	}
 	opts.OnNegErr = func(_, reason string) { e.onReason(url, health.SourceNegErr, reason) }

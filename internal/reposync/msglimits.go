@@ -18,16 +18,11 @@ func (e *Engine) valuesPerFilter(url string) int {
 	return n
 }
 
-// learnTagValues: url refused fs for their tag values; half of the most
-// values one of them carried is its bound from then on (refusals of REQs
-// built alike teach the same bound, not halves of halves).
-func (e *Engine) learnTagValues(url string, fs nostr.Filters, why string) {
-	most := 0
-	for _, f := range fs {
-		for _, vs := range f.Tags {
-			most = max(most, len(vs))
-		}
-	}
+// learnTagValues: url refused filters for their tag values, of which one
+// tag carried most values (relay.MostTagValues); half of it is its bound
+// from then on (refusals of REQs built alike teach the same bound, not
+// halves of halves).
+func (e *Engine) learnTagValues(url string, most int, why string) {
 	if most > 1 {
 		e.d.Health.Learn(url, relay.Limits{MaxTagValues: most / 2}, why)
 	}
