@@ -79,6 +79,10 @@ func (e *env) runAction(c *cli.Context) (err error) {
 	if limit, src := memlimit.Apply(cfg.Memory.LimitMiB); src != memlimit.SourceNone {
 		log.Info("soft memory limit", zap.Int64("bytes", limit), zap.String("source", src))
 	}
+	if h := memlimit.StartHeadroom(cfg.Memory.GCHeadroomMiB); h != nil {
+		defer h.Stop()
+		log.Info("garbage collector headroom over the live heap", zap.Int("mib", cfg.Memory.GCHeadroomMiB))
+	}
 	e.typosReported = true
 	for _, typo := range e.envTypos(c.App.Commands) {
 		log.Warn("unknown environment variable ignored (see grasp-sync run --help for the names)",

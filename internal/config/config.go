@@ -20,6 +20,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/memlimit"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -58,9 +59,11 @@ type Config struct {
 	Memory     Memory     `yaml:"memory" help:"The Go runtime's memory use."`
 }
 
-// Memory configures the Go runtime's soft memory limit.
+// Memory configures the Go runtime's soft memory limit and the collector's
+// headroom over the live heap.
 type Memory struct {
-	LimitMiB int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
+	GCHeadroomMiB int `yaml:"gc_headroom_mib" help:"How far in MiB the Go heap may grow past the live heap before the garbage collector runs: after each collection GOGC is lowered so the heap goal is the live heap plus this (never below GOGC 20), so the resident memory grows with the indexes, not with twice them. A live heap below it keeps GOGC (100 unless the environment sets it) and the collector's usual cost; a larger one costs collections in proportion. 0: off, GOGC alone."`
+	LimitMiB      int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
 }
 
 // State configures the persistent sync state.
@@ -335,7 +338,8 @@ func Default() *Config {
 			RelayQueue:               in.RelayQueue,
 			RelayQueueBytes:          in.RelayQueueBytes,
 		},
-		State: State{FlushInterval: statestore.DefaultFlushInterval},
+		State:  State{FlushInterval: statestore.DefaultFlushInterval},
+		Memory: Memory{GCHeadroomMiB: memlimit.DefaultHeadroomMiB},
 	}
 }
 

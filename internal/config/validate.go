@@ -285,6 +285,9 @@ func (c *Config) Validate() error {
 	if l.RelayQueueBytes < 0 {
 		v.fail("limits.relay_queue_bytes", "must be >= 0", l.RelayQueueBytes)
 	}
+	if c.Memory.GCHeadroomMiB < 0 {
+		v.fail("memory.gc_headroom_mib", "must be >= 0 (0: off)", c.Memory.GCHeadroomMiB)
+	}
 	if c.Memory.LimitMiB < -1 {
 		v.fail("memory.limit_mib", "must be >= -1 (-1: none, 0: automatic)", c.Memory.LimitMiB)
 	}

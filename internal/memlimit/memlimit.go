@@ -1,5 +1,6 @@
-// Package memlimit sets the Go runtime's soft memory limit from the
-// configuration, else from the cgroup's memory limit (containers).
+// Package memlimit bounds the Go runtime's memory: the soft memory limit
+// from the configuration, else from the cgroup's memory limit
+// (containers), and the collector's headroom over the live heap.
 package memlimit
 
 import (
