@@ -1,6 +1,7 @@
 package localindex
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -473,4 +474,40 @@ func BenchmarkAppendMatching100k(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkKeyTableFind looks up random 32-byte keys in a table of 1,000,000
+// (the ids of a large own relay): present ones (an event indexed again, a
+// dedupe mark) and absent ones (a new event, an id a reconciliation found).
+func BenchmarkKeyTableFind(b *testing.B) {
+	const n = 1_000_000
+	r := rand.New(rand.NewPCG(21, 21))
+	keys := make([][32]byte, n)
+	absent := make([][32]byte, n)
+	kt := newKeyTable(func(i uint32) *[32]byte { return &keys[i] })
+	for i := range keys {
+		for j := 0; j < 32; j += 8 {
+			binary.LittleEndian.PutUint64(keys[i][j:], r.Uint64())
+			binary.LittleEndian.PutUint64(absent[i][j:], r.Uint64())
+		}
+		kt.insert(uint32(i))
+	}
+	b.Run("present", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, ok := kt.find(&keys[i]); !ok {
+				b.Fatal("not found")
+			}
+			i = (i + 7919) % n
+		}
+	})
+	b.Run("absent", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, ok := kt.find(&absent[i]); ok {
+				b.Fatal("found")
+			}
+			i = (i + 7919) % n
+		}
+	})
 }

@@ -8,37 +8,54 @@ import (
 // keys live elsewhere (in the caller's slice), so a member costs 4 bytes
 // of table plus load-factor slack. Linear probing with backward-shift
 // deletion; the hash is seeded so crafted keys cannot force collisions.
+//
+// A slot holds index+1 in its low slotIdxBits bits and four more bits of
+// the key's hash above them: a probe reads the key behind a slot (another
+// cache line, often a miss) only when those bits agree, so a lookup of an
+// absent key — a new event, an id a reconciliation found — rarely reads
+// any key at all.
 type keyTable struct {
 	seed  maphash.Seed
-	slots []uint32 // index+1; 0 = empty
+	slots []uint32 // tag<<slotIdxBits | index+1; 0 = empty
 	n     int
 	key   func(idx uint32) *[32]byte
 }
+
+const (
+	slotIdxBits = 28 // indexes below 2^28-1: MaxEvents ≤ 2^27-1, maxInterned
+	slotIdxMask = 1<<slotIdxBits - 1
+)
 
 func newKeyTable(key func(uint32) *[32]byte) keyTable {
 	return keyTable{seed: maphash.MakeSeed(), slots: make([]uint32, 16), key: key}
 }
 
-func (t *keyTable) home(k *[32]byte) int {
-	return int(maphash.Bytes(t.seed, k[:]) & uint64(len(t.slots)-1))
+// hash returns k's home slot and its tag bits (already shifted into place).
+func (t *keyTable) hash(k *[32]byte) (int, uint32) {
+	h := maphash.Bytes(t.seed, k[:])
+	return int(h & uint64(len(t.slots)-1)), uint32(h>>(64-(32-slotIdxBits))) << slotIdxBits
 }
 
 // find returns the index stored for k.
 func (t *keyTable) find(k *[32]byte) (uint32, bool) {
 	mask := len(t.slots) - 1
-	for i := t.home(k); ; i = (i + 1) & mask {
+	i, tag := t.hash(k)
+	for ; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == 0 {
 			return 0, false
 		}
-		if *t.key(s - 1) == *k {
-			return s - 1, true
+		if s&^slotIdxMask == tag && *t.key(s&slotIdxMask-1) == *k {
+			return s&slotIdxMask - 1, true
 		}
 	}
 }
 
 // insert adds idx, whose key must not be present yet.
 func (t *keyTable) insert(idx uint32) {
+	if idx >= slotIdxMask {
+		panic("localindex: key table index out of range")
+	}
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.grow()
 	}
@@ -48,11 +65,11 @@ func (t *keyTable) insert(idx uint32) {
 
 func (t *keyTable) place(idx uint32) {
 	mask := len(t.slots) - 1
-	i := t.home(t.key(idx))
+	i, tag := t.hash(t.key(idx))
 	for t.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = idx + 1
+	t.slots[i] = tag | (idx + 1)
 }
 
 func (t *keyTable) grow() {
@@ -60,7 +77,7 @@ func (t *keyTable) grow() {
 	t.slots = make([]uint32, len(old)*2)
 	for _, s := range old {
 		if s != 0 {
-			t.place(s - 1)
+			t.place(s&slotIdxMask - 1)
 		}
 	}
 }
@@ -68,13 +85,13 @@ func (t *keyTable) grow() {
 // remove deletes k and reports whether it was present.
 func (t *keyTable) remove(k *[32]byte) bool {
 	mask := len(t.slots) - 1
-	i := t.home(k)
+	i, tag := t.hash(k)
 	for {
 		s := t.slots[i]
 		if s == 0 {
 			return false
 		}
-		if *t.key(s - 1) == *k {
+		if s&^slotIdxMask == tag && *t.key(s&slotIdxMask-1) == *k {
 			break
 		}
 		i = (i + 1) & mask
@@ -88,7 +105,7 @@ func (t *keyTable) remove(k *[32]byte) bool {
 		if s == 0 {
 			break
 		}
-		h := t.home(t.key(s - 1))
+		h, _ := t.hash(t.key(s&slotIdxMask - 1))
 		if (i < j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
 			continue
 		}
