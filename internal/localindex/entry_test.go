@@ -1,9 +1,11 @@
 package localindex
 
 import (
+	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -183,5 +185,31 @@ func TestSeenMarks(t *testing.T) {
 	x.RotateSeen(true)
 	if x.SeenID(id) {
 		t.Fatal("RotateSeen(true)")
+	}
+}
+
+// decodeKey agrees with encoding/hex on lower-case hex and refuses
+// everything else: upper case, other bytes at any place, other lengths.
+func TestDecodeKeyAgreesWithHex(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 1000 {
+		var want [32]byte
+		for i := range want {
+			want[i] = byte(r.Uint32())
+		}
+		s := hex.EncodeToString(want[:])
+		if got, ok := decodeKey(s); !ok || got != want {
+			t.Fatalf("decodeKey(%s) = %x, %v", s, got, ok)
+		}
+		b := []byte(s)
+		b[r.IntN(64)] = "Agz-/:`G\x00\xff"[r.IntN(10)]
+		if _, ok := decodeKey(string(b)); ok {
+			t.Fatalf("decodeKey(%q) accepted", b)
+		}
+	}
+	for _, s := range []string{"", "ab", strings.Repeat("a", 63), strings.Repeat("a", 65)} {
+		if _, ok := decodeKey(s); ok {
+			t.Errorf("decodeKey of %d characters accepted", len(s))
+		}
 	}
 }

@@ -6,7 +6,6 @@
 package localindex
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -146,20 +145,36 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 	return x, nil
 }
 
+// decodeKey decodes a 64-character lower-case hex string (the canonical
+// form of ids and pubkeys; upper case is refused) in one pass.
 func decodeKey(s string) ([32]byte, bool) {
 	var k [32]byte
 	if len(s) != 64 {
 		return k, false
 	}
-	for i := 0; i < 64; i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return k, false // lower-case hex only: the canonical form
+	for i := range k {
+		hi, lo := hexNibble[s[2*i]], hexNibble[s[2*i+1]]
+		if hi|lo > 0x0f {
+			return k, false
 		}
+		k[i] = hi<<4 | lo
 	}
-	hex.Decode(k[:], []byte(s))
 	return k, true
 }
+
+// hexNibble maps '0'–'9' and 'a'–'f' to their values, anything else to 0xff.
+var hexNibble = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()
 
 // Add indexes ev with a dedupe mark (SeenID). Adding an event that is
 // already indexed only sets its mark. It returns ErrFull when the index

@@ -45,7 +45,7 @@ func (t *keyTable) find(k *[32]byte) (uint32, bool) {
 		if s == 0 {
 			return 0, false
 		}
-		if s&^slotIdxMask == tag && *t.key(s&slotIdxMask-1) == *k {
+		if s&^slotIdxMask == tag && *t.key(s&slotIdxMask - 1) == *k {
 			return s&slotIdxMask - 1, true
 		}
 	}
@@ -91,7 +91,7 @@ func (t *keyTable) remove(k *[32]byte) bool {
 		if s == 0 {
 			return false
 		}
-		if s&^slotIdxMask == tag && *t.key(s&slotIdxMask-1) == *k {
+		if s&^slotIdxMask == tag && *t.key(s&slotIdxMask - 1) == *k {
 			break
 		}
 		i = (i + 1) & mask
