@@ -70,12 +70,18 @@ func TestNegentropyFreshStartFetchesOnlyMissing(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "nip77", Negentropy: true, ReqCap: 500})
 	_, evs := universeRepo(t, own, remote, "neg", 600)
-	// The own relay has every other root already (and their comments);
-	// inject through the store so the sidecar learns them only through
-	// the self-subscription and the local-set fill.
+	// The own relay has half the roots already, in runs of four, and their
+	// comments (universeRepo comments every fourth root: both halves hold
+	// roots with comments); inject through the store so the sidecar learns
+	// them only through the self-subscription and the local-set fill. A
+	// comment without its root is TestNoOwnRelayFillForNewRoots's case.
 	var have, missing []*nostr.Event
-	for i, ev := range evs {
-		if i%2 == 0 {
+	root := -1
+	for _, ev := range evs {
+		if ev.Kind == 1621 {
+			root++
+		}
+		if root%8 < 4 {
 			have = append(have, ev)
 		} else {
 			missing = append(missing, ev)
@@ -178,4 +184,54 @@ func TestTrustedRelayReconciliation(t *testing.T) {
 	}
 	archive.Inject(missed...)
 	waitHas(t, own, missed...)
+}
+
+// TestNoOwnRelayFillForNewRoots: the roots the own relay accepts from the
+// sidecar as new are not read back from it before their Layer 3 is
+// reconciled (no own-relay REQ names them by #e, #E or #q: on a first sync
+// that was a REQ and a CLOSE per batch of new roots, and nothing to read),
+// and nothing is missed by it: a comment the own relay stored before its
+// root, which only the skipped read would have shown, may be fetched again
+// from the remote and answered "duplicate:" — a download more, not a loss.
+func TestNoOwnRelayFillForNewRoots(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "nip77", Negentropy: true})
+	_, evs := universeRepo(t, own, remote, "fresh", 200)
+	roots := map[string]bool{}
+	var early *nostr.Event // a comment on the own relay before its root
+	for _, ev := range evs {
+		if ev.Kind == 1621 {
+			roots[ev.ID] = true
+		} else if early == nil {
+			early = ev
+		}
+	}
+	own.Inject(early)
+
+	t0 := time.Now()
+	sc := startSidecar(t, fastConfig(own))
+	waitHas(t, own, evs...)
+	waitState(t, sc, remote.URL(), "connected")
+
+	for _, m := range reqsAfter(own, t0) {
+		var arr []json.RawMessage
+		if err := json.Unmarshal([]byte(m.Raw), &arr); err != nil {
+			t.Fatalf("REQ %q: %v", m.Raw, err)
+		}
+		for _, raw := range arr[2:] {
+			var f nostr.Filter
+			if err := json.Unmarshal(raw, &f); err != nil {
+				t.Fatalf("filter %s: %v", raw, err)
+			}
+			for _, tag := range []string{"e", "E", "q"} {
+				for _, v := range f.Tags[tag] {
+					if roots[v] {
+						t.Fatalf("the own relay was asked for #%s %s, a root it accepted from the sidecar as new", tag, v)
+					}
+				}
+			}
+		}
+	}
+	ids, _ := requestedIDs(t, remote, t0)
+	t.Logf("the comment stored before its root was asked of the remote %d times", ids[early.ID])
 }

@@ -104,9 +104,11 @@ func DefaultConfig() Config {
 	}
 }
 
-// Present records what the own relay holds (*localindex.Index).
+// Present records what the own relay holds (*localindex.Index): Add an
+// event seen there, AddNew one it has just accepted as new.
 type Present interface {
 	Add(ev *nostr.Event) error
+	AddNew(ev *nostr.Event) error
 }
 
 // Deps are the handler's collaborators.
@@ -305,7 +307,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.notHeld(id)
-	h.learnPresent(ev, id)
+	h.learnPresent(ev, id, false)
 	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
 		// Before the retries below: they ask the purgatory whether the
 		// repository is hosted.
@@ -514,7 +516,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 			h.m.eventsDuplicate.Inc()
 		}
 		if idOK && h.present != nil {
-			h.learnPresent(ev, id)
+			h.learnPresent(ev, id, r.Outcome == publish.Accepted)
 		}
 		if ev.Kind == nip34.KindRepoAnnouncement && h.purg != nil {
 			h.purg.AddAnnouncement(ev)

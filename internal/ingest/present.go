@@ -22,15 +22,20 @@ func (h *Handler) ForgetPresent(id string) {
 	}
 }
 
-// learnPresent records that the own relay holds ev (id is its binary id).
+// learnPresent records that the own relay holds ev (id is its binary id),
+// stored by it just now for the first time when fresh (Present.AddNew).
 // The Present table (the LocalIndex) takes it, with a dedupe mark, when
 // there is one, and the dedupe set drops its own mark of the id: an id is
 // kept once. Without a table, or when it refuses the event (full),
 // the mark keeps it from being published again.
-func (h *Handler) learnPresent(ev *nostr.Event, id [32]byte) {
+func (h *Handler) learnPresent(ev *nostr.Event, id [32]byte, fresh bool) {
 	if h.present != nil {
+		add := h.present.Add
+		if fresh {
+			add = h.present.AddNew
+		}
 		// A full index counts what it drops in its own metrics.
-		if err := h.present.Add(ev); err == nil && h.seen.present != nil {
+		if err := add(ev); err == nil && h.seen.present != nil {
 			h.seen.dropMark(id) // the table's entry carries the mark
 			return
 		}

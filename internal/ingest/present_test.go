@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
 )
 
 // newIndexedHandler builds a handler over a recordingPublish whose Present
@@ -240,5 +241,33 @@ func TestIndexedIDAgesDespiteSizeRotations(t *testing.T) {
 	}
 	if h.Seen(ev.ID) {
 		t.Fatal("the indexed id is still seen after more than three TTLs")
+	}
+}
+
+// An event the own relay accepts as new is indexed with its filled mark
+// (its own relay's Layer 3 need not be read: internal/reposync skips the
+// fill); one it already had ("duplicate:") or that the self-subscription
+// shows is indexed without it.
+func TestAcceptedAsNewMarkedFilled(t *testing.T) {
+	h, _, idx := newIndexedHandler(t, 1000)
+	fresh, dup, echoed := issueEvent(t, 1), issueEvent(t, 2), issueEvent(t, 3)
+	h.Settle(fresh, publish.Result{ID: fresh.ID, Outcome: publish.Accepted})
+	h.Settle(dup, publish.Result{ID: dup.ID, Outcome: publish.Duplicate, Reason: "duplicate: have it"})
+	h.OnOwnRelay(echoed)
+	for _, c := range []struct {
+		ev     *nostr.Event
+		filled bool
+	}{{fresh, true}, {dup, false}, {echoed, false}} {
+		if !idx.Has(c.ev.ID) {
+			t.Fatalf("%s not indexed", c.ev.Content)
+		}
+		if got := idx.Filled(c.ev.ID); got != c.filled {
+			t.Errorf("%s: filled %v, want %v", c.ev.Content, got, c.filled)
+		}
+	}
+	// Seen through the self-subscription first, then its OK: still new.
+	h.Settle(echoed, publish.Result{ID: echoed.ID, Outcome: publish.Accepted})
+	if !idx.Filled(echoed.ID) {
+		t.Error("an echoed event accepted as new not marked filled")
 	}
 }

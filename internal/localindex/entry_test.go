@@ -213,3 +213,36 @@ func TestDecodeKeyAgreesWithHex(t *testing.T) {
 		}
 	}
 }
+
+// AddNew indexes with the filled mark, also an event indexed before
+// (the self-subscription showed it before its OK came); Add does not, and
+// ClearFilled clears it.
+func TestAddNewMarksFilled(t *testing.T) {
+	x := mustNew(t, DefaultOptions())
+	evs := genEvents(3, 3, 2, 2)
+	if err := x.Add(evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.AddNew(evs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Add(evs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.AddNew(evs[2]); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true, true} {
+		k, _ := decodeKey(evs[i].ID)
+		if !x.Has(evs[i].ID) || x.Filled(evs[i].ID) != want || !x.SeenID(k) {
+			t.Errorf("event %d: indexed %v, filled %v (want %v), seen %v", i, x.Has(evs[i].ID), x.Filled(evs[i].ID), want, x.SeenID(k))
+		}
+	}
+	if x.Len() != 3 {
+		t.Errorf("Len %d, want 3", x.Len())
+	}
+	x.ClearFilled()
+	if x.Filled(evs[1].ID) || x.Filled(evs[2].ID) {
+		t.Error("filled marks kept after ClearFilled")
+	}
+}

@@ -179,7 +179,19 @@ var hexNibble = func() (t [256]byte) {
 // Add indexes ev with a dedupe mark (SeenID). Adding an event that is
 // already indexed only sets its mark. It returns ErrFull when the index
 // is at capacity.
-func (x *Index) Add(ev *nostr.Event) error {
+func (x *Index) Add(ev *nostr.Event) error { return x.add(ev, flagSeenCur) }
+
+// AddNew is Add for an event the own relay has just stored for the first
+// time (an OK true that is not "duplicate:"), with the filled mark too
+// (MarkFilled): the own relay held no copy of it, so what it held naming
+// it can only be what came before the event itself (a reply stored before
+// its root) or since, from others. Internal/reposync's own-relay fill then
+// skips it. What the fill would have read is at worst fetched again from
+// a remote relay and answered "duplicate:": a download more, never an
+// event missed, against a REQ to the own relay per root of a first sync.
+func (x *Index) AddNew(ev *nostr.Event) error { return x.add(ev, flagSeenCur|flagFilled) }
+
+func (x *Index) add(ev *nostr.Event, marks uint32) error {
 	id, ok := decodeKey(ev.ID)
 	if !ok {
 		return fmt.Errorf("%w: id %q", ErrInvalidEvent, ev.ID)
@@ -195,7 +207,7 @@ func (x *Index) Add(ev *nostr.Event) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if slot, ok := x.ids.find(&id); ok {
-		x.entries.at(slot).meta |= flagSeenCur
+		x.entries.at(slot).meta |= marks
 		return nil
 	}
 	if x.live >= x.opt.MaxEvents {
@@ -204,7 +216,7 @@ func (x *Index) Add(ev *nostr.Event) error {
 		return ErrFull
 	}
 
-	e := entry{id: id, meta: flagLive | flagSeenCur | x.authors.intern(&author)}
+	e := entry{id: id, meta: flagLive | marks | x.authors.intern(&author)}
 	refs := x.scratch[:0]
 	for _, tag := range ev.Tags {
 		if len(tag) < 2 {
