@@ -185,8 +185,8 @@ func (x *Index) Add(ev *nostr.Event) error { return x.add(ev, flagSeenCur) }
 // time (an OK true that is not "duplicate:"), with the filled mark too
 // (MarkFilled): the own relay held no copy of it, so what it held naming
 // it can only be what came before the event itself (a reply stored before
-// its root) or since, from others. Internal/reposync's own-relay fill then
-// skips it. What the fill would have read is at worst fetched again from
+// its root) or since, from others. The own-relay fill of internal/reposync
+// then skips it. What the fill would have read is at worst fetched again from
 // a remote relay and answered "duplicate:": a download more, never an
 // event missed, against a REQ to the own relay per root of a first sync.
 func (x *Index) AddNew(ev *nostr.Event) error { return x.add(ev, flagSeenCur|flagFilled) }

@@ -22,8 +22,11 @@ import (
 // OwnLocalSet is the LocalSet backed by the LocalIndex and filled from the
 // own relay: before a filter is reconciled, the own relay's events for the
 // repositories and root events it names are read into the index once
-// (Phase 0 of negentropy-live-ingestion), so a reconciliation never
-// re-downloads what the own relay holds.
+// (Phase 0 of negentropy-live-ingestion), so a reconciliation does not
+// re-download what the own relay holds. A root the own relay accepted from
+// us as new is not read (its entry carries the filled mark:
+// localindex.Index.AddNew): what it could hold naming it came before the
+// root or since, and is at worst fetched again and answered "duplicate:".
 type OwnLocalSet struct {
 	idx   *localindex.Index
 	extra []localindex.Source
