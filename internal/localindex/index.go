@@ -181,14 +181,18 @@ var hexNibble = func() (t [256]byte) {
 // is at capacity.
 func (x *Index) Add(ev *nostr.Event) error { return x.add(ev, flagSeenCur) }
 
-// AddNew is Add for an event the own relay has just stored for the first
-// time (an OK true that is not "duplicate:"), with the filled mark too
-// (MarkFilled): the own relay held no copy of it, so what it held naming
-// it can only be what came before the event itself (a reply stored before
-// its root) or since, from others. The own-relay fill of internal/reposync
-// then skips it. What the fill would have read is at worst fetched again from
-// a remote relay and answered "duplicate:": a download more, never an
-// event missed, against a REQ to the own relay per root of a first sync.
+// AddNew is Add for an event the own relay has just accepted (an OK true
+// that is not "duplicate:"), with the filled mark too (MarkFilled): the
+// own-relay fill of internal/reposync then skips it. Usually the own relay
+// held no copy of it, so what it held naming it can only be what came
+// before the event itself (a reply stored before its root) or since, from
+// others. Khatru answers a duplicate with a bare OK true too, but roots
+// the own relay holds are read before any remote relay is synced and seen
+// live after, so the sidecar sends it one only in a race (or again after
+// a GRASP relay's purgatory released it). Either way what the fill would
+// have read is at worst fetched again from a remote relay and answered as
+// a duplicate: a download more, never an event missed, against a REQ to
+// the own relay per batch of new roots on a first sync.
 func (x *Index) AddNew(ev *nostr.Event) error { return x.add(ev, flagSeenCur|flagFilled) }
 
 func (x *Index) add(ev *nostr.Event, marks uint32) error {

@@ -314,6 +314,10 @@ func (x *Index) LoadChunk(chunk []byte) error {
 		}
 		tags := x.scratch[:0]
 		for _, ref := range refs {
+			if x.hexVals.len() >= maxInterned || x.strVals.len() >= maxInterned {
+				e.meta |= flagTruncated // as Add does: the interners are full
+				break
+			}
 			code := uint32(ref>>1) & 7
 			var tr uint32
 			if ref&1 == 1 {

@@ -59,8 +59,11 @@ func StartHeadroom(mib int) *Headroom {
 	}
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s[:1])
-	base := int(s[0].Value.Uint64())
-	if s[0].Value.Kind() != metrics.KindUint64 || base <= 0 || base > math.MaxInt32 {
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return nil
+	}
+	base := int(s[0].Value.Uint64()) // GOGC=off reads as 2^64-1: negative
+	if base <= 0 || base > math.MaxInt32 {
 		return nil
 	}
 	h := &Headroom{headroom: uint64(mib) << 20, base: base, percent: base, sample: s[1:]}

@@ -40,6 +40,9 @@ func TestHeadroomPercent(t *testing.T) {
 func gogc() int {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
 	return int(s[0].Value.Uint64())
 }
 

@@ -26,7 +26,7 @@ import (
 // re-download what the own relay holds. A root the own relay accepted from
 // us as new is not read (its entry carries the filled mark:
 // localindex.Index.AddNew): what it could hold naming it came before the
-// root or since, and is at worst fetched again and answered "duplicate:".
+// root or since, and is at worst fetched again and answered as a duplicate.
 type OwnLocalSet struct {
 	idx   *localindex.Index
 	extra []localindex.Source
