@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -11,32 +10,32 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/harness"
 )
 
+// filtersAfter returns the filters of the REQs relay r received after t0.
+func filtersAfter(t *testing.T, r *harness.Relay, t0 time.Time) []nostr.Filter {
+	t.Helper()
+	var fs []nostr.Filter
+	for _, m := range reqsAfter(r, t0) {
+		fs = append(fs, reqFilters(t, m.Raw)...)
+	}
+	return fs
+}
+
 // requestedIDs counts the ids asked for in REQs relay r received after t0,
 // and the REQs that paged (asked with a limit but no ids).
 func requestedIDs(t *testing.T, r *harness.Relay, t0 time.Time) (ids map[string]int, paged int) {
 	t.Helper()
 	ids = map[string]int{}
-	for _, m := range reqsAfter(r, t0) {
-		var arr []json.RawMessage
-		if err := json.Unmarshal([]byte(m.Raw), &arr); err != nil {
-			t.Fatalf("REQ %q: %v", m.Raw, err)
+	for _, f := range filtersAfter(t, r, t0) {
+		for _, id := range f.IDs {
+			ids[id]++
 		}
-		for _, raw := range arr[2:] {
-			var f nostr.Filter
-			if err := json.Unmarshal(raw, &f); err != nil {
-				t.Fatalf("filter %s: %v", raw, err)
-			}
-			for _, id := range f.IDs {
-				ids[id]++
-			}
-			// A catch-up REQ since a time inside the run (a consolidation
-			// opening deferred live filters asks what came since the first
-			// of them with a limit, to see the relay's cap) pages no
-			// history.
-			catchUp := f.Since != nil && !f.Since.Time().Before(t0.Add(-time.Hour))
-			if len(f.IDs) == 0 && f.Limit > 0 && !catchUp {
-				paged++
-			}
+		// A catch-up REQ since a time inside the run (a consolidation
+		// opening deferred live filters asks what came since the first
+		// of them with a limit, to see the relay's cap) pages no
+		// history.
+		catchUp := f.Since != nil && !f.Since.Time().Before(t0.Add(-time.Hour))
+		if len(f.IDs) == 0 && f.Limit > 0 && !catchUp {
+			paged++
 		}
 	}
 	return ids, paged
@@ -216,21 +215,11 @@ func TestNoOwnRelayFillForNewRoots(t *testing.T) {
 	// A root whose self-subscription echo overtook its OK by the whole
 	// batch window (a loaded machine) is still read: a few may be.
 	asked := map[string]bool{}
-	for _, m := range reqsAfter(own, t0) {
-		var arr []json.RawMessage
-		if err := json.Unmarshal([]byte(m.Raw), &arr); err != nil {
-			t.Fatalf("REQ %q: %v", m.Raw, err)
-		}
-		for _, raw := range arr[2:] {
-			var f nostr.Filter
-			if err := json.Unmarshal(raw, &f); err != nil {
-				t.Fatalf("filter %s: %v", raw, err)
-			}
-			for _, tag := range []string{"e", "E", "q"} {
-				for _, v := range f.Tags[tag] {
-					if roots[v] {
-						asked[v] = true
-					}
+	for _, f := range filtersAfter(t, own, t0) {
+		for _, tag := range []string{"e", "E", "q"} {
+			for _, v := range f.Tags[tag] {
+				if roots[v] {
+					asked[v] = true
 				}
 			}
 		}
