@@ -1,13 +1,9 @@
 package reposync
 
 import (
-	"hash/maphash"
 	"iter"
 	"math/bits"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 )
 
 // Per-root state in handles: every root id, repository address and relay
@@ -17,105 +13,6 @@ import (
 // confirmed items, its pending batches, the kind subscription's refs); a
 // map of strings paid ~35 bytes per membership, a handle set pays ~10 in a
 // small map and one bit of its span once dense.
-
-// interner maps strings to handles and back. Handles are never reused:
-// the table grows with every string ever added to a set (it holds each
-// once; the sets hold handles). Lookups may run on any goroutine.
-type interner struct {
-	mu sync.RWMutex
-	// slots is an open-addressing table of handles+1 (0: empty) by the
-	// hash of their string: 4 bytes a slot, where a map[string]uint32 took
-	// ~40 bytes an entry at the large profile's 475,000 roots.
-	slots []uint32
-	seed  maphash.Seed
-	n     int // handles handed out (under mu)
-	// names[h] is handle h's string. The slice is published with its full
-	// capacity when it is reallocated; an entry is written before its
-	// handle is handed out and never changed.
-	names atomic.Pointer[[]string]
-}
-
-// names is the engine's one table (package-wide: a process runs one
-// engine; tests that run several share it, which changes no result).
-var names = newInterner()
-
-func newInterner() *interner {
-	in := &interner{slots: make([]uint32, 1024), seed: maphash.MakeSeed()}
-	s := make([]string, 0)
-	in.names.Store(&s)
-	return in
-}
-
-// lookup returns s's handle, if s has one.
-func (in *interner) lookup(s string) (uint32, bool) {
-	in.mu.RLock()
-	h, ok := in.find(s)
-	in.mu.RUnlock()
-	return h, ok
-}
-
-// find is lookup under mu.
-func (in *interner) find(s string) (uint32, bool) {
-	names := *in.names.Load()
-	mask := uint64(len(in.slots) - 1)
-	for i := maphash.String(in.seed, s) & mask; ; i = (i + 1) & mask {
-		v := in.slots[i]
-		if v == 0 {
-			return 0, false
-		}
-		if names[v-1] == s {
-			return v - 1, true
-		}
-	}
-}
-
-// place puts handle h of s into slots (under mu, with a free slot).
-func (in *interner) place(slots []uint32, s string, h uint32) {
-	mask := uint64(len(slots) - 1)
-	i := maphash.String(in.seed, s) & mask
-	for slots[i] != 0 {
-		i = (i + 1) & mask
-	}
-	slots[i] = h + 1
-}
-
-// intern returns s's handle, giving it one if it has none. The table
-// keeps its own copy of s (s may be a slice of a larger buffer).
-func (in *interner) intern(s string) uint32 {
-	if h, ok := in.lookup(s); ok {
-		return h
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if h, ok := in.find(s); ok {
-		return h
-	}
-	s = strings.Clone(s)
-	h := uint32(in.n)
-	cur := *in.names.Load()
-	if in.n < len(cur) {
-		cur[in.n] = s
-	} else {
-		grown := slices.Grow(cur[:in.n], in.n/4+1024)
-		grown = grown[:cap(grown)]
-		grown[in.n] = s
-		in.names.Store(&grown)
-		cur = grown
-	}
-	in.n++
-	if 4*in.n >= 3*len(in.slots) { // load 3/4: double
-		slots := make([]uint32, 2*len(in.slots))
-		for k := 0; k < in.n-1; k++ {
-			in.place(slots, cur[k], uint32(k))
-		}
-		in.slots = slots
-	}
-	in.place(in.slots, s, h)
-	return h
-}
-
-// name returns handle h's string.
-func (in *interner) name(h uint32) string { return (*in.names.Load())[h] }
 
 // hset is a set of interned strings (set). It starts as a sorted slice of
 // handles (a repository's roots, its relays), becomes a map of handles

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -127,4 +129,69 @@ func TestDenseSetStaysBoundedForAFarMember(t *testing.T) {
 	if s.len() != 402 || !s.hasH(400) {
 		t.Fatal("add after the turn lost")
 	}
+}
+
+// The table keeps a lowercase hex id as its bytes and every other string
+// as it is: each comes back as it went in, upper-case hex and a hex id
+// are two strings, and empty, long (a page of their own) and many strings
+// (across pages and chunks) keep their handles.
+func TestInternerKeepsEveryStringExactly(t *testing.T) {
+	in := newInterner()
+	id := strings.Repeat("0123456789abcdef", 4)
+	all := []string{id, strings.ToUpper(id), "", "30617:" + id + ":repo", strings.Repeat("x", nameLong+1),
+		id[:63] + "g", id[:63], strings.Repeat("é", 32), strings.Repeat("y", namePage)}
+	for i := range 3 * nameChunk {
+		all = append(all, fmt.Sprintf("%064x", i), fmt.Sprintf("wss://relay-%d.example", i))
+	}
+	handles := map[string]uint32{}
+	for _, s := range all {
+		h := in.intern(s)
+		if prev, ok := handles[s]; ok && prev != h {
+			t.Fatalf("%.20q: handle %d, then %d", s, prev, h)
+		}
+		handles[s] = h
+	}
+	seen := map[uint32]string{}
+	for s, h := range handles {
+		if o, dup := seen[h]; dup {
+			t.Fatalf("%.20q and %.20q share handle %d", s, o, h)
+		}
+		seen[h] = s
+		if got := in.name(h); got != s {
+			t.Fatalf("handle %d: %.20q, want %.20q", h, got, s)
+		}
+		if g, ok := in.lookup(s); !ok || g != h || in.intern(strings.Clone(s)) != h {
+			t.Fatalf("%.20q: lookup %d %v, want %d", s, g, ok, h)
+		}
+	}
+	if _, ok := in.lookup(strings.Repeat("f", 64)); ok {
+		t.Fatal("a hex id never added has a handle")
+	}
+}
+
+// Names are read without the table's lock while other goroutines intern
+// (go test -race).
+func TestInternerReadsWhileGrowing(t *testing.T) {
+	in := newInterner()
+	first := in.intern(strings.Repeat("ab", 32))
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2 * nameChunk {
+				h := in.intern(fmt.Sprintf("%063x%d", i, w))
+				if in.name(h) != fmt.Sprintf("%063x%d", i, w) {
+					t.Errorf("handle %d lost its name", h)
+					return
+				}
+			}
+		}()
+	}
+	for range 2000 {
+		if in.name(first) != strings.Repeat("ab", 32) {
+			t.Fatal("the first name changed")
+		}
+	}
+	wg.Wait()
 }
