@@ -62,7 +62,7 @@ type Config struct {
 // Memory configures the Go runtime's soft memory limit and the collector's
 // headroom over the live heap.
 type Memory struct {
-	GCHeadroomMiB int `yaml:"gc_headroom_mib" help:"How far in MiB the Go heap may grow past the live heap before the garbage collector runs: after each collection GOGC is lowered so the heap goal is the live heap plus this (never below GOGC 20), so the resident memory grows with the indexes, not with twice them. A live heap below it keeps GOGC (100 unless the environment sets it) and the collector's usual cost; a larger one costs collections in proportion. 0: off, GOGC alone."`
+	GCHeadroomMiB int `yaml:"gc_headroom_mib" help:"How far in MiB the Go heap may grow past the live heap before the garbage collector runs: after each collection GOGC is lowered so the heap goal is the live heap plus this (never below GOGC 20), and the soft memory limit is set half this further (never above memory.limit_mib's), so the resident memory grows with the indexes, not with twice them, and freed memory goes back to the OS. A live heap below it keeps GOGC (100 unless the environment sets it) and the collector's usual cost; a larger one costs collections in proportion. 0: off, GOGC alone."`
 	LimitMiB      int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
 }
 

@@ -31,23 +31,51 @@ func HeadroomPercent(live, headroom uint64, base int) int {
 	return max(int(p), min(MinPercent, base))
 }
 
+// LimitOver is how far past the live heap the soft memory limit is set
+// while the tuner lowers GOGC, in headrooms: the heap goal (live +
+// headroom) leads the collections, and the limit, half a headroom
+// further, bounds what the runtime keeps from the OS around it (freed
+// pages it has not returned yet, a burst between two collections).
+const LimitOver = 1.5
+
+// HeadroomLimit is the soft memory limit for a heap of live bytes: base
+// (the limit in force at start; math.MaxInt64: none) while the tuner
+// keeps GOGC at its start value (percent ≥ basePercent), else live +
+// LimitOver × headroom, never above base.
+func HeadroomLimit(live, headroom uint64, percent, basePercent int, base int64) int64 {
+	if percent >= basePercent {
+		return base
+	}
+	l := float64(live) + LimitOver*float64(headroom)
+	if l >= float64(base) {
+		return base
+	}
+	return int64(l)
+}
+
 // Headroom keeps the Go heap near the live heap as the live heap grows:
 // at GOGC 100 the collector lets the heap reach twice what is live, so a
 // process whose indexes hold 200 MB lives at 400 MB and more. After each
 // collection the tuner lowers GOGC so that the heap may grow by at most
-// the headroom (HeadroomPercent). A small heap keeps the GOGC it started
-// with, and so the collector's usual cost.
+// the headroom (HeadroomPercent), and sets the soft memory limit half a
+// headroom above that (HeadroomLimit), so the runtime returns freed pages
+// to the OS rather than keep them, and a burst of allocation between two
+// collections meets a collection early. A small heap keeps the GOGC and
+// the limit it started with, and so the collector's usual cost.
 //
 // The tuner runs from a finalizer the runtime calls after each
 // collection (no timer, no goroutine of its own). It composes with the
-// soft memory limit (Apply): whichever is lower stops the heap.
+// soft memory limit (Apply; start the tuner after it): the configured
+// limit stays the ceiling of the one it sets.
 type Headroom struct {
-	headroom uint64
-	base     int
+	headroom  uint64
+	base      int
+	baseLimit int64
 
 	mu      sync.Mutex
 	stopped bool
 	percent int
+	limit   int64
 	sample  []metrics.Sample
 }
 
@@ -66,7 +94,8 @@ func StartHeadroom(mib int) *Headroom {
 	if base <= 0 || base > math.MaxInt32 {
 		return nil
 	}
-	h := &Headroom{headroom: uint64(mib) << 20, base: base, percent: base, sample: s[1:]}
+	limit := debug.SetMemoryLimit(-1) // reads it
+	h := &Headroom{headroom: uint64(mib) << 20, base: base, baseLimit: limit, percent: base, limit: limit, sample: s[1:]}
 	h.arm()
 	return h
 }
@@ -88,9 +117,14 @@ func (h *Headroom) afterGC() {
 	}
 	metrics.Read(h.sample)
 	if h.sample[0].Value.Kind() == metrics.KindUint64 {
-		if p := HeadroomPercent(h.sample[0].Value.Uint64(), h.headroom, h.base); p != h.percent {
+		live := h.sample[0].Value.Uint64()
+		if p := HeadroomPercent(live, h.headroom, h.base); p != h.percent {
 			debug.SetGCPercent(p)
 			h.percent = p
+		}
+		if l := HeadroomLimit(live, h.headroom, h.percent, h.base, h.baseLimit); l != h.limit {
+			debug.SetMemoryLimit(l)
+			h.limit = l
 		}
 	}
 	h.arm()
@@ -103,7 +137,14 @@ func (h *Headroom) Percent() int {
 	return h.percent
 }
 
-// Stop ends the tuning and puts back the GOGC in force at start.
+// Limit is the soft memory limit the tuner set last.
+func (h *Headroom) Limit() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.limit
+}
+
+// Stop ends the tuning and puts back the GOGC and limit in force at start.
 func (h *Headroom) Stop() {
 	if h == nil {
 		return
@@ -113,6 +154,7 @@ func (h *Headroom) Stop() {
 	if !h.stopped {
 		h.stopped = true
 		debug.SetGCPercent(h.base)
-		h.percent = h.base
+		debug.SetMemoryLimit(h.baseLimit)
+		h.percent, h.limit = h.base, h.baseLimit
 	}
 }

@@ -1,6 +1,7 @@
 package memlimit
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -37,6 +38,29 @@ func TestHeadroomPercent(t *testing.T) {
 	}
 }
 
+func TestHeadroomLimit(t *testing.T) {
+	const mib = 1 << 20
+	const none = math.MaxInt64
+	for _, c := range []struct {
+		live, headroom       uint64
+		percent, basePercent int
+		base, want           int64
+	}{
+		{40 * mib, 64 * mib, 100, 100, none, none},           // GOGC not lowered: no limit of the tuner's
+		{40 * mib, 64 * mib, 100, 100, 500 * mib, 500 * mib}, // nor a change to the operator's
+		{200 * mib, 64 * mib, 32, 100, none, 296 * mib},      // live + 1.5 headrooms
+		{200 * mib, 64 * mib, 32, 100, 250 * mib, 250 * mib}, // the operator's lower limit wins
+		{200 * mib, 64 * mib, 20, 25, none, 296 * mib},       // an operator's GOGC lowered further
+		{3 << 40, 64 * mib, 20, 100, none, 3<<40 + 96*mib},   // large
+		{1 << 62, 1 << 62, 20, 100, none, none},              // no overflow
+	} {
+		if got := HeadroomLimit(c.live, c.headroom, c.percent, c.basePercent, c.base); got != c.want {
+			t.Errorf("HeadroomLimit(live %d, headroom %d, GOGC %d of %d, limit %d) = %d, want %d",
+				c.live, c.headroom, c.percent, c.basePercent, c.base, got, c.want)
+		}
+	}
+}
+
 func gogc() int {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
@@ -63,11 +87,14 @@ func waitPercent(t *testing.T, h *Headroom, want func(int) bool) int {
 }
 
 // TestHeadroomFollowsTheLiveHeap holds 96 MiB live with a 24 MiB headroom:
-// the collector's GOGC goes down to about 25 and the runtime has it; with
-// the memory released it goes back up, and Stop puts back what was set.
+// the collector's GOGC goes down to about 25 and the soft memory limit to
+// the live heap and 36 MiB, and the runtime has both; with the memory
+// released they go back up, and Stop puts back what was set.
 func TestHeadroomFollowsTheLiveHeap(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
+	baseLimit := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(baseLimit)
 	h := StartHeadroom(24)
 	if h == nil {
 		t.Fatal("StartHeadroom(24) = nil with GOGC 100")
@@ -83,13 +110,22 @@ func TestHeadroomFollowsTheLiveHeap(t *testing.T) {
 	if p < MinPercent || gogc() != p {
 		t.Errorf("with 96 MiB live: tuner %d, runtime %d; want between %d and 30", p, gogc(), MinPercent)
 	}
+	if l, rl := h.Limit(), debug.SetMemoryLimit(-1); l != rl || l < (96+36)<<20 || l > (96+36+16)<<20 {
+		t.Errorf("with 96 MiB live: limit %d MiB, runtime %d MiB; want 132 to 148", l>>20, rl>>20)
+	}
 	runtime.KeepAlive(live)
 	live = nil
-	waitPercent(t, h, func(p int) bool { return p > 30 })
+	waitPercent(t, h, func(p int) bool { return p == 100 })
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Errorf("with the heap released the limit stays %d MiB", l>>20)
+	}
 
 	h.Stop()
 	if got := gogc(); got != 100 {
 		t.Errorf("after Stop GOGC = %d, want 100", got)
+	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Errorf("after Stop the limit is %d MiB", l>>20)
 	}
 	runtime.GC()
 	time.Sleep(10 * time.Millisecond)

@@ -131,10 +131,10 @@ func TestDenseSetStaysBoundedForAFarMember(t *testing.T) {
 	}
 }
 
-// The table keeps a lowercase hex id as its bytes and every other string
-// as it is: each comes back as it went in, upper-case hex and a hex id
-// are two strings, and empty, long (a page of their own) and many strings
-// (across pages and chunks) keep their handles.
+// Every string comes back from the table's pages as it went in: empty,
+// long (a page of its own, between records of the shared page), upper and
+// lower case, and many (across pages and chunks of handles), each with
+// one handle.
 func TestInternerKeepsEveryStringExactly(t *testing.T) {
 	in := newInterner()
 	id := strings.Repeat("0123456789abcdef", 4)

@@ -1,9 +1,7 @@
 package reposync
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -14,12 +12,14 @@ import (
 // the table grows with every string ever added to a set (it holds each
 // once; the sets hold handles). Lookups may run on any goroutine.
 //
-// The strings live in pointer-free pages of bytes, not as strings of
-// their own: a root id (64 lowercase hex characters, most of the table)
-// is kept as its 32 bytes, the rest as they are, each behind a one-byte
-// header. The large profile's ~500,000 roots cost ~52 bytes each here
-// (BenchmarkPerRootBytes/names), where a string each and a []string
-// table cost ~90, and the collector no longer visits one object per root.
+// The strings live in pointer-free pages of bytes, each behind its length
+// (one byte for a root id), not as strings of their own in a []string: a
+// root costs ~84 bytes here (BenchmarkPerRootBytes/names) where it cost
+// ~90, and the collector neither marks one object per root nor scans a
+// table of pointers at each cycle (the large profile has ~500,000 roots).
+// A root id is not kept in binary: the names are shared by whoever reads
+// them (a relay's live filters and their matchers hold its roots' names),
+// and names made when read would each be a copy.
 type interner struct {
 	mu sync.RWMutex
 	// slots is an open-addressing table of handles+1 (0: empty) by the
@@ -47,8 +47,6 @@ const (
 	nameLong = namePage / 4
 	// nameChunk is how many handles one chunk of where locates.
 	nameChunk = 4096
-	// hexIDLen is the length of a root id in hex.
-	hexIDLen = 64
 )
 
 // names is the engine's one table (package-wide: a process runs one
@@ -62,98 +60,36 @@ func newInterner() *interner {
 	return in
 }
 
-// key is a string as the table compares and hashes it: the 32 bytes of a
-// lowercase hex id (bin), else the string's own bytes.
-type key struct {
-	s   string
-	bin [32]byte
-	hex bool
-}
-
-func keyOf(s string) key {
-	k := key{s: s}
-	k.hex = len(s) == hexIDLen && decodeLowerHex(&k.bin, s)
-	return k
-}
-
-func (k *key) bytes() []byte {
-	if k.hex {
-		return k.bin[:]
-	}
-	return unsafe.Slice(unsafe.StringData(k.s), len(k.s))
-}
-
-func (k *key) hash(seed maphash.Seed) uint64 {
-	if k.hex {
-		return maphash.Bytes(seed, k.bin[:])
-	}
-	return maphash.String(seed, k.s)
-}
-
-// decodeLowerHex decodes 64 lowercase hex characters into b; false when
-// s is anything else (upper case is kept as text: it is another string).
-func decodeLowerHex(b *[32]byte, s string) bool {
-	for i := range b {
-		hi, ok1 := lowerNibble(s[2*i])
-		lo, ok2 := lowerNibble(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		b[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func lowerNibble(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
-
-// record returns handle h's stored bytes and whether they are a hex id's.
-func (in *interner) record(h uint32) ([]byte, bool) {
+// name returns handle h's string: its bytes in the page, which never
+// change, so every caller shares them (a relay's live filters and
+// matchers hold the names of its roots).
+func (in *interner) name(h uint32) string {
 	w := (*in.where.Load())[h/nameChunk][h%nameChunk]
 	rec := (*in.pages.Load())[w>>32][uint32(w):]
-	hdr, n := binary.Uvarint(rec)
-	return rec[n : n+int(hdr>>1)], hdr&1 != 0
-}
-
-// name returns handle h's string: a hex id's is made from its bytes, any
-// other is the stored bytes themselves (never changed).
-func (in *interner) name(h uint32) string {
-	rec, isHex := in.record(h)
-	if isHex {
-		return hex.EncodeToString(rec)
-	}
-	if len(rec) == 0 {
+	n, hn := binary.Uvarint(rec)
+	if n == 0 {
 		return ""
 	}
-	return unsafe.String(unsafe.SliceData(rec), len(rec))
+	return unsafe.String(&rec[hn], int(n))
 }
 
 // lookup returns s's handle, if s has one.
 func (in *interner) lookup(s string) (uint32, bool) {
-	k := keyOf(s)
 	in.mu.RLock()
-	h, ok := in.find(&k)
+	h, ok := in.find(s)
 	in.mu.RUnlock()
 	return h, ok
 }
 
 // find is lookup under mu.
-func (in *interner) find(k *key) (uint32, bool) {
+func (in *interner) find(s string) (uint32, bool) {
 	mask := uint64(len(in.slots) - 1)
-	want := k.bytes()
-	for i := k.hash(in.seed) & mask; ; i = (i + 1) & mask {
+	for i := maphash.String(in.seed, s) & mask; ; i = (i + 1) & mask {
 		v := in.slots[i]
 		if v == 0 {
 			return 0, false
 		}
-		if rec, isHex := in.record(v - 1); isHex == k.hex && bytes.Equal(rec, want) {
+		if in.name(v-1) == s {
 			return v - 1, true
 		}
 	}
@@ -173,49 +109,34 @@ func (in *interner) place(slots []uint32, hash uint64, h uint32) {
 // intern returns s's handle, giving it one if it has none. The table
 // keeps its own copy of s (s may be a slice of a larger buffer).
 func (in *interner) intern(s string) uint32 {
-	k := keyOf(s)
-	in.mu.RLock()
-	h, ok := in.find(&k)
-	in.mu.RUnlock()
-	if ok {
+	if h, ok := in.lookup(s); ok {
 		return h
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if h, ok := in.find(&k); ok {
+	if h, ok := in.find(s); ok {
 		return h
 	}
-	h = uint32(in.n)
-	in.store(h, &k)
+	h := uint32(in.n)
+	in.store(h, s)
 	in.n++
 	if 4*in.n >= 3*len(in.slots) { // load 3/4: double
 		slots := make([]uint32, 2*len(in.slots))
 		for x := range uint32(in.n - 1) {
-			rec, isHex := in.record(x)
-			kx := key{hex: isHex}
-			if isHex {
-				kx.bin = [32]byte(rec)
-			} else {
-				kx.s = in.name(x)
-			}
-			in.place(slots, kx.hash(in.seed), x)
+			in.place(slots, maphash.String(in.seed, in.name(x)), x)
 		}
 		in.slots = slots
 	}
-	in.place(in.slots, k.hash(in.seed), h)
+	in.place(in.slots, maphash.String(in.seed, s), h)
 	return h
 }
 
-// store writes handle h's record and locates it (under mu).
-func (in *interner) store(h uint32, k *key) {
-	b := k.bytes()
+// store writes handle h's record (s's length and bytes) and locates it
+// (under mu).
+func (in *interner) store(h uint32, s string) {
 	var hdr [binary.MaxVarintLen64]byte
-	flag := uint64(0)
-	if k.hex {
-		flag = 1
-	}
-	hn := binary.PutUvarint(hdr[:], uint64(len(b))<<1|flag)
-	size := hn + len(b)
+	hn := binary.PutUvarint(hdr[:], uint64(len(s)))
+	size := hn + len(s)
 	var page, off int
 	switch {
 	case size > nameLong: // a page of its own; cur stays the shared one
@@ -229,7 +150,7 @@ func (in *interner) store(h uint32, k *key) {
 	}
 	pages := *in.pages.Load()
 	copy(pages[page][off:], hdr[:hn])
-	copy(pages[page][off+hn:], b)
+	copy(pages[page][off+hn:], s)
 	chunks := *in.where.Load()
 	if int(h/nameChunk) >= len(chunks) {
 		grown := append(chunks[:len(chunks):len(chunks)], new([nameChunk]uint64))
