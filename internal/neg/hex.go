@@ -228,7 +228,12 @@ func (r *hexReader) varint() (uint64, error) {
 }
 
 // hexWriter builds a hex NIP-77 message; sizes are counted in bytes.
-type hexWriter struct{ b []byte }
+// most, when set, is the most characters growing reserves at once (a
+// frame limit's answer is cut to it).
+type hexWriter struct {
+	b    []byte
+	most int
+}
 
 func (w *hexWriter) len() int          { return len(w.b) }
 func (w *hexWriter) size() int         { return len(w.b) / 2 }
@@ -242,7 +247,11 @@ func (w *hexWriter) reserve(n int) {
 	}
 	// Grow fourfold: a client's id lists can be twenty times the message
 	// they answer, and every step copies what was written so far.
-	w.b = append(makeNoZero(max(4*cap(w.b), len(w.b)+n)), w.b...)
+	grown := 4 * cap(w.b)
+	if w.most > 0 {
+		grown = min(grown, w.most)
+	}
+	w.b = append(makeNoZero(max(grown, len(w.b)+n)), w.b...)
 }
 
 func (w *hexWriter) byte(c byte) {
