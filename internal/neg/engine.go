@@ -132,18 +132,16 @@ func (e *Engine) Reconcile(msg string) (string, error) {
 	}
 	e.lastIn, e.lastOut = 0, 0
 	// An answer to fingerprints can be twenty times larger (each range of
-	// about 15 items becomes their ids): a server reserves that much (up
-	// to 64 MiB more), so a large answer is not copied while it grows. A
-	// client reserves as much as the message, and grows fourfold from
-	// there: its answers are mostly smaller than what they answer (a
-	// sidecar's first sync sends an eighth of the bytes it receives), and
-	// twenty times every message was a seventh of all the memory the
-	// large profile allocated (reserved memory counts for the collector's
-	// pacing even where it is never written).
+	// about 15 items becomes their ids): reserve that much up to 64 MiB
+	// more, so a large answer is not copied while it grows — but never
+	// more than every item of ours could take (its id, or its share of a
+	// split's fingerprints). A sidecar's first sync has few items of its
+	// own in each session and answers mostly with less than it received
+	// (an eighth of the bytes): twenty times every message was a seventh
+	// of all the memory the large profile allocated (reserved memory
+	// counts for the collector's pacing even where it is never written).
 	hint, most := min(20*len(msg), len(msg)+64<<20), math.MaxInt
-	if e.client {
-		hint = len(msg)
-	}
+	hint = min(hint, len(msg)+2*e.st.Size()*(idSize+fingerprintSize+12))
 	if e.frameLimit < math.MaxInt/4 {
 		most = 2*e.frameLimit + 8192
 		hint = min(hint, 2*e.frameLimit)
