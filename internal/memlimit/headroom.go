@@ -31,22 +31,27 @@ func HeadroomPercent(live, headroom uint64, base int) int {
 	return max(int(p), min(MinPercent, base))
 }
 
-// LimitOver is how far past the live heap the soft memory limit is set
+// LimitOver is how far past the heap goal the soft memory limit is set
 // while the tuner lowers GOGC, in headrooms: the heap goal (live +
-// headroom) leads the collections, and the limit, half a headroom
-// further, bounds what the runtime keeps from the OS around it (freed
-// pages it has not returned yet, a burst between two collections).
-const LimitOver = 1.5
+// headroom, or more at MinPercent) leads the collections, and the limit,
+// half a headroom further, bounds what the runtime keeps from the OS
+// around it (freed pages it has not returned yet, a burst between two
+// collections).
+const LimitOver = 0.5
 
-// HeadroomLimit is the soft memory limit for a heap of live bytes: base
-// (the limit in force at start; math.MaxInt64: none) while the tuner
-// keeps GOGC at its start value (percent ≥ basePercent), else live +
-// LimitOver × headroom, never above base.
+// HeadroomLimit is the soft memory limit for a heap of live bytes under
+// GOGC percent: base (the limit in force at start; math.MaxInt64: none)
+// while the tuner keeps GOGC at its start value (percent ≥ basePercent),
+// else the heap goal (live × (1 + percent/100), at least live + headroom)
+// plus LimitOver × headroom, never above base. Above the goal, not at
+// live + a constant: at MinPercent the goal is past live + headroom, and
+// a limit below it would collect ever more often as the live heap grows.
 func HeadroomLimit(live, headroom uint64, percent, basePercent int, base int64) int64 {
 	if percent >= basePercent {
 		return base
 	}
-	l := float64(live) + LimitOver*float64(headroom)
+	goal := max(float64(live)*(1+float64(percent)/100), float64(live)+float64(headroom))
+	l := goal + LimitOver*float64(headroom)
 	if l >= float64(base) {
 		return base
 	}

@@ -46,13 +46,14 @@ func TestHeadroomLimit(t *testing.T) {
 		percent, basePercent int
 		base, want           int64
 	}{
-		{40 * mib, 64 * mib, 100, 100, none, none},           // GOGC not lowered: no limit of the tuner's
-		{40 * mib, 64 * mib, 100, 100, 500 * mib, 500 * mib}, // nor a change to the operator's
-		{200 * mib, 64 * mib, 32, 100, none, 296 * mib},      // live + 1.5 headrooms
-		{200 * mib, 64 * mib, 32, 100, 250 * mib, 250 * mib}, // the operator's lower limit wins
-		{200 * mib, 64 * mib, 20, 25, none, 296 * mib},       // an operator's GOGC lowered further
-		{3 << 40, 64 * mib, 20, 100, none, 3<<40 + 96*mib},   // large
-		{1 << 62, 1 << 62, 20, 100, none, none},              // no overflow
+		{40 * mib, 64 * mib, 100, 100, none, none},                   // GOGC not lowered: no limit of the tuner's
+		{40 * mib, 64 * mib, 100, 100, 500 * mib, 500 * mib},         // nor a change to the operator's
+		{200 * mib, 64 * mib, 32, 100, none, 296 * mib},              // live + 1.5 headrooms (GOGC 32 rounds 64/200 down)
+		{200 * mib, 64 * mib, 32, 100, 250 * mib, 250 * mib},         // the operator's lower limit wins
+		{200 * mib, 64 * mib, 25, 50, none, 296 * mib},               // an operator's GOGC lowered further
+		{1 << 30, 64 * mib, 20, 100, none, 1<<30 + 1<<30/5 + 32*mib}, // at the floor: the goal (1.2 × live) and half a headroom
+		{3 << 40, 64 * mib, 20, 100, none, 3<<40 + 3<<40/5 + 32*mib}, // large
+		{1 << 62, 1 << 62, 20, 100, none, none},                      // no overflow
 	} {
 		if got := HeadroomLimit(c.live, c.headroom, c.percent, c.basePercent, c.base); got != c.want {
 			t.Errorf("HeadroomLimit(live %d, headroom %d, GOGC %d of %d, limit %d) = %d, want %d",

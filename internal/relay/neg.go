@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/mailru/easyjson/jwriter"
@@ -65,17 +66,20 @@ func negOpenJSON(subID string, filter nostr.Filter, msgHex string) ([]byte, erro
 	filter.MarshalEasyJSON(&w)
 	n := w.Buffer.Size()
 	ours := len(w.Buffer.Buf) == n && cap(w.Buffer.Buf) == cap(*p) // it fitted
-	var a appender
-	if w.Error == nil {
-		a = make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+n+len(msgHex))
-		a = append(append(append(a, `["NEG-OPEN","`...), subID...), `",`...)
+	if w.Error != nil {
+		_, _ = w.Buffer.DumpTo(io.Discard)
+		if ours {
+			negOpenBufs.Put(p)
+		}
+		return nil, w.Error
 	}
-	_, _ = w.Buffer.DumpTo(&a) // any chunks of the encoder's back to its pool
+	a := appender(make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+n+len(msgHex)))
+	a = append(append(append(a, `["NEG-OPEN","`...), subID...), `",`...)
+	// Any chunks of the encoder's go back to its pool (with them the
+	// pooled buffer, when it overflowed: it is not put back here then).
+	_, _ = w.Buffer.DumpTo(&a)
 	if ours {
 		negOpenBufs.Put(p)
-	}
-	if w.Error != nil {
-		return nil, w.Error
 	}
 	return append(append(append(a, `,"`...), msgHex...), `"]`...), nil
 }

@@ -20,7 +20,8 @@ func TestNegOpenJSONIsTheEnvelopes(t *testing.T) {
 	}
 	for i, f := range []nostr.Filter{
 		{},
-		{Kinds: []int{1617, 1621}, Tags: nostr.TagMap{"e": ids[:100], "q": ids[:100]}, Since: &since, Limit: 500},
+		// One tag name a filter: go-nostr writes a filter's tags in map order.
+		{Kinds: []int{1617, 1621}, Tags: nostr.TagMap{"e": ids[:100]}, Since: &since, Limit: 500},
 		{IDs: ids}, // past the pooled buffer
 		{Tags: nostr.TagMap{"d": {`<a>&"b"\ é` + "\x01"}}},
 	} {
