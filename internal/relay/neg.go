@@ -3,10 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
-	"io"
-	"sync"
 
-	"github.com/mailru/easyjson/jwriter"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77"
 )
@@ -57,41 +54,19 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 // negOpenJSON is nip77.OpenEnvelope's JSON, in one slice of its size: the
 // envelope guesses 500 bytes for the filter and regrows, and a Layer 3
 // filter of 100 ids is 7 kB (NEG-OPEN was 233 MB of the large profile's
-// messages; building them allocated 480 MB). The filter is written into a
-// pooled buffer first.
+// messages; building them allocated 480 MB). The filter is encoded into a
+// pooled buffer first (filterJSON).
 func negOpenJSON(subID string, filter nostr.Filter, msgHex string) ([]byte, error) {
-	p := negOpenBufs.Get().(*[]byte)
-	w := jwriter.Writer{NoEscapeHTML: true}
-	w.Buffer.Buf = (*p)[:0]
-	filter.MarshalEasyJSON(&w)
-	n := w.Buffer.Size()
-	ours := len(w.Buffer.Buf) == n && cap(w.Buffer.Buf) == cap(*p) // it fitted
-	if w.Error != nil {
-		_, _ = w.Buffer.DumpTo(io.Discard)
-		if ours {
-			negOpenBufs.Put(p)
-		}
-		return nil, w.Error
+	var j filterJSON
+	j.encode(filter)
+	if err := j.w.Error; err != nil {
+		j.release(nil)
+		return nil, err
 	}
-	a := appender(make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+n+len(msgHex)))
+	a := appender(make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+j.size()+len(msgHex)))
 	a = append(append(append(a, `["NEG-OPEN","`...), subID...), `",`...)
-	// Any chunks of the encoder's go back to its pool (with them the
-	// pooled buffer, when it overflowed: it is not put back here then).
-	_, _ = w.Buffer.DumpTo(&a)
-	if ours {
-		negOpenBufs.Put(p)
-	}
+	j.release(&a)
 	return append(append(append(a, `,"`...), msgHex...), `"]`...), nil
-}
-
-var negOpenBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-
-// appender is an io.Writer appending to itself.
-type appender []byte
-
-func (a *appender) Write(p []byte) (int, error) {
-	*a = append(*a, p...)
-	return len(p), nil
 }
 
 // NegMsg sends a NEG-MSG for an open session.

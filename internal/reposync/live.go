@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mailru/easyjson/jwriter"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
@@ -130,30 +127,14 @@ func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 }
 
 // filterBytes is the size of f's JSON (as Filter.MarshalJSON writes it)
-// and a comma. Every filter of every REQ and NEG-OPEN is measured before
-// it is sent (building each one's JSON was a tenth of the large
-// profile's allocations): it is written into a pooled buffer and only
-// counted.
+// and a comma, counted without building it (relay.FilterJSONSize).
 func filterBytes(f nostr.Filter) int {
-	p := filterBufs.Get().(*[]byte)
-	w := jwriter.Writer{NoEscapeHTML: true}
-	w.Buffer.Buf = (*p)[:0]
-	f.MarshalEasyJSON(&w)
-	n, err := w.Buffer.Size(), w.Error
-	if len(w.Buffer.Buf) == n && cap(w.Buffer.Buf) == cap(*p) {
-		filterBufs.Put(p) // it fitted: the buffer is still ours
-	} else {
-		_, _ = w.Buffer.DumpTo(io.Discard) // the encoder's chunks back to its pool
-	}
+	n, err := relay.FilterJSONSize(f)
 	if err != nil {
 		return maxReqBytes
 	}
 	return n + 1
 }
-
-// filterBufs are filterBytes' buffers: a Layer 3 filter of 100 ids is
-// about 7 kB.
-var filterBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
 	e.openLiveMatch(r, id, fs, nil, nil)
