@@ -15,6 +15,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/memlimit"
+	"github.com/grasp-sync/grasp-sync/internal/procs"
 	"github.com/grasp-sync/grasp-sync/internal/profiling"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/version"
@@ -79,6 +80,8 @@ func (e *env) runAction(c *cli.Context) (err error) {
 	if limit, src := memlimit.Apply(cfg.Memory.LimitMiB); src != memlimit.SourceNone {
 		log.Info("soft memory limit", zap.Int64("bytes", limit), zap.String("source", src))
 	}
+	n, src := procs.Apply(cfg.CPU.MaxProcs)
+	log.Info("threads running Go code (GOMAXPROCS)", zap.Int("max_procs", n), zap.String("source", src))
 	if h := memlimit.StartHeadroom(cfg.Memory.GCHeadroomMiB); h != nil {
 		defer h.Stop()
 		log.Info("garbage collector headroom over the live heap", zap.Int("mib", cfg.Memory.GCHeadroomMiB))

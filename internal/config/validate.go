@@ -291,6 +291,9 @@ func (c *Config) Validate() error {
 	if c.Memory.LimitMiB < -1 {
 		v.fail("memory.limit_mib", "must be >= -1 (-1: none, 0: automatic)", c.Memory.LimitMiB)
 	}
+	if c.CPU.MaxProcs < -1 {
+		v.fail("cpu.max_procs", "must be >= -1 (-1: the Go runtime's choice, 0: automatic)", c.CPU.MaxProcs)
+	}
 
 	return errors.Join(v.errs...)
 }
