@@ -11,8 +11,9 @@ import (
 // environment says: the sidecar hands each event from goroutine to
 // goroutine (read loop, handler, publisher) and uses a fraction of a CPU;
 // with more threads than it keeps busy, each hand-off wakes an idle
-// thread, which costs more than the work handed off (BENCHMARKS.md,
-// "GOMAXPROCS": 0.85× the CPU per event at 1 thread than at 2, no slower).
+// thread, which costs more than the work handed off (BENCHMARKS.md, "One
+// thread for the sidecar's Go code": one thread took 0.87× the CPU per
+// event of two, in the same time).
 const Default = 1
 
 // Sources of the number in effect.
