@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,10 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	// run sets the process's GOMAXPROCS (cpu.max_procs): the tests after
+	// it run at the number they started with.
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	h := &harness{
 		stdout:  &syncBuffer{},
 		stderr:  &syncBuffer{},

@@ -62,7 +62,7 @@ type Config struct {
 
 // CPU configures how many threads run the sidecar's Go code at once.
 type CPU struct {
-	MaxProcs int `yaml:"max_procs" help:"How many threads run Go code at once (GOMAXPROCS). The sidecar uses a fraction of a CPU and hands each event from goroutine to goroutine; more threads than it keeps busy cost CPU in waking each other (one thread took 0.87x the CPU per event of two, in the same time). Raise it when the sidecar's CPU (process_cpu_seconds_total) sits at this many CPUs while a sync is behind. 0: automatic: GOMAXPROCS when the environment sets it, else 1. -1: as the Go runtime decides (GOMAXPROCS, else the machine's CPUs or the container's CPU limit)."`
+	MaxProcs int `yaml:"max_procs" help:"How many threads run Go code at once (GOMAXPROCS). The sidecar uses a fraction of a CPU and hands each event from goroutine to goroutine; more threads than it keeps busy cost CPU in waking each other (BENCHMARKS.md). Raise it when the sidecar's CPU (process_cpu_seconds_total) sits at cpu.max_procs CPUs while a sync is behind. 0: automatic: GOMAXPROCS when the environment sets it, else 1. -1: as the Go runtime decides (GOMAXPROCS, else the machine's CPUs or the container's CPU limit, rounded up, at least 2). At most 1024."`
 }
 
 // Memory configures the Go runtime's soft memory limit and the collector's
@@ -123,7 +123,7 @@ type Sync struct {
 	EmptyRelayCheck        time.Duration `yaml:"empty_relay_check" help:"Interval of the check that disconnects non-bootstrap relays with nothing to sync."`
 	PageSize               int           `yaml:"page_size" help:"Limit of one REQ page in historic sync without negentropy (strfry caps at 500)."`
 	EOSETimeout            time.Duration `yaml:"eose_timeout" help:"How long to wait for EOSE of a historic REQ before treating it as failed."`
-	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures. 0 means automatic (GOMAXPROCS); this is the only setting where 0 means automatic."`
+	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures (events held in purgatory, a second copy of an id in flight). 0 means automatic: as many as the threads running Go code (cpu.max_procs)."`
 	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
 	HistoricRetryBase      time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`

@@ -61,6 +61,7 @@ func TestInvalidFiles(t *testing.T) {
 		"invalid-listen.yml":                  `listen: must be HOST:PORT or :PORT, got "9090"`,
 		"invalid-verify-workers.yml":          `sync.verify_workers: must be >= 0 (0 means GOMAXPROCS), got "-1"`,
 		"invalid-relay-queue-bytes.yml":       `limits.relay_queue_bytes: must be >= 0, got "-1"`,
+		"invalid-cpu-max-procs.yml":           `cpu.max_procs: must be in -1..1024 (-1: the Go runtime's choice, 0: automatic), got "-2"`,
 		"invalid-self-kinds.yml":              `sync.self_kinds[1]: must be in 0..65535, got "70000"`,
 		"invalid-wrong-type.yml":              "testdata/invalid-wrong-type.yml: config file: line 3: cannot unmarshal !!str `lots` into int",
 		"invalid-syntax.yml":                  `testdata/invalid-syntax.yml: config file: line 1: did not find expected ',' or ']'`,

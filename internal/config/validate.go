@@ -95,6 +95,10 @@ func validHostPort(s string) bool {
 	return net.ParseIP(host) != nil || hostnameRE.MatchString(host)
 }
 
+// MaxProcsLimit bounds cpu.max_procs: the runtime has no bound, and a
+// typo of a million would make a million schedulers.
+const MaxProcsLimit = 1024
+
 // Validate checks every field and returns all problems joined; each is a
 // *ValidationError (errors.Is(err, ErrInvalid) holds).
 func (c *Config) Validate() error {
@@ -291,8 +295,8 @@ func (c *Config) Validate() error {
 	if c.Memory.LimitMiB < -1 {
 		v.fail("memory.limit_mib", "must be >= -1 (-1: none, 0: automatic)", c.Memory.LimitMiB)
 	}
-	if c.CPU.MaxProcs < -1 {
-		v.fail("cpu.max_procs", "must be >= -1 (-1: the Go runtime's choice, 0: automatic)", c.CPU.MaxProcs)
+	if c.CPU.MaxProcs < -1 || c.CPU.MaxProcs > MaxProcsLimit {
+		v.fail("cpu.max_procs", fmt.Sprintf("must be in -1..%d (-1: the Go runtime's choice, 0: automatic)", MaxProcsLimit), c.CPU.MaxProcs)
 	}
 
 	return errors.Join(v.errs...)

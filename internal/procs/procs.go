@@ -5,15 +5,15 @@ package procs
 import (
 	"os"
 	"runtime"
+	"strconv"
 )
 
 // Default is how many threads run Go code when neither the setting nor the
 // environment says: the sidecar hands each event from goroutine to
 // goroutine (read loop, handler, publisher) and uses a fraction of a CPU;
 // with more threads than it keeps busy, each hand-off wakes an idle
-// thread, which costs more than the work handed off (BENCHMARKS.md, "One
-// thread for the sidecar's Go code": one thread took 0.87× the CPU per
-// event of two, in the same time).
+// thread, a noticeable share of the CPU per event (BENCHMARKS.md, "One
+// thread for the sidecar's Go code").
 const Default = 1
 
 // Sources of the number in effect.
@@ -28,18 +28,27 @@ const (
 // is; -1 leaves the number to the Go runtime (GOMAXPROCS when the
 // environment sets it, else the machine's CPUs or the container's CPU
 // limit); 0 is automatic: GOMAXPROCS when the environment sets it (the
-// runtime applied it already), else Default. A result of 0 means: leave
-// the runtime's number as it is.
+// runtime applied it already), else Default. A GOMAXPROCS the runtime
+// ignores (not a number above 0) counts as not set. A result of 0 means:
+// leave the runtime's number as it is.
 func Resolve(setting int, getenv func(string) string) (int, string) {
+	env := envSet(getenv)
 	switch {
 	case setting > 0:
 		return setting, SourceSetting
+	case env:
+		return 0, SourceGOMAXPROCS
 	case setting < 0:
 		return 0, SourceRuntime
-	case getenv("GOMAXPROCS") != "":
-		return 0, SourceGOMAXPROCS
 	}
 	return Default, SourceDefault
+}
+
+// envSet tells whether the environment's GOMAXPROCS is one the runtime
+// applies: a decimal number above 0.
+func envSet(getenv func(string) string) bool {
+	n, err := strconv.Atoi(getenv("GOMAXPROCS"))
+	return err == nil && n > 0
 }
 
 // Apply resolves the setting and hands the number to the runtime. It
