@@ -45,9 +45,9 @@ func Resolve(setting int, getenv func(string) string) (int, string) {
 }
 
 // envSet tells whether the environment's GOMAXPROCS is one the runtime
-// applies: a decimal number above 0.
+// applies: read as the runtime reads it (a 32-bit decimal number), above 0.
 func envSet(getenv func(string) string) bool {
-	n, err := strconv.Atoi(getenv("GOMAXPROCS"))
+	n, err := strconv.ParseInt(getenv("GOMAXPROCS"), 10, 32)
 	return err == nil && n > 0
 }
 

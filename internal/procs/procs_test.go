@@ -32,6 +32,8 @@ func TestResolve(t *testing.T) {
 		{"environment zero", 0, "0", 1, SourceDefault},
 		{"environment negative", 0, "-1", 1, SourceDefault},
 		{"environment with a space", 0, " 2", 1, SourceDefault},
+		{"environment with a plus", 0, "+2", 0, SourceGOMAXPROCS}, // the runtime reads it
+		{"environment past 32 bits", 0, "4294967297", 1, SourceDefault},
 	} {
 		n, src := Resolve(c.setting, env(c.env))
 		if n != c.want || src != c.src {
