@@ -76,9 +76,13 @@ func TestPurgatoryDomainLimits(t *testing.T) {
 	if got := env.metric(t, "ngit_sync_purgatory_domain_requests_total", map[string]string{"domain": srv.Host(), "result": "ok"}); got < n {
 		t.Errorf("domain_requests_total{ok} = %v", got)
 	}
-	if got := env.metric(t, "ngit_sync_purgatory_domain_in_flight", nil); got != 0 {
-		t.Errorf("domain_in_flight = %v after completion", got)
-	}
+	// A queued identifier the throttle started as capacity freed may still
+	// hold its slot for a moment after every event was released (it finds
+	// nothing pending and ends): the gauge must reach 0, not be 0 at once.
+	// A slot never given back fails here.
+	pgWait(t, "domain_in_flight 0 after completion", func() bool {
+		return env.metric(t, "ngit_sync_purgatory_domain_in_flight", nil) == 0
+	})
 }
 
 // A burst of 10 state events for one identifier within 100 ms causes one
