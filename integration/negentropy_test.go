@@ -212,8 +212,9 @@ func TestNoOwnRelayFillForNewRoots(t *testing.T) {
 	waitHas(t, own, evs...)
 	waitState(t, sc, remote.URL(), "connected")
 
-	// A root whose self-subscription echo overtook its OK by the whole
-	// batch window (a loaded machine) is still read: a few may be.
+	// A root's self-subscription echo can overtake its OK by more than a
+	// batch takes to be applied (a loaded machine): the live echo of an
+	// event we sent marks it new by itself.
 	asked := map[string]bool{}
 	for _, f := range filtersAfter(t, own, t0) {
 		for _, tag := range []string{"e", "E", "q"} {
@@ -224,7 +225,7 @@ func TestNoOwnRelayFillForNewRoots(t *testing.T) {
 			}
 		}
 	}
-	if len(asked) > len(roots)/10 {
+	if len(asked) > 0 {
 		t.Fatalf("the own relay was asked for the Layer 3 of %d of the %d roots it accepted from the sidecar as new", len(asked), len(roots))
 	}
 	ids, _ := requestedIDs(t, remote, t0)

@@ -294,10 +294,21 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 	}
 }
 
-// OnOwnRelay records an event the own relay holds (seen through the
-// self-subscription): it will not be published again, and the purgatory
-// learns of announcements and of states and PRs others put there.
-func (h *Handler) OnOwnRelay(ev *nostr.Event) {
+// OnOwnRelay records an event the own relay holds (read from it, or seen
+// through the self-subscription): it will not be published again, and the
+// purgatory learns of announcements and of states and PRs others put there.
+func (h *Handler) OnOwnRelay(ev *nostr.Event) { h.onOwnRelay(ev, false) }
+
+// OnOwnRelayLive is OnOwnRelay for an event the own relay's live
+// self-subscription delivered, which a relay does only for an event it has
+// just stored. One that went through the handler is then one the own relay
+// accepted from us as new, as its OK will say: it is indexed as new
+// (Present.AddNew) at once. Its echo can overtake its OK by longer than a
+// self-subscription batch takes to be applied on a loaded machine, and the
+// own-relay fill would read the Layer 3 of a root it has just stored.
+func (h *Handler) OnOwnRelayLive(ev *nostr.Event) { h.onOwnRelay(ev, true) }
+
+func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
 	id, ok := decodeID(ev.ID)
 	if !ok {
 		return
@@ -307,7 +318,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.notHeld(id)
-	h.learnPresent(ev, id, false)
+	h.learnPresent(ev, id, live && ours)
 	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
 		// Before the retries below: they ask the purgatory whether the
 		// repository is hosted.

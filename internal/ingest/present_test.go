@@ -271,3 +271,25 @@ func TestAcceptedAsNewMarkedFilled(t *testing.T) {
 		t.Error("an echoed event accepted as new not marked filled")
 	}
 }
+
+// The live self-subscription delivers only what the own relay has just
+// stored: an event we sent that it echoes before its OK is new at once;
+// one someone else put there is indexed without the mark.
+func TestLiveEchoOfOursMarkedFilled(t *testing.T) {
+	h, _, idx := newIndexedHandler(t, 1000)
+	ours, theirs := issueEvent(t, 1), issueEvent(t, 2)
+	// What process does before it submits: the OK has not come yet.
+	id, _ := decodeID(ours.ID)
+	h.seen.Mark(id)
+	if idx.Has(ours.ID) {
+		t.Fatal("indexed before the own relay stored it")
+	}
+	h.OnOwnRelayLive(ours)
+	h.OnOwnRelayLive(theirs)
+	if !idx.Filled(ours.ID) {
+		t.Error("our event echoed live before its OK not marked filled")
+	}
+	if !idx.Has(theirs.ID) || idx.Filled(theirs.ID) {
+		t.Errorf("an event others stored: indexed %v, filled %v; want indexed, not filled", idx.Has(theirs.ID), idx.Filled(theirs.ID))
+	}
+}

@@ -222,7 +222,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			}
 			switch m.Type {
 			case relay.MsgEvent:
-				e.h.OnOwnRelay(m.Event)
+				e.h.OnOwnRelayLive(m.Event)
 				batch = append(batch, batched(m.Event))
 				if timer == nil {
 					timer = time.NewTimer(e.cfg.BatchWindow)
