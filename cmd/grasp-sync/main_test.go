@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,15 @@ func newHarness(t *testing.T) *harness {
 	// it run at the number they started with.
 	procs := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	// So do the memory limit (memory.limit_mib) and GOGC
+	// (memory.gc_headroom_mib).
+	limit := debug.SetMemoryLimit(-1) // a negative value only reads it
+	gcPercent := debug.SetGCPercent(100)
+	debug.SetGCPercent(gcPercent)
+	t.Cleanup(func() {
+		debug.SetMemoryLimit(limit)
+		debug.SetGCPercent(gcPercent)
+	})
 	h := &harness{
 		stdout:  &syncBuffer{},
 		stderr:  &syncBuffer{},
