@@ -300,12 +300,16 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 func (h *Handler) OnOwnRelay(ev *nostr.Event) { h.onOwnRelay(ev, false) }
 
 // OnOwnRelayLive is OnOwnRelay for an event the own relay's live
-// self-subscription delivered, which a relay does only for an event it has
-// just stored. One that went through the handler is then one the own relay
-// accepted from us as new, as its OK will say: it is indexed as new
-// (Present.AddNew) at once. Its echo can overtake its OK by longer than a
-// self-subscription batch takes to be applied on a loaded machine, and the
-// own-relay fill would read the Layer 3 of a root it has just stored.
+// self-subscription delivered after its EOSE. A relay broadcasts a regular
+// event only when it has just stored it (a duplicate is not broadcast;
+// khatru does broadcast a replaceable event it did not store, so those are
+// left out). A regular event the handler knows (it sent it, or holds it,
+// or has it queued) is then new on the own relay, as the OK of ours will
+// say: it is indexed as new (Present.AddNew) at once. The echo can
+// overtake the OK by longer than a self-subscription batch takes to be
+// applied on a loaded machine, and the own-relay fill would read the
+// Layer 3 of a root the relay has just stored. A wrong mark costs a
+// download, never an event (localindex.Index.AddNew).
 func (h *Handler) OnOwnRelayLive(ev *nostr.Event) { h.onOwnRelay(ev, true) }
 
 func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
@@ -318,7 +322,7 @@ func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
 	// here. Only events others put on the own relay need checking.
 	ours := h.seen.Has(id)
 	h.notHeld(id)
-	h.learnPresent(ev, id, live && ours)
+	h.learnPresent(ev, id, live && ours && nostr.IsRegularKind(ev.Kind))
 	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
 		// Before the retries below: they ask the purgatory whether the
 		// repository is hosted.

@@ -247,7 +247,7 @@ func TestIndexedIDAgesDespiteSizeRotations(t *testing.T) {
 // An event the own relay accepts as new is indexed with its filled mark
 // (its own relay's Layer 3 need not be read: internal/reposync skips the
 // fill); one it already had ("duplicate:") or that the self-subscription
-// shows is indexed without it.
+// shows, when the handler does not know it, is indexed without it.
 func TestAcceptedAsNewMarkedFilled(t *testing.T) {
 	h, _, idx := newIndexedHandler(t, 1000)
 	fresh, dup, echoed := issueEvent(t, 1), issueEvent(t, 2), issueEvent(t, 3)
@@ -272,24 +272,36 @@ func TestAcceptedAsNewMarkedFilled(t *testing.T) {
 	}
 }
 
-// The live self-subscription delivers only what the own relay has just
-// stored: an event we sent that it echoes before its OK is new at once;
-// one someone else put there is indexed without the mark.
+// The live self-subscription delivers a regular event only when the own
+// relay has just stored it: one we sent that it echoes before its OK is
+// new at once, and stays so whatever the OK says; one someone else put
+// there is indexed without the mark, and so is a replaceable event (khatru
+// broadcasts one it did not store).
 func TestLiveEchoOfOursMarkedFilled(t *testing.T) {
 	h, _, idx := newIndexedHandler(t, 1000)
 	ours, theirs := issueEvent(t, 1), issueEvent(t, 2)
+	state := signed(t, nostr.Event{Kind: 30618, CreatedAt: 1700000003, Tags: nostr.Tags{{"d", "repo"}}})
 	// What process does before it submits: the OK has not come yet.
-	id, _ := decodeID(ours.ID)
-	h.seen.Mark(id)
-	if idx.Has(ours.ID) {
-		t.Fatal("indexed before the own relay stored it")
+	for _, ev := range []*nostr.Event{ours, state} {
+		id, _ := decodeID(ev.ID)
+		h.seen.Mark(id)
+		if idx.Has(ev.ID) {
+			t.Fatal("indexed before the own relay stored it")
+		}
 	}
 	h.OnOwnRelayLive(ours)
 	h.OnOwnRelayLive(theirs)
+	h.OnOwnRelayLive(state)
 	if !idx.Filled(ours.ID) {
 		t.Error("our event echoed live before its OK not marked filled")
 	}
-	if !idx.Has(theirs.ID) || idx.Filled(theirs.ID) {
-		t.Errorf("an event others stored: indexed %v, filled %v; want indexed, not filled", idx.Has(theirs.ID), idx.Filled(theirs.ID))
+	h.Settle(ours, publish.Result{ID: ours.ID, Outcome: publish.Duplicate, Reason: "duplicate: have it"})
+	if !idx.Filled(ours.ID) {
+		t.Error("the mark was lost to a later duplicate answer")
+	}
+	for _, ev := range []*nostr.Event{theirs, state} {
+		if !idx.Has(ev.ID) || idx.Filled(ev.ID) {
+			t.Errorf("kind %d: indexed %v, filled %v; want indexed, not filled", ev.Kind, idx.Has(ev.ID), idx.Filled(ev.ID))
+		}
 	}
 }

@@ -182,7 +182,8 @@ var hexNibble = func() (t [256]byte) {
 func (x *Index) Add(ev *nostr.Event) error { return x.add(ev, flagSeenCur) }
 
 // AddNew is Add for an event the own relay has just accepted (an OK true
-// that is not "duplicate:"), with the filled mark too (MarkFilled): the
+// that is not "duplicate:", or the live echo of a regular event the
+// sidecar sent), with the filled mark too (MarkFilled): the
 // own-relay fill of internal/reposync then skips it. Usually the own relay
 // held no copy of it, so what it held naming it can only be what came
 // before the event itself (a reply stored before its root) or since, from

@@ -24,9 +24,10 @@ import (
 // repositories and root events it names are read into the index once
 // (Phase 0 of negentropy-live-ingestion), so a reconciliation does not
 // re-download what the own relay holds. A root the own relay accepted from
-// us as new is not read (its entry carries the filled mark:
-// localindex.Index.AddNew): what it could hold naming it came before the
-// root or since, and is at worst fetched again and answered as a duplicate.
+// us as new (its OK, or its live echo: ingest.Handler.OnOwnRelayLive) is
+// not read (its entry carries the filled mark: localindex.Index.AddNew):
+// what it could hold naming it came before the root or since, and is at
+// worst fetched again and answered as a duplicate.
 type OwnLocalSet struct {
 	idx   *localindex.Index
 	extra []localindex.Source

@@ -180,6 +180,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 	var batch []*nostr.Event
 	var window, quietC <-chan time.Time
 	var timer, quiet *time.Timer
+	live := false // the subscription's EOSE came: what follows is new
 	flush := func() {
 		evs := batch
 		batch = nil
@@ -221,8 +222,15 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				return complete, conn.Err()
 			}
 			switch m.Type {
+			case relay.MsgEOSE:
+				live = true
 			case relay.MsgEvent:
-				e.h.OnOwnRelayLive(m.Event)
+				if live {
+					e.h.OnOwnRelayLive(m.Event)
+				} else {
+					// Stored before: a relay that ignores limit 0.
+					e.h.OnOwnRelay(m.Event)
+				}
 				batch = append(batch, batched(m.Event))
 				if timer == nil {
 					timer = time.NewTimer(e.cfg.BatchWindow)
