@@ -344,6 +344,11 @@ type remote struct {
 	// failed are historic jobs that failed, retried with backoff; they
 	// survive a quick reconnect and are dropped by a fresh sync.
 	failed []*retryJob
+
+	// pendingRepos and pendingRoots total the items of the relay's pending
+	// batches (PendingBatch.repos, roots), kept as they come and go: the
+	// status is refreshed every tick, and a relay can have thousands.
+	pendingRepos, pendingRoots int
 }
 
 type job struct {

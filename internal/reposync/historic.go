@@ -49,6 +49,9 @@ func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager b
 func (e *Engine) addPending(r *remote, b *PendingBatch) {
 	e.nextBatch++
 	b.ID = e.nextBatch
+	b.repos, b.roots = b.Items.Repos.len(), b.Items.Roots.len()
+	r.pendingRepos += b.repos
+	r.pendingRoots += b.roots
 	e.pending[r.URL] = append(e.pending[r.URL], b)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
 }
@@ -385,6 +388,8 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	for i, x := range batches {
 		if x == b {
 			e.pending[url] = append(batches[:i:i], batches[i+1:]...)
+			r.pendingRepos -= b.repos
+			r.pendingRoots -= b.roots
 			break
 		}
 	}

@@ -27,16 +27,13 @@ func (e *Engine) refreshSnapshot() {
 			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
 			ReposConfirmed: r.Confirmed.Repos.len(), RootsConfirmed: r.Confirmed.Roots.len(),
 			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
+			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
 			Truncation: e.pager.Truncation.Describe(r.URL),
 			ReadAuth:   e.pager.Auth.Describe(r.URL),
 		}
 		if e.neg != nil {
 			rs.Negentropy = e.neg.Support(r.URL)
-		}
-		for _, b := range e.pending[r.URL] {
-			rs.ReposPending += b.Items.Repos.len()
-			rs.RootsPending += b.Items.Roots.len()
 		}
 		if !r.LastConnected.IsZero() {
 			t := r.LastConnected

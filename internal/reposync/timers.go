@@ -65,6 +65,7 @@ func (e *Engine) fullResync(r *remote) {
 	}
 	r.jobs = nil
 	delete(e.pending, r.URL)
+	r.pendingRepos, r.pendingRoots = 0, 0
 	r.catchup, r.catchupFrom = nil, time.Time{}
 	r.ClearConfirmed()
 	r.failed = nil
