@@ -188,10 +188,12 @@ func relayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*Pe
 		return add
 	}
 	repoChecks, rootChecks := 0, 0
-	for _, needs := range repos {
-		if bootstrap || needs.Relays.has(url) {
-			repoChecks++
-			rootChecks += needs.Roots.len()
+	if len(pending) >= 2 { // fewer are asked directly: no need to count
+		for _, needs := range repos {
+			if bootstrap || needs.Relays.has(url) {
+				repoChecks++
+				rootChecks += needs.Roots.len()
+			}
 		}
 	}
 	inRepos := newPendingLookup(pending, true, repoChecks)
