@@ -95,7 +95,8 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 			elsewhere(settled)
 		}
 		s.m.refetched.WithLabelValues("failed").Add(float64(len(w.failed) + len(refused)))
-		s.m.refetched.WithLabelValues("timeout").Add(float64(len(w.timedOut) + len(late)))
+		s.m.refetched.WithLabelValues("timeout").Add(float64(len(w.timedOut)))
+		s.m.refetched.WithLabelValues("unsettled").Add(float64(len(late)))
 		var still []string
 		for _, id := range missing {
 			if !got.has(id) {
