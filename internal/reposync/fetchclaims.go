@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -19,15 +20,19 @@ import (
 // A repository lists several relays, and each relay's reconciliation finds
 // the same ids missing. Before a job asks a relay for ids (fetch), it
 // leaves out the ids the ingest handler already has (Settled) and the ids
-// another job's fetching REQ has claimed; it claims the rest, one claim
-// per REQ. When a REQ ends its claims resolve: the ids it delivered (handed
-// to the handler) are done, the others (the REQ failed, the connection
-// dropped, the relay returned less than it reconciled, or the job's emit
-// dropped an event before the handler: outside the job's filter, a failed
-// emit) are fetched at once by the jobs that deferred to it. A job waits for the claims it deferred to (at most
-// NegConfig.ClaimWait, on the engine's clock) after its own REQs, then
-// fetches what is still missing itself, no longer deferring: its fetch is
-// not done while any of its ids is unresolved.
+// another job's fetching REQ has claimed; each of its REQs claims the rest
+// of its ids as it is sent (a REQ waiting for a subscription slot holds no
+// claim, so no other relay waits for ids nobody is asking for). When a REQ
+// ends its claims resolve: the ids it delivered (handed to the handler)
+// are done, the others (the REQ failed, the connection dropped, the relay
+// returned less than it reconciled, or the job's emit dropped an event
+// before the handler: outside the job's filter, a failed emit) are fetched
+// at once by the jobs that deferred to it. A job waits for the claims it
+// deferred to after its own REQs, each at most NegConfig.ClaimWait (on
+// the engine's clock) after the claiming REQ was last heard of (sent, or
+// delivering an event), then fetches what is still missing itself, no
+// longer deferring: its fetch is not done while any of its ids is
+// unresolved.
 //
 // What another fetch delivered, and an id the handler had already sent on
 // unchecked, counts once the handler settled it (waitFlights, at most
@@ -62,7 +67,11 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 	per := idsPerReq(s.cfg.FetchBatch, s.limits(c.URL()))
 	rounds := 2
 	for round := 0; round < rounds && len(missing) > 0; round++ {
-		plan := s.claims.take(missing, per, s.IDState, round > 0)
+		force := round > 0
+		plan := s.claims.plan(missing, per, s.IDState, force)
+		if err := s.fetchBatches(ctx, c, &plan, force, slots, counting, tally.delivered); err != nil {
+			return err
+		}
 		elsewhere(plan.settled)
 		s.m.skipped.WithLabelValues("seen").Add(float64(len(plan.settled) + len(plan.inflight)))
 		if len(plan.deferred) > 0 || len(plan.inflight) > 0 {
@@ -72,9 +81,6 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 			for _, d := range plan.deferred {
 				s.m.skipped.WithLabelValues("claimed").Add(float64(len(d)))
 			}
-		}
-		if err := s.fetchBatches(ctx, c, plan.mine, slots, counting, tally.delivered); err != nil {
-			return err
 		}
 		w := waitClaims(ctx, s.Clock, s.cfg.ClaimWait, plan.deferred)
 		if err := ctx.Err(); err != nil {
@@ -111,13 +117,17 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 	return nil
 }
 
-// fetchBatches sends the REQs of bs, up to slots at once (more with a
+// fetchBatches sends the REQs of p.mine, up to slots at once (more with a
 // borrower), and resolves each one's claims as it ends: got tells what it
-// delivered. Every claim is resolved, also when ctx ends.
-func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claimBatch, slots int, emit Emit, delivered func(id string) bool) error {
+// delivered. A REQ claims its ids when it is sent (fetchClaims.claim), not
+// while it waits for a slot: ids another REQ claimed meanwhile, or the
+// handler took up, are left out of it and added to p. Every claim is
+// resolved, also when ctx ends.
+func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, p *claimPlan, force bool, slots int, emit Emit, delivered func(id string) bool) error {
 	sem := make(chan struct{}, slots)
 	var wg sync.WaitGroup
 	lend := borrowerFrom(ctx)
+	bs := p.mine
 	for i, b := range bs {
 		// A slot of our own, else one the relay lends (fetchslots.go),
 		// else wait for one of our own.
@@ -139,13 +149,23 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, bs []*claim
 				return ctx.Err()
 			}
 		}
+		if !s.claims.claim(b, s.IDState, force, p) {
+			release()
+			s.claims.resolve(b, delivered, s.IDState)
+			continue
+		}
+		b.heard.Store(s.Clock.Now().UnixNano())
+		heard := func(ctx context.Context, in ingest.Incoming) error {
+			b.heard.Store(s.Clock.Now().UnixNano())
+			return emit(ctx, in)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer release()
 			// A failed REQ leaves its ids missing: the next round asks
 			// again, and the claim's waiters fetch them.
-			_, _ = s.pager.fetch(ctx, c, nostr.Filter{IDs: b.ids, Limit: len(b.ids)}, emit)
+			_, _ = s.pager.fetch(ctx, c, nostr.Filter{IDs: b.ids, Limit: len(b.ids)}, heard)
 			s.claims.resolve(b, delivered, s.IDState)
 		}()
 	}
@@ -251,6 +271,9 @@ type claimBatch struct {
 	ids  []string   // asked for, in order
 	keys [][32]byte // the claimed ones' binary ids (ids that decode)
 	done chan struct{}
+	// heard is when the REQ was last heard of (sent, or delivering an
+	// event), in Unix nanoseconds on the engine's clock: waitClaims.
+	heard atomic.Int64
 	// missed are the claimed ids the REQ did not deliver; set before done
 	// is closed.
 	missed map[[32]byte]struct{}
@@ -275,66 +298,104 @@ func (t *fetchClaims) len() int {
 	return len(t.m)
 }
 
-// take plans a round over ids: ids the handler settled (state, an
+// plan plans a round over ids: ids the handler settled (state, an
 // ingest.ID* value; nil: none) are left out, ids in flight and ids claimed
-// by another REQ are left to them unless force, the rest are claimed in
-// REQs of per ids.
-func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, force bool) claimPlan {
+// by another REQ are left to them unless force, the rest are grouped in
+// REQs of per ids, which claim them when they are sent (claim).
+func (t *fetchClaims) plan(ids []string, per int, state func([32]byte) int, force bool) claimPlan {
 	per = max(per, 1)
 	var p claimPlan
 	var cur *claimBatch
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, id := range ids {
-		var k [32]byte
-		ok := len(id) == 64
-		if ok {
-			_, err := hex.Decode(k[:], []byte(id))
-			ok = err == nil
-		}
-		queued := state != nil // unseen by the handler: perhaps still queued
-		if ok && state != nil {
-			st := state(k)
-			if queued = st == ingest.IDUnseen; !queued {
-				// Taken up (or dropped as invalid): what an ended REQ
-				// delivered is the handler's to tell now.
-				t.forget(k)
-			}
-			switch {
-			case st == ingest.IDSettled:
-				p.settled = append(p.settled, id)
-				continue
-			case st == ingest.IDInFlight && !force:
-				p.inflight = append(p.inflight, id)
-				continue
-			}
-		}
-		if ok && !force {
-			other := t.m[k]
-			if other == nil && queued {
-				// Delivered by an ended REQ, still queued in the
-				// handler: its claim resolves as delivered at once.
-				other = t.deliveredBy(k)
-			}
-			if other != nil {
-				if p.deferred == nil {
-					p.deferred = map[*claimBatch][]string{}
-				}
-				p.deferred[other] = append(p.deferred[other], id)
-				continue
-			}
+		if !t.classify(id, nil, state, force, &p) {
+			continue
 		}
 		if cur == nil || len(cur.ids) >= per {
 			cur = &claimBatch{done: make(chan struct{})}
 			p.mine = append(p.mine, cur)
 		}
 		cur.ids = append(cur.ids, id)
-		if ok && t.m[k] == nil {
-			t.m[k] = cur
-			cur.keys = append(cur.keys, k)
-		}
 	}
 	return p
+}
+
+// claim claims b's ids as its REQ is about to be sent: those the handler
+// settled or has in flight, or another REQ claimed since the plan, are
+// taken out of b and added to p as plan does. A claim is held only while
+// its REQ runs, so a fetch waiting for a slot does not make another
+// relay's fetch wait for it. It reports whether b has ids left to ask for.
+func (t *fetchClaims) claim(b *claimBatch, state func([32]byte) int, force bool, p *claimPlan) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := b.ids[:0]
+	for _, id := range b.ids {
+		if !t.classify(id, b, state, force, p) {
+			continue
+		}
+		kept = append(kept, id)
+		if k, ok := decodeClaimKey(id); ok && t.m[k] == nil {
+			t.m[k] = b
+			b.keys = append(b.keys, k)
+		}
+	}
+	b.ids = kept
+	return len(kept) > 0
+}
+
+// classify adds id to p if the handler settled it, has it in flight (not
+// force) or a REQ other than own claimed it (not force), and reports
+// whether it is left to ask for. t.mu is held.
+func (t *fetchClaims) classify(id string, own *claimBatch, state func([32]byte) int, force bool, p *claimPlan) bool {
+	k, ok := decodeClaimKey(id)
+	if !ok {
+		return true // asked for as it is; the relay answers what it can
+	}
+	queued := state != nil // unseen by the handler: perhaps still queued
+	if state != nil {
+		st := state(k)
+		if queued = st == ingest.IDUnseen; !queued {
+			// Taken up (or dropped as invalid): what an ended REQ
+			// delivered is the handler's to tell now.
+			t.forget(k)
+		}
+		switch {
+		case st == ingest.IDSettled:
+			p.settled = append(p.settled, id)
+			return false
+		case st == ingest.IDInFlight && !force:
+			p.inflight = append(p.inflight, id)
+			return false
+		}
+	}
+	if force {
+		return true
+	}
+	other := t.m[k]
+	if other == nil && queued {
+		// Delivered by an ended REQ, still queued in the handler: its
+		// claim resolves as delivered at once.
+		other = t.deliveredBy(k)
+	}
+	if other == nil || other == own {
+		return true
+	}
+	if p.deferred == nil {
+		p.deferred = map[*claimBatch][]string{}
+	}
+	p.deferred[other] = append(p.deferred[other], id)
+	return false
+}
+
+// decodeClaimKey decodes a 64-hex-digit id.
+func decodeClaimKey(id string) ([32]byte, bool) {
+	var k [32]byte
+	if len(id) != 64 {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], []byte(id))
+	return k, err == nil
 }
 
 // resolve ends b's claims once its REQ ended: delivered tells which ids
@@ -370,28 +431,19 @@ type claimWait struct {
 	timedOut  []string // the claim was still open at the deadline
 }
 
-// waitClaims waits for the claims of deferred, at most d on clk; ctx ends
-// the wait early (the caller checks ctx).
+// waitClaims waits for the claims of deferred, each at most d on clk after
+// the wait began or after its REQ was last heard of (sent, or delivering
+// an event), whichever is later: a REQ slowed by the pipeline's
+// backpressure is waited for while it delivers, a stalled one is not. ctx
+// ends the wait early (the caller checks ctx).
 func waitClaims(ctx context.Context, clk clock.Clock, d time.Duration, deferred map[*claimBatch][]string) claimWait {
 	var w claimWait
 	if len(deferred) == 0 {
 		return w
 	}
-	deadline := clk.After(d)
-	expired := false
+	start := clk.Now()
 	for b, ids := range deferred {
-		if !expired {
-			select {
-			case <-b.done:
-			case <-deadline:
-				expired = true
-			case <-ctx.Done():
-				expired = true
-			}
-		}
-		select {
-		case <-b.done:
-		default:
+		if !waitClaim(ctx, clk, d, start, b) {
 			w.timedOut = append(w.timedOut, ids...)
 			continue
 		}
@@ -406,6 +458,36 @@ func waitClaims(ctx context.Context, clk clock.Clock, d time.Duration, deferred 
 		}
 	}
 	return w
+}
+
+// waitClaim waits until b's REQ ended (true), at most d after start or
+// after b was last heard of, whichever is later.
+func waitClaim(ctx context.Context, clk clock.Clock, d time.Duration, start time.Time, b *claimBatch) bool {
+	for {
+		select {
+		case <-b.done:
+			return true
+		default:
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		until := start.Add(d)
+		if h := b.heard.Load(); h > start.UnixNano() {
+			until = time.Unix(0, h).Add(d)
+		}
+		wait := until.Sub(clk.Now())
+		if wait <= 0 {
+			return false
+		}
+		select {
+		case <-b.done:
+			return true
+		case <-clk.After(wait):
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // waitFlights waits, at most d on clk, until the ingest handler settled

@@ -24,6 +24,20 @@ func claimKey(id string) [32]byte {
 	return k
 }
 
+// take plans a round and claims every REQ of it at once, as if each were
+// sent at once.
+func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, force bool) claimPlan {
+	p := t.plan(ids, per, state, force)
+	mine := p.mine
+	p.mine = nil
+	for _, b := range mine {
+		if t.claim(b, state, force, &p) {
+			p.mine = append(p.mine, b)
+		}
+	}
+	return p
+}
+
 // batchIDs is the ids of a plan's REQs, in order.
 func batchIDs(p claimPlan) [][]string {
 	var out [][]string
@@ -271,4 +285,102 @@ func TestHistoricJobNotesNoMatchDrops(t *testing.T) {
 	if got, ok := d.delivered[claimID(7)]; !ok || got {
 		t.Fatalf("the dropped event counts as delivered (%v, ran %v)", got, ok)
 	}
+}
+
+// TestFetchClaimsClaimWhenSent: a REQ claims its ids when it is sent, so
+// a fetch waiting for a slot does not make another relay's fetch wait for
+// ids it has not asked for yet; what the other claimed meanwhile is left
+// to it when the waiting REQ is sent.
+func TestFetchClaimsClaimWhenSent(t *testing.T) {
+	ct := newFetchClaims()
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, claimID(i))
+	}
+	pA := ct.plan(ids, 2, nil, false)
+	if len(pA.mine) != 3 || ct.len() != 0 {
+		t.Fatalf("plan: %d REQs, %d claims; want 3 REQs, nothing claimed yet", len(pA.mine), ct.len())
+	}
+	if !ct.claim(pA.mine[0], nil, false, &pA) || ct.len() != 2 {
+		t.Fatalf("A's first REQ sent: %d claims, want 2", ct.len())
+	}
+	// B asks for ids of A's first and last REQ: it defers to the first
+	// (sent) and claims the last (still waiting for a slot) itself.
+	pB := ct.take([]string{ids[0], ids[4], ids[5]}, 10, nil, false)
+	if got := batchIDs(pB); len(got) != 1 || !slices.Equal(got[0], ids[4:6]) {
+		t.Fatalf("B's REQs %v, want %v", got, ids[4:6])
+	}
+	if d := pB.deferred[pA.mine[0]]; !slices.Equal(d, ids[:1]) {
+		t.Fatalf("B deferred %v to A's first REQ, want %v", d, ids[:1])
+	}
+	// A's second REQ goes out whole; its last is left to B's claim.
+	if !ct.claim(pA.mine[1], nil, false, &pA) || !slices.Equal(pA.mine[1].ids, ids[2:4]) {
+		t.Fatalf("A's second REQ %v, want %v", pA.mine[1].ids, ids[2:4])
+	}
+	last := pA.mine[2]
+	if ct.claim(last, nil, false, &pA) || len(last.ids) != 0 || len(last.keys) != 0 {
+		t.Fatalf("A's last REQ kept %v (claims %d), want it empty", last.ids, len(last.keys))
+	}
+	if d := pA.deferred[pB.mine[0]]; !slices.Equal(d, ids[4:6]) {
+		t.Fatalf("A deferred %v to B's REQ, want %v", d, ids[4:6])
+	}
+	// A later round (force) asks for what is still missing whatever the
+	// claims, and claims only what no one holds.
+	pF := ct.plan(ids[4:], 10, nil, true)
+	if !ct.claim(pF.mine[0], nil, true, &pF) || !slices.Equal(pF.mine[0].ids, ids[4:6]) || len(pF.mine[0].keys) != 0 {
+		t.Fatalf("forced REQ %v with %d claims, want %v and none", pF.mine[0].ids, len(pF.mine[0].keys), ids[4:6])
+	}
+	// Settled meanwhile: left out when sent.
+	settled := func(k [32]byte) int {
+		if k == claimKey(ids[3]) {
+			return ingest.IDSettled
+		}
+		return ingest.IDUnseen
+	}
+	pS := ct.plan(ids[3:4], 10, nil, true)
+	if ct.claim(pS.mine[0], settled, true, &pS) || !slices.Equal(pS.settled, ids[3:4]) {
+		t.Fatalf("settled id: REQ %v, settled %v", pS.mine[0].ids, pS.settled)
+	}
+}
+
+// TestFetchClaimsWaitWhileHeardOf: a claim whose REQ keeps delivering is
+// waited for claim_wait after it was last heard of, not after the wait
+// began (a REQ slowed by backpressure); a silent one times out.
+func TestFetchClaimsWaitWhileHeardOf(t *testing.T) {
+	ct := newFetchClaims()
+	a := claimID(0)
+	p1 := ct.take([]string{a}, 10, nil, false)
+	p2 := ct.take([]string{a}, 10, nil, false)
+	clk := clock.NewManual(time.Unix(1000, 0))
+	claimant := p1.mine[0]
+	claimant.heard.Store(clk.Now().UnixNano())
+	woke := make(chan claimWait, 1)
+	go func() { woke <- waitClaims(context.Background(), clk, 5*time.Second, p2.deferred) }()
+	waitAfter := func() {
+		for clk.Waiters() == 0 {
+			select {
+			case w := <-woke:
+				t.Fatalf("the waiter returned early: %+v", w)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	waitAfter()
+	clk.Advance(4 * time.Second)
+	claimant.heard.Store(clk.Now().UnixNano()) // an event delivered at 4 s
+	clk.Advance(time.Second)
+	waitAfter()
+	clk.Advance(3 * time.Second) // 8 s: heard of 4 s ago
+	select {
+	case w := <-woke:
+		t.Fatalf("gave up on a claim heard of 4 s ago (claim_wait 5 s): %+v", w)
+	case <-time.After(20 * time.Millisecond):
+	}
+	waitAfter()
+	clk.Advance(time.Second) // 9 s: silent for 5 s
+	w := <-woke
+	if !slices.Equal(w.timedOut, []string{a}) {
+		t.Fatalf("waiter got %+v, want a timed out", w)
+	}
+	ct.resolve(claimant, func(string) bool { return true }, nil)
 }
