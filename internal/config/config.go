@@ -189,7 +189,7 @@ type Negentropy struct {
 	IdleTimeout     time.Duration `yaml:"idle_timeout" help:"Wait for each further NEG-MSG."`
 	FetchBatch      int           `yaml:"fetch_batch" help:"Event ids per REQ when fetching what reconciliation found missing."`
 	SupportCacheTTL time.Duration `yaml:"support_cache_ttl" help:"How long a relay's NIP-77 support (or lack of it) is remembered."`
-	ClaimWait       time.Duration `yaml:"claim_wait" help:"Each missing event is fetched from one relay at a time: how long a fetch waits for another relay's fetch of the same ids, after it last heard of it (sent, or delivering an event), before asking its own relay."`
+	ClaimWait       time.Duration `yaml:"claim_wait" help:"Each missing event is fetched from one relay at a time: how long a fetch waits for another relay's fetch of the same ids, after that fetch was last heard of (sent, receiving or handing on an event), before asking its own relay."`
 }
 
 // Trusted configures reconciliation against trusted archive relays.

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -29,8 +28,9 @@ import (
 // before the handler: outside the job's filter, a failed emit) are fetched
 // at once by the jobs that deferred to it. A job waits for the claims it
 // deferred to after its own REQs, each at most NegConfig.ClaimWait (on
-// the engine's clock) after the claiming REQ was last heard of (sent, or
-// delivering an event), then fetches what is still missing itself, no
+// the engine's clock) after the claiming REQ was last heard of (sent,
+// receiving or handing on an event; not while it waits for the sidecar's
+// own pipeline), then fetches what is still missing itself, no
 // longer deferring: its fetch is not done while any of its ids is
 // unresolved.
 //
@@ -154,18 +154,15 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, p *claimPla
 			s.claims.resolve(b, delivered, s.IDState)
 			continue
 		}
-		b.heard.Store(s.Clock.Now().UnixNano())
-		heard := func(ctx context.Context, in ingest.Incoming) error {
-			b.heard.Store(s.Clock.Now().UnixNano())
-			return emit(ctx, in)
-		}
+		b.note(s.Clock.Now(), false)
+		rctx := withReqProgress(ctx, func(held bool) { b.note(s.Clock.Now(), held) })
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer release()
 			// A failed REQ leaves its ids missing: the next round asks
 			// again, and the claim's waiters fetch them.
-			_, _ = s.pager.fetch(ctx, c, nostr.Filter{IDs: b.ids, Limit: len(b.ids)}, heard)
+			_, _ = s.pager.fetch(rctx, c, nostr.Filter{IDs: b.ids, Limit: len(b.ids)}, emit)
 			s.claims.resolve(b, delivered, s.IDState)
 		}()
 	}
@@ -271,17 +268,37 @@ type claimBatch struct {
 	ids  []string   // asked for, in order
 	keys [][32]byte // the claimed ones' binary ids (ids that decode)
 	done chan struct{}
-	// heard is when the REQ was last heard of (sent, or delivering an
-	// event), in Unix nanoseconds on the engine's clock: waitClaims.
-	heard atomic.Int64
+	// progress is how the REQ is getting on, for its waiters
+	// (waitClaims): when it was last heard of (sent, receiving or handing
+	// on an event) on the engine's clock, and whether it waits for the
+	// sidecar's own pipeline now (held).
+	progressMu sync.Mutex
+	heard      time.Time
+	held       bool
 	// missed are the claimed ids the REQ did not deliver; set before done
 	// is closed.
 	missed map[[32]byte]struct{}
 }
 
+// note records how b's REQ is getting on at now (reqProgressKey).
+func (b *claimBatch) note(now time.Time, held bool) {
+	b.progressMu.Lock()
+	b.heard, b.held = now, held
+	b.progressMu.Unlock()
+}
+
+// progress returns when b's REQ was last heard of, and whether it waits
+// for the sidecar's own pipeline.
+func (b *claimBatch) progress() (time.Time, bool) {
+	b.progressMu.Lock()
+	defer b.progressMu.Unlock()
+	return b.heard, b.held
+}
+
 // claimPlan is what one fetch round does with its ids.
 type claimPlan struct {
-	// mine are the REQs to send, their ids claimed.
+	// mine are the REQs to send; each claims its ids when it is sent
+	// (claim).
 	mine []*claimBatch
 	// deferred are ids another REQ claimed, by claim.
 	deferred map[*claimBatch][]string
@@ -432,10 +449,12 @@ type claimWait struct {
 }
 
 // waitClaims waits for the claims of deferred, each at most d on clk after
-// the wait began or after its REQ was last heard of (sent, or delivering
-// an event), whichever is later: a REQ slowed by the pipeline's
-// backpressure is waited for while it delivers, a stalled one is not. ctx
-// ends the wait early (the caller checks ctx).
+// the wait began or after its REQ was last heard of (sent, receiving or
+// handing on an event), whichever is later, and for as long as the REQ
+// waits for the sidecar's own pipeline (the event budget, the handler's
+// queue: a fetch of its own would wait there too). A REQ slowed by
+// backpressure is waited for, a stalled relay is not. ctx ends the wait
+// early (the caller checks ctx).
 func waitClaims(ctx context.Context, clk clock.Clock, d time.Duration, deferred map[*claimBatch][]string) claimWait {
 	var w claimWait
 	if len(deferred) == 0 {
@@ -460,8 +479,7 @@ func waitClaims(ctx context.Context, clk clock.Clock, d time.Duration, deferred 
 	return w
 }
 
-// waitClaim waits until b's REQ ended (true), at most d after start or
-// after b was last heard of, whichever is later.
+// waitClaim waits until b's REQ ended (true), as waitClaims tells.
 func waitClaim(ctx context.Context, clk clock.Clock, d time.Duration, start time.Time, b *claimBatch) bool {
 	for {
 		select {
@@ -473,11 +491,14 @@ func waitClaim(ctx context.Context, clk clock.Clock, d time.Duration, start time
 			return false
 		}
 		until := start.Add(d)
-		if h := b.heard.Load(); h > start.UnixNano() {
-			until = time.Unix(0, h).Add(d)
+		heard, held := b.progress()
+		if heard.After(start) {
+			until = heard.Add(d)
 		}
 		wait := until.Sub(clk.Now())
-		if wait <= 0 {
+		if held {
+			wait = d // looked at again then
+		} else if wait <= 0 {
 			return false
 		}
 		select {

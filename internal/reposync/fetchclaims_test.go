@@ -353,7 +353,7 @@ func TestFetchClaimsWaitWhileHeardOf(t *testing.T) {
 	p2 := ct.take([]string{a}, 10, nil, false)
 	clk := clock.NewManual(time.Unix(1000, 0))
 	claimant := p1.mine[0]
-	claimant.heard.Store(clk.Now().UnixNano())
+	claimant.note(clk.Now(), false)
 	woke := make(chan claimWait, 1)
 	go func() { woke <- waitClaims(context.Background(), clk, 5*time.Second, p2.deferred) }()
 	waitAfter := func() {
@@ -367,7 +367,7 @@ func TestFetchClaimsWaitWhileHeardOf(t *testing.T) {
 	}
 	waitAfter()
 	clk.Advance(4 * time.Second)
-	claimant.heard.Store(clk.Now().UnixNano()) // an event delivered at 4 s
+	claimant.note(clk.Now(), false) // an event delivered at 4 s
 	clk.Advance(time.Second)
 	waitAfter()
 	clk.Advance(3 * time.Second) // 8 s: heard of 4 s ago

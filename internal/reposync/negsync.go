@@ -79,7 +79,7 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 			Name: "ngit_sync_negentropy_fetch_skipped_total", Help: "Missing event ids a fetch did not ask its relay for, by reason (claimed: another relay's fetch was asking for them; seen: the ingest handler had them, or had a copy on its way to the own relay).",
 		}, []string{"reason"}),
 		refetched: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_negentropy_fetch_claim_failed_total", Help: "Event ids a fetch left to another relay's fetch or to a copy on its way to the own relay and then asked its own relay for, by reason (failed: not delivered, or refused as invalid; timeout: the other fetch was not heard of, sent or delivering, for negentropy.claim_wait; unsettled: delivered, or on its way to the own relay, and not settled within negentropy.claim_wait).",
+			Name: "ngit_sync_negentropy_fetch_claim_failed_total", Help: "Event ids a fetch left to another relay's fetch or to a copy on its way to the own relay and then asked its own relay for, by reason (failed: not delivered, or refused as invalid; timeout: the other fetch was not heard of, receiving or handing on events, for negentropy.claim_wait; unsettled: delivered, or on its way to the own relay, and not settled within negentropy.claim_wait).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes, m.skipped, m.refetched} {

@@ -265,6 +265,28 @@ func (p *Pager) fetchPage(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	return page, outside, err
 }
 
+// reqProgressKey carries, in a REQ's context, whom fetchOnce tells how
+// the REQ is getting on: progress(false) when it is sent, receives an
+// event or has handed one on; progress(true) while it waits for the
+// sidecar's own pipeline (the event budget, the handler taking an event),
+// which is not the relay's doing. Fetch claims time out on it
+// (waitClaims).
+type reqProgressKey struct{}
+
+// withReqProgress returns ctx telling fetchOnce's REQs' progress to f.
+func withReqProgress(ctx context.Context, f func(held bool)) context.Context {
+	return context.WithValue(ctx, reqProgressKey{}, f)
+}
+
+// reqProgressFrom returns the progress function ctx carries, or one that
+// does nothing.
+func reqProgressFrom(ctx context.Context) func(held bool) {
+	if f, ok := ctx.Value(reqProgressKey{}).(func(bool)); ok {
+		return f
+	}
+	return func(bool) {}
+}
+
 func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
 	if p.WaitAllowed != nil {
 		if err := p.WaitAllowed(ctx); err != nil {
@@ -275,6 +297,8 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	if units <= 0 {
 		units = max(len(f.IDs), p.pageSize(c.URL()))
 	}
+	progress := reqProgressFrom(ctx)
+	progress(true)
 	held, err := p.Budget.acquire(ctx, units)
 	if err != nil {
 		return nil, 0, err
@@ -286,6 +310,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 		return nil, 0, err
 	}
 	defer sub.Close()
+	progress(false)
 	timer := time.NewTimer(p.EOSETimeout)
 	defer timer.Stop()
 	var page []*nostr.Event
@@ -339,6 +364,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				arrived = append(arrived, pageEvent{ev: m.Event, size: m.Size, raw: m.Raw})
 				p.Budget.hold(held, m.Size)
 				progressed = true
+				progress(false)
 			case relay.MsgClosed:
 				if p.OnClosed != nil {
 					p.OnClosed(m.Reason)
@@ -351,9 +377,11 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				slices.SortStableFunc(arrived, func(a, b pageEvent) int { return publishOrder(a.ev, b.ev) })
 				for i, pe := range arrived {
 					page[i] = pe.ev
+					progress(true)
 					if err := emit(ctx, ingest.Incoming{Event: pe.ev, Size: pe.size, Relay: c.URL(), Raw: pe.raw}); err != nil {
 						return nil, 0, err
 					}
+					progress(false)
 				}
 				return page, outside, nil
 			}
