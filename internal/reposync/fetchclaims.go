@@ -69,18 +69,20 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 	for round := 0; round < rounds && len(missing) > 0; round++ {
 		force := round > 0
 		plan := s.claims.plan(missing, per, s.IDState, force)
-		if err := s.fetchBatches(ctx, c, &plan, force, slots, counting, tally.delivered); err != nil {
-			return err
+		ferr := s.fetchBatches(ctx, c, &plan, force, slots, counting, tally.delivered)
+		// What the round left out, also when it was cut short.
+		s.m.skipped.WithLabelValues("seen").Add(float64(len(plan.settled) + len(plan.inflight)))
+		for _, d := range plan.deferred {
+			s.m.skipped.WithLabelValues("claimed").Add(float64(len(d)))
+		}
+		if ferr != nil {
+			return ferr
 		}
 		elsewhere(plan.settled)
-		s.m.skipped.WithLabelValues("seen").Add(float64(len(plan.settled) + len(plan.inflight)))
 		if len(plan.deferred) > 0 || len(plan.inflight) > 0 {
 			// The ids left to others get two rounds of their own if
 			// they are not delivered.
 			rounds = 3
-			for _, d := range plan.deferred {
-				s.m.skipped.WithLabelValues("claimed").Add(float64(len(d)))
-			}
 		}
 		w := waitClaims(ctx, s.Clock, s.cfg.ClaimWait, plan.deferred)
 		if err := ctx.Err(); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
@@ -141,4 +142,53 @@ func TestPagerTellsREQProgress(t *testing.T) {
 	if len(calls) == 0 || !calls[0] || calls[len(calls)-1] || heard != 1+2*len(evs) {
 		t.Fatalf("progress %v: want held first, then heard %d times, ending heard", calls, 1+2*len(evs))
 	}
+}
+
+// TestFetchCountsSkipsWhenCut: ids a fetch round left out (settled, in
+// flight, claimed by another REQ) are counted in fetch_skipped_total also
+// when the round is cut short.
+func TestFetchCountsSkipsWhenCut(t *testing.T) {
+	r := harness.Start(t, harness.RelayOptions{Name: "cut"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cfg := NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 2, SupportTTL: time.Hour, ClaimWait: time.Minute}
+	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{claimID(0), claimID(1), claimID(2)}
+	s.IDState = func(k [32]byte) int {
+		if k == claimKey(ids[0]) {
+			return ingest.IDSettled
+		}
+		return ingest.IDUnseen
+	}
+	other := s.claims.take(ids[1:2], 10, nil, false) // another relay's REQ holds ids[1]
+	cut, stop := context.WithCancel(ctx)
+	stop()
+	if err := s.fetch(cut, conn, ids, 1, func(context.Context, ingest.Incoming) error { return nil }, nil); err == nil {
+		t.Fatal("a cancelled fetch reported success")
+	}
+	if n := counterValue(t, s.m.skipped.WithLabelValues("seen")); n != 1 {
+		t.Errorf("fetch_skipped_total{seen} = %v, want 1", n)
+	}
+	if n := counterValue(t, s.m.skipped.WithLabelValues("claimed")); n != 1 {
+		t.Errorf("fetch_skipped_total{claimed} = %v, want 1", n)
+	}
+	s.claims.resolve(other.mine[0], func(string) bool { return false }, nil)
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
