@@ -23,58 +23,23 @@ import (
 // waited for however long that takes, since a fetch of the waiter's own
 // would wait there too; once it is heard of again, claim_wait runs anew.
 func TestFetchClaimsHeldNotTimedOut(t *testing.T) {
-	ct := newFetchClaims()
-	a := claimID(0)
-	p1 := ct.take([]string{a}, 10, nil, false)
-	p2 := ct.take([]string{a}, 10, nil, false)
-	clk := clock.NewManual(time.Unix(1000, 0))
-	claimant := p1.mine[0]
-	claimant.note(clk.Now(), true)
-	woke := make(chan claimWait, 1)
-	go func() { woke <- waitClaims(context.Background(), clk, 5*time.Second, p2.deferred) }()
-	step := func(d time.Duration) {
-		t.Helper()
-		for clk.Waiters() == 0 {
-			select {
-			case w := <-woke:
-				t.Fatalf("the waiter returned at %s: %+v", clk.Now().Sub(time.Unix(1000, 0)), w)
-			case <-time.After(time.Millisecond):
-			}
-		}
-		clk.Advance(d)
-	}
+	w := newClaimWaiter(t, true)
 	for range 4 {
-		step(5 * time.Second) // 20 s held: still waiting
+		w.step(5 * time.Second) // 20 s held: still waiting
 	}
-	claimant.note(clk.Now(), false) // handed its event on at 20 s
-	step(4 * time.Second)
-	step(time.Second) // 25 s: silent for 5 s
-	w := <-woke
-	if !slices.Equal(w.timedOut, []string{a}) {
-		t.Fatalf("waiter got %+v, want a timed out", w)
-	}
-	ct.resolve(claimant, func(string) bool { return true }, nil)
+	w.claimant.note(w.clk.Now(), false) // handed its event on at 20 s
+	w.step(4 * time.Second)
+	w.step(time.Second) // 25 s: silent for 5 s
+	w.timedOut()
 }
 
 // TestFetchClaimsPerSentREQ: against a real relay, a fetch whose REQs go
 // out one at a time (one slot) holds the claims of the REQ that runs, not
 // of the REQs still waiting: another relay's fetch would wait for those.
 func TestFetchClaimsPerSentREQ(t *testing.T) {
-	r := harness.Start(t, harness.RelayOptions{Name: "claims"})
 	evs := harness.Corpus()[:6]
-	r.Inject(evs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cfg := NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 2, SupportTTL: time.Hour, ClaimWait: time.Minute}
-	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn := dialRelay(t, "claims", evs)
+	s := newTestNegSyncer(t)
 	var ids []string
 	for _, ev := range evs {
 		ids = append(ids, ev.ID)
@@ -92,8 +57,8 @@ func TestFetchClaimsPerSentREQ(t *testing.T) {
 		t.Fatalf("%d events handed on, want %d", len(held), len(ids))
 	}
 	for _, n := range held {
-		if n != cfg.FetchBatch {
-			t.Fatalf("claims held as each event was handed on: %v; want %d (the running REQ's), not up to %d", held, cfg.FetchBatch, len(ids))
+		if n != s.cfg.FetchBatch {
+			t.Fatalf("claims held as each event was handed on: %v; want %d (the running REQ's), not up to %d", held, s.cfg.FetchBatch, len(ids))
 		}
 	}
 	if n := s.claims.len(); n != 0 {
@@ -106,16 +71,8 @@ func TestFetchClaimsPerSentREQ(t *testing.T) {
 // while each event is handed on, and that it was heard of once sent, for
 // each event received and after each event handed on.
 func TestPagerTellsREQProgress(t *testing.T) {
-	r := harness.Start(t, harness.RelayOptions{Name: "progress"})
 	evs := harness.Corpus()[:3]
-	r.Inject(evs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	ctx, conn := dialRelay(t, "progress", evs)
 	var calls []bool
 	ctx = withReqProgress(ctx, func(held bool) { calls = append(calls, held) })
 	var ids []string
@@ -148,19 +105,8 @@ func TestPagerTellsREQProgress(t *testing.T) {
 // flight, claimed by another REQ) are counted in fetch_skipped_total also
 // when the round is cut short.
 func TestFetchCountsSkipsWhenCut(t *testing.T) {
-	r := harness.Start(t, harness.RelayOptions{Name: "cut"})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cfg := NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 2, SupportTTL: time.Hour, ClaimWait: time.Minute}
-	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn := dialRelay(t, "cut", nil)
+	s := newTestNegSyncer(t)
 	ids := []string{claimID(0), claimID(1), claimID(2)}
 	s.IDState = func(k [32]byte) int {
 		if k == claimKey(ids[0]) {
@@ -191,4 +137,79 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// dialRelay starts a relay holding evs and returns a connection to it,
+// closed with the test, and a context ending with it (or in 30 s).
+func dialRelay(t *testing.T, name string, evs []*nostr.Event) (context.Context, *relay.Conn) {
+	t.Helper()
+	r := harness.Start(t, harness.RelayOptions{Name: name})
+	r.Inject(evs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ctx, conn
+}
+
+// newTestNegSyncer returns a NegSyncer fetching 2 ids per REQ, with no
+// local set.
+func newTestNegSyncer(t *testing.T) *NegSyncer {
+	t.Helper()
+	cfg := NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 2, SupportTTL: time.Hour, ClaimWait: time.Minute}
+	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// claimWaiter is a fetch waiting (claim_wait 5 s, on a manual clock
+// started at 1000 s) for another fetch's REQ that claimed one id.
+type claimWaiter struct {
+	t        *testing.T
+	ct       *fetchClaims
+	id       string
+	claimant *claimBatch
+	clk      *clock.Manual
+	woke     chan claimWait
+}
+
+// newClaimWaiter starts the wait; the claimant was heard of at its start,
+// held by the sidecar's own pipeline or not.
+func newClaimWaiter(t *testing.T, held bool) *claimWaiter {
+	w := &claimWaiter{t: t, ct: newFetchClaims(), id: claimID(0), clk: clock.NewManual(time.Unix(1000, 0)), woke: make(chan claimWait, 1)}
+	p1 := w.ct.take([]string{w.id}, 10, nil, false)
+	p2 := w.ct.take([]string{w.id}, 10, nil, false)
+	w.claimant = p1.mine[0]
+	w.claimant.note(w.clk.Now(), held)
+	go func() { w.woke <- waitClaims(context.Background(), w.clk, 5*time.Second, p2.deferred) }()
+	return w
+}
+
+// step waits until the waiter sleeps on the clock (failing if it returned)
+// and advances the clock by d.
+func (w *claimWaiter) step(d time.Duration) {
+	w.t.Helper()
+	for w.clk.Waiters() == 0 {
+		select {
+		case got := <-w.woke:
+			w.t.Fatalf("the waiter returned at %s: %+v", w.clk.Now().Sub(time.Unix(1000, 0)), got)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	w.clk.Advance(d)
+}
+
+// timedOut fails unless the wait ended with the id timed out, then ends
+// the claim.
+func (w *claimWaiter) timedOut() {
+	w.t.Helper()
+	if got := <-w.woke; !slices.Equal(got.timedOut, []string{w.id}) {
+		w.t.Fatalf("waiter got %+v, want %s timed out", got, w.id)
+	}
+	w.ct.resolve(w.claimant, func(string) bool { return true }, nil)
 }

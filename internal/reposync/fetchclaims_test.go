@@ -347,40 +347,16 @@ func TestFetchClaimsClaimWhenSent(t *testing.T) {
 // waited for claim_wait after it was last heard of, not after the wait
 // began (a REQ slowed by backpressure); a silent one times out.
 func TestFetchClaimsWaitWhileHeardOf(t *testing.T) {
-	ct := newFetchClaims()
-	a := claimID(0)
-	p1 := ct.take([]string{a}, 10, nil, false)
-	p2 := ct.take([]string{a}, 10, nil, false)
-	clk := clock.NewManual(time.Unix(1000, 0))
-	claimant := p1.mine[0]
-	claimant.note(clk.Now(), false)
-	woke := make(chan claimWait, 1)
-	go func() { woke <- waitClaims(context.Background(), clk, 5*time.Second, p2.deferred) }()
-	waitAfter := func() {
-		for clk.Waiters() == 0 {
-			select {
-			case w := <-woke:
-				t.Fatalf("the waiter returned early: %+v", w)
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}
-	waitAfter()
-	clk.Advance(4 * time.Second)
-	claimant.note(clk.Now(), false) // an event delivered at 4 s
-	clk.Advance(time.Second)
-	waitAfter()
-	clk.Advance(3 * time.Second) // 8 s: heard of 4 s ago
+	w := newClaimWaiter(t, false)
+	w.step(4 * time.Second)
+	w.claimant.note(w.clk.Now(), false) // an event delivered at 4 s
+	w.step(time.Second)
+	w.step(3 * time.Second) // 8 s: heard of 4 s ago
 	select {
-	case w := <-woke:
-		t.Fatalf("gave up on a claim heard of 4 s ago (claim_wait 5 s): %+v", w)
+	case got := <-w.woke:
+		t.Fatalf("gave up on a claim heard of 4 s ago (claim_wait 5 s): %+v", got)
 	case <-time.After(20 * time.Millisecond):
 	}
-	waitAfter()
-	clk.Advance(time.Second) // 9 s: silent for 5 s
-	w := <-woke
-	if !slices.Equal(w.timedOut, []string{a}) {
-		t.Fatalf("waiter got %+v, want a timed out", w)
-	}
-	ct.resolve(claimant, func(string) bool { return true }, nil)
+	w.step(time.Second) // 9 s: silent for 5 s
+	w.timedOut()
 }
