@@ -469,9 +469,7 @@ func waitClaims(ctx context.Context, clk clock.Clock, d time.Duration, deferred 
 			continue
 		}
 		for _, id := range ids {
-			var k [32]byte
-			_, _ = hex.Decode(k[:], []byte(id)) // deferred ids decode
-			if _, miss := b.missed[k]; miss {
+			if _, miss := b.missed[hexKey(id)]; miss { // deferred ids decode
 				w.failed = append(w.failed, id)
 			} else {
 				w.delivered = append(w.delivered, id)
@@ -576,8 +574,7 @@ func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state fu
 
 // hexKey decodes a 64-hex-digit id (zero when it does not decode).
 func hexKey(id string) [32]byte {
-	var k [32]byte
-	_, _ = hex.Decode(k[:], []byte(id))
+	k, _ := decodeClaimKey(id)
 	return k
 }
 
