@@ -1,6 +1,13 @@
 // Package clock is the one time source of grasp-sync's components: the
 // wall clock in production, a Manual clock that only moves when a test
 // tells it to.
+//
+// The engine's tick, the health tracker's, the batch windows, the held
+// events' recheck, the publisher's OK timeout, holds and redials, the
+// EOSE and negentropy timeouts and the relay rate limits all run on it.
+// What stays on the wall clock is the transport under a connection:
+// socket deadlines, the websocket keepalive ping and a dial's context
+// deadline, which the kernel and the libraries time themselves.
 package clock
 
 import (
@@ -18,6 +25,29 @@ type Clock interface {
 	// AfterFunc calls f in its own goroutine (synchronously, from Advance,
 	// for a Manual clock) once d has passed.
 	AfterFunc(d time.Duration, f func()) Timer
+	// NewTimer returns a one-shot timer whose channel receives the time
+	// once d has passed; it can be stopped and reset, like time.Timer.
+	NewTimer(d time.Duration) Alarm
+	// NewTicker returns a ticker whose channel receives the time every d
+	// (d > 0); like time.Ticker it drops the ticks a slow reader misses.
+	NewTicker(d time.Duration) Ticker
+}
+
+// Alarm is a one-shot timer with a channel (time.Timer's behaviour since
+// Go 1.23: after Stop or Reset returns, no value from before is received).
+type Alarm interface {
+	C() <-chan time.Time
+	// Reset makes the timer fire d from now; it reports whether it was
+	// pending.
+	Reset(d time.Duration) bool
+	// Stop cancels the timer; it reports whether it was pending.
+	Stop() bool
+}
+
+// Ticker is a repeating timer with a channel.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
 }
 
 // Timer is a pending AfterFunc.
@@ -41,6 +71,23 @@ func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 // AfterFunc returns time.AfterFunc(d, f).
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
+// NewTimer returns time.NewTimer(d).
+func (Real) NewTimer(d time.Duration) Alarm { return realAlarm{time.NewTimer(d)} }
+
+// NewTicker returns time.NewTicker(d).
+func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
+type realAlarm struct{ t *time.Timer }
+
+func (a realAlarm) C() <-chan time.Time        { return a.t.C }
+func (a realAlarm) Reset(d time.Duration) bool { return a.t.Reset(d) }
+func (a realAlarm) Stop() bool                 { return a.t.Stop() }
+
+type realTicker struct{ t *time.Ticker }
+
+func (k realTicker) C() <-chan time.Time { return k.t.C }
+func (k realTicker) Stop()               { k.t.Stop() }
+
 // Manual is a Clock that only moves when told to. It is safe for
 // concurrent use and meant for tests in any package: Advance moves time
 // forward, fires the channels returned by After and runs the functions
@@ -54,8 +101,9 @@ type Manual struct {
 type manualWaiter struct {
 	c       *Manual
 	at      time.Time
-	ch      chan time.Time // After
+	ch      chan time.Time // After, NewTimer, NewTicker (buffered: 1)
 	f       func()         // AfterFunc
+	period  time.Duration  // NewTicker: due again this much later
 	stopped bool
 }
 
@@ -74,8 +122,10 @@ func (c *Manual) Now() time.Time {
 }
 
 // Advance moves the clock forward by d (negative d is ignored), fires
-// every After channel whose deadline is now reached and runs, in deadline
-// order and on the caller's goroutine, every AfterFunc that became due.
+// every After, timer and ticker channel whose deadline is now reached (a
+// ticker once, however many periods passed, and again a period after its
+// last due time) and runs, in deadline order and on the caller's
+// goroutine, every AfterFunc that became due.
 func (c *Manual) Advance(d time.Duration) {
 	if d < 0 {
 		d = 0
@@ -88,11 +138,18 @@ func (c *Manual) Advance(d time.Duration) {
 	for _, w := range c.waiters {
 		switch {
 		case w.stopped:
-		case !w.at.After(now):
+		case w.at.After(now):
+			kept = append(kept, w)
+		case w.period > 0:
+			offer(w.ch, now)
+			w.at = w.at.Add((now.Sub(w.at)/w.period + 1) * w.period)
+			kept = append(kept, w)
+		case w.ch != nil:
+			w.stopped = true
+			offer(w.ch, now)
+		default:
 			w.stopped = true
 			due = append(due, w)
-		default:
-			kept = append(kept, w)
 		}
 	}
 	clear(c.waiters[len(kept):])
@@ -100,11 +157,15 @@ func (c *Manual) Advance(d time.Duration) {
 	c.mu.Unlock()
 	slices.SortStableFunc(due, func(a, b *manualWaiter) int { return a.at.Compare(b.at) })
 	for _, w := range due {
-		if w.ch != nil {
-			w.ch <- now // buffered, never blocks
-		} else {
-			w.f()
-		}
+		w.f()
+	}
+}
+
+// offer sends t on ch unless ch already holds a value (ch is buffered).
+func offer(ch chan time.Time, t time.Time) {
+	select {
+	case ch <- t:
+	default:
 	}
 }
 
@@ -130,6 +191,81 @@ func (c *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	w := &manualWaiter{c: c, at: c.now.Add(d), f: f}
 	c.waiters = append(c.waiters, w)
 	return w
+}
+
+// NewTimer returns a timer that fires once Advance has moved the clock d
+// or more past the current time. d ≤ 0 fires at once.
+func (c *Manual) NewTimer(d time.Duration) Alarm {
+	a := &manualAlarm{c: c, ch: make(chan time.Time, 1)}
+	a.Reset(d)
+	return a
+}
+
+// NewTicker returns a ticker that fires each time Advance moves the clock
+// past its next due time, due every d (d ≤ 0 panics, as time.NewTicker).
+func (c *Manual) NewTicker(d time.Duration) Ticker {
+	if d <= 0 {
+		panic("clock: non-positive interval for NewTicker")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &manualWaiter{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1), period: d}
+	c.waiters = append(c.waiters, w)
+	return manualTicker{w}
+}
+
+type manualAlarm struct {
+	c  *Manual
+	ch chan time.Time
+	w  *manualWaiter // the pending deadline, nil before the first Reset
+}
+
+func (a *manualAlarm) C() <-chan time.Time { return a.ch }
+
+func (a *manualAlarm) Reset(d time.Duration) bool {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	was := a.stopLocked()
+	if d <= 0 {
+		a.ch <- a.c.now // drained by stopLocked
+		return was
+	}
+	a.w = &manualWaiter{c: a.c, at: a.c.now.Add(d), ch: a.ch}
+	a.c.waiters = append(a.c.waiters, a.w)
+	return was
+}
+
+func (a *manualAlarm) Stop() bool {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	return a.stopLocked()
+}
+
+// stopLocked cancels the pending deadline and drops a value not yet
+// received.
+func (a *manualAlarm) stopLocked() bool {
+	was := a.w != nil && !a.w.stopped
+	if a.w != nil {
+		a.w.stopped = true
+	}
+	select {
+	case <-a.ch:
+	default:
+	}
+	return was
+}
+
+type manualTicker struct{ w *manualWaiter }
+
+func (k manualTicker) C() <-chan time.Time { return k.w.ch }
+func (k manualTicker) Stop() {
+	k.w.c.mu.Lock()
+	defer k.w.c.mu.Unlock()
+	k.w.stopped = true
+	select {
+	case <-k.w.ch:
+	default:
+	}
 }
 
 // Stop cancels a pending AfterFunc.

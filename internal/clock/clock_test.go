@@ -110,3 +110,109 @@ func TestManualAfterFunc(t *testing.T) {
 		t.Fatalf("Waiters = %d after Advance", c.Waiters())
 	}
 }
+
+// recv reports the value waiting on ch, if any.
+func recv(ch <-chan time.Time) (time.Time, bool) {
+	select {
+	case t := <-ch:
+		return t, true
+	default:
+		return time.Time{}, false
+	}
+}
+
+func TestManualTimer(t *testing.T) {
+	c := NewManual(epoch)
+	a := c.NewTimer(time.Second)
+	c.Advance(999 * time.Millisecond)
+	if _, ok := recv(a.C()); ok {
+		t.Fatal("timer fired early")
+	}
+	// Reset moves the deadline; the old one no longer fires.
+	if !a.Reset(time.Second) {
+		t.Fatal("Reset of a pending timer reported false")
+	}
+	c.Advance(time.Millisecond)
+	if _, ok := recv(a.C()); ok {
+		t.Fatal("the deadline before Reset fired")
+	}
+	c.Advance(time.Second)
+	// The value is the clock's time after the Advance that fired it.
+	if got, ok := recv(a.C()); !ok || !got.Equal(epoch.Add(2*time.Second)) {
+		t.Fatalf("timer fired %v with %s, want %s", ok, got, epoch.Add(2*time.Second))
+	}
+	if a.Stop() {
+		t.Fatal("Stop of a fired timer reported true")
+	}
+	// A value not received before Stop or Reset is dropped.
+	a.Reset(time.Second)
+	c.Advance(time.Second)
+	a.Reset(time.Hour)
+	if _, ok := recv(a.C()); ok {
+		t.Fatal("a value from before Reset was received")
+	}
+	if !a.Stop() {
+		t.Fatal("Stop of a pending timer reported false")
+	}
+	c.Advance(2 * time.Hour)
+	if _, ok := recv(a.C()); ok {
+		t.Fatal("a stopped timer fired")
+	}
+	a.Reset(0)
+	if _, ok := recv(a.C()); !ok {
+		t.Fatal("Reset(0) did not fire at once")
+	}
+	if got := c.Waiters(); got != 0 {
+		t.Fatalf("Waiters = %d, want 0", got)
+	}
+}
+
+func TestManualTicker(t *testing.T) {
+	c := NewManual(epoch)
+	k := c.NewTicker(time.Second)
+	c.Advance(500 * time.Millisecond)
+	if _, ok := recv(k.C()); ok {
+		t.Fatal("ticker fired early")
+	}
+	c.Advance(500 * time.Millisecond)
+	if got, ok := recv(k.C()); !ok || !got.Equal(epoch.Add(time.Second)) {
+		t.Fatalf("first tick %v at %s", ok, got)
+	}
+	// A day at once: one tick, the missed ones dropped, the next one due
+	// a period after the last due time.
+	c.Advance(24 * time.Hour)
+	if _, ok := recv(k.C()); !ok {
+		t.Fatal("no tick after a day")
+	}
+	if _, ok := recv(k.C()); ok {
+		t.Fatal("more than one tick waiting")
+	}
+	if d := c.Deadlines(); len(d) != 1 || !d[0].Equal(epoch.Add(24*time.Hour+2*time.Second)) {
+		t.Fatalf("next tick due %v, want %s", d, epoch.Add(24*time.Hour+2*time.Second))
+	}
+	c.Advance(time.Second) // not received before Stop: dropped
+	k.Stop()
+	if _, ok := recv(k.C()); ok {
+		t.Fatal("a tick from before Stop was received")
+	}
+	c.Advance(time.Hour)
+	if _, ok := recv(k.C()); ok {
+		t.Fatal("a stopped ticker ticked")
+	}
+	if got := c.Waiters(); got != 0 {
+		t.Fatalf("Waiters = %d, want 0", got)
+	}
+}
+
+func TestRealTimerAndTicker(t *testing.T) {
+	var c Clock = Real{}
+	a := c.NewTimer(time.Millisecond)
+	<-a.C()
+	if a.Stop() {
+		t.Fatal("Stop of a fired timer reported true")
+	}
+	k := c.NewTicker(time.Millisecond)
+	<-k.C()
+	<-k.C()
+	k.Stop()
+}

@@ -135,10 +135,17 @@ func TestTrackerRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx) }()
 
-	// Run's ticks update the metrics; walk the clock and wait for the
-	// relay to show up dead without calling Tick ourselves.
-	clock.Advance(24 * time.Hour)
+	// Run's ticks (on the clock) update the metrics; once Run waits for
+	// its first tick, walk the clock and wait for the relay to show up
+	// dead without calling Tick ourselves.
 	deadline := time.Now().Add(10 * time.Second)
+	for clock.Waiters() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not start its ticker within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clock.Advance(24 * time.Hour)
 	for {
 		if v, _ := testkit.Series(t, reg, MetricRelaysDead, map[string]string{"relay": ""}); v == 1 {
 			break

@@ -520,14 +520,14 @@ func (t *Tracker) Tick() {
 
 // Run calls Tick every Config.Tick until ctx is done, then returns nil.
 func (t *Tracker) Run(ctx context.Context) error {
-	ticker := time.NewTicker(t.cfg.Tick)
+	ticker := t.clock.NewTicker(t.cfg.Tick)
 	defer ticker.Stop()
 	t.Tick()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-ticker.C():
 			t.Tick()
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
@@ -120,8 +121,8 @@ type Deps struct {
 	// relay (accepted, duplicate, or seen through the self-subscription):
 	// negentropy's local set (*localindex.Index).
 	Present Present
-	// Now defaults to time.Now.
-	Now      func() time.Time
+	// Clock defaults to clock.Real{}.
+	Clock    clock.Clock
 	Log      *zap.Logger
 	Registry prometheus.Registerer
 }
@@ -157,7 +158,8 @@ type Handler struct {
 	present  Present
 	limits   *relayLimits
 	held     *ownHeld
-	now      func() time.Time
+	clock    clock.Clock
+	now      func() time.Time // clock.Now
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -182,27 +184,28 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if d.Log == nil {
 		d.Log = zap.NewNop()
 	}
-	if d.Now == nil {
-		d.Now = time.Now
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
 	}
 	m, err := newMetrics(d.Registry)
 	if err != nil {
 		return nil, err
 	}
-	limits := newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, nil,
+	limits := newRelayLimits(cfg.RelayRate, cfg.RelayBurst, cfg.RelayQueue, d.Clock,
 		m.limitHits.WithLabelValues("relay_event_rate"), m.limitHits.WithLabelValues("relay_queue"))
 	limits.maxBytes = int64(cfg.RelayQueueBytes)
-	seen := newSeenSet(cfg.SeenMax, cfg.SeenTTL, nil)
+	seen := newSeenSet(cfg.SeenMax, cfg.SeenTTL, d.Clock.Now)
 	if p, ok := d.Present.(presentIDs); ok {
 		seen.present = p
 	}
 	return &Handler{
 		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, purg: d.Purgatory,
-		rejected: NewRejectedIndex(cfg.Rejected, d.Now),
+		rejected: NewRejectedIndex(cfg.Rejected, d.Clock.Now),
 		present:  d.Present,
 		limits:   limits,
 		held:     newOwnHeld(cfg.SeenMax),
-		now:      d.Now,
+		clock:    d.Clock,
+		now:      d.Clock.Now,
 		seen:     seen,
 		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),

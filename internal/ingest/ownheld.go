@@ -114,13 +114,13 @@ func (h *Handler) recheckHeld(ctx context.Context) {
 
 // runHeldRecheck checks the held events a few times per recheck delay.
 func (h *Handler) runHeldRecheck(ctx context.Context) {
-	t := time.NewTicker(max(h.cfg.OwnHeldRecheck/4, 10*time.Millisecond))
+	t := h.clock.NewTicker(max(h.cfg.OwnHeldRecheck/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			h.recheckHeld(ctx)
 		}
 	}

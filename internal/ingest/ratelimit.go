@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 )
 
 // relayLimits keeps one relay from starving the others in the shared
@@ -21,7 +23,7 @@ type relayLimits struct {
 	burst    float64
 	queue    int
 	maxBytes int64 // 0: no byte bound
-	now      func() time.Time
+	clock    clock.Clock
 
 	rateHits  prometheus.Counter
 	queueHits prometheus.Counter
@@ -41,15 +43,15 @@ type relayLimit struct {
 // sweepAt is the number of relays remembered before idle ones are swept.
 const sweepAt = 256
 
-func newRelayLimits(rate, burst, queue int, now func() time.Time, rateHits, queueHits prometheus.Counter) *relayLimits {
+func newRelayLimits(rate, burst, queue int, clk clock.Clock, rateHits, queueHits prometheus.Counter) *relayLimits {
 	if burst <= 0 {
 		burst = max(rate, 1)
 	}
-	if now == nil {
-		now = time.Now
+	if clk == nil {
+		clk = clock.Real{}
 	}
 	return &relayLimits{
-		rate: float64(rate), burst: float64(burst), queue: queue, now: now,
+		rate: float64(rate), burst: float64(burst), queue: queue, clock: clk,
 		rateHits: rateHits, queueHits: queueHits,
 		relays: map[string]*relayLimit{},
 	}
@@ -96,7 +98,7 @@ func (l *relayLimits) reserve(relay string) time.Duration {
 	if l.rate <= 0 {
 		return 0
 	}
-	now := l.now()
+	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.get(relay, now)
@@ -115,9 +117,9 @@ func (l *relayLimits) admit(ctx context.Context, relay string, size int) (releas
 		if l.rateHits != nil {
 			l.rateHits.Inc()
 		}
-		t := time.NewTimer(d)
+		t := l.clock.NewTimer(d)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
@@ -126,7 +128,7 @@ func (l *relayLimits) admit(ctx context.Context, relay string, size int) (releas
 	releaseSlot := func() {}
 	if l.queue > 0 {
 		l.mu.Lock()
-		slots := l.get(relay, l.now()).slots
+		slots := l.get(relay, l.clock.Now()).slots
 		l.mu.Unlock()
 		select {
 		case slots <- struct{}{}:
@@ -149,7 +151,7 @@ func (l *relayLimits) admit(ctx context.Context, relay string, size int) (releas
 	counted := false
 	for {
 		l.mu.Lock()
-		r := l.get(relay, l.now())
+		r := l.get(relay, l.clock.Now())
 		if r.bytes == 0 || r.bytes+n <= l.maxBytes {
 			r.bytes += n
 			l.mu.Unlock()
@@ -173,7 +175,7 @@ func (l *relayLimits) admit(ctx context.Context, relay string, size int) (releas
 	}
 	return func() {
 		l.mu.Lock()
-		r := l.get(relay, l.now())
+		r := l.get(relay, l.clock.Now())
 		r.bytes -= n
 		if r.freed != nil {
 			close(r.freed)

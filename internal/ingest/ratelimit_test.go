@@ -6,15 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestRelayLimitsReserve(t *testing.T) {
-	now := time.Unix(1000, 0)
+	clk := clock.NewManual(time.Unix(1000, 0))
 	hits := prometheus.NewCounter(prometheus.CounterOpts{Name: "h"})
-	l := newRelayLimits(10, 2, 0, func() time.Time { return now }, hits, nil)
+	l := newRelayLimits(10, 2, 0, clk, hits, nil)
 	for i, want := range []time.Duration{0, 0, 100 * time.Millisecond, 200 * time.Millisecond} {
 		if got := l.reserve("ws://a"); got != want {
 			t.Fatalf("reserve #%d = %s, want %s", i, got, want)
@@ -24,7 +25,7 @@ func TestRelayLimitsReserve(t *testing.T) {
 	if got := l.reserve("ws://b"); got != 0 {
 		t.Fatalf("second relay waits %s", got)
 	}
-	now = now.Add(time.Second) // refills to the burst, no more
+	clk.Advance(time.Second) // refills to the burst, no more
 	for i, want := range []time.Duration{0, 0, 100 * time.Millisecond} {
 		if got := l.reserve("ws://a"); got != want {
 			t.Fatalf("after refill, reserve #%d = %s, want %s", i, got, want)
@@ -36,11 +37,11 @@ func TestRelayLimitsReserve(t *testing.T) {
 }
 
 func TestRelayLimitsSweep(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := newRelayLimits(10, 1, 4, func() time.Time { return now }, nil, nil)
+	clk := clock.NewManual(time.Unix(1000, 0))
+	l := newRelayLimits(10, 1, 4, clk, nil, nil)
 	for i := 0; i < sweepAt+10; i++ {
 		l.reserve(string(rune('a'+i%26)) + time.Duration(i).String())
-		now = now.Add(time.Second)
+		clk.Advance(time.Second)
 	}
 	if n := len(l.relays); n > sweepAt {
 		t.Fatalf("%d relays remembered, bound %d", n, sweepAt)
@@ -99,13 +100,31 @@ func TestHandlerRelayQueueIsolatesRelays(t *testing.T) {
 
 func TestHandlerRelayRateCountsHits(t *testing.T) {
 	h, _, _ := newTestHandler(t, Config{QueueLen: 100})
-	frozen := time.Unix(1000, 0)
-	h.limits = newRelayLimits(1000, 2, 0, func() time.Time { return frozen },
+	clk := clock.NewManual(time.Unix(1000, 0))
+	h.limits = newRelayLimits(1000, 2, 0, clk,
 		h.m.limitHits.WithLabelValues("relay_event_rate"), nil)
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
-		if err := h.Handle(ctx, Incoming{Event: &nostr.Event{}, Relay: "ws://a"}); err != nil {
-			t.Fatal(err)
+		done := make(chan error, 1)
+		go func() { done <- h.Handle(ctx, Incoming{Event: &nostr.Event{}, Relay: "ws://a"}) }()
+		// Over the burst, Handle waits on the clock for the next token.
+		for waited := false; ; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wantWait := i >= 2; waited != wantWait {
+					t.Fatalf("event %d waited on the clock: %v, want %v", i, waited, wantWait)
+				}
+			case <-time.After(time.Millisecond):
+				if clk.Waiters() > 0 {
+					waited = true
+					clk.Advance(time.Millisecond)
+				}
+				continue
+			}
+			break
 		}
 	}
 	if got := testkit.Value(t, h.m.limitHits.WithLabelValues("relay_event_rate")); got != 2 {

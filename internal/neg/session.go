@@ -10,6 +10,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -90,9 +91,9 @@ type Options struct {
 	// MinWindow is the smallest time window ReconcileSplit splits down to
 	// (whole seconds). Default 1 minute.
 	MinWindow time.Duration
-	// Now gives the current time; ReconcileSplit uses it as the upper end
-	// of a filter without until. Nil means time.Now.
-	Now func() time.Time
+	// Clock times the timeouts and delays above and gives ReconcileSplit
+	// the upper end of a filter without until. Nil means clock.Real{}.
+	Clock clock.Clock
 }
 
 // DefaultOptions returns the documented defaults.
@@ -173,8 +174,9 @@ type Result struct {
 // and a panic in it would be contained, so a hostile relay costs one
 // session. On error the partial Result is returned for its Stats only.
 func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, local *Storage, opt Options) (res Result, err error) {
-	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
+	clk := opt.clock()
+	start := clk.Now()
+	defer func() { res.Duration = clk.Now().Sub(start) }()
 	if err := opt.Validate(); err != nil {
 		return res, err
 	}
@@ -203,7 +205,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 	res.Sessions = 1
 	res.BytesSent += len(first) / 2
 
-	timer := time.NewTimer(opt.InitialTimeout)
+	timer := clk.NewTimer(opt.InitialTimeout)
 	defer timer.Stop()
 	answered := false
 	resent := false
@@ -212,7 +214,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
-		case <-timer.C:
+		case <-timer.C():
 			if !answered {
 				return res, fmt.Errorf("%w: %w: no answer to NEG-OPEN within %s", ErrUnsupported, ErrTimeout, opt.InitialTimeout)
 			}
@@ -237,7 +239,7 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 						// server engine keeps no state between messages:
 						// send the same message once more.
 						resent = true
-						if err := waitCtx(ctx, opt.ClosedResendDelay); err != nil {
+						if err := waitCtx(ctx, clk, opt.ClosedResendDelay); err != nil {
 							return res, err
 						}
 						if err := c.NegMsg(ctx, subID, lastOut); err != nil {
@@ -298,18 +300,26 @@ func Reconcile(ctx context.Context, c Conn, subID string, filter nostr.Filter, l
 }
 
 // waitCtx waits for d or until ctx ends.
-func waitCtx(ctx context.Context, d time.Duration) error {
+func waitCtx(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-t.C():
 		return nil
 	}
+}
+
+// clock returns o.Clock, or the wall clock when it is nil.
+func (o Options) clock() clock.Clock {
+	if o.Clock == nil {
+		return clock.Real{}
+	}
+	return o.Clock
 }
 
 // protect runs f and turns a panic into an error.

@@ -13,6 +13,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -232,6 +233,44 @@ func replyAt(at int, replies ...relay.NegReply) func(f *fakeConn) func(*fakeSess
 				return step{}
 			}
 		}
+	}
+}
+
+// TestReconcileTimeoutOnTheClock: the initial timeout runs on
+// Options.Clock: a relay silent on NEG-OPEN is given up on when the clock
+// passes a day-long InitialTimeout, and not before.
+func TestReconcileTimeoutOnTheClock(t *testing.T) {
+	d := makeDataset(43, 100, 0.1)
+	conn := newFakeConn(fixedSet(d.server), 0)
+	conn.handle = replyAt(0)(conn)
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	opt := testOptions()
+	opt.InitialTimeout = 24 * time.Hour
+	opt.Clock = clk
+	done := make(chan error, 1)
+	go func() {
+		_, err := Reconcile(context.Background(), conn, "c", nostr.Filter{}, ourStorage(d.client), opt)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); clk.Waiters() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Reconcile set no timer on the clock within 10s")
+		}
+	}
+	clk.Advance(opt.InitialTimeout - time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("Reconcile ended before the timeout: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnsupported) || !errors.Is(err, ErrTimeout) {
+			t.Fatalf("Reconcile = %v, want %v and %v", err, ErrUnsupported, ErrTimeout)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Reconcile did not time out when the clock passed InitialTimeout")
 	}
 }
 

@@ -21,15 +21,16 @@ type LocalFunc func(nostr.Filter) (*Storage, error)
 // [since, until] in halves and reconciles each half, recursively, down to
 // Options.MinWindow. A window whose session was lost (ErrSessionClosed) is
 // retried up to Options.SessionRetries times. A missing since counts as 0; a missing until as
-// Options.Now, while the newest window keeps until unset so events from
+// Options.Clock's time, while the newest window keeps until unset so events from
 // the future stay covered. Need and Have are sorted. Sessions use the ids subIDPrefix+"0",
 // subIDPrefix+"1", … one at a time. On error the Result holds everything
 // learned from the windows that completed, so the caller can still fetch
 // those ids.
 func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nostr.Filter, localFor LocalFunc, opt Options) (res Result, err error) {
-	start := time.Now()
+	clk := opt.clock()
+	start := clk.Now()
 	defer func() {
-		res.Duration = time.Since(start)
+		res.Duration = clk.Now().Sub(start)
 		slices.Sort(res.Need)
 		res.Need = slices.Compact(res.Need)
 		slices.Sort(res.Have)
@@ -40,10 +41,6 @@ func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nost
 	}
 	if len(subIDPrefix) > 54 {
 		return res, fmt.Errorf("%w: subscription id prefix %q longer than 54 characters", ErrInvalidOptions, subIDPrefix)
-	}
-	now := opt.Now
-	if now == nil {
-		now = time.Now
 	}
 	minWidth := int64(opt.MinWindow / time.Second)
 
@@ -75,7 +72,7 @@ func ReconcileSplit(ctx context.Context, c Conn, subIDPrefix string, filter nost
 		if !errors.Is(err, ErrBlocked) {
 			return res, fmt.Errorf("window %s: %w", windowString(w), err)
 		}
-		lo, hi := int64(0), now().Unix()
+		lo, hi := int64(0), clk.Now().Unix()
 		if w.Since != nil {
 			lo = int64(*w.Since)
 		}

@@ -101,6 +101,13 @@ func (f *fakeRelay) snapshot() (frames int, conns int, authFrames int) {
 	return f.frames, f.conns, f.authFrames
 }
 
+// sent returns the EVENT frames received for id.
+func (f *fakeRelay) sent(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.perID[id]
+}
+
 func (f *fakeRelay) serve(w http.ResponseWriter, r *http.Request) {
 	c, err := ws.Accept(w, r, &ws.AcceptOptions{CompressionMode: ws.CompressionDisabled})
 	if err != nil {
@@ -200,10 +207,10 @@ type pubHarness struct {
 }
 
 // startPublisher runs a publisher until the test ends (or stop is called).
-func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer) *pubHarness {
+func startPublisher(t testing.TB, cfg Config, dial Dialer, sign Signer, opts ...Option) *pubHarness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	p, err := New(cfg, dial, sign, zaptest.NewLogger(t), reg)
+	p, err := New(cfg, dial, sign, zaptest.NewLogger(t), reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -92,7 +93,7 @@ type runner struct {
 	dialFailures int
 	lastFailLog  time.Time
 	failsNotLog  int
-	reconnect    *time.Timer
+	reconnect    clock.Alarm
 
 	// Congestion control after rate limiting, as in TCP: window is the
 	// effective window; below ssthresh it grows by one per answer (doubling
@@ -115,7 +116,7 @@ type runner struct {
 	paceFrom   time.Time
 	paceCount  int
 	notBefore  time.Time // no EVENT before this: a hold or the pace
-	hold       *time.Timer
+	hold       clock.Alarm
 	lastRLWarn time.Time
 
 	// okCh receives the answer to every send (relay.Conn.Send); sent
@@ -123,7 +124,7 @@ type runner struct {
 	// one: no goroutine or timer per EVENT.
 	okCh    chan relay.OKReply
 	sent    []sentRef
-	okTimer *time.Timer
+	okTimer clock.Alarm
 	okArmed bool
 
 	dialCh chan dialMsg
@@ -140,10 +141,10 @@ func newRunner(ctx context.Context, p *Publisher) *runner {
 		inflight:  make(map[string]*item),
 		window:    p.cfg.Window,
 		ssthresh:  p.cfg.Window,
-		reconnect: time.NewTimer(time.Hour),
-		hold:      time.NewTimer(time.Hour),
+		reconnect: p.clock.NewTimer(time.Hour),
+		hold:      p.clock.NewTimer(time.Hour),
 		okCh:      make(chan relay.OKReply, 2*p.cfg.Window),
-		okTimer:   time.NewTimer(time.Hour),
+		okTimer:   p.clock.NewTimer(time.Hour),
 		dialCh:    make(chan dialMsg),
 		authCh:    make(chan authMsg),
 	}
@@ -169,7 +170,7 @@ func (r *runner) loop() {
 			r.takeIncoming()
 		case rep := <-r.okCh:
 			r.onReply(rep)
-		case <-r.okTimer.C:
+		case <-r.okTimer.C():
 			r.expire()
 		case d := <-r.dialCh:
 			r.handleDial(d)
@@ -177,9 +178,9 @@ func (r *runner) loop() {
 			r.handleAuth(a)
 		case <-connDone:
 			r.lost(r.sess.conn.Err())
-		case <-r.reconnect.C:
+		case <-r.reconnect.C():
 			r.connect()
-		case <-r.hold.C:
+		case <-r.hold.C():
 			// the hold is over; send resumes at the top of the loop
 		}
 	}
@@ -287,7 +288,7 @@ func (r *runner) send() {
 	if s == nil || s.auth == authPending || len(r.inflight) >= r.window {
 		return
 	}
-	now := time.Now()
+	now := r.p.clock.Now()
 	if now.Before(r.notBefore) {
 		return // the hold timer is armed
 	}
@@ -470,7 +471,7 @@ func (r *runner) scheduleReconnect() {
 // logFailure logs the first failure of a streak, then at most once per
 // failureLogEvery with the number of failures since.
 func (r *runner) logFailure(msg string, err error) {
-	now := time.Now()
+	now := r.p.clock.Now()
 	if r.dialFailures > 1 && now.Sub(r.lastFailLog) < failureLogEvery {
 		r.failsNotLog++
 		return

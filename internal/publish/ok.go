@@ -63,13 +63,13 @@ func (r *runner) armOKTimer() {
 		return
 	}
 	r.okArmed = true
-	r.okTimer.Reset(time.Until(r.sent[0].it.sentAt.Add(r.cfg.OKTimeout)))
+	r.okTimer.Reset(r.sent[0].it.sentAt.Add(r.cfg.OKTimeout).Sub(r.p.clock.Now()))
 }
 
 // expire times out every send older than OKTimeout without an answer.
 func (r *runner) expire() {
 	r.okArmed = false
-	now := time.Now()
+	now := r.p.clock.Now()
 	for r.trimSent(); len(r.sent) > 0 && now.Sub(r.sent[0].it.sentAt) >= r.cfg.OKTimeout; r.trimSent() {
 		ref := r.sent[0]
 		ref.it.sess.conn.CancelOK(ref.it.ev.ID, ref.sendID, r.okCh)
@@ -174,7 +174,7 @@ func (r *runner) rateLimited(it *item, reason string) {
 	}
 	r.window, r.caAnswers = 1, 0
 	r.rlStreak++
-	now := time.Now()
+	now := r.p.clock.Now()
 	// Measure the rate the relay allowed since the previous episode (holds
 	// included, so it errs on the slow side) or since the publisher became
 	// busy; failed probes in a row do not restart the measurement.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -66,6 +67,8 @@ type Publisher struct {
 	sign Signer
 	log  *zap.Logger
 	m    *metrics
+	// clock times OKs, holds, pacing and redials.
+	clock clock.Clock
 	// retry paces redials and rate-limit holds.
 	retry backoff.Policy
 
@@ -91,10 +94,17 @@ type Publisher struct {
 	accepted, duplicates, rejected, retries atomic.Uint64
 }
 
+// Option changes a Publisher built by New.
+type Option func(*Publisher)
+
+// WithClock makes the publisher time OKs, holds, pacing and redials on c
+// (clock.Real{} by default).
+func WithClock(c clock.Clock) Option { return func(p *Publisher) { p.clock = c } }
+
 // New returns a Publisher; call Run to start it. sign may be nil when no
 // NIP-42 key is configured (auth-required answers are then Rejected). log
 // and reg may be nil.
-func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.Registerer) (*Publisher, error) {
+func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -114,19 +124,24 @@ func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.R
 	if cfg.QueueBytes > 0 {
 		bytes = semaphore.NewWeighted(int64(cfg.QueueBytes))
 	}
-	return &Publisher{
+	p := &Publisher{
 		bytes:   bytes,
 		cfg:     cfg,
 		dial:    dial,
 		sign:    sign,
 		log:     log.Named("publish"),
 		m:       m,
+		clock:   clock.Real{},
 		retry:   backoff.Policy{Base: cfg.RetryBase, Max: cfg.RetryMax, Jitter: 0.5, Shorten: true},
 		slots:   make(chan struct{}, cfg.QueueSize),
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		idle:    idle,
-	}, nil
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p, nil
 }
 
 // Submit hands ev to the publisher. It blocks only while QueueSize

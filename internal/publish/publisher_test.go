@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 	"github.com/nbd-wtf/go-nostr"
@@ -456,6 +457,41 @@ func TestMissingOKIsResent(t *testing.T) {
 	}
 	if _, conns, _ := f.snapshot(); conns != 1 {
 		t.Fatalf("%d connections, want 1", conns)
+	}
+}
+
+// The OK timeout runs on the publisher's clock: a day-long timeout passes
+// when the clock is moved a day, and not before.
+func TestOKTimeoutOnTheClock(t *testing.T) {
+	f := newFakeRelay(t)
+	f.setDecide(func(c *fakeConn, ev *nostr.Event) reply {
+		if f.perID[ev.ID] == 1 {
+			return reply{silent: true} // the first OK never comes
+		}
+		return f.accept(ev)
+	})
+	cfg := testConfig()
+	cfg.OKTimeout = 24 * time.Hour
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	h := startPublisher(t, cfg, f.dialer(), nil, WithClock(clk))
+	ev := makeEvents(t, 1)[0]
+	res := newResults()
+	submitAll(t, h.p, []*nostr.Event{ev}, res)
+	testkit.WaitFor(t, 10*time.Second, "the EVENT sent", func() bool { return f.sent(ev.ID) == 1 })
+	// The OK timer is the clock's only deadline.
+	testkit.WaitFor(t, 10*time.Second, "the OK timer armed", func() bool {
+		d := clk.Deadlines()
+		return len(d) == 1 && d[0].Equal(clk.Now().Add(cfg.OKTimeout))
+	})
+	clk.Advance(cfg.OKTimeout - time.Second)
+	time.Sleep(50 * time.Millisecond)
+	if n := f.sent(ev.ID); n != 1 || res.count() != 0 {
+		t.Fatalf("before the timeout: sent %d times, %d outcomes", n, res.count())
+	}
+	clk.Advance(time.Second)
+	testkit.WaitFor(t, 10*time.Second, "the outcome", func() bool { return res.count() == 1 })
+	if r := res.get(ev.ID); r[0].Outcome != Accepted || r[0].Attempts != 2 {
+		t.Fatalf("result %+v, want accepted after 2 attempts", r[0])
 	}
 }
 

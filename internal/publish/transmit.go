@@ -1,8 +1,6 @@
 package publish
 
 import (
-	"time"
-
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -14,7 +12,7 @@ func (r *runner) transmit(s *session, it *item) bool {
 	r.sendSeq++
 	it.sendID = r.sendSeq
 	it.sends++
-	it.sentAt = time.Now()
+	it.sentAt = r.p.clock.Now()
 	it.sentAuth = s.auth
 	it.sess = s
 	r.inflight[it.ev.ID] = it

@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -30,16 +31,16 @@ type catchUpStats struct {
 // so reconciliations with remote relays do not read the own relay again.
 // It returns how many indexed events the own relay lacked (removed), or
 // neg.ErrUnsupported when the own relay does not speak NIP-77; the caller
-// then fills the index by reading back. opts.Now is the clock of its log
+// then fills the index by reading back. opts.Clock is the clock of its log
 // line.
 func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch int, l1 bool, repos, roots []string) (removed int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := opts.Now
-	if now == nil {
-		now = time.Now
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real{}
 	}
-	start := now()
+	start := clk.Now()
 	var res catchUpStats
 	conn, err := o.ownConn(ctx)
 	if err != nil {
@@ -88,7 +89,7 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 			}
 		}
 		o.markFilled(l1, repos, roots)
-		o.logCatchUp(res, now().Sub(start), true)
+		o.logCatchUp(res, clk.Now().Sub(start), true)
 		return res.Removed, nil
 	}
 	for i, f := range o.fillFilters(l1, repos, roots) {
@@ -115,7 +116,7 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 		}
 	}
 	o.markFilled(l1, repos, roots)
-	o.logCatchUp(res, now().Sub(start), false)
+	o.logCatchUp(res, clk.Now().Sub(start), false)
 	return res.Removed, nil
 }
 

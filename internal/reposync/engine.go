@@ -399,6 +399,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
 		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
 		Budget:     newEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
+		Clock:      d.Clock,
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
@@ -407,6 +408,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		e.local.forget = e.h.ForgetPresent
+		e.local.pager.Clock = d.Clock
 		e.local.fetched = func(ev *nostr.Event) {
 			if slices.Contains(cfg.SelfKinds, ev.Kind) {
 				e.caughtMu.Lock()
@@ -414,12 +416,11 @@ func New(cfg Config, d Deps) (*Engine, error) {
 				e.caughtMu.Unlock()
 			}
 		}
-		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock.Now)
+		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
 			return nil, err
 		}
 		ns.Limits = d.Health.Limits
-		ns.Clock = d.Clock
 		if e.h != nil {
 			ns.IDState = e.h.IDState
 		}
@@ -482,7 +483,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.track(url, true)
 	}
 	e.lastEmpty = e.clock.Now()
-	tick := time.NewTicker(e.cfg.Tick)
+	tick := e.clock.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
 	e.connectDue()
 	e.refreshSnapshot()
@@ -501,7 +502,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case fn := <-e.inbox:
 			fn()
-		case <-tick.C:
+		case <-tick.C():
 			e.onTick()
 		}
 	}

@@ -2,6 +2,7 @@ package reposync
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
 // TestFetchClaimsHeldNotTimedOut: a claim whose REQ waits for the
@@ -101,6 +103,42 @@ func TestPagerTellsREQProgress(t *testing.T) {
 	}
 }
 
+// TestPagerEOSETimeoutOnTheClock: a relay that never sends EOSE is given
+// up on when the pager's clock passes EOSETimeout, and not before.
+func TestPagerEOSETimeoutOnTheClock(t *testing.T) {
+	r := harness.Start(t, harness.RelayOptions{Name: "silent", Faults: harness.Faults{NoEOSE: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := relay.Dial(ctx, r.URL(), relay.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	clk := clock.NewManual(time.Unix(1000, 0))
+	p := &Pager{PageSize: 100, EOSETimeout: 24 * time.Hour, Clock: clk}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.fetch(ctx, conn, nostr.Filter{Kinds: []int{1}, Limit: 10}, func(context.Context, ingest.Incoming) error { return nil })
+		done <- err
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the EOSE timer", func() bool { return clk.Waiters() == 1 })
+	clk.Advance(24*time.Hour - time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("fetch ended before the timeout: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrEOSETimeout) {
+			t.Fatalf("fetch = %v, want %v", err, ErrEOSETimeout)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fetch did not time out when the clock passed EOSETimeout")
+	}
+}
+
 // TestFetchCountsSkipsWhenCut: ids a fetch round left out (settled, in
 // flight, claimed by another REQ) are counted in fetch_skipped_total also
 // when the round is cut short.
@@ -160,7 +198,7 @@ func dialRelay(t *testing.T, name string, evs []*nostr.Event) (context.Context, 
 func newTestNegSyncer(t *testing.T) *NegSyncer {
 	t.Helper()
 	cfg := NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 2, SupportTTL: time.Hour, ClaimWait: time.Minute}
-	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), time.Now)
+	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,11 +226,11 @@ func (e *Engine) startJobs(r *remote) {
 				}
 				return e.h.Handle(ctx, in)
 			}
-			began := time.Now()
+			began := e.clock.Now()
 			err := hs.Sync(ctx, conn, j.filters, 1, emit)
 			if ce := e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
 				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", jobLabel(j.filters)),
-					zap.Duration("waited", began.Sub(started)), zap.Duration("took", time.Since(began)), zap.Error(err))
+					zap.Duration("waited", began.Sub(started)), zap.Duration("took", e.clock.Now().Sub(began)), zap.Error(err))
 			}
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.

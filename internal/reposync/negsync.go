@@ -134,7 +134,6 @@ type NegSyncer struct {
 	local LocalSet
 	m     *negMetrics
 	log   *zap.Logger
-	now   func() time.Time
 	seq   atomic.Uint64
 
 	// Limits, when set, returns a relay's announced limits: NEG-OPEN,
@@ -144,8 +143,8 @@ type NegSyncer struct {
 	// (ingest.Handler.IDState): a fetch does not ask for a settled id, and
 	// waits for one in flight (fetchclaims.go).
 	IDState func(id [32]byte) int
-	// Clock times the waits for other fetches' claims (clock.Real{} by
-	// default).
+	// Clock tells the time of support entries and metrics and times the
+	// waits for other fetches' claims and the negentropy sessions.
 	Clock clock.Clock
 	// claims are the ids being fetched, shared by every relay's fetches.
 	claims *fetchClaims
@@ -161,7 +160,7 @@ type supportEntry struct {
 }
 
 // NewNegSyncer builds a NegSyncer.
-func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Registerer, log *zap.Logger, now func() time.Time) (*NegSyncer, error) {
+func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Registerer, log *zap.Logger, clk clock.Clock) (*NegSyncer, error) {
 	if cfg.FetchBatch <= 0 {
 		return nil, fmt.Errorf("reposync: Negentropy.FetchBatch must be positive, got %d", cfg.FetchBatch)
 	}
@@ -172,11 +171,11 @@ func NewNegSyncer(cfg NegConfig, pager *Pager, local LocalSet, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	if now == nil {
-		now = time.Now
+	if clk == nil {
+		clk = clock.Real{}
 	}
-	return &NegSyncer{cfg: cfg, pager: pager, local: local, m: m, log: log, now: now,
-		Clock: clock.Real{}, claims: newFetchClaims(),
+	return &NegSyncer{cfg: cfg, pager: pager, local: local, m: m, log: log,
+		Clock: clk, claims: newFetchClaims(),
 		support: map[string]supportEntry{}, warned: map[string]bool{}}, nil
 }
 
@@ -187,7 +186,7 @@ func (s *NegSyncer) Support(url string) string {
 	defer s.mu.Unlock()
 	e, ok := s.support[url]
 	switch {
-	case !ok || s.now().Sub(e.at) > s.cfg.SupportTTL:
+	case !ok || s.Clock.Now().Sub(e.at) > s.cfg.SupportTTL:
 		return "unknown"
 	case e.supported:
 		return "supported"
@@ -198,7 +197,7 @@ func (s *NegSyncer) Support(url string) string {
 func (s *NegSyncer) setSupport(url string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.support[url] = supportEntry{supported: ok, at: s.now()}
+	s.support[url] = supportEntry{supported: ok, at: s.Clock.Now()}
 	if !ok && !s.warned[url] {
 		s.warned[url] = true
 		s.log.Warn("relay does not support NIP-77; using REQ paging", zap.String("relay", url))
@@ -407,7 +406,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 	}
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
-	opts.Now = s.now
+	opts.Clock = s.Clock
 	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
 	// The storage of each window reconciled (the last, when one is retried)
 	// tells, with the result, what the relay's set held.
@@ -442,7 +441,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 		s.m.syncs.WithLabelValues(url, "error").Inc()
 	default:
 		s.m.syncs.WithLabelValues(url, "ok").Inc()
-		s.m.lastSync.WithLabelValues(url).Set(float64(s.now().Unix()))
+		s.m.lastSync.WithLabelValues(url).Set(float64(s.Clock.Now().Unix()))
 	}
 	if res.Sessions > 0 || err == nil {
 		s.setSupport(url, true)

@@ -35,7 +35,7 @@ func (s *NegSyncer) reconcileNewest(ctx context.Context, c *relay.Conn, f nostr.
 	if f.Until != nil {
 		until = *f.Until
 	} else {
-		until = nostr.Timestamp(s.now().Unix()) + 1
+		until = nostr.Timestamp(s.Clock.Now().Unix()) + 1
 	}
 	if until-since <= 1 {
 		// One second cannot be split: its events are equally new.

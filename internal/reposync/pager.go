@@ -11,6 +11,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -63,8 +64,17 @@ type Pager struct {
 	// Budget, when set, bounds the events this pager's REQs hold at once
 	// (eventBudget).
 	Budget *eventBudget
+	// Clock times EOSETimeout (clock.Real{} when nil).
+	Clock clock.Clock
 
 	seq atomic.Uint64
+}
+
+func (p *Pager) clock() clock.Clock {
+	if p.Clock == nil {
+		return clock.Real{}
+	}
+	return p.Clock
 }
 
 // splitKinds are the kinds a saturated second is split into when the
@@ -311,7 +321,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	}
 	defer sub.Close()
 	progress(false)
-	timer := time.NewTimer(p.EOSETimeout)
+	timer := p.clock().NewTimer(p.EOSETimeout)
 	defer timer.Stop()
 	var page []*nostr.Event
 	var arrived []pageEvent // page's events with their sizes and bytes as they arrived (forwarded as is)
@@ -323,7 +333,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 		select {
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
-		case <-timer.C:
+		case <-timer.C():
 			// The timeout is for a silent relay: it does not run while this
 			// subscription receives events, nor while the connection waits
 			// for one of our own slow consumers.

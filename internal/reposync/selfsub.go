@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
@@ -98,7 +99,7 @@ const selfHistoryBatch = 1000
 // Pages come newest first, so roots can precede their announcement; the
 // engine keeps such roots until the announcement arrives.
 func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) error {
-	start := time.Now()
+	start := e.clock.Now()
 	var batch []*nostr.Event
 	total := 0
 	flush := func() {
@@ -137,7 +138,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 	if err != nil {
 		return fmt.Errorf("paging the own relay's announcements and roots: %w", err)
 	}
-	e.log.Info("read the own relay's announcements and roots", zap.Int("events", total), zap.Duration("took", time.Since(start)))
+	e.log.Info("read the own relay's announcements and roots", zap.Int("events", total), zap.Duration("took", e.clock.Now().Sub(start)))
 	return nil
 }
 
@@ -179,7 +180,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 
 	var batch []*nostr.Event
 	var window, quietC <-chan time.Time
-	var timer, quiet *time.Timer
+	var timer, quiet clock.Alarm
 	live := false // the subscription's EOSE came: what follows is new
 	flush := func() {
 		evs := batch
@@ -233,13 +234,13 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				}
 				batch = append(batch, batched(m.Event))
 				if timer == nil {
-					timer = time.NewTimer(e.cfg.BatchWindow)
-					window = timer.C
+					timer = e.clock.NewTimer(e.cfg.BatchWindow)
+					window = timer.C()
 				}
 				if q := e.cfg.BatchQuiet; q > 0 {
 					if quiet == nil {
-						quiet = time.NewTimer(q)
-						quietC = quiet.C
+						quiet = e.clock.NewTimer(q)
+						quietC = quiet.C()
 					} else {
 						quiet.Reset(q)
 					}
@@ -292,7 +293,7 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 			// it lists that the own relay lost would never be fetched.
 			e.local.Index().Clear()
 		}
-		start := time.Now()
+		start := e.clock.Now()
 		e.local.Reset()
 		if err := e.local.FillItems(ctx, true, repos, roots.sorted()); err != nil {
 			if ctx.Err() == nil {
@@ -300,7 +301,7 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 			}
 		} else {
 			e.log.Info("local set filled from the own relay", zap.Int("events", e.local.Index().Len()),
-				zap.Int("repos", len(repos)), zap.Int("roots", roots.len()), zap.Duration("took", time.Since(start)))
+				zap.Int("repos", len(repos)), zap.Int("roots", roots.len()), zap.Duration("took", e.clock.Now().Sub(start)))
 		}
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this
@@ -311,7 +312,7 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 // reports false when the caller must read back instead.
 func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
 	opts := e.cfg.Negentropy.Options
-	opts.Now = e.clock.Now
+	opts.Clock = e.clock
 	before := e.local.Index().Len()
 	removed, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
 	e.caughtMu.Lock()

@@ -3,7 +3,6 @@ package reposync
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -63,9 +62,10 @@ func sortRelays(rs []status.Relay) {
 	slices.SortFunc(rs, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
 }
 
-// onRunGoroutine runs fn on the Run goroutine and waits for it up to a
-// second; it gives up at once when the engine is not running or its inbox
-// is full (the caller then reads what was built last).
+// onRunGoroutine runs fn on the Run goroutine and waits for it up to one
+// tick (the snapshot is refreshed every tick: waiting longer would not
+// give a fresher one); it gives up at once when the engine is not running
+// or its inbox is full (the caller then reads what was built last).
 func (e *Engine) onRunGoroutine(fn func()) {
 	if !e.running.Load() {
 		return
@@ -75,7 +75,7 @@ func (e *Engine) onRunGoroutine(fn func()) {
 	case e.inbox <- func() { fn(); close(done) }:
 		select {
 		case <-done:
-		case <-time.After(time.Second):
+		case <-e.clock.After(e.cfg.Tick):
 		}
 	default:
 	}

@@ -135,7 +135,7 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, shared bool, log 
 		recv.Inc()
 		return e.h.Handle(ctx, in)
 	}
-	start := time.Now()
+	start := e.clock.Now()
 	budget := e.cfg.Trusted.MaxEventsPerCycle
 	missing := 0
 	var errs []error
@@ -163,6 +163,6 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, shared bool, log 
 		return err
 	}
 	closed(url)
-	log.Info("trusted reconciliation done", zap.Int("filters", len(fs)), zap.Int("missing", missing), zap.Duration("took", time.Since(start)))
+	log.Info("trusted reconciliation done", zap.Int("filters", len(fs)), zap.Int("missing", missing), zap.Duration("took", e.clock.Now().Sub(start)))
 	return nil
 }

@@ -99,7 +99,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	ownOpts.CoalesceWrites = true // the publisher's bursts of EVENTs: one write each
 	pub, err := publish.New(publishConfig(cfg), func(ctx context.Context) (*relay.Conn, error) {
 		return relay.Dial(ctx, cfg.OwnRelay, ownOpts)
-	}, signer, d.Log.Named("publisher"), d.Registry)
+	}, signer, d.Log.Named("publisher"), d.Registry, publish.WithClock(d.Clock))
 	if err != nil {
 		return nil, fmt.Errorf("publisher: %w", err)
 	}
@@ -128,7 +128,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, err
 	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
-		Publisher: pub, Present: present, Now: d.Clock.Now,
+		Publisher: pub, Present: present, Clock: d.Clock,
 		Log: d.Log.Named("ingest"), Registry: d.Registry,
 	})
 	if err != nil {
