@@ -316,7 +316,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) { h.onOwnRelay(ev, false) }
 func (h *Handler) OnOwnRelayLive(ev *nostr.Event) { h.onOwnRelay(ev, true) }
 
 func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
-	id, ok := decodeID(ev.ID)
+	id, ok := neg.DecodeID(ev.ID)
 	if !ok {
 		return
 	}
@@ -351,7 +351,7 @@ func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
 // MarkPresent records that ev is on the own relay; it will not be
 // published again.
 func (h *Handler) MarkPresent(ev *nostr.Event) {
-	if id, ok := decodeID(ev.ID); ok {
+	if id, ok := neg.DecodeID(ev.ID); ok {
 		h.seen.Mark(id)
 	}
 }
@@ -359,7 +359,7 @@ func (h *Handler) MarkPresent(ev *nostr.Event) {
 // Seen tells whether an event id went through the handler or is known to
 // be on the own relay.
 func (h *Handler) Seen(id string) bool {
-	b, ok := decodeID(id)
+	b, ok := neg.DecodeID(id)
 	return ok && h.seen.Has(b)
 }
 
@@ -394,7 +394,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 		return
 	}
 	ev := in.Event
-	id, ok := decodeID(ev.ID)
+	id, ok := neg.DecodeID(ev.ID)
 	if !ok {
 		h.m.eventsInvalid.WithLabelValues("bad_id").Inc()
 		return
@@ -461,7 +461,7 @@ func (h *Handler) hold(ev *nostr.Event, onOwnRelay bool) {
 		}
 	case errors.Is(err, purgatory.ErrFull):
 		// Not lost: the next sync fetches it again.
-		if id, ok := decodeID(ev.ID); ok {
+		if id, ok := neg.DecodeID(ev.ID); ok {
 			h.seen.Forget(id)
 		}
 	}
@@ -494,7 +494,7 @@ func reason(r publish.Result) string {
 // Settle applies a publish result: bookkeeping, metrics, and retries of
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
-	id, idOK := decodeID(ev.ID)
+	id, idOK := neg.DecodeID(ev.ID)
 	// Not a valid event: the own relay's judgement, or ours before it
 	// could enter the RejectedIndex (decided while its flight still
 	// stands, so no honest copy is dropped meanwhile).

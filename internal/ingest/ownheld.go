@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
 // DefaultOwnHeldRecheck is how long after a GRASP own relay accepted an
@@ -76,7 +78,7 @@ func (o *ownHeld) len() int {
 
 // onHeld records an event the own relay answered "purgatory:" for.
 func (h *Handler) onHeld(ev *nostr.Event) {
-	id, ok := decodeID(ev.ID)
+	id, ok := neg.DecodeID(ev.ID)
 	if !ok {
 		return
 	}

@@ -1,6 +1,10 @@
 package ingest
 
-import "github.com/nbd-wtf/go-nostr"
+import (
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+)
 
 // What the state store (internal/statestore) needs of the handler: whether
 // everything received has left it, and the dedupe set primed from a
@@ -17,7 +21,7 @@ func (h *Handler) Pending() int { return int(h.pending.Load()) }
 // ForgetPresent undoes MarkPresent for an event the own relay turned out
 // to lack (removed while the sidecar was down): it may be published again.
 func (h *Handler) ForgetPresent(id string) {
-	if b, ok := decodeID(id); ok {
+	if b, ok := neg.DecodeID(id); ok {
 		h.seen.Forget(b)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
@@ -86,15 +87,6 @@ func NewRejectedIndex(cfg RejectedConfig, now func() time.Time) *RejectedIndex {
 	}
 }
 
-func decodeID(id string) ([32]byte, bool) {
-	var out [32]byte
-	if len(id) != 64 {
-		return out, false
-	}
-	_, err := hex.Decode(out[:], []byte(id))
-	return out, err == nil
-}
-
 func (r *RejectedIndex) refHash(ref string) uint64 {
 	// FNV-1a from a secret starting state: crafted references cannot aim
 	// at one list without knowing the key (a collision only retries or
@@ -111,7 +103,7 @@ func (r *RejectedIndex) refHash(ref string) uint64 {
 // when one of ev's dependencies was accepted within HotTTL and ev was not
 // retried for that yet: the caller should publish it again now.
 func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
-	id, ok := decodeID(ev.ID)
+	id, ok := neg.DecodeID(ev.ID)
 	if !ok {
 		return false
 	}
@@ -250,7 +242,7 @@ func (r *RejectedIndex) Expire() {
 
 // Has tells whether id is remembered as rejected.
 func (r *RejectedIndex) Has(id string) bool {
-	b, ok := decodeID(id)
+	b, ok := neg.DecodeID(id)
 	if !ok {
 		return false
 	}

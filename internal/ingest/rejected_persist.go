@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
 func randomKey() uint64 {
@@ -107,7 +109,7 @@ func (r *RejectedIndex) RestoreState(st RejectedState) error {
 		}
 	}
 	for _, h := range st.Hot {
-		id, ok := decodeID(h.Event.ID)
+		id, ok := neg.DecodeID(h.Event.ID)
 		if !ok || r.cold[id].at == 0 {
 			continue // hot entries are also cold ones
 		}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
@@ -17,7 +18,7 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 	for _, ref := range refs {
 		retry, forgotten := h.rejected.DependencyAccepted(ref)
 		for _, id := range forgotten {
-			if b, ok := decodeID(id); ok {
+			if b, ok := neg.DecodeID(id); ok {
 				h.seen.Forget(b)
 			}
 		}
@@ -39,7 +40,7 @@ func (h *Handler) retry(ev *nostr.Event) bool {
 		return true
 	default:
 		h.pending.Add(-1)
-		if id, ok := decodeID(ev.ID); ok {
+		if id, ok := neg.DecodeID(ev.ID); ok {
 			h.seen.Forget(id)
 		}
 		return false

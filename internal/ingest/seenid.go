@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
 // States of an event id for a fetch deciding whether to ask for it
@@ -75,7 +77,7 @@ func (s *invalidIDs) has(id [32]byte) bool {
 
 // noteInvalid records that the copy of ev was dropped as invalid.
 func (h *Handler) noteInvalid(ev *nostr.Event) {
-	if id, ok := decodeID(ev.ID); ok {
+	if id, ok := neg.DecodeID(ev.ID); ok {
 		h.invalid.add(id)
 	}
 }

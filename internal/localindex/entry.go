@@ -1,6 +1,10 @@
 package localindex
 
-import "math"
+import (
+	"math"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+)
 
 // entry is one indexed event: 48 bytes. created_at takes 4 bytes and the
 // kind 2; a value that does not fit (a created_at before 1970 or from
@@ -91,7 +95,7 @@ func (x *Index) kindOf(slot uint32, e *entry) uint32 {
 // keeps there, at no cost, that it read the own relay's events naming
 // this one). The mark is not persisted and goes with the event.
 func (x *Index) MarkFilled(id string) bool {
-	k, ok := decodeKey(id)
+	k, ok := neg.DecodeID(id)
 	if !ok {
 		return false
 	}
@@ -107,7 +111,7 @@ func (x *Index) MarkFilled(id string) bool {
 // Filled reports whether the event with this hex id is indexed with its
 // filled mark set (MarkFilled).
 func (x *Index) Filled(id string) bool {
-	k, ok := decodeKey(id)
+	k, ok := neg.DecodeID(id)
 	if !ok {
 		return false
 	}

@@ -1,11 +1,9 @@
 package localindex
 
 import (
-	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -63,7 +61,7 @@ func TestCreatedAtAndKindBeyondEntryFields(t *testing.T) {
 			}
 			byID := map[[32]byte]nostr.Timestamp{}
 			for _, ev := range evs {
-				k, _ := decodeKey(ev.ID)
+				k, _ := neg.DecodeID(ev.ID)
 				byID[k] = ev.CreatedAt
 			}
 			for _, it := range items {
@@ -158,7 +156,7 @@ func TestFilledMark(t *testing.T) {
 func TestSeenMarks(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 11))
 	ev := &nostr.Event{ID: randHex(r), PubKey: randHex(r), Kind: 1, CreatedAt: 1}
-	id, _ := decodeKey(ev.ID)
+	id, _ := neg.DecodeID(ev.ID)
 	x := mustNew(t, DefaultOptions())
 	if x.SeenID(id) || x.MarkSeenID(id) {
 		t.Fatal("an id not indexed is marked")
@@ -188,32 +186,6 @@ func TestSeenMarks(t *testing.T) {
 	}
 }
 
-// decodeKey agrees with encoding/hex on lower-case hex and refuses
-// everything else: upper case, other bytes at any place, other lengths.
-func TestDecodeKeyAgreesWithHex(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 5))
-	for range 1000 {
-		var want [32]byte
-		for i := range want {
-			want[i] = byte(r.Uint32())
-		}
-		s := hex.EncodeToString(want[:])
-		if got, ok := decodeKey(s); !ok || got != want {
-			t.Fatalf("decodeKey(%s) = %x, %v", s, got, ok)
-		}
-		b := []byte(s)
-		b[r.IntN(64)] = "Agz-/:`G\x00\xff"[r.IntN(10)]
-		if _, ok := decodeKey(string(b)); ok {
-			t.Fatalf("decodeKey(%q) accepted", b)
-		}
-	}
-	for _, s := range []string{"", "ab", strings.Repeat("a", 63), strings.Repeat("a", 65)} {
-		if _, ok := decodeKey(s); ok {
-			t.Errorf("decodeKey of %d characters accepted", len(s))
-		}
-	}
-}
-
 // AddNew indexes with the filled mark, also an event indexed before
 // (the self-subscription showed it before its OK came); Add does not, and
 // ClearFilled clears it.
@@ -233,7 +205,7 @@ func TestAddNewMarksFilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{false, true, true} {
-		k, _ := decodeKey(evs[i].ID)
+		k, _ := neg.DecodeID(evs[i].ID)
 		if !x.Has(evs[i].ID) || x.Filled(evs[i].ID) != want || !x.SeenID(k) {
 			t.Errorf("event %d: indexed %v, filled %v (want %v), seen %v", i, x.Has(evs[i].ID), x.Filled(evs[i].ID), want, x.SeenID(k))
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
 var (
@@ -145,37 +147,6 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 	return x, nil
 }
 
-// decodeKey decodes a 64-character lower-case hex string (the canonical
-// form of ids and pubkeys; upper case is refused) in one pass.
-func decodeKey(s string) ([32]byte, bool) {
-	var k [32]byte
-	if len(s) != 64 {
-		return k, false
-	}
-	for i := range k {
-		hi, lo := hexNibble[s[2*i]], hexNibble[s[2*i+1]]
-		if hi|lo > 0x0f {
-			return k, false
-		}
-		k[i] = hi<<4 | lo
-	}
-	return k, true
-}
-
-// hexNibble maps '0'–'9' and 'a'–'f' to their values, anything else to 0xff.
-var hexNibble = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c - 'a' + 10)
-	}
-	return t
-}()
-
 // Add indexes ev with a dedupe mark (SeenID). Adding an event that is
 // already indexed only sets its mark. It returns ErrFull when the index
 // is at capacity.
@@ -197,11 +168,11 @@ func (x *Index) Add(ev *nostr.Event) error { return x.add(ev, flagSeenCur) }
 func (x *Index) AddNew(ev *nostr.Event) error { return x.add(ev, flagSeenCur|flagFilled) }
 
 func (x *Index) add(ev *nostr.Event, marks uint32) error {
-	id, ok := decodeKey(ev.ID)
+	id, ok := neg.DecodeID(ev.ID)
 	if !ok {
 		return fmt.Errorf("%w: id %q", ErrInvalidEvent, ev.ID)
 	}
-	author, ok := decodeKey(ev.PubKey)
+	author, ok := neg.DecodeID(ev.PubKey)
 	if !ok {
 		return fmt.Errorf("%w: pubkey %q", ErrInvalidEvent, ev.PubKey)
 	}
@@ -287,7 +258,7 @@ func containsRef(refs []uint32, ref uint32) bool {
 }
 
 func (x *Index) internValue(code uint32, v string) uint32 {
-	if k, ok := decodeKey(v); ok {
+	if k, ok := neg.DecodeID(v); ok {
 		return code<<29 | refHexBit | x.hexVals.intern(&k)
 	}
 	return code<<29 | x.strVals.intern(v)
@@ -304,7 +275,7 @@ func (x *Index) releaseRef(ref uint32) {
 // Remove drops the event with the given hex id and reports whether it was
 // indexed.
 func (x *Index) Remove(id string) bool {
-	k, ok := decodeKey(id)
+	k, ok := neg.DecodeID(id)
 	if !ok {
 		return false
 	}
@@ -358,7 +329,7 @@ func (x *Index) compactTags() {
 
 // Has reports whether the event with the given hex id is indexed.
 func (x *Index) Has(id string) bool {
-	k, ok := decodeKey(id)
+	k, ok := neg.DecodeID(id)
 	if !ok {
 		return false
 	}

@@ -36,7 +36,7 @@ func (x *Index) compile(f nostr.Filter) (query, error) {
 	if f.Authors != nil {
 		q.authors = make(map[uint32]struct{}, len(f.Authors))
 		for _, a := range f.Authors {
-			if k, ok := decodeKey(a); ok {
+			if k, ok := neg.DecodeID(a); ok {
 				if idx, ok := x.authors.lookup(&k); ok {
 					q.authors[idx] = struct{}{}
 				}
@@ -56,7 +56,7 @@ func (x *Index) compile(f nostr.Filter) (query, error) {
 		}
 		set := make(map[uint32]struct{}, len(vals))
 		for _, v := range vals {
-			if k, ok := decodeKey(v); ok {
+			if k, ok := neg.DecodeID(v); ok {
 				if idx, ok := x.hexVals.lookup(&k); ok {
 					set[code<<29|refHexBit|idx] = struct{}{}
 				}
@@ -118,7 +118,7 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 	}
 	if f.IDs != nil {
 		for _, id := range f.IDs {
-			k, ok := decodeKey(id)
+			k, ok := neg.DecodeID(id)
 			if !ok {
 				continue
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -354,7 +355,7 @@ func (t *fetchClaims) claim(b *claimBatch, state func([32]byte) int, force bool,
 			continue
 		}
 		kept = append(kept, id)
-		if k, ok := decodeClaimKey(id); ok && t.m[k] == nil {
+		if k, ok := neg.DecodeID(id); ok && t.m[k] == nil {
 			t.m[k] = b
 			b.keys = append(b.keys, k)
 		}
@@ -367,7 +368,7 @@ func (t *fetchClaims) claim(b *claimBatch, state func([32]byte) int, force bool,
 // force) or a REQ other than own claimed it (not force), and reports
 // whether it is left to ask for. t.mu is held.
 func (t *fetchClaims) classify(id string, own *claimBatch, state func([32]byte) int, force bool, p *claimPlan) bool {
-	k, ok := decodeClaimKey(id)
+	k, ok := neg.DecodeID(id)
 	if !ok {
 		return true // asked for as it is; the relay answers what it can
 	}
@@ -405,16 +406,6 @@ func (t *fetchClaims) classify(id string, own *claimBatch, state func([32]byte) 
 	}
 	p.deferred[other] = append(p.deferred[other], id)
 	return false
-}
-
-// decodeClaimKey decodes a 64-hex-digit id.
-func decodeClaimKey(id string) ([32]byte, bool) {
-	var k [32]byte
-	if len(id) != 64 {
-		return k, false
-	}
-	_, err := hex.Decode(k[:], []byte(id))
-	return k, err == nil
 }
 
 // resolve ends b's claims once its REQ ended: delivered tells which ids
@@ -574,7 +565,7 @@ func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state fu
 
 // hexKey decodes a 64-hex-digit id (zero when it does not decode).
 func hexKey(id string) [32]byte {
-	k, _ := decodeClaimKey(id)
+	k, _ := neg.DecodeID(id)
 	return k
 }
 
