@@ -147,6 +147,7 @@ type Health struct {
 	NaughtyPeriod             time.Duration `yaml:"naughty_period" help:"How long a misbehaving relay stays penalised."`
 	Jitter                    float64       `yaml:"jitter" help:"Random fraction added to or removed from each backoff delay, in [0, 1)."`
 	DefaultSubscriptionBudget int           `yaml:"default_subscription_budget" help:"Concurrent subscriptions per relay when its NIP-11 states no max_subscriptions."`
+	LearnedTTL                time.Duration `yaml:"learned_ttl" help:"How long the limits a relay taught by refusing requests (filters per REQ, tag values per filter, message size, subscription budget) are kept across restarts, from the last time one went down (with state.dir)."`
 }
 
 // Publisher configures publishing into the own relay.
@@ -285,6 +286,7 @@ func Default() *Config {
 			NaughtyPeriod:             hcfg.NaughtyPeriod,
 			Jitter:                    hcfg.JitterFraction,
 			DefaultSubscriptionBudget: hcfg.DefaultSubscriptionBudget,
+			LearnedTTL:                hcfg.LearnedTTL,
 		},
 		Publisher: Publisher{
 			Window:    pub.Window,

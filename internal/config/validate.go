@@ -219,6 +219,7 @@ func (c *Config) Validate() error {
 		v.fail("health.jitter", "must be in [0, 1)", h.Jitter)
 	}
 	v.positiveInt("health.default_subscription_budget", h.DefaultSubscriptionBudget)
+	v.positive("health.learned_ttl", h.LearnedTTL)
 
 	p := c.Publisher
 	v.positiveInt("publisher.window", p.Window)

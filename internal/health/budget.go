@@ -91,6 +91,7 @@ func (t *Tracker) Learn(url string, l relay.Limits, why string) bool {
 	if after == before {
 		return false
 	}
+	r.learnedAt = t.clock.Now()
 	r.log.Warn("relay refused a request over a limit it does not announce (or announces higher), building smaller requests",
 		zap.String("why", why),
 		zap.Int("max_filters_before", before.MaxFilters), zap.Int("max_filters", after.MaxFilters),

@@ -72,6 +72,13 @@ type Config struct {
 	// the budget once, not once per notice. 0 lowers on every notice.
 	// Default 10s.
 	BudgetHoldoff time.Duration `yaml:"budget_holdoff"`
+	// LearnedTTL is how long the bounds a relay taught by refusals (filters
+	// per REQ, tag values per filter, message size, subscription budget)
+	// are kept across restarts, counted from the last time one went down:
+	// within it a restarted sidecar builds requests that fit at once
+	// instead of being refused again (a message too big closes the
+	// connection). Default 7 days.
+	LearnedTTL time.Duration `yaml:"learned_ttl"`
 }
 
 // DefaultConfig returns the defaults documented on each Config field
@@ -91,6 +98,7 @@ func DefaultConfig() Config {
 		DefaultSubscriptionBudget: 20,
 		MinSubscriptionBudget:     1,
 		BudgetHoldoff:             10 * time.Second,
+		LearnedTTL:                7 * 24 * time.Hour,
 	}
 }
 
@@ -110,6 +118,7 @@ func (c Config) Validate() error {
 		{"stability_period", c.StabilityPeriod},
 		{"tick", c.Tick},
 		{"naughty_period", c.NaughtyPeriod},
+		{"learned_ttl", c.LearnedTTL},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

@@ -19,6 +19,7 @@ func TestDefaultConfig(t *testing.T) {
 		RateLimitCooldown: 65 * time.Second, StabilityPeriod: 5 * time.Minute,
 		Tick: 2 * time.Second, NaughtyPeriod: 12 * time.Hour,
 		DefaultSubscriptionBudget: 20, MinSubscriptionBudget: 1, BudgetHoldoff: 10 * time.Second,
+		LearnedTTL: 7 * 24 * time.Hour,
 	}
 	if cfg != want {
 		t.Fatalf("DefaultConfig() = %+v, want %+v", cfg, want)
@@ -39,6 +40,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.StabilityPeriod = 0 }, "invalid health config: stability_period must be positive, got 0s"},
 		{func(c *Config) { c.Tick = 0 }, "invalid health config: tick must be positive, got 0s"},
 		{func(c *Config) { c.NaughtyPeriod = 0 }, "invalid health config: naughty_period must be positive, got 0s"},
+		{func(c *Config) { c.LearnedTTL = 0 }, "invalid health config: learned_ttl must be positive, got 0s"},
 		{func(c *Config) { c.BackoffMax = time.Second }, "invalid health config: backoff_max (1s) must be at least backoff_base (5s)"},
 		{func(c *Config) { c.JitterFraction = 1 }, "invalid health config: jitter_fraction must be in [0, 1), got 1"},
 		{func(c *Config) { c.JitterFraction = -0.1 }, "invalid health config: jitter_fraction must be in [0, 1), got -0.1"},

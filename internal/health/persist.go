@@ -3,6 +3,10 @@ package health
 import (
 	"sort"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // Persisted is one relay's health as a state store keeps it across
@@ -18,10 +22,18 @@ type Persisted struct {
 	NaughtyUntil  time.Time `json:"naughty_until,omitzero"`
 	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
 	LastError     string    `json:"last_error,omitempty"`
+	// Learned are the bounds the relay taught by refusals (MaxFilters,
+	// MaxTagValues, MaxMessageLength; MaxSubscriptions is the budget
+	// "too many subscriptions" notices lowered), as of LearnedAt, the last
+	// time one went down. They are restored for Config.LearnedTTL from
+	// then.
+	Learned   relay.Limits `json:"learned,omitzero"`
+	LearnedAt time.Time    `json:"learned_at,omitzero"`
 }
 
 // Export returns the health of every tracked relay with anything to
-// remember (failures, a penalty or a cooldown), sorted by URL.
+// remember (failures, a penalty, a cooldown or learned limits), sorted by
+// URL.
 func (t *Tracker) Export() []Persisted {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -29,7 +41,11 @@ func (t *Tracker) Export() []Persisted {
 	for url, r := range t.relays {
 		p := Persisted{URL: url, Failures: r.failures, FailingSince: r.failingSince, NextAttempt: r.nextAttempt,
 			NaughtyUntil: r.naughtyUntil, CooldownUntil: r.cooldownUntil, LastError: r.lastErr}
-		if p.Failures == 0 && p.FailingSince.IsZero() && p.NaughtyUntil.IsZero() && p.CooldownUntil.IsZero() {
+		if !r.learnedAt.IsZero() {
+			p.Learned, p.LearnedAt = r.learned, r.learnedAt
+			p.Learned.MaxSubscriptions = r.learnedSubs
+		}
+		if p.Failures == 0 && p.FailingSince.IsZero() && p.NaughtyUntil.IsZero() && p.CooldownUntil.IsZero() && p.LearnedAt.IsZero() {
 			continue
 		}
 		out = append(out, p)
@@ -58,4 +74,27 @@ func (t *Tracker) applyRestoredLocked(r *relayHealth) {
 	delete(t.restored, r.url)
 	r.failures, r.failingSince, r.nextAttempt = p.Failures, p.FailingSince, p.NextAttempt
 	r.naughtyUntil, r.cooldownUntil, r.lastErr = p.NaughtyUntil, p.CooldownUntil, p.LastError
+	if p.LearnedAt.IsZero() || t.clock.Now().Sub(p.LearnedAt) >= t.cfg.LearnedTTL {
+		return
+	}
+	l := p.Learned
+	// As Learn and Observe would have set them: a bound is positive and
+	// never below their floors.
+	if l.MaxFilters > 0 {
+		r.learned.MaxFilters = max(l.MaxFilters, minLearnedFilters)
+	}
+	if l.MaxTagValues > 0 {
+		r.learned.MaxTagValues = l.MaxTagValues
+	}
+	if l.MaxMessageLength > 0 {
+		r.learned.MaxMessageLength = max(l.MaxMessageLength, minLearnedMessage)
+	}
+	if l.MaxSubscriptions > 0 {
+		r.learnedSubs = max(l.MaxSubscriptions, t.cfg.MinSubscriptionBudget)
+	}
+	r.learnedAt = p.LearnedAt
+	r.log.Info("keeping the limits this relay taught before the restart",
+		zap.Time("learned_at", p.LearnedAt),
+		zap.Int("max_filters", r.learned.MaxFilters), zap.Int("max_tag_values", r.learned.MaxTagValues),
+		zap.Int("max_message_length", r.learned.MaxMessageLength), zap.Int("subscription_budget", r.learnedSubs))
 }

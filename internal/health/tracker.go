@@ -70,6 +70,7 @@ type relayHealth struct {
 	announced       relay.Limits
 	learned         relay.Limits // bounds taught by refusals (0: nothing learned)
 	learnedSubs     int          // 0: nothing learned
+	learnedAt       time.Time    // when a learned bound last went down
 	lastBudgetLower time.Time
 
 	reported State // last state logged, for transition logs
@@ -400,7 +401,7 @@ func (t *Tracker) Observe(url string, source MessageSource, text string) Signal 
 		}
 		before := t.budget(r)
 		r.learnedSubs = max(t.cfg.MinSubscriptionBudget, before/2)
-		r.lastBudgetLower = now
+		r.lastBudgetLower, r.learnedAt = now, now
 		r.log.Info("relay refused a subscription, lowering its budget",
 			zap.Stringer("source", source), zap.String("message", text),
 			zap.Int("budget_before", before), zap.Int("budget", t.budget(r)))

@@ -260,6 +260,7 @@ func healthConfig(cfg *config.Config) health.Config {
 	hcfg.NaughtyPeriod = cfg.Health.NaughtyPeriod
 	hcfg.JitterFraction = cfg.Health.Jitter
 	hcfg.DefaultSubscriptionBudget = cfg.Health.DefaultSubscriptionBudget
+	hcfg.LearnedTTL = cfg.Health.LearnedTTL
 	return hcfg
 }
 
