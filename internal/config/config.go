@@ -76,6 +76,11 @@ type Memory struct {
 type State struct {
 	Dir           string        `yaml:"dir" flag:"state-dir" help:"Directory of the sync state store (one bbolt file: the local index, purgatory's held events). Empty: memory only, every restart reads the own relay again and held events are lost. Give each own relay its own directory."`
 	FlushInterval time.Duration `yaml:"flush_interval" help:"Interval between batched writes of the sync state (what changed since the last one, in one transaction)."`
+	// The intervals below pace what a flush writes (statestore.Options).
+	Heartbeat        time.Duration `yaml:"heartbeat" help:"Longest interval between writes of timestamps alone (a relay last seen up, how far the own relay was read), so an idle sidecar does not commit every flush_interval."`
+	RejectedInterval time.Duration `yaml:"rejected_interval" help:"Shortest interval between rewrites of the rejected index (up to a million ids) while it changes; it is always written at shutdown."`
+	UsageInterval    time.Duration `yaml:"usage_interval" help:"Shortest interval between walks of the store for the bytes in use per part (status, metrics)."`
+	LockTimeout      time.Duration `yaml:"lock_timeout" help:"How long start-up waits for another process's lock on the state file before giving up."`
 }
 
 // Log configures logging.
@@ -83,7 +88,7 @@ type Log struct {
 	Level  string `yaml:"level" help:"Log level: debug, info, warn or error."`
 	Format string `yaml:"format" help:"Log format: json (for machines) or console (for humans)."`
 	// ProgressInterval paces the sidecar's "sync progress" lines.
-	ProgressInterval time.Duration `yaml:"progress_interval" help:"Interval of the info line logged while relays sync or events flow (relays done/total, events received and published, rates); 0 turns it off."`
+	ProgressInterval time.Duration `yaml:"progress_interval" help:"Interval of the info line logged while relays sync or events flow (relays done/total, events received and published, rates), and of each syncing relay's progress line; 0 turns them off."`
 }
 
 // Auth configures NIP-42 authentication.
@@ -101,11 +106,12 @@ type Dial struct {
 
 // Relay configures every WebSocket connection.
 type Relay struct {
-	MaxMessageBytes int           `yaml:"max_message_bytes" help:"Largest inbound WebSocket message in bytes (at least 1 MiB: strfry sends ~1 MB NEG-MSG frames)."`
-	WriteTimeout    time.Duration `yaml:"write_timeout" help:"Deadline for writing one message."`
-	PingInterval    time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
-	PongTimeout     time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
-	ConnectTimeout  time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
+	MaxMessageBytes  int           `yaml:"max_message_bytes" help:"Largest inbound WebSocket message in bytes (at least 1 MiB: strfry sends ~1 MB NEG-MSG frames)."`
+	WriteTimeout     time.Duration `yaml:"write_timeout" help:"Deadline for writing one message."`
+	PingInterval     time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
+	PongTimeout      time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
+	WriteFailedGrace time.Duration `yaml:"write_failed_grace" help:"How long a failed write waits for the relay's reason for closing the connection (status 1009: message too big, from which a smaller limit is learned) before reporting the failure as it is; 0: no wait."`
+	ConnectTimeout   time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
 }
 
 // Sync configures GRASP-02 proactive sync.
@@ -123,6 +129,8 @@ type Sync struct {
 	EmptyRelayCheck        time.Duration `yaml:"empty_relay_check" help:"Interval of the check that disconnects non-bootstrap relays with nothing to sync."`
 	PageSize               int           `yaml:"page_size" help:"Limit of one REQ page in historic sync without negentropy (strfry caps at 500)."`
 	EOSETimeout            time.Duration `yaml:"eose_timeout" help:"How long to wait for EOSE of a historic REQ before treating it as failed."`
+	OwnReconnectBase       time.Duration `yaml:"own_reconnect_base" help:"First wait before the self-subscription redials the own relay after losing it; doubles per failure up to own_reconnect_max."`
+	OwnReconnectMax        time.Duration `yaml:"own_reconnect_max" help:"Longest wait between the self-subscription's redials of the own relay."`
 	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures (events held in purgatory, a second copy of an id in flight). 0 means automatic: as many as the threads running Go code (cpu.max_procs)."`
 	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
@@ -157,6 +165,9 @@ type Publisher struct {
 	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
 	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
 	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
+	// AuthTimeout, FailureLogInterval: see publish.Config.
+	AuthTimeout        time.Duration `yaml:"auth_timeout" help:"Bounds one NIP-42 authentication to the own relay: the wait for its challenge and for the OK of the AUTH event."`
+	FailureLogInterval time.Duration `yaml:"failure_log_interval" help:"Least time between two WARN lines of one streak of failed dials to the own relay or rate-limited publishes (the first is logged at once, later ones count what was not logged)."`
 	// QueueBytes: see publish.Config.QueueBytes.
 	QueueBytes int `yaml:"queue_bytes" help:"Bytes of the events waiting to be published (each as it arrived); producers block when they are reached, so large events queue fewer at once. 0: no byte bound (queue_size still bounds them)."`
 	// OwnPurgatoryRecheck: see ingest.Config.OwnHeldRecheck.
@@ -246,11 +257,12 @@ func Default() *Config {
 		Log:             Log{Level: "info", Format: "json", ProgressInterval: 10 * time.Second},
 		Dial:            Dial{Allow: []string{}},
 		Relay: Relay{
-			MaxMessageBytes: int(ropts.MaxMessageBytes),
-			WriteTimeout:    ropts.WriteTimeout,
-			PingInterval:    ropts.PingInterval,
-			PongTimeout:     ropts.PongTimeout,
-			ConnectTimeout:  relay.DefaultConnectTimeout,
+			MaxMessageBytes:  int(ropts.MaxMessageBytes),
+			WriteTimeout:     ropts.WriteTimeout,
+			PingInterval:     ropts.PingInterval,
+			PongTimeout:      ropts.PongTimeout,
+			WriteFailedGrace: ropts.WriteFailedGrace,
+			ConnectTimeout:   relay.DefaultConnectTimeout,
 		},
 		Sync: Sync{
 			SelfKinds:              slices.Clone(sync.SelfKinds),
@@ -273,6 +285,8 @@ func Default() *Config {
 			EmptyRelayCheck:        sync.EmptyRelayCheck,
 			PageSize:               sync.PageSize,
 			EOSETimeout:            sync.EOSETimeout,
+			OwnReconnectBase:       sync.OwnReconnectBase,
+			OwnReconnectMax:        sync.OwnReconnectMax,
 			VerifyWorkers:          in.Workers,
 		},
 		Health: Health{
@@ -294,6 +308,9 @@ func Default() *Config {
 			RetryBase: pub.RetryBase,
 			RetryMax:  pub.RetryMax,
 			QueueSize: pub.QueueSize,
+
+			AuthTimeout:        pub.AuthTimeout,
+			FailureLogInterval: pub.FailureLogInterval,
 
 			QueueBytes: pub.QueueBytes,
 
@@ -346,7 +363,11 @@ func Default() *Config {
 			RelayQueue:               in.RelayQueue,
 			RelayQueueBytes:          in.RelayQueueBytes,
 		},
-		State:  State{FlushInterval: statestore.DefaultFlushInterval},
+		State: State{
+			FlushInterval: statestore.DefaultFlushInterval, Heartbeat: statestore.DefaultHeartbeat,
+			RejectedInterval: statestore.DefaultRejectedInterval, UsageInterval: statestore.DefaultUsageInterval,
+			LockTimeout: statestore.DefaultLockTimeout,
+		},
 		Memory: Memory{GCHeadroomMiB: memlimit.DefaultHeadroomMiB},
 	}
 }

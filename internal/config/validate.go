@@ -129,6 +129,10 @@ func (c *Config) Validate() error {
 	}
 	v.positive("shutdown_grace", c.ShutdownGrace)
 	v.positive("state.flush_interval", c.State.FlushInterval)
+	v.positive("state.heartbeat", c.State.Heartbeat)
+	v.positive("state.rejected_interval", c.State.RejectedInterval)
+	v.positive("state.usage_interval", c.State.UsageInterval)
+	v.positive("state.lock_timeout", c.State.LockTimeout)
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -158,6 +162,7 @@ func (c *Config) Validate() error {
 	v.positive("relay.write_timeout", r.WriteTimeout)
 	v.positive("relay.ping_interval", r.PingInterval)
 	v.positive("relay.pong_timeout", r.PongTimeout)
+	v.nonNegative("relay.write_failed_grace", r.WriteFailedGrace)
 	if r.PongTimeout > 0 && r.PingInterval > 0 && r.PongTimeout <= r.PingInterval {
 		v.fail("relay.pong_timeout", "must be > relay.ping_interval ("+FormatDuration(r.PingInterval)+")", r.PongTimeout)
 	}
@@ -199,6 +204,11 @@ func (c *Config) Validate() error {
 	v.positive("sync.empty_relay_check", s.EmptyRelayCheck)
 	v.positiveInt("sync.page_size", s.PageSize)
 	v.positive("sync.eose_timeout", s.EOSETimeout)
+	v.positive("sync.own_reconnect_base", s.OwnReconnectBase)
+	v.positive("sync.own_reconnect_max", s.OwnReconnectMax)
+	if s.OwnReconnectMax < s.OwnReconnectBase {
+		v.fail("sync.own_reconnect_max", "must be >= sync.own_reconnect_base ("+FormatDuration(s.OwnReconnectBase)+")", s.OwnReconnectMax)
+	}
 	if s.VerifyWorkers < 0 {
 		v.fail("sync.verify_workers", "must be >= 0 (0 means GOMAXPROCS)", s.VerifyWorkers)
 	}
@@ -224,6 +234,8 @@ func (c *Config) Validate() error {
 	p := c.Publisher
 	v.positiveInt("publisher.window", p.Window)
 	v.positive("publisher.ok_timeout", p.OKTimeout)
+	v.positive("publisher.auth_timeout", p.AuthTimeout)
+	v.positive("publisher.failure_log_interval", p.FailureLogInterval)
 	v.positive("publisher.own_purgatory_recheck", p.OwnPurgatoryRecheck)
 	v.positive("publisher.retry_base", p.RetryBase)
 	v.positive("publisher.retry_max", p.RetryMax)

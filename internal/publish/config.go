@@ -44,6 +44,10 @@ type Config struct {
 	// DialTimeout bounds one connection attempt. Default
 	// relay.DefaultConnectTimeout (5s).
 	DialTimeout time.Duration
+	// FailureLogInterval paces the WARN lines of a streak of failed dials
+	// or rate-limited OKs: the first, then at most one per interval with
+	// the count since. Default 1m.
+	FailureLogInterval time.Duration
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -58,6 +62,8 @@ func DefaultConfig() Config {
 		QueueBytes:  2 << 20,
 		AuthTimeout: 10 * time.Second,
 		DialTimeout: relay.DefaultConnectTimeout,
+
+		FailureLogInterval: time.Minute,
 	}
 }
 
@@ -92,5 +98,6 @@ func (c Config) Validate() error {
 	}
 	positiveDur("auth_timeout", c.AuthTimeout)
 	positiveDur("dial_timeout", c.DialTimeout)
+	positiveDur("failure_log_interval", c.FailureLogInterval)
 	return errors.Join(errs...)
 }

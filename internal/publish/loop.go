@@ -26,9 +26,6 @@ const (
 	minPace   = 50 * time.Microsecond
 )
 
-// failureLogEvery rate-limits the logging of repeated dial failures.
-const failureLogEvery = time.Minute
-
 // authState is how far NIP-42 got on a connection.
 type authState uint8
 
@@ -469,10 +466,10 @@ func (r *runner) scheduleReconnect() {
 }
 
 // logFailure logs the first failure of a streak, then at most once per
-// failureLogEvery with the number of failures since.
+// Config.FailureLogInterval with the number of failures since.
 func (r *runner) logFailure(msg string, err error) {
 	now := r.p.clock.Now()
-	if r.dialFailures > 1 && now.Sub(r.lastFailLog) < failureLogEvery {
+	if r.dialFailures > 1 && now.Sub(r.lastFailLog) < r.cfg.FailureLogInterval {
 		r.failsNotLog++
 		return
 	}

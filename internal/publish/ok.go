@@ -185,7 +185,7 @@ func (r *runner) rateLimited(it *item, reason string) {
 	d := r.p.retry.Delay(r.rlStreak, backoff.Rand())
 	r.holdStart, r.notBefore = now, now.Add(d)
 	r.hold.Reset(d)
-	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= failureLogEvery {
+	if r.rlStreak == 1 || now.Sub(r.lastRLWarn) >= r.cfg.FailureLogInterval {
 		r.lastRLWarn = now
 		r.log.Warn("own relay is rate limiting; slowing down",
 			zap.String("reason", reason), zap.Int("streak", r.rlStreak),

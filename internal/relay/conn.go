@@ -73,6 +73,11 @@ type Options struct {
 	// this is also the slow-loris defence).
 	PingInterval time.Duration
 	PongTimeout  time.Duration
+	// WriteFailedGrace bounds how long a failed write waits for the read
+	// loop to end with the relay's reason for closing the connection
+	// (status 1009 for a message too big), so the write reports that
+	// reason rather than the reset it ran into. 0: it does not wait.
+	WriteFailedGrace time.Duration
 	// SubscriptionBuffer is the per-subscription queue length. When it is
 	// full the reader waits: a slow consumer slows its relay, never grows
 	// memory.
@@ -142,6 +147,7 @@ func DefaultOptions() Options {
 		WriteTimeout:       10 * time.Second,
 		PingInterval:       30 * time.Second,
 		PongTimeout:        60 * time.Second,
+		WriteFailedGrace:   time.Second,
 		SubscriptionBuffer: 256,
 		Header:             http.Header{"User-Agent": {"grasp-sync"}},
 	}
@@ -394,12 +400,14 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 			// message too big) that the read loop is about to read.
 			// That reason, not the reset the write ran into, is why
 			// the connection ended.
-			t := time.NewTimer(writeFailedGrace)
-			select {
-			case <-c.readDone:
-			case <-t.C:
+			if g := c.opts.WriteFailedGrace; g > 0 {
+				t := time.NewTimer(g)
+				select {
+				case <-c.readDone:
+				case <-t.C:
+				}
+				t.Stop()
 			}
-			t.Stop()
 		}
 		if c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
@@ -414,10 +422,6 @@ func (c *Conn) write(ctx context.Context, msg []byte) error {
 	c.framesOut.Add(1)
 	return nil
 }
-
-// writeFailedGrace bounds how long a failed write waits for the read loop
-// to end with the relay's reason for closing the connection.
-const writeFailedGrace = time.Second
 
 // MessageTooBig tells whether err (a Conn's Err) is the relay closing the
 // connection with status 1009 because a message we sent was over its limit

@@ -79,8 +79,14 @@ type Config struct {
 	Tick time.Duration
 	// ConnectTimeout bounds one dial (the health tracker may ask for less).
 	ConnectTimeout time.Duration
-	// OwnReconnectMax caps the own relay's reconnect backoff.
-	OwnReconnectMax time.Duration
+	// OwnReconnectBase is the self-subscriber's first wait before
+	// redialling the own relay; it doubles per failure up to
+	// OwnReconnectMax, without jitter.
+	OwnReconnectBase time.Duration
+	OwnReconnectMax  time.Duration
+	// ProgressLogInterval paces the "historic sync in progress" line of a
+	// relay that syncs (0: not logged).
+	ProgressLogInterval time.Duration
 
 	MaxRelaysPerAnnouncement int
 	MaxTrackedRelays         int
@@ -115,7 +121,9 @@ func DefaultConfig() Config {
 		EOSETimeout:              60 * time.Second,
 		Tick:                     health.DefaultConfig().Tick,
 		ConnectTimeout:           relay.DefaultConnectTimeout,
+		OwnReconnectBase:         250 * time.Millisecond,
 		OwnReconnectMax:          30 * time.Second,
+		ProgressLogInterval:      10 * time.Second,
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
@@ -144,9 +152,6 @@ func (c Config) validate() error {
 	}
 	return nil
 }
-
-// progressLogInterval is how often a relay's ongoing historic sync is logged.
-const progressLogInterval = 10 * time.Second
 
 // DialFunc opens a connection to a relay.
 type DialFunc func(ctx context.Context, url string, opts relay.Options) (*relay.Conn, error)

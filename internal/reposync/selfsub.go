@@ -18,10 +18,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
-// ownReconnectBase is the first wait before redialling the own relay; it
-// doubles per failure up to Config.OwnReconnectMax, without jitter.
-const ownReconnectBase = 250 * time.Millisecond
-
 // runSelfSubscriber keeps a subscription on the own relay for the kinds
 // that define what we sync, reconnecting with capped backoff. The first
 // connection asks for everything; later ones for since = last seen −
@@ -30,7 +26,7 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 	log := e.log.Named("self")
 	lastSeen := e.restoredSelfSeen // zero without a state store
 	restored := !lastSeen.IsZero()
-	retry := backoff.Policy{Base: ownReconnectBase, Max: e.cfg.OwnReconnectMax}
+	retry := backoff.Policy{Base: e.cfg.OwnReconnectBase, Max: e.cfg.OwnReconnectMax}
 	failures := 0
 	for ctx.Err() == nil {
 		opts := e.d.RelayOptions

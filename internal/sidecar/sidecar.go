@@ -273,6 +273,7 @@ func RelayOptions(cfg *config.Config) relay.Options {
 	ropts.WriteTimeout = cfg.Relay.WriteTimeout
 	ropts.PingInterval = cfg.Relay.PingInterval
 	ropts.PongTimeout = cfg.Relay.PongTimeout
+	ropts.WriteFailedGrace = cfg.Relay.WriteFailedGrace
 	return ropts
 }
 
@@ -294,6 +295,8 @@ func publishConfig(cfg *config.Config) publish.Config {
 	pcfg.QueueSize = cfg.Publisher.QueueSize
 	pcfg.QueueBytes = cfg.Publisher.QueueBytes
 	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
+	pcfg.AuthTimeout = cfg.Publisher.AuthTimeout
+	pcfg.FailureLogInterval = cfg.Publisher.FailureLogInterval
 	return pcfg
 }
 
@@ -334,6 +337,9 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
 	scfg.PageSize = cfg.Sync.PageSize
 	scfg.EOSETimeout = cfg.Sync.EOSETimeout
+	scfg.OwnReconnectBase = cfg.Sync.OwnReconnectBase
+	scfg.OwnReconnectMax = cfg.Sync.OwnReconnectMax
+	scfg.ProgressLogInterval = cfg.Log.ProgressInterval
 	scfg.HostAll = cfg.Sync.HostAll
 	scfg.BootstrapAllLayers = cfg.Sync.BootstrapAllLayers
 	scfg.Tick = cfg.Health.Tick

@@ -228,3 +228,40 @@ func TestRunSavesHeldBackRelaysWhenIdle(t *testing.T) {
 		t.Fatalf("LoadRelays: %+v %v", rs, err)
 	}
 }
+
+// Options.Heartbeat paces the writes of unchanged relay states (their
+// timestamps alone): none before it has passed since the last, one after.
+func TestHeartbeatOption(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk, Heartbeat: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	src := Sources{
+		Relays: func() []reposync.PersistedRelay {
+			return []reposync.PersistedRelay{{URL: "wss://r.example", ConfirmedGen: 1}}
+		},
+		Confirmable: func() bool { return true },
+	}
+	if err := s.Flush(src); err != nil {
+		t.Fatal(err)
+	}
+	first := s.Stats().RelaysSaved
+	for _, step := range []time.Duration{time.Minute, 3*time.Minute + 59*time.Second} {
+		clk.Advance(step)
+		if err := s.Flush(src); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Stats().RelaysSaved; !got.Equal(first) {
+			t.Fatalf("unchanged relay states written again at %v, before the 5m heartbeat", got)
+		}
+	}
+	clk.Advance(time.Second)
+	if err := s.Flush(src); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().RelaysSaved; !got.Equal(clk.Now()) {
+		t.Fatalf("relay states last written at %v, want %v (heartbeat passed)", got, clk.Now())
+	}
+}

@@ -35,16 +35,18 @@ type Sources struct {
 	// Health returns the remote relays' health (failures, penalties).
 	Health func() []health.Persisted
 	// Rejected is the RejectedIndex (saved when it changed, at most every
-	// rejectedEvery, and at shutdown).
+	// Options.RejectedInterval, and at shutdown).
 	Rejected *ingest.RejectedIndex
 }
 
-// rejectedEvery bounds how often the RejectedIndex (up to a million ids)
-// is rewritten.
-const rejectedEvery = time.Minute
-
-// DefaultFlushInterval is the default interval between batched writes.
-const DefaultFlushInterval = 2 * time.Second
+// Defaults of Options and of state.flush_interval.
+const (
+	DefaultFlushInterval    = 2 * time.Second
+	DefaultLockTimeout      = 2 * time.Second
+	DefaultHeartbeat        = 30 * time.Second
+	DefaultRejectedInterval = time.Minute
+	DefaultUsageInterval    = 10 * time.Second
+)
 
 // Tuning of the persisted local index.
 const (
@@ -107,9 +109,6 @@ type writer struct {
 	// waiting are relay states a flush held back (not Confirmable).
 	waiting []reposync.PersistedRelay
 }
-
-// heartbeat bounds how often timestamps alone are written.
-const heartbeat = 30 * time.Second
 
 // relaysChanged reports whether a relay's confirmed items, connection
 // times or set of relays differ from what was written last.
@@ -301,9 +300,9 @@ func (s *Store) flush(src Sources, final bool) error {
 		}
 	}
 	// Timestamps alone (a relay last seen up, the own relay read until
-	// now) are written at most every heartbeat: an idle sidecar does not
+	// now) are written at most every Options.Heartbeat: an idle sidecar does not
 	// commit every flush interval.
-	beat := final || s.opt.Now().Sub(w.lastBeat) >= heartbeat
+	beat := final || s.opt.Now().Sub(w.lastBeat) >= s.opt.Heartbeat
 	if relays != nil && !beat && !w.relaysChanged(relays) {
 		relays = nil
 	}
@@ -324,7 +323,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	var rejected []byte
 	var rejGen uint64
 	if src.Rejected != nil {
-		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || s.opt.Now().Sub(w.rejAt) >= rejectedEvery) {
+		if rejGen = src.Rejected.Generation(); rejGen != w.rejGen && (final || s.opt.Now().Sub(w.rejAt) >= s.opt.RejectedInterval) {
 			b, err := json.Marshal(src.Rejected.ExportState())
 			if err != nil {
 				return fmt.Errorf("statestore: rejected index: %w", err)
@@ -480,12 +479,9 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// usageEvery bounds how often Flush walks the buckets for Stats.InUse.
-const usageEvery = 10 * time.Second
-
 // refreshUsage recomputes the bytes in use per bucket (under w.mu).
 func (s *Store) refreshUsage(w *writer) {
-	if s.opt.Now().Sub(w.usageAt) < usageEvery && w.inUse != nil {
+	if s.opt.Now().Sub(w.usageAt) < s.opt.UsageInterval && w.inUse != nil {
 		return
 	}
 	w.usageAt = s.opt.Now()

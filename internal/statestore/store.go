@@ -52,8 +52,18 @@ type Options struct {
 	// OwnRelay identifies the store: a store made for another own relay is
 	// set aside. Compare normalized URLs.
 	OwnRelay string
-	// LockTimeout bounds the wait for another process's lock. Default 2 s.
+	// LockTimeout bounds the wait for another process's lock
+	// (DefaultLockTimeout when 0).
 	LockTimeout time.Duration
+	// Heartbeat bounds how often timestamps alone (a relay last seen up,
+	// the own relay read until now) are written (DefaultHeartbeat when 0).
+	Heartbeat time.Duration
+	// RejectedInterval bounds how often the RejectedIndex (up to a million
+	// ids) is rewritten (DefaultRejectedInterval when 0).
+	RejectedInterval time.Duration
+	// UsageInterval bounds how often a flush walks the buckets for
+	// Stats.InUse (DefaultUsageInterval when 0).
+	UsageInterval time.Duration
 	// NoSync skips fsync on commit (tests only).
 	NoSync bool
 	Log    *zap.Logger
@@ -103,7 +113,16 @@ func Open(opt Options) (*Store, error) {
 		opt.Log = zap.NewNop()
 	}
 	if opt.LockTimeout <= 0 {
-		opt.LockTimeout = 2 * time.Second
+		opt.LockTimeout = DefaultLockTimeout
+	}
+	if opt.Heartbeat <= 0 {
+		opt.Heartbeat = DefaultHeartbeat
+	}
+	if opt.RejectedInterval <= 0 {
+		opt.RejectedInterval = DefaultRejectedInterval
+	}
+	if opt.UsageInterval <= 0 {
+		opt.UsageInterval = DefaultUsageInterval
 	}
 	if opt.Clock == nil {
 		opt.Clock = clock.Real{}
