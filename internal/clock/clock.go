@@ -105,6 +105,7 @@ type manualWaiter struct {
 	f       func()         // AfterFunc
 	period  time.Duration  // NewTicker: due again this much later
 	stopped bool
+	listed  bool // in c.waiters (a stopped one stays until the next Advance)
 }
 
 var _ Clock = (*Manual)(nil)
@@ -138,6 +139,7 @@ func (c *Manual) Advance(d time.Duration) {
 	for _, w := range c.waiters {
 		switch {
 		case w.stopped:
+			w.listed = false
 		case w.at.After(now):
 			kept = append(kept, w)
 		case w.period > 0:
@@ -145,10 +147,10 @@ func (c *Manual) Advance(d time.Duration) {
 			w.at = w.at.Add((now.Sub(w.at)/w.period + 1) * w.period)
 			kept = append(kept, w)
 		case w.ch != nil:
-			w.stopped = true
+			w.stopped, w.listed = true, false
 			offer(w.ch, now)
 		default:
-			w.stopped = true
+			w.stopped, w.listed = true, false
 			due = append(due, w)
 		}
 	}
@@ -179,7 +181,7 @@ func (c *Manual) After(d time.Duration) <-chan time.Time {
 		ch <- c.now
 		return ch
 	}
-	c.waiters = append(c.waiters, &manualWaiter{c: c, at: c.now.Add(d), ch: ch})
+	c.waiters = append(c.waiters, &manualWaiter{c: c, at: c.now.Add(d), ch: ch, listed: true})
 	return ch
 }
 
@@ -188,7 +190,7 @@ func (c *Manual) After(d time.Duration) <-chan time.Time {
 func (c *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &manualWaiter{c: c, at: c.now.Add(d), f: f}
+	w := &manualWaiter{c: c, at: c.now.Add(d), f: f, listed: true}
 	c.waiters = append(c.waiters, w)
 	return w
 }
@@ -209,7 +211,7 @@ func (c *Manual) NewTicker(d time.Duration) Ticker {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &manualWaiter{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1), period: d}
+	w := &manualWaiter{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1), period: d, listed: true}
 	c.waiters = append(c.waiters, w)
 	return manualTicker{w}
 }
@@ -230,7 +232,13 @@ func (a *manualAlarm) Reset(d time.Duration) bool {
 		a.ch <- a.c.now // drained by stopLocked
 		return was
 	}
-	a.w = &manualWaiter{c: a.c, at: a.c.now.Add(d), ch: a.ch}
+	if a.w != nil && a.w.listed {
+		// Still in the list (pending, or stopped since the last
+		// Advance): moved, so that resets do not pile up waiters.
+		a.w.at, a.w.stopped = a.c.now.Add(d), false
+		return was
+	}
+	a.w = &manualWaiter{c: a.c, at: a.c.now.Add(d), ch: a.ch, listed: true}
 	a.c.waiters = append(a.c.waiters, a.w)
 	return was
 }

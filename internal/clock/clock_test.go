@@ -216,3 +216,28 @@ func TestRealTimerAndTicker(t *testing.T) {
 	<-k.C()
 	k.Stop()
 }
+
+// A timer reset many times between two Advances keeps one waiter.
+func TestManualTimerResetsDoNotPileUp(t *testing.T) {
+	c := NewManual(epoch)
+	a := c.NewTimer(time.Second)
+	for range 1000 {
+		a.Reset(time.Second)
+	}
+	a.Stop()
+	a.Reset(time.Second)
+	c.mu.Lock()
+	n := len(c.waiters)
+	c.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d waiters after 1,000 resets, want 1", n)
+	}
+	c.Advance(time.Second)
+	if _, ok := recv(a.C()); !ok {
+		t.Fatal("the reset timer did not fire")
+	}
+	a.Reset(time.Second) // fired and dropped: a new waiter
+	if got := c.Waiters(); got != 1 {
+		t.Fatalf("Waiters = %d, want 1", got)
+	}
+}

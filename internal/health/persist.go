@@ -33,7 +33,9 @@ type Persisted struct {
 
 // Export returns the health of every tracked relay with anything to
 // remember (failures, a penalty, a cooldown or learned limits), sorted by
-// URL.
+// URL, and the restored limits of relays not tracked again yet while they
+// are inside LearnedTTL: a flush before discovery tracks a relay again (or
+// a run that never does) does not lose them.
 func (t *Tracker) Export() []Persisted {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -49,6 +51,13 @@ func (t *Tracker) Export() []Persisted {
 			continue
 		}
 		out = append(out, p)
+	}
+	now := t.clock.Now()
+	for url, p := range t.restored {
+		if p.LearnedAt.IsZero() || now.Sub(p.LearnedAt) >= t.cfg.LearnedTTL {
+			continue
+		}
+		out = append(out, Persisted{URL: url, Learned: p.Learned, LearnedAt: p.LearnedAt})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].URL < out[j].URL })
 	return out

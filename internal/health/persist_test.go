@@ -65,6 +65,17 @@ func TestExportRestoreKeepsLearnedLimits(t *testing.T) {
 		return tr2
 	}
 	ttl := DefaultConfig().LearnedTTL
+	// Restored, not tracked again yet: a flush keeps them.
+	pending, clkP, _ := newTestTracker(t, nil)
+	clkP.Advance(clk.Now().Sub(clkP.Now()) + time.Hour)
+	pending.Restore(out)
+	if got := pending.Export(); len(got) != 1 || got[0].Learned != out[0].Learned || !got[0].LearnedAt.Equal(out[0].LearnedAt) {
+		t.Fatalf("export before the relay is tracked again = %+v, want its learned limits %+v", got, out[0])
+	}
+	clkP.Advance(ttl)
+	if got := pending.Export(); len(got) != 0 {
+		t.Fatalf("export after LearnedTTL = %+v, want nothing", got)
+	}
 	tr2 := restart(ttl - time.Minute)
 	if got := tr2.Limits(relayA); got != want {
 		t.Fatalf("limits within LearnedTTL after a restart = %+v, want %+v", got, want)

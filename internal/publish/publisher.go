@@ -99,7 +99,13 @@ type Option func(*Publisher)
 
 // WithClock makes the publisher time OKs, holds, pacing and redials on c
 // (clock.Real{} by default).
-func WithClock(c clock.Clock) Option { return func(p *Publisher) { p.clock = c } }
+func WithClock(c clock.Clock) Option {
+	return func(p *Publisher) {
+		if c != nil {
+			p.clock = c
+		}
+	}
+}
 
 // New returns a Publisher; call Run to start it. sign may be nil when no
 // NIP-42 key is configured (auth-required answers are then Rejected). log

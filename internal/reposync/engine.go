@@ -150,6 +150,19 @@ func (c Config) validate() error {
 			return fmt.Errorf("reposync: %s must be positive, got %d", f.name, f.v)
 		}
 	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Tick", c.Tick},
+		{"EOSETimeout", c.EOSETimeout},
+		{"OwnReconnectBase", c.OwnReconnectBase},
+		{"OwnReconnectMax", c.OwnReconnectMax},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("reposync: %s must be positive, got %s", f.name, f.v)
+		}
+	}
 	return nil
 }
 

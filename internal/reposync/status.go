@@ -64,8 +64,9 @@ func sortRelays(rs []status.Relay) {
 
 // onRunGoroutine runs fn on the Run goroutine and waits for it up to one
 // tick (the snapshot is refreshed every tick: waiting longer would not
-// give a fresher one); it gives up at once when the engine is not running
-// or its inbox is full (the caller then reads what was built last).
+// give a fresher one) or until Run is stopping (fn may then never run); it
+// gives up at once when the engine is not running or its inbox is full
+// (the caller then reads what was built last).
 func (e *Engine) onRunGoroutine(fn func()) {
 	if !e.running.Load() {
 		return
@@ -75,6 +76,7 @@ func (e *Engine) onRunGoroutine(fn func()) {
 	case e.inbox <- func() { fn(); close(done) }:
 		select {
 		case <-done:
+		case <-e.ctx.Done():
 		case <-e.clock.After(e.cfg.Tick):
 		}
 	default:
