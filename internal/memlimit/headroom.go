@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultHeadroomMiB is the default of memory.gc_headroom_mib.
-const DefaultHeadroomMiB = 64
+const DefaultHeadroomMiB = 56
 
 // MinPercent is the lowest GOGC the headroom tuner sets: with a live heap
 // of more than 5 × headroom the heap may grow past it by a fifth, so the
