@@ -173,7 +173,7 @@ func TestKhatruBlockedSplitsWindows(t *testing.T) {
 	conn := dial(t, url)
 	opt := neg.DefaultOptions()
 	opt.MinWindow = time.Second
-	opt.Clock = shiftedTo(time.Unix(1_700_000_000+2000, 0))
+	opt.Clock = clock.Shifted(time.Unix(1_700_000_000+2000, 0))
 	since := nostr.Timestamp(1_700_000_000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -241,14 +241,3 @@ func TestKhatruConcurrentSessions(t *testing.T) {
 		}
 	}
 }
-
-// shifted is the wall clock moved to start at a given time: its timers
-// are the wall clock's.
-type shifted struct {
-	clock.Real
-	offset time.Duration
-}
-
-func shiftedTo(at time.Time) shifted { return shifted{offset: time.Until(at)} }
-
-func (c shifted) Now() time.Time { return time.Now().Add(c.offset) }

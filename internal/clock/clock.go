@@ -88,6 +88,18 @@ type realTicker struct{ t *time.Ticker }
 func (k realTicker) C() <-chan time.Time { return k.t.C }
 func (k realTicker) Stop()               { k.t.Stop() }
 
+// Shifted returns the wall clock moved so that it reads at now, and runs on
+// from there: its timers are the wall clock's. Tests use it where a time
+// matters (the upper end of a filter) and timeouts must still pass.
+func Shifted(at time.Time) Clock { return shifted{offset: time.Until(at)} }
+
+type shifted struct {
+	Real
+	offset time.Duration
+}
+
+func (c shifted) Now() time.Time { return time.Now().Add(c.offset) }
+
 // Manual is a Clock that only moves when told to. It is safe for
 // concurrent use and meant for tests in any package: Advance moves time
 // forward, fires the channels returned by After and runs the functions

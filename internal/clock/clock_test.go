@@ -241,3 +241,11 @@ func TestManualTimerResetsDoNotPileUp(t *testing.T) {
 		t.Fatalf("Waiters = %d, want 1", got)
 	}
 }
+
+func TestShifted(t *testing.T) {
+	c := Shifted(epoch)
+	if d := c.Now().Sub(epoch); d < 0 || d > time.Minute {
+		t.Fatalf("Shifted(epoch).Now() is %s after epoch", d)
+	}
+	<-c.After(time.Millisecond) // the wall clock's timers
+}

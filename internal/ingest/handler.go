@@ -159,7 +159,6 @@ type Handler struct {
 	limits   *relayLimits
 	held     *ownHeld
 	clock    clock.Clock
-	now      func() time.Time // clock.Now
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -205,7 +204,6 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		limits:   limits,
 		held:     newOwnHeld(cfg.SeenMax),
 		clock:    d.Clock,
-		now:      d.Clock.Now,
 		seen:     seen,
 		flying:   newFlights(),
 		in:       make(chan Incoming, cfg.QueueLen),

@@ -82,7 +82,7 @@ func (h *Handler) onHeld(ev *nostr.Event) {
 	if !ok {
 		return
 	}
-	if !h.held.add(id, ev, h.now()) {
+	if !h.held.add(id, ev, h.clock.Now()) {
 		// Full: forget it, so the next sync fetches it again.
 		h.m.limitHits.WithLabelValues("own_purgatory").Inc()
 		h.seen.Forget(id)
@@ -100,7 +100,7 @@ func (h *Handler) notHeld(id [32]byte) {
 // recheckHeld publishes again the events the own relay has held for longer
 // than the recheck delay without serving them.
 func (h *Handler) recheckHeld(ctx context.Context) {
-	now := h.now()
+	now := h.clock.Now()
 	evs := h.held.due(now.Add(-h.cfg.OwnHeldRecheck), now)
 	for _, ev := range evs {
 		h.m.ownHeldRepublished.Inc()

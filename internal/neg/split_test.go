@@ -38,23 +38,12 @@ func blockingRelay(server []Item, max int) *fakeConn {
 	return f
 }
 
-// shifted is the wall clock moved to start at a given time: its timers
-// are the wall clock's.
-type shifted struct {
-	clock.Real
-	offset time.Duration
-}
-
-func shiftedTo(at time.Time) shifted { return shifted{offset: time.Until(at)} }
-
-func (c shifted) Now() time.Time { return time.Now().Add(c.offset) }
-
 func TestReconcileSplit(t *testing.T) {
 	d := makeDataset(61, 4000, 0.1) // created_at spread over 1,001 seconds
 	conn := blockingRelay(d.server, 600)
 	opt := testOptions()
 	opt.MinWindow = time.Second
-	opt.Clock = shiftedTo(time.Unix(1_700_000_000+2000, 0))
+	opt.Clock = clock.Shifted(time.Unix(1_700_000_000+2000, 0))
 	local := func(f nostr.Filter) (*Storage, error) { return ourStorage(inWindow(d.client, f)), nil }
 	res, err := ReconcileSplit(context.Background(), conn, "w", nostr.Filter{Kinds: []int{1}}, local, opt)
 	if err != nil {
