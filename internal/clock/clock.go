@@ -6,8 +6,10 @@
 // events' recheck, the publisher's OK timeout, holds and redials, the
 // EOSE and negentropy timeouts and the relay rate limits all run on it.
 // What stays on the wall clock is the transport under a connection:
-// socket deadlines, the websocket keepalive ping and a dial's context
-// deadline, which the kernel and the libraries time themselves.
+// socket deadlines, the websocket keepalive ping, a dial's context
+// deadline, which the kernel and the libraries time themselves, and the
+// few milliseconds a socket read waits for more to arrive (relay.Options
+// ReadPause).
 package clock
 
 import (

@@ -163,6 +163,7 @@ func (c *Config) Validate() error {
 	v.positive("relay.ping_interval", r.PingInterval)
 	v.positive("relay.pong_timeout", r.PongTimeout)
 	v.nonNegative("relay.write_failed_grace", r.WriteFailedGrace)
+	v.nonNegative("relay.read_pause", r.ReadPause)
 	if r.PongTimeout > 0 && r.PingInterval > 0 && r.PongTimeout <= r.PingInterval {
 		v.fail("relay.pong_timeout", "must be > relay.ping_interval ("+FormatDuration(r.PingInterval)+")", r.PongTimeout)
 	}

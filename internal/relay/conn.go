@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,13 @@ type Options struct {
 	// (status 1009 for a message too big), so the write reports that
 	// reason rather than the reset it ran into. 0: it does not wait.
 	WriteFailedGrace time.Duration
+	// ReadPause is how long a read waits after one that emptied the
+	// socket, so that a relay streaming events, OKs or echoes has its
+	// messages read many per system call rather than each with its own
+	// wake-up and read.
+	// Every message is read at most this much later. 0: at once. It
+	// needs HTTPClient's transport to be an *http.Transport (or none).
+	ReadPause time.Duration
 	// SubscriptionBuffer is the per-subscription queue length. When it is
 	// full the reader waits: a slow consumer slows its relay, never grows
 	// memory.
@@ -148,6 +156,7 @@ func DefaultOptions() Options {
 		PingInterval:       30 * time.Second,
 		PongTimeout:        60 * time.Second,
 		WriteFailedGrace:   time.Second,
+		ReadPause:          2 * time.Millisecond,
 		SubscriptionBuffer: 256,
 		Header:             http.Header{"User-Agent": {"grasp-sync"}},
 	}
@@ -169,6 +178,9 @@ func (o Options) validate() error {
 		if f.v <= 0 {
 			return fmt.Errorf("relay: Options.%s must be positive, got %d", f.name, f.v)
 		}
+	}
+	if o.ReadPause < 0 || o.WriteFailedGrace < 0 {
+		return fmt.Errorf("relay: Options.ReadPause and WriteFailedGrace must not be negative, got %v and %v", o.ReadPause, o.WriteFailedGrace)
 	}
 	return nil
 }
@@ -285,7 +297,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	}
 	hc := opts.HTTPClient
 	var cork *corkConn
-	hc, _ = corkingClient(hc, opts.CoalesceWrites, opts.WriteTimeout, &cork)
+	hc, _ = corkingClient(hc, opts, &cork)
 	c, resp, err := ws.Dial(ctx, url, &ws.DialOptions{
 		HTTPClient:      hc,
 		HTTPHeader:      opts.Header,
@@ -314,7 +326,9 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		readDone: make(chan struct{}),
 	}
 	conn.wg.Add(2)
-	go conn.readLoop()
+	// CPU profiles tell each relay's reading apart (go tool pprof
+	// -tagfocus relay=...).
+	go pprof.Do(context.Background(), pprof.Labels("relay", url), func(context.Context) { conn.readLoop() })
 	go conn.pingLoop()
 	return conn, nil
 }

@@ -24,7 +24,8 @@ const readAhead = 64 << 10
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
 
 // corkConn is a relay connection's socket: reads take whatever is
-// waiting, up to readAhead, in one syscall; each message Conn.write
+// waiting, up to readAhead, in one syscall, and one that emptied the
+// socket makes the next wait ReadPause; each message Conn.write
 // sends goes out in one write (the websocket writes a message through a
 // 4 kB buffer: a 100 kB REQ was 25 writes); and with
 // Options.CoalesceWrites, between Cork and Uncork its writes collect in
@@ -36,9 +37,12 @@ type corkConn struct {
 	timeout  time.Duration // bounds the writes of what collected
 
 	// read side (the websocket's one reader at a time)
-	rbuf *[]byte
-	r, w int
-	rerr error
+	rbuf    *[]byte
+	r, w    int
+	rerr    error
+	pause   time.Duration       // Options.ReadPause
+	sleep   func(time.Duration) // time.Sleep; a test's hook
+	drained bool                // the last read took all that was waiting
 
 	mu     sync.Mutex
 	corked bool
@@ -59,8 +63,14 @@ func (c *corkConn) Read(p []byte) (int, error) {
 			}
 			return c.Conn.Read(p)
 		}
+		if c.drained && c.pause > 0 {
+			// What a busy relay sends next arrives meanwhile and is read
+			// with one system call, not one each (see Options.ReadPause).
+			c.sleep(c.pause)
+		}
 		bp := readBufs.Get().(*[]byte)
 		n, err := c.Conn.Read(*bp)
+		c.drained = n < len(*bp)
 		if n <= len(p) {
 			copy(p, (*bp)[:n])
 			readBufs.Put(bp)
@@ -171,11 +181,12 @@ func (c *corkConn) endMsg() error {
 }
 
 // corkingClient returns a copy of hc (nil: http.DefaultClient) whose
-// connections are corkConns (coalescing writes when coalesce is set, their
-// flushes bounded by timeout),
+// connections are corkConns (coalescing writes when opts.CoalesceWrites is
+// set, their flushes bounded by opts.WriteTimeout, reads paced by
+// opts.ReadPause),
 // and where the one it dials is recorded; ok is false when hc's transport
 // is not an *http.Transport (hc is then used as it is).
-func corkingClient(hc *http.Client, coalesce bool, timeout time.Duration, dialled **corkConn) (*http.Client, bool) {
+func corkingClient(hc *http.Client, opts Options, dialled **corkConn) (*http.Client, bool) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -198,7 +209,7 @@ func corkingClient(hc *http.Client, coalesce bool, timeout time.Duration, dialle
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn, coalesce: coalesce, timeout: timeout}
+		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, pause: opts.ReadPause, sleep: time.Sleep}
 		mu.Lock()
 		*dialled = cc
 		mu.Unlock()

@@ -274,6 +274,7 @@ func RelayOptions(cfg *config.Config) relay.Options {
 	ropts.PingInterval = cfg.Relay.PingInterval
 	ropts.PongTimeout = cfg.Relay.PongTimeout
 	ropts.WriteFailedGrace = cfg.Relay.WriteFailedGrace
+	ropts.ReadPause = cfg.Relay.ReadPause
 	return ropts
 }
 
