@@ -111,7 +111,7 @@ type Relay struct {
 	PingInterval     time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
 	WriteFailedGrace time.Duration `yaml:"write_failed_grace" help:"How long a failed write waits for the relay's reason for closing the connection (status 1009: message too big, from which a smaller limit is learned) before reporting the failure as it is; 0: no wait."`
-	ReadPause        time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once."`
+	ReadPause        time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once; at most 100ms."`
 	ConnectTimeout   time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
 }
 

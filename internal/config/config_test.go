@@ -53,6 +53,7 @@ func TestInvalidFiles(t *testing.T) {
 		"invalid-log-format.yml":              `log.format: must be json or console, got "text"`,
 		"invalid-max-message-bytes.yml":       `relay.max_message_bytes: must be >= 1048576, got "65536"`,
 		"invalid-pong-timeout.yml":            `relay.pong_timeout: must be > relay.ping_interval (30s), got "20s"`,
+		"invalid-read-pause.yml":              `relay.read_pause: must be <= 100ms, got "2s"`,
 		"invalid-jitter.yml":                  `health.jitter: must be in [0, 1), got "1.5"`,
 		"invalid-full-resync-order.yml":       `sync.full_resync_max: must be >= sync.full_resync_min (25h), got "23h"`,
 		"invalid-purgatory-backoff-empty.yml": `purgatory.backoff: must not be empty, got ""`,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 // ErrInvalid is matched (errors.Is) by every ValidationError.
@@ -164,6 +166,9 @@ func (c *Config) Validate() error {
 	v.positive("relay.pong_timeout", r.PongTimeout)
 	v.nonNegative("relay.write_failed_grace", r.WriteFailedGrace)
 	v.nonNegative("relay.read_pause", r.ReadPause)
+	if r.ReadPause > relay.MaxReadPause {
+		v.fail("relay.read_pause", "must be <= "+relay.MaxReadPause.String(), r.ReadPause)
+	}
 	if r.PongTimeout > 0 && r.PingInterval > 0 && r.PongTimeout <= r.PingInterval {
 		v.fail("relay.pong_timeout", "must be > relay.ping_interval ("+FormatDuration(r.PingInterval)+")", r.PongTimeout)
 	}

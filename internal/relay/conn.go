@@ -83,8 +83,9 @@ type Options struct {
 	// socket, so that a relay streaming events, OKs or echoes has its
 	// messages read many per system call rather than each with its own
 	// wake-up and read.
-	// Every message is read at most this much later. 0: at once. It
-	// needs HTTPClient's transport to be an *http.Transport (or none).
+	// Every message is read at most this much later (the handshake is not
+	// paced). 0: at once; at most MaxReadPause. It needs what
+	// CoalesceWrites needs of HTTPClient's transport.
 	ReadPause time.Duration
 	// SubscriptionBuffer is the per-subscription queue length. When it is
 	// full the reader waits: a slow consumer slows its relay, never grows
@@ -132,7 +133,8 @@ type Options struct {
 	NoRaw bool
 	// CoalesceWrites lets Cork and Uncork put a burst of messages into
 	// one write to the socket (the own relay's publisher connection). It
-	// needs HTTPClient's transport to be an *http.Transport (or none).
+	// needs HTTPClient's transport to be an *http.Transport without Dial,
+	// DialTLS or DialTLSContext functions of its own (or none).
 	CoalesceWrites bool
 	// Logger receives debug-level protocol oddities.
 	Logger *zap.Logger
@@ -147,6 +149,11 @@ type Options struct {
 // configuration's relay.connect_timeout); callers apply it to the context
 // they give Dial.
 const DefaultConnectTimeout = 5 * time.Second
+
+// MaxReadPause bounds Options.ReadPause: a pause is meant to be a few
+// milliseconds, and a unit slip (2s for 2ms) would delay every pong and
+// close handshake by it.
+const MaxReadPause = 100 * time.Millisecond
 
 // DefaultOptions returns the defaults documented on Options.
 func DefaultOptions() Options {
@@ -179,8 +186,8 @@ func (o Options) validate() error {
 			return fmt.Errorf("relay: Options.%s must be positive, got %d", f.name, f.v)
 		}
 	}
-	if o.ReadPause < 0 || o.WriteFailedGrace < 0 {
-		return fmt.Errorf("relay: Options.ReadPause and WriteFailedGrace must not be negative, got %v and %v", o.ReadPause, o.WriteFailedGrace)
+	if o.ReadPause < 0 || o.ReadPause > MaxReadPause {
+		return fmt.Errorf("relay: Options.ReadPause must be within 0–%v, got %v", MaxReadPause, o.ReadPause)
 	}
 	return nil
 }
@@ -310,6 +317,11 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	c.SetReadLimit(opts.MaxMessageBytes)
+	if cork != nil {
+		// Not during the handshake; nothing reads the socket until the
+		// read loop starts below.
+		cork.pause = opts.ReadPause
+	}
 	cctx, cancel := context.WithCancelCause(context.Background())
 	conn := &Conn{
 		url:    url,

@@ -40,7 +40,7 @@ type corkConn struct {
 	rbuf    *[]byte
 	r, w    int
 	rerr    error
-	pause   time.Duration       // Options.ReadPause
+	pause   time.Duration       // Options.ReadPause, once the handshake is done
 	sleep   func(time.Duration) // time.Sleep; a test's hook
 	drained bool                // the last read took all that was waiting
 
@@ -61,7 +61,9 @@ func (c *corkConn) Read(p []byte) (int, error) {
 			if err := c.rerr; err != nil {
 				return 0, err
 			}
-			return c.Conn.Read(p)
+			n, err := c.Conn.Read(p)
+			c.drained = err == nil && n < len(p)
+			return n, err
 		}
 		if c.drained && c.pause > 0 {
 			// What a busy relay sends next arrives meanwhile and is read
@@ -70,7 +72,9 @@ func (c *corkConn) Read(p []byte) (int, error) {
 		}
 		bp := readBufs.Get().(*[]byte)
 		n, err := c.Conn.Read(*bp)
-		c.drained = n < len(*bp)
+		// A failed read is not followed by a pause: the error (a closed
+		// socket) is reported at once.
+		c.drained = err == nil && n < len(*bp)
 		if n <= len(p) {
 			copy(p, (*bp)[:n])
 			readBufs.Put(bp)
@@ -182,8 +186,8 @@ func (c *corkConn) endMsg() error {
 
 // corkingClient returns a copy of hc (nil: http.DefaultClient) whose
 // connections are corkConns (coalescing writes when opts.CoalesceWrites is
-// set, their flushes bounded by opts.WriteTimeout, reads paced by
-// opts.ReadPause),
+// set, their flushes bounded by opts.WriteTimeout; Dial sets the read
+// pause after the handshake),
 // and where the one it dials is recorded; ok is false when hc's transport
 // is not an *http.Transport (hc is then used as it is).
 func corkingClient(hc *http.Client, opts Options, dialled **corkConn) (*http.Client, bool) {
@@ -209,7 +213,7 @@ func corkingClient(hc *http.Client, opts Options, dialled **corkConn) (*http.Cli
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, pause: opts.ReadPause, sleep: time.Sleep}
+		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, sleep: time.Sleep}
 		mu.Lock()
 		*dialled = cc
 		mu.Unlock()

@@ -2,12 +2,17 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
@@ -72,9 +77,19 @@ func waiting(t *testing.T, c *net.TCPConn) int {
 // filled the read-ahead buffer left more waiting: the next does not wait.
 func TestReadPauseReadsABurstAtOnce(t *testing.T) {
 	a, b := tcpPair(t)
+	// Room for the large write below, whatever the kernel's default.
+	if err := a.SetReadBuffer(1 << 20); err != nil {
+		t.Fatal(err)
+	}
 	counted := &readCounter{Conn: a}
 	paused := make(chan time.Duration, 1)
 	resume := make(chan struct{})
+	resumed := false
+	defer func() {
+		if !resumed {
+			close(resume) // a failure below leaves no reader blocked
+		}
+	}()
 	c := &corkConn{Conn: counted, pause: time.Hour, sleep: func(d time.Duration) {
 		paused <- d
 		<-resume
@@ -109,6 +124,7 @@ func TestReadPauseReadsABurstAtOnce(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the three writes to arrive", func() bool { return waiting(t, a) == 3 })
 	close(resume)
+	resumed = true
 	if s := <-got; s != "bcd" {
 		t.Fatalf("read %q after the pause, want the burst \"bcd\" at once", s)
 	}
@@ -122,7 +138,7 @@ func TestReadPauseReadsABurstAtOnce(t *testing.T) {
 	c.sleep = func(time.Duration) { pauses++ }
 	big := bytes.Repeat([]byte("x"), readAhead+10)
 	go func() { _, _ = b.Write(big) }()
-	testkit.WaitFor(t, 10*time.Second, "the large write to arrive", func() bool { return waiting(t, a) == len(big) })
+	testkit.WaitFor(t, 10*time.Second, "a read-ahead's worth of the large write to arrive", func() bool { return waiting(t, a) >= readAhead })
 	var read []byte
 	for len(read) < len(big) {
 		n, err := c.Read(p)
@@ -139,6 +155,21 @@ func TestReadPauseReadsABurstAtOnce(t *testing.T) {
 	}
 }
 
+// A read that fails is followed by no pause: a closed socket's error is
+// reported at once, not a pause later (a close is not delayed).
+func TestNoReadPauseAfterAnError(t *testing.T) {
+	a, b := tcpPair(t)
+	c := &corkConn{Conn: a, pause: time.Hour, sleep: func(time.Duration) { t.Error("paused after a failed read") }}
+	_ = b.Close()
+	p := make([]byte, 16)
+	if _, err := c.Read(p); err == nil {
+		t.Fatal("read from a closed peer succeeded")
+	}
+	if _, err := c.Read(p); err == nil {
+		t.Fatal("second read from a closed peer succeeded")
+	}
+}
+
 // Without ReadPause every read goes to the socket at once.
 func TestNoReadPause(t *testing.T) {
 	a, b := tcpPair(t)
@@ -150,6 +181,29 @@ func TestNoReadPause(t *testing.T) {
 		}
 		if n, err := c.Read(p); err != nil || string(p[:n]) != s {
 			t.Fatalf("read %q, %v; want %q", p[:n], err, s)
+		}
+	}
+}
+
+// Dial gives the connection's socket Options.ReadPause once the handshake
+// is done (the handshake itself is not paced), and refuses a pause
+// outside 0–MaxReadPause.
+func TestDialSetsReadPause(t *testing.T) {
+	url := harness.StartKhatru(t, nil, nil)
+	opts := DefaultOptions()
+	opts.ReadPause = 7 * time.Millisecond
+	c := dial(t, url, opts)
+	if c.cork == nil || c.cork.pause != 7*time.Millisecond {
+		t.Fatalf("socket's read pause not set from Options.ReadPause (cork %v)", c.cork)
+	}
+	sk := nostr.GeneratePrivateKey()
+	if r := c.PublishWait(context.Background(), signed(t, sk, 1621, "paced", nil)); r.Err != nil || !r.OK {
+		t.Fatalf("publish over a paced connection: %+v", r)
+	}
+	for _, d := range []time.Duration{-time.Millisecond, MaxReadPause + time.Millisecond} {
+		opts.ReadPause = d
+		if _, err := Dial(context.Background(), url, opts); err == nil || !strings.Contains(err.Error(), "ReadPause") {
+			t.Errorf("ReadPause %v: Dial error %v, want one naming the field", d, err)
 		}
 	}
 }
