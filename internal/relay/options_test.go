@@ -4,6 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/harness"
 )
 
 // TestDialRequiresBounds: Dial applies no defaults of its own; a missing
@@ -24,6 +29,29 @@ func TestDialRequiresBounds(t *testing.T) {
 		_, err := Dial(context.Background(), "ws://127.0.0.1:1", opts)
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("zero %s: Dial error %v, want one naming the field", tc.field, err)
+		}
+	}
+}
+
+// Dial gives the connection's socket Options.ReadPause once the handshake
+// is done (the handshake itself is not paced), and refuses a pause
+// outside 0–MaxReadPause.
+func TestDialSetsReadPause(t *testing.T) {
+	url := harness.StartKhatru(t, nil, nil)
+	opts := DefaultOptions()
+	opts.ReadPause = 7 * time.Millisecond
+	c := dial(t, url, opts)
+	if c.cork == nil || c.cork.pause != 7*time.Millisecond {
+		t.Fatalf("socket's read pause not set from Options.ReadPause (cork %v)", c.cork)
+	}
+	sk := nostr.GeneratePrivateKey()
+	if r := c.PublishWait(context.Background(), signed(t, sk, 1621, "paced", nil)); r.Err != nil || !r.OK {
+		t.Fatalf("publish over a paced connection: %+v", r)
+	}
+	for _, d := range []time.Duration{-time.Millisecond, MaxReadPause + time.Millisecond} {
+		opts.ReadPause = d
+		if _, err := Dial(context.Background(), url, opts); err == nil || !strings.Contains(err.Error(), "ReadPause") {
+			t.Errorf("ReadPause %v: Dial error %v, want one naming the field", d, err)
 		}
 	}
 }

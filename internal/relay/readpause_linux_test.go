@@ -2,17 +2,12 @@ package relay
 
 import (
 	"bytes"
-	"context"
 	"net"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/nbd-wtf/go-nostr"
-
-	"github.com/grasp-sync/grasp-sync/internal/harness"
 	"github.com/grasp-sync/grasp-sync/internal/testkit"
 )
 
@@ -181,29 +176,6 @@ func TestNoReadPause(t *testing.T) {
 		}
 		if n, err := c.Read(p); err != nil || string(p[:n]) != s {
 			t.Fatalf("read %q, %v; want %q", p[:n], err, s)
-		}
-	}
-}
-
-// Dial gives the connection's socket Options.ReadPause once the handshake
-// is done (the handshake itself is not paced), and refuses a pause
-// outside 0–MaxReadPause.
-func TestDialSetsReadPause(t *testing.T) {
-	url := harness.StartKhatru(t, nil, nil)
-	opts := DefaultOptions()
-	opts.ReadPause = 7 * time.Millisecond
-	c := dial(t, url, opts)
-	if c.cork == nil || c.cork.pause != 7*time.Millisecond {
-		t.Fatalf("socket's read pause not set from Options.ReadPause (cork %v)", c.cork)
-	}
-	sk := nostr.GeneratePrivateKey()
-	if r := c.PublishWait(context.Background(), signed(t, sk, 1621, "paced", nil)); r.Err != nil || !r.OK {
-		t.Fatalf("publish over a paced connection: %+v", r)
-	}
-	for _, d := range []time.Duration{-time.Millisecond, MaxReadPause + time.Millisecond} {
-		opts.ReadPause = d
-		if _, err := Dial(context.Background(), url, opts); err == nil || !strings.Contains(err.Error(), "ReadPause") {
-			t.Errorf("ReadPause %v: Dial error %v, want one naming the field", d, err)
 		}
 	}
 }
