@@ -178,6 +178,7 @@ func (c *Conn) handle(data []byte) {
 		sub := c.subs[string(env)]
 		c.mu.Unlock()
 		if sub != nil {
+			sub.live = true
 			c.deliver(sub, SubMsg{Type: MsgEOSE})
 		}
 	case "CLOSED":
@@ -275,6 +276,9 @@ func (c *Conn) handleEvent(data []byte) {
 	c.mu.Unlock()
 	if sub == nil {
 		c.dropped(DropClosedSubscription)
+		return
+	}
+	if sub.live && sub.skip != nil && sub.skip(obj) {
 		return
 	}
 	ev := new(nostr.Event)
