@@ -1,74 +1,209 @@
 package relay
 
 import (
-	"io"
-	"sync"
+	"strconv"
 
 	"github.com/mailru/easyjson/jwriter"
 	"github.com/nbd-wtf/go-nostr"
 )
 
-// filterJSON is a filter's JSON as Filter.MarshalJSON writes it, held in
-// a pooled buffer (and the encoder's own chunks past it) instead of built
-// into a slice of its own: every filter of every REQ and NEG-OPEN is
-// measured before it is sent, and building each one's JSON for that was a
-// tenth of the large profile's allocations.
-type filterJSON struct {
-	w    jwriter.Writer
-	p    *[]byte
-	ours bool // the JSON fitted the pooled buffer
-}
+// Filters are encoded here rather than by go-nostr's easyjson encoder,
+// which escapes each string byte by byte: every filter of every REQ and
+// NEG-OPEN is measured before it is sent (FilterJSONSize) and then
+// written, and a Layer 3 filter names up to hundreds of ids. The JSON is
+// Filter.MarshalJSON's (with NoEscapeHTML, as go-nostr's envelopes write
+// it): the same fields in the same order, tags in the map's order. A
+// string of printable ASCII without a quote or backslash — ids, pubkeys,
+// kinds' addresses, d tags: all of what a sidecar's filters hold — is
+// copied as it is; any other goes through easyjson's escaping.
 
-// filterJSONBufs are filterJSON's buffers: a Layer 3 filter of 100 ids is
-// about 7 kB.
-var filterJSONBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+// plainJSON tells the bytes a JSON string carries as they are, here and in
+// easyjson's encoder.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
-// encode writes f's JSON into j (a zero filterJSON, kept on the caller's
-// stack).
-func (j *filterJSON) encode(f nostr.Filter) {
-	j.w.NoEscapeHTML = true
-	j.p = filterJSONBufs.Get().(*[]byte)
-	j.w.Buffer.Buf = (*j.p)[:0]
-	f.MarshalEasyJSON(&j.w)
-	j.ours = len(j.w.Buffer.Buf) == j.w.Buffer.Size() && cap(j.w.Buffer.Buf) == cap(*j.p)
-}
-
-// size is the JSON's length.
-func (j *filterJSON) size() int { return j.w.Buffer.Size() }
-
-// release appends the JSON to dst (nil: nowhere) and gives the buffers
-// back: the pooled one to the pool when the JSON fitted it, the encoder's
-// chunks (with the pooled buffer, when it overflowed) to the encoder's
-// pool.
-func (j *filterJSON) release(dst *appender) {
-	if !j.ours {
-		var w io.Writer = io.Discard
-		if dst != nil {
-			w = dst
+// plainJSONString tells whether every byte of s is plainJSON: eight at a
+// time, then the rest one by one.
+func plainJSONString(s string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(x uint64) uint64 { return (x - ones) & ^x & highs } // a zero byte
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		// Below 0x20, 0x7f or above, a quote, a backslash.
+		if (x-ones*0x20)&^x&highs|((x+ones*1)|x)&highs|zero(x^(ones*'"'))|zero(x^(ones*'\\')) != 0 {
+			return false
 		}
-		_, _ = j.w.Buffer.DumpTo(w)
-		return
 	}
-	if dst != nil {
-		*dst = append(*dst, j.w.Buffer.Buf...)
+	for ; i < len(s); i++ {
+		if !plainJSON[s[i]] {
+			return false
+		}
 	}
-	filterJSONBufs.Put(j.p)
+	return true
+}
+
+// appendJSONString appends s as a JSON string, as easyjson's Writer.String
+// (NoEscapeHTML) does.
+func appendJSONString(dst []byte, s string) []byte {
+	if plainJSONString(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	w := jwriter.Writer{NoEscapeHTML: true}
+	w.String(s)
+	b, _ := w.BuildBytes()
+	return append(dst, b...)
+}
+
+// jsonStringSize is len(appendJSONString(nil, s)).
+func jsonStringSize(s string) int {
+	if plainJSONString(s) {
+		return len(s) + 2
+	}
+	w := jwriter.Writer{NoEscapeHTML: true}
+	w.String(s)
+	return w.Size()
+}
+
+func intSize(n int64) int {
+	var b [24]byte
+	return len(strconv.AppendInt(b[:0], n, 10))
+}
+
+// appendFilter appends f's JSON (see above).
+func appendFilter(dst []byte, f nostr.Filter) []byte {
+	dst = append(dst, '{')
+	first := true
+	key := func(k string) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, k...)
+	}
+	strs := func(vs []string) {
+		dst = append(dst, '[')
+		for i, v := range vs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, v)
+		}
+		dst = append(dst, ']')
+	}
+	if len(f.IDs) != 0 {
+		key(`"ids":`)
+		strs(f.IDs)
+	}
+	if len(f.Kinds) != 0 {
+		key(`"kinds":`)
+		dst = append(dst, '[')
+		for i, k := range f.Kinds {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(k), 10)
+		}
+		dst = append(dst, ']')
+	}
+	if len(f.Authors) != 0 {
+		key(`"authors":`)
+		strs(f.Authors)
+	}
+	if f.Since != nil {
+		key(`"since":`)
+		dst = strconv.AppendInt(dst, int64(*f.Since), 10)
+	}
+	if f.Until != nil {
+		key(`"until":`)
+		dst = strconv.AppendInt(dst, int64(*f.Until), 10)
+	}
+	if f.Limit != 0 || f.LimitZero {
+		key(`"limit":`)
+		dst = strconv.AppendInt(dst, int64(f.Limit), 10)
+	}
+	if f.Search != "" {
+		key(`"search":`)
+		dst = appendJSONString(dst, f.Search)
+	}
+	for tag, values := range f.Tags {
+		// The tag's name as it is, as go-nostr writes it.
+		key(`"#`)
+		dst = append(append(dst, tag...), `":`...)
+		strs(values)
+	}
+	return append(dst, '}')
 }
 
 // FilterJSONSize is the length of f's JSON as Filter.MarshalJSON writes
-// it, measured without building it.
-func FilterJSONSize(f nostr.Filter) (int, error) {
-	var j filterJSON
-	j.encode(f)
-	n, err := j.size(), j.w.Error
-	j.release(nil)
-	return n, err
+// it, counted without building it.
+func FilterJSONSize(f nostr.Filter) int {
+	n := 2 // {}
+	fields := 0
+	strs := func(vs []string) int {
+		m := 2 + max(len(vs)-1, 0) // [] and commas
+		for _, v := range vs {
+			m += jsonStringSize(v)
+		}
+		return m
+	}
+	if len(f.IDs) != 0 {
+		fields++
+		n += len(`"ids":`) + strs(f.IDs)
+	}
+	if len(f.Kinds) != 0 {
+		fields++
+		n += len(`"kinds":`) + 2 + len(f.Kinds) - 1
+		for _, k := range f.Kinds {
+			n += intSize(int64(k))
+		}
+	}
+	if len(f.Authors) != 0 {
+		fields++
+		n += len(`"authors":`) + strs(f.Authors)
+	}
+	if f.Since != nil {
+		fields++
+		n += len(`"since":`) + intSize(int64(*f.Since))
+	}
+	if f.Until != nil {
+		fields++
+		n += len(`"until":`) + intSize(int64(*f.Until))
+	}
+	if f.Limit != 0 || f.LimitZero {
+		fields++
+		n += len(`"limit":`) + intSize(int64(f.Limit))
+	}
+	if f.Search != "" {
+		fields++
+		n += len(`"search":`) + jsonStringSize(f.Search)
+	}
+	for tag, values := range f.Tags {
+		fields++
+		n += len(`"#":`) + len(tag) + strs(values)
+	}
+	return n + max(fields-1, 0)
 }
 
-// appender is an io.Writer appending to itself.
-type appender []byte
-
-func (a *appender) Write(p []byte) (int, error) {
-	*a = append(*a, p...)
-	return len(p), nil
+// reqJSON is nostr.ReqEnvelope's JSON (the subscription id as it is, as
+// there), in one slice of its size.
+func reqJSON(subID string, filters nostr.Filters) []byte {
+	n := len(`["REQ",""]`) + len(subID)
+	for _, f := range filters {
+		n += 1 + FilterJSONSize(f)
+	}
+	b := make([]byte, 0, n)
+	b = append(append(append(b, `["REQ","`...), subID...), '"')
+	for _, f := range filters {
+		b = appendFilter(append(b, ','), f)
+	}
+	return append(b, ']')
 }

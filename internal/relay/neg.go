@@ -40,11 +40,7 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 	}
 	c.negs[subID] = ch
 	c.mu.Unlock()
-	msg, err := negOpenJSON(subID, filter, msgHex)
-	if err == nil {
-		err = c.write(ctx, msg)
-	}
-	if err != nil {
+	if err := c.write(ctx, negOpenJSON(subID, filter, msgHex)); err != nil {
 		c.dropNeg(subID)
 		return nil, err
 	}
@@ -54,19 +50,12 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 // negOpenJSON is nip77.OpenEnvelope's JSON, in one slice of its size: the
 // envelope guesses 500 bytes for the filter and regrows, and a Layer 3
 // filter of 100 ids is 7 kB (NEG-OPEN was 233 MB of the large profile's
-// messages; building them allocated 480 MB). The filter is encoded into a
-// pooled buffer first (filterJSON).
-func negOpenJSON(subID string, filter nostr.Filter, msgHex string) ([]byte, error) {
-	var j filterJSON
-	j.encode(filter)
-	if err := j.w.Error; err != nil {
-		j.release(nil)
-		return nil, err
-	}
-	a := appender(make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+j.size()+len(msgHex)))
+// messages; building them allocated 480 MB).
+func negOpenJSON(subID string, filter nostr.Filter, msgHex string) []byte {
+	a := make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+FilterJSONSize(filter)+len(msgHex))
 	a = append(append(append(a, `["NEG-OPEN","`...), subID...), `",`...)
-	j.release(&a)
-	return append(append(append(a, `,"`...), msgHex...), `"]`...), nil
+	a = appendFilter(a, filter)
+	return append(append(append(a, `,"`...), msgHex...), `"]`...)
 }
 
 // NegMsg sends a NEG-MSG for an open session.

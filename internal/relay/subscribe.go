@@ -51,11 +51,7 @@ func (c *Conn) subscribe(ctx context.Context, id string, filters nostr.Filters, 
 	}
 	c.subs[id] = sub
 	c.mu.Unlock()
-	msg, err := nostr.ReqEnvelope{SubscriptionID: id, Filters: filters}.MarshalJSON()
-	if err == nil {
-		err = c.write(ctx, msg)
-	}
-	if err != nil {
+	if err := c.write(ctx, reqJSON(id, filters)); err != nil {
 		c.unsubscribe(sub, false)
 		return nil, err
 	}

@@ -10,8 +10,7 @@ import (
 )
 
 // filterBytes measures exactly what Filter.MarshalJSON writes, escapes
-// and all, and a comma, for filters that fit its pooled buffer and one
-// that does not (and the ones after it).
+// and all, and a comma, for small filters and large ones.
 func TestFilterBytesIsTheJSONSize(t *testing.T) {
 	since, until := nostr.Timestamp(1700000000), nostr.Timestamp(1800000000)
 	roots := make([]string, 300)
@@ -23,7 +22,8 @@ func TestFilterBytesIsTheJSONSize(t *testing.T) {
 		{Kinds: []int{1, 30617}, Limit: 500, Since: &since, Until: &until},
 		{IDs: roots[:5], Authors: roots[5:9], LimitZero: true},
 		{Tags: nostr.TagMap{"d": {`<script>&"quote"\ \u2028 é` + "\x01\n"}}, Search: "a<b>&c"},
-		{IDs: roots}, // past the pooled buffer
+		{IDs: roots},
+		{Authors: []string{"\x7f", "\xff\xfe", "\t"}, Kinds: []int{0, -1, 1 << 40}, Limit: -3},
 		{IDs: roots[:1]},
 	}
 	fs = append(fs, nip34.Layer3(roots, 100, &since)...)
@@ -40,7 +40,7 @@ func TestFilterBytesIsTheJSONSize(t *testing.T) {
 
 // BenchmarkFilterBytes measures a Layer 3 filter of 100 roots, as every
 // REQ and NEG-OPEN does before it is sent: by building its JSON (as it
-// was) and by counting it in the encoder's pooled chunks (as it is).
+// was) and by counting it (as it is).
 //
 //	go test -run '^$' -bench FilterBytes -benchmem ./internal/reposync/
 func BenchmarkFilterBytes(b *testing.B) {

@@ -129,11 +129,7 @@ func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 // filterBytes is the size of f's JSON (as Filter.MarshalJSON writes it)
 // and a comma, counted without building it (relay.FilterJSONSize).
 func filterBytes(f nostr.Filter) int {
-	n, err := relay.FilterJSONSize(f)
-	if err != nil {
-		return maxReqBytes
-	}
-	return n + 1
+	return relay.FilterJSONSize(f) + 1
 }
 
 func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
