@@ -30,10 +30,6 @@ type flight struct {
 	// copy's outcome: the publisher matches OKs by id, so two copies of an
 	// id cannot be in flight at once. It is sent if the first is refused.
 	alt *nostr.Event
-	// echoed: the own relay's live self-subscription delivered this very
-	// copy, and it was not decoded (Handler.SkipEcho); Settle handles it.
-	// closed: Settle has begun, later echoes are decoded as usual.
-	echoed, closed bool
 }
 
 // flights tracks the ids in flight to the own relay. Its size is bounded
@@ -145,44 +141,13 @@ func (f *flights) settle(seen *seenSet, id [32]byte, sig string, present, forget
 
 // abandon forgets the flight of id (an alternative that could not be
 // sent); forget clears its seen mark with it, so the id can come again.
-// echoed tells whether its echo was skipped (flight.echoed).
-func (f *flights) abandon(seen *seenSet, id [32]byte, forget bool) (echoed bool) {
+func (f *flights) abandon(seen *seenSet, id [32]byte, forget bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fl := f.m[id]; fl != nil {
-		echoed = fl.echoed
-	}
 	delete(f.m, id)
 	if forget {
 		seen.Forget(id)
 	}
-	return echoed
-}
-
-// echo tells whether the copy of id with signature sig is in flight and
-// its outcome not being settled yet; it then records that its echo came.
-func (f *flights) echo(id [32]byte, sig []byte) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fl := f.m[id]
-	if fl == nil || fl.closed || fl.sig != string(sig) {
-		return false
-	}
-	fl.echoed = true
-	return true
-}
-
-// close begins settling the copy of id with signature sig: no echo is
-// skipped for it after this. It tells whether one was (flight.echoed).
-func (f *flights) close(id [32]byte, sig string) (echoed bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fl := f.m[id]
-	if fl == nil || fl.sig != sig {
-		return false
-	}
-	fl.closed = true
-	return fl.echoed
 }
 
 // len is the number of ids in flight.

@@ -159,7 +159,6 @@ type Handler struct {
 	limits   *relayLimits
 	held     *ownHeld
 	clock    clock.Clock
-	echoed   func(*nostr.Event) // OnEcho
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -494,11 +493,6 @@ func reason(r publish.Result) string {
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 	id, idOK := neg.DecodeID(ev.ID)
-	// Its echo came first and was skipped: handled now, as it was.
-	replayed := idOK && h.flying.close(id, ev.Sig)
-	if replayed {
-		h.replayEcho(ev)
-	}
 	// Not a valid event: the own relay's judgement, or ours before it
 	// could enter the RejectedIndex (decided while its flight still
 	// stands, so no honest copy is dropped meanwhile).
@@ -513,17 +507,15 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		// can still come — or the verified copy that waited is sent now.
 		h.m.eventsInvalid.WithLabelValues(invalidLabel(ev, r)).Inc()
 		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
-		if alt != nil && !h.retry(alt) && h.flying.abandon(h.seen, id, true) {
-			h.replayEcho(alt)
+		if alt != nil && !h.retry(alt) {
+			h.flying.abandon(h.seen, id, true)
 		}
 		return
 	}
 	if alt != nil {
 		// Refused for another reason although valid: the other copy
 		// would be too (the id fixes the content).
-		if h.flying.abandon(h.seen, id, false) {
-			h.replayEcho(alt)
-		}
+		h.flying.abandon(h.seen, id, false)
 	}
 	switch r.Outcome {
 	case publish.Held:
@@ -539,8 +531,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		} else {
 			h.m.eventsDuplicate.Inc()
 		}
-		if idOK && h.present != nil && !replayed {
-			// (The echo recorded it already, as new.)
+		if idOK && h.present != nil {
 			h.learnPresent(ev, id, r.Outcome == publish.Accepted)
 		}
 		if ev.Kind == nip34.KindRepoAnnouncement && h.purg != nil {

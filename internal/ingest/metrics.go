@@ -17,7 +17,6 @@ type metrics struct {
 	// its GRASP purgatory without serving them.
 	ownHeld            prometheus.Gauge
 	ownHeldRepublished prometheus.Counter
-	echoesSkipped      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,12 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ngit_sync_own_purgatory_republished_total",
 			Help: "Events published again because the own relay had not served them within publisher.own_purgatory_recheck.",
 		}),
-		echoesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ngit_sync_own_echoes_skipped_total",
-			Help: "Events the own relay's self-subscription delivered while the sidecar's copy was in flight to it: not decoded, handled with the copy's OK.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits, m.ownHeld, m.ownHeldRepublished, m.echoesSkipped} {
+	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits, m.ownHeld, m.ownHeldRepublished} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

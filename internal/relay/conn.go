@@ -227,9 +227,6 @@ type Subscription struct {
 	ch        chan SubMsg
 	done      chan struct{}
 	once      sync.Once
-	// skip and live belong to the reader goroutine (SubscribeSkipping).
-	skip func(obj []byte) bool
-	live bool // the subscription's EOSE was read
 }
 
 // Messages is the ordered stream. The relay ending the subscription

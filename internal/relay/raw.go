@@ -50,57 +50,6 @@ func countKey(obj []byte, key string) int {
 	}
 }
 
-// EventKeys reads an event object's id, signature and kind as it arrived
-// (SubscribeSkipping's obj, SubMsg.Raw), without decoding it: each key
-// named once, the id and signature strings without escapes, the kind a
-// plain integer. ok is false for anything else, and for an object that
-// would not decode the three tell nothing. id and sig are obj's bytes.
-func EventKeys(obj []byte) (id, sig []byte, kind int, ok bool) {
-	// One pass over the quotes: inside a string a quote is escaped, so a
-	// quote followed by a key's name, its closing quote and a colon is
-	// that key (as countKey).
-	var vals [3][]byte
-	var count [3]int
-	for i := 0; ; {
-		j := bytes.IndexByte(obj[i:], '"')
-		if j < 0 {
-			break
-		}
-		i += j + 1
-		rest := obj[i:]
-		k := -1
-		switch {
-		case bytes.HasPrefix(rest, []byte(`id"`)):
-			k, rest = 0, rest[3:]
-		case bytes.HasPrefix(rest, []byte(`sig"`)):
-			k, rest = 1, rest[4:]
-		case bytes.HasPrefix(rest, []byte(`kind"`)):
-			k, rest = 2, rest[5:]
-		}
-		if k < 0 {
-			continue
-		}
-		if after, ok := skipPrefix(rest, ':'); ok {
-			count[k]++
-			vals[k] = trimWS(after)
-		}
-	}
-	if count != [3]int{1, 1, 1} {
-		return nil, nil, 0, false
-	}
-	if id, _, ok = plainString(vals[0]); !ok {
-		return nil, nil, 0, false
-	}
-	if sig, _, ok = plainString(vals[1]); !ok {
-		return nil, nil, 0, false
-	}
-	n, _, ok := plainInt(vals[2])
-	if !ok || n < 0 || n > 1<<31-1 {
-		return nil, nil, 0, false
-	}
-	return id, sig, int(n), true
-}
-
 // eventFrame splits an EVENT frame, ["EVENT", "<sub id>", {…}], without
 // decoding the event: sub is the subscription id (a JSON string without
 // escapes: ours are), obj the event object from its '{' to the frame's

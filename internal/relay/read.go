@@ -178,7 +178,6 @@ func (c *Conn) handle(data []byte) {
 		sub := c.subs[string(env)]
 		c.mu.Unlock()
 		if sub != nil {
-			sub.live = true
 			c.deliver(sub, SubMsg{Type: MsgEOSE})
 		}
 	case "CLOSED":
@@ -276,9 +275,6 @@ func (c *Conn) handleEvent(data []byte) {
 	c.mu.Unlock()
 	if sub == nil {
 		c.dropped(DropClosedSubscription)
-		return
-	}
-	if sub.live && sub.skip != nil && sub.skip(obj) {
 		return
 	}
 	ev := new(nostr.Event)

@@ -17,20 +17,6 @@ func (c *Conn) Subscribe(ctx context.Context, id string, filters nostr.Filters) 
 // of Options.SubscriptionBuffer: a sidecar keeps thousands of mostly idle
 // live subscriptions open, and each queue is allocated whole.
 func (c *Conn) SubscribeBuffered(ctx context.Context, id string, filters nostr.Filters, buffer int) (*Subscription, error) {
-	return c.subscribe(ctx, id, filters, buffer, nil)
-}
-
-// SubscribeSkipping is Subscribe where skip sees each event object the
-// subscription receives after its EOSE (the live events), as it arrived
-// and before it is decoded, from the reader goroutine: an event it returns
-// true for is not decoded or delivered. skip must be quick and must not
-// keep obj. Events before the EOSE, and frames of an unusual shape (a
-// subscription id with escapes), are always delivered.
-func (c *Conn) SubscribeSkipping(ctx context.Context, id string, filters nostr.Filters, skip func(obj []byte) bool) (*Subscription, error) {
-	return c.subscribe(ctx, id, filters, c.opts.SubscriptionBuffer, skip)
-}
-
-func (c *Conn) subscribe(ctx context.Context, id string, filters nostr.Filters, buffer int, skip func([]byte) bool) (*Subscription, error) {
 	if err := c.beforeRequest(ctx); err != nil {
 		return nil, err
 	}
@@ -38,7 +24,6 @@ func (c *Conn) subscribe(ctx context.Context, id string, filters nostr.Filters, 
 		ID: id, tagValues: MostTagValues(filters), conn: c,
 		ch:   make(chan SubMsg, max(buffer, 1)),
 		done: make(chan struct{}),
-		skip: skip,
 	}
 	c.mu.Lock()
 	if c.ctx.Err() != nil {

@@ -274,11 +274,6 @@ type Engine struct {
 	catchUpOK   atomic.Bool
 	caughtMu    sync.Mutex
 	caught      []*nostr.Event
-	// echoes are events whose echo on the self-subscription the handler
-	// skipped, handed back when their OK came (echoMu; echoC signals).
-	echoMu sync.Mutex
-	echoes []*nostr.Event
-	echoC  chan struct{}
 	// heads are the current announcements and states (Deps.KeepHeads),
 	// kept as JSON by address (headKey); headsGen counts their changes;
 	// restoredHeads are the previous run's (sharing their JSON).
@@ -415,9 +410,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		bootstrapOK: map[string]bool{},
 		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
-		echoC:       make(chan struct{}, 1),
 	}
-	e.h.OnEcho(e.echo)
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },

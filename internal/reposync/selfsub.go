@@ -87,28 +87,6 @@ func batched(ev *nostr.Event) *nostr.Event {
 	return &c
 }
 
-// echo takes an event the self-subscription delivered and the handler did
-// not decode (ingest.Handler.SkipEcho), once its OK came: the session adds
-// it to its live batch as it would have the echo. It does not block.
-func (e *Engine) echo(ev *nostr.Event) {
-	e.echoMu.Lock()
-	e.echoes = append(e.echoes, batched(ev))
-	e.echoMu.Unlock()
-	select {
-	case e.echoC <- struct{}{}:
-	default:
-	}
-}
-
-// takeEchoes returns the events echo collected.
-func (e *Engine) takeEchoes() []*nostr.Event {
-	e.echoMu.Lock()
-	defer e.echoMu.Unlock()
-	evs := e.echoes
-	e.echoes = nil
-	return evs
-}
-
 // selfHistoryBatch is how many paged events make one self batch.
 const selfHistoryBatch = 1000
 
@@ -173,9 +151,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 //
 // complete reports whether the paging finished.
 func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) (complete bool, err error) {
-	// The echoes of what the sidecar publishes are skipped while their
-	// copy is in flight: its OK hands them back (echo).
-	sub, err := conn.SubscribeSkipping(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}), e.h.SkipEcho)
+	sub, err := conn.Subscribe(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
 	if err != nil {
 		return false, err
 	}
@@ -218,21 +194,6 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 		}
 	}
 	defer flush()
-	add := func(ev *nostr.Event) {
-		batch = append(batch, ev)
-		if timer == nil {
-			timer = e.clock.NewTimer(e.cfg.BatchWindow)
-			window = timer.C()
-		}
-		if q := e.cfg.BatchQuiet; q > 0 {
-			if quiet == nil {
-				quiet = e.clock.NewTimer(q)
-				quietC = quiet.C()
-			} else {
-				quiet.Reset(q)
-			}
-		}
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -249,10 +210,6 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			}
 			complete = true
 			e.selfLive.Store(true) // history read, the live subscription sees the rest
-		case <-e.echoC:
-			for _, ev := range e.takeEchoes() {
-				add(ev)
-			}
 		case <-window:
 			flush()
 		case <-quietC:
@@ -271,7 +228,19 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 					// Stored before: a relay that ignores limit 0.
 					e.h.OnOwnRelay(m.Event)
 				}
-				add(batched(m.Event))
+				batch = append(batch, batched(m.Event))
+				if timer == nil {
+					timer = e.clock.NewTimer(e.cfg.BatchWindow)
+					window = timer.C()
+				}
+				if q := e.cfg.BatchQuiet; q > 0 {
+					if quiet == nil {
+						quiet = e.clock.NewTimer(q)
+						quietC = quiet.C()
+					} else {
+						quiet.Reset(q)
+					}
+				}
 			case relay.MsgClosed:
 				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
 				return complete, nil
