@@ -14,11 +14,12 @@ import (
 // Filter.MarshalJSON's (with NoEscapeHTML, as go-nostr's envelopes write
 // it): the same fields in the same order, tags in the map's order. A
 // string of printable ASCII without a quote or backslash — ids, pubkeys,
-// kinds' addresses, d tags: all of what a sidecar's filters hold — is
+// addresses, most d tags: nearly all of what a sidecar's filters hold — is
 // copied as it is; any other goes through easyjson's escaping.
 
-// plainJSON tells the bytes a JSON string carries as they are, here and in
-// easyjson's encoder.
+// plainJSON tells the bytes copied as they are here: printable ASCII but
+// a quote and a backslash. (easyjson copies DEL too; a string holding one
+// takes its path.)
 var plainJSON = func() (t [256]bool) {
 	for c := 0x20; c < 0x7f; c++ {
 		t[c] = c != '"' && c != '\\'
