@@ -159,6 +159,7 @@ type Handler struct {
 	limits   *relayLimits
 	held     *ownHeld
 	clock    clock.Clock
+	stored   func(*nostr.Event) // OnStored
 
 	in      chan Incoming
 	retries chan *nostr.Event
@@ -215,6 +216,12 @@ func New(cfg Config, d Deps) (*Handler, error) {
 // before Run: the purgatory publishes what it releases through the
 // handler, so the two are built one after the other.
 func (h *Handler) UsePurgatory(p Purgatory) { h.purg = p }
+
+// OnStored sets a function told of every event the own relay answered it
+// stored (an OK true, new or a duplicate), before the event is recorded as
+// present: called from the publisher's goroutine, it must not block. Call
+// it once, before Run.
+func (h *Handler) OnStored(fn func(*nostr.Event)) { h.stored = fn }
 
 // Rejected is the RejectedIndex.
 func (h *Handler) Rejected() *RejectedIndex { return h.rejected }
@@ -530,6 +537,9 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 			h.m.eventsSynced.Inc()
 		} else {
 			h.m.eventsDuplicate.Inc()
+		}
+		if h.stored != nil {
+			h.stored(ev)
 		}
 		if idOK && h.present != nil {
 			h.learnPresent(ev, id, r.Outcome == publish.Accepted)

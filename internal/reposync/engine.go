@@ -206,7 +206,8 @@ type Deps struct {
 	LocalRestored bool
 	// KeepHeads keeps the current announcements and states with their
 	// bodies for the state store (RepoState), so a restart need not page
-	// them all again.
+	// them all again; and the roots the own relay stored for the sidecar
+	// until the repository index has them (stored.go).
 	KeepHeads bool
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
@@ -274,6 +275,9 @@ type Engine struct {
 	catchUpOK   atomic.Bool
 	caughtMu    sync.Mutex
 	caught      []*nostr.Event
+	// stored are roots the own relay stored whose batch is not applied
+	// yet (Deps.KeepHeads only).
+	stored storedRoots
 	// heads are the current announcements and states (Deps.KeepHeads),
 	// kept as JSON by address (headKey); headsGen counts their changes;
 	// restoredHeads are the previous run's (sharing their JSON).
@@ -410,6 +414,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		bootstrapOK: map[string]bool{},
 		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
+	}
+	if d.KeepHeads {
+		e.h.OnStored(e.noteStored)
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
