@@ -206,8 +206,8 @@ type Deps struct {
 	LocalRestored bool
 	// KeepHeads keeps the current announcements and states with their
 	// bodies for the state store (RepoState), so a restart need not page
-	// them all again; and the roots the own relay stored for the sidecar
-	// until the repository index has them (stored.go).
+	// them all again; and the roots on the own relay whose self batch is
+	// not applied yet, so that a stop before it loses none (unapplied.go).
 	KeepHeads bool
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
@@ -275,9 +275,10 @@ type Engine struct {
 	catchUpOK   atomic.Bool
 	caughtMu    sync.Mutex
 	caught      []*nostr.Event
-	// stored are roots the own relay stored whose batch is not applied
-	// yet (Deps.KeepHeads only).
-	stored storedRoots
+	// unapplied are roots on the own relay whose batch may not be applied
+	// yet (keepRoots: Deps.KeepHeads).
+	unapplied unappliedRoots
+	keepRoots bool
 	// heads are the current announcements and states (Deps.KeepHeads),
 	// kept as JSON by address (headKey); headsGen counts their changes;
 	// restoredHeads are the previous run's (sharing their JSON).
@@ -416,7 +417,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		startedAt:   d.Clock.Now(),
 	}
 	if d.KeepHeads {
-		e.h.OnStored(e.noteStored)
+		e.keepRoots = true
+		e.h.OnStored(e.noteRoot)
 	}
 	pager := &Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
@@ -435,6 +437,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.local.forget = e.h.ForgetPresent
 		e.local.pager.Clock = d.Clock
 		e.local.fetched = func(ev *nostr.Event) {
+			e.noteRoot(ev)
 			if slices.Contains(cfg.SelfKinds, ev.Kind) {
 				e.caughtMu.Lock()
 				e.caught = append(e.caught, ev)

@@ -188,6 +188,7 @@ func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
 				}
 				e.caughtIDs[k] = struct{}{}
 			}
+			e.noteRoot(ev) // before the local index has it
 			e.h.OnOwnRelay(ev)
 			self = append(self, ev)
 		}

@@ -204,18 +204,15 @@ type PersistedRepos struct {
 }
 
 // RepoState returns the persistable repository index as of the last status
-// refresh, with the roots the own relay stored for the sidecar since
-// (stored.go). Until it is first asked the index is not copied at all (a copy
+// refresh, with the roots on the own relay its batches had not applied
+// (unapplied.go). Until it is first asked the index is not copied at all (a copy
 // of every root at each refresh is memory only a state store needs); the
 // first call refreshes at once when the engine is running.
 func (e *Engine) RepoState() PersistedRepos {
 	if !e.reposWanted.Swap(true) {
 		e.onRunGoroutine(e.refreshSnapshot)
 	}
-	e.snapMu.Lock()
-	p := e.reposSnap
-	e.snapMu.Unlock()
-	return e.withStored(p)
+	return e.repoStateWithUnapplied()
 }
 
 // RestoreRepos hands the engine the previous run's repository index; call
@@ -248,7 +245,6 @@ func (e *Engine) RestoreRepos(p PersistedRepos) {
 // snapshotRepos copies the repository index when it changed since the
 // last copy.
 func (e *Engine) snapshotRepos() (PersistedRepos, bool) {
-	e.pruneStored()
 	last := e.reposSnapCopy()
 	if e.reposGen == last.Gen && e.headsGen == last.HeadsGen {
 		return PersistedRepos{}, false

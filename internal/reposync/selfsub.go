@@ -105,6 +105,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		// announcement finds its repository hosted.
 		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
 		for i, ev := range evs {
+			e.noteRoot(ev) // before the local index has it
 			e.h.OnOwnRelay(ev)
 			evs[i] = batched(ev)
 		}
@@ -222,6 +223,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			case relay.MsgEOSE:
 				live = true
 			case relay.MsgEvent:
+				e.noteRoot(m.Event) // before the local index has it
 				if live {
 					e.h.OnOwnRelayLive(m.Event)
 				} else {

@@ -56,6 +56,10 @@ func (e *Engine) refreshSnapshot() {
 	}
 	e.reposSnap.SelfSeen = e.selfSeenTime()
 	e.snapMu.Unlock()
+	if e.reposWanted.Load() {
+		// Now that a snapshot of the index as it is was published.
+		e.pruneUnapplied()
+	}
 }
 
 func sortRelays(rs []status.Relay) {

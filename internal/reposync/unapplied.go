@@ -1,0 +1,124 @@
+package reposync
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+)
+
+// The engine learns the roots on the own relay from its self-subscription,
+// in batches applied on the Run goroutine; the local index records them as
+// present at once (at the OK of what the sidecar sent, at the echo or read
+// of what others did). A state saved in between — at a stop: the batch
+// still collecting, and what the publisher settles while it flushes; at a
+// kill: any flush — would hold a root in the local index and not in the
+// repository index. The restart pages the own relay only from the save on
+// (by created_at, which a synced history predates) and reconciles it
+// against that local index, so it would never learn the root, and the
+// discussion under it would never be synced. Roots are therefore noted
+// here before the local index records them, kept until the repository
+// index has them, and the saved repository index (RepoState) includes
+// them.
+
+// maxUnappliedRoots bounds unappliedRoots. Roots leave it at the first
+// status refresh (Config.Tick) after their batch is applied: it holds
+// about a batch window's worth unless the Run goroutine falls far behind.
+const maxUnappliedRoots = 200_000
+
+// unappliedRoots are roots on the own relay the repository index may not
+// have yet, by id, with their repository references.
+type unappliedRoots struct {
+	mu     sync.Mutex
+	roots  map[string][]string
+	gen    uint64 // counts changes
+	warned bool   // the bound was logged
+}
+
+// noteRoot records ev, when it is a root, before the local index records
+// it as present. Any goroutine; it does not block for long.
+func (e *Engine) noteRoot(ev *nostr.Event) {
+	if !e.keepRoots || !slices.Contains(e.cfg.SelfKinds, ev.Kind) {
+		return
+	}
+	refs, ok := nip34.RootRefs(ev)
+	if !ok {
+		return
+	}
+	u := &e.unapplied
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.roots[ev.ID]; ok {
+		return
+	}
+	if len(u.roots) >= maxUnappliedRoots {
+		if !u.warned {
+			u.warned = true
+			e.log.Warn("too many roots wait for their self batch; a stop before it is applied leaves the newest unknown to the restart",
+				zap.Int("waiting", len(u.roots)))
+		}
+		return
+	}
+	if u.roots == nil {
+		u.roots = map[string][]string{}
+	}
+	u.roots[ev.ID] = refs
+	u.gen++
+}
+
+// pruneUnapplied forgets the roots the repository index has now: a batch
+// applied each under every reference, as a root or as an orphan. Run
+// goroutine, after the snapshot that holds them is published.
+func (e *Engine) pruneUnapplied() {
+	u := &e.unapplied
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for id, refs := range u.roots {
+		for _, ref := range refs {
+			if n := e.repos[ref]; (n != nil && n.Roots.has(id)) || e.orphans[ref].has(id) {
+				delete(u.roots, id)
+				u.gen++
+				break
+			}
+		}
+	}
+}
+
+// repoStateWithUnapplied is the last published repository snapshot with
+// the unapplied roots added (a copy when there are any), read together.
+func (e *Engine) repoStateWithUnapplied() PersistedRepos {
+	u := &e.unapplied
+	u.mu.Lock()
+	p := e.reposSnapCopy()
+	if p.Gen == 0 {
+		// No snapshot yet: nothing to save (the roots' batches are
+		// waiting too).
+		u.mu.Unlock()
+		return p
+	}
+	p.Gen += u.gen // both only grow: any change changes the sum
+	byRef := map[string][]string{}
+	for id, refs := range u.roots {
+		for _, ref := range refs {
+			byRef[ref] = append(byRef[ref], id)
+		}
+	}
+	u.mu.Unlock()
+	if len(byRef) == 0 {
+		return p
+	}
+	roots := maps.Clone(p.Roots)
+	if roots == nil {
+		roots = map[string][]string{}
+	}
+	for ref, ids := range byRef {
+		// A new slice: p.Roots's are shared with the engine's snapshot.
+		roots[ref] = slices.Concat(roots[ref], ids)
+	}
+	p.Roots = roots
+	return p
+}

@@ -1,0 +1,81 @@
+package reposync
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+)
+
+func acceptedResult(ev *nostr.Event) publish.Result {
+	return publish.Result{ID: ev.ID, Outcome: publish.Accepted}
+}
+
+// A root on the own relay is in the saved repository index from the
+// moment the local index could have it (the OK of the sidecar's copy)
+// until a batch applies it, and after that as a root of the index; one
+// whose announcement is not applied yet stays too. Events that are not
+// roots are not kept, nor is anything saved before the first snapshot.
+func TestUnappliedRootsSaved(t *testing.T) {
+	e := newBareEngineDeps(t, DefaultConfig(), func(d *Deps) { d.KeepHeads = true })
+	sk := nostr.GeneratePrivateKey()
+	pk, _ := nostr.GetPublicKey(sk)
+	ref, later := nip34.RepoRef(pk, "repo"), nip34.RepoRef(pk, "later")
+	sign := func(ev nostr.Event) *nostr.Event {
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		return &ev
+	}
+	issue := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 1, Tags: nostr.Tags{{"a", ref}}})
+	e.reposWanted.Store(true)
+	e.h.Settle(issue, acceptedResult(issue))
+	if got := e.RepoState(); got.Gen != 0 || got.Roots != nil {
+		t.Fatalf("saved before the first snapshot: %+v", got)
+	}
+
+	e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: newSet()}
+	e.reposGen++
+	e.refreshSnapshot()
+	before := e.RepoState()
+	reply := sign(nostr.Event{Kind: nip34.KindPatch, CreatedAt: 2, Tags: nostr.Tags{{"a", ref}, {"e", issue.ID}}})
+	comment := sign(nostr.Event{Kind: 1111, CreatedAt: 3, Tags: nostr.Tags{{"E", issue.ID}}})
+	pr := sign(nostr.Event{Kind: nip34.KindPullRequest, CreatedAt: 4, Tags: nostr.Tags{{"a", later}}})
+	e.h.Settle(reply, acceptedResult(reply))
+	e.h.Settle(comment, acceptedResult(comment))
+	e.h.Settle(pr, acceptedResult(pr))
+	e.refreshSnapshot()
+	got := e.RepoState()
+	if !slices.Equal(got.Roots[ref], []string{issue.ID}) || !slices.Equal(got.Roots[later], []string{pr.ID}) {
+		t.Fatalf("saved roots %v, want the issue and the PR of a repository not applied yet", got.Roots)
+	}
+	if got.Gen == before.Gen {
+		t.Fatal("the saved index's generation did not change: the store would not write it")
+	}
+	if !slices.Equal(before.Roots[ref], []string{issue.ID}) {
+		t.Fatalf("an earlier state changed under the store: %v", before.Roots[ref])
+	}
+
+	// The batches apply them (the PR as an orphan until its
+	// announcement): the refresh forgets them, the index keeps them.
+	e.applySelfBatch([]*nostr.Event{issue, pr})
+	e.refreshSnapshot()
+	if n := len(e.unapplied.roots); n != 0 {
+		t.Fatalf("%d applied roots still kept as unapplied", n)
+	}
+	got = e.RepoState()
+	if !slices.Equal(got.Roots[ref], []string{issue.ID}) || !slices.Equal(got.Roots[later], []string{pr.ID}) {
+		t.Fatalf("saved roots %v after the batches, want each once", got.Roots)
+	}
+
+	// A root seen on the self-subscription is noted as well (others'
+	// roots, and a relay's GRASP purgatory releasing ours).
+	live := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 5, Tags: nostr.Tags{{"a", ref}}})
+	e.noteRoot(live)
+	if got := e.RepoState(); !slices.Contains(got.Roots[ref], live.ID) {
+		t.Fatalf("saved roots %v, want the live root too", got.Roots[ref])
+	}
+}
