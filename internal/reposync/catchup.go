@@ -48,9 +48,8 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 	}
 	local := func(f nostr.Filter) (*neg.Storage, error) { return o.idx.Storage(f) }
 	emit := func(_ context.Context, in ingest.Incoming) error {
-		if o.fetched != nil {
-			// Before the index has it (the engine notes roots then).
-			o.fetched(in.Event)
+		if o.note != nil {
+			o.note(in.Event)
 		}
 		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
 			return err
@@ -58,6 +57,9 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 		res.Added++
 		if o.mark != nil {
 			o.mark(in.Event)
+		}
+		if o.fetched != nil {
+			o.fetched(in.Event)
 		}
 		return nil
 	}

@@ -245,6 +245,7 @@ func (e *Engine) dropOrphans() {
 	clear(e.orphans)
 	e.orphanCount = 0
 	e.reposGen++
+	e.dropUnhostedUnapplied()
 }
 
 // validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a

@@ -436,8 +436,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		e.local.forget = e.h.ForgetPresent
 		e.local.pager.Clock = d.Clock
+		e.local.note = e.noteRoot
 		e.local.fetched = func(ev *nostr.Event) {
-			e.noteRoot(ev)
 			if slices.Contains(cfg.SelfKinds, ev.Kind) {
 				e.caughtMu.Lock()
 				e.caught = append(e.caught, ev)

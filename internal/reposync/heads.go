@@ -188,8 +188,7 @@ func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
 				}
 				e.caughtIDs[k] = struct{}{}
 			}
-			e.noteRoot(ev) // before the local index has it
-			e.h.OnOwnRelay(ev)
+			e.h.OnOwnRelay(ev) // the catch-up noted its roots (unapplied.go)
 			self = append(self, ev)
 		}
 	}

@@ -38,6 +38,9 @@ type OwnLocalSet struct {
 	forget func(id string)
 	// fetched, when set, is told of every event CatchUp fetched.
 	fetched func(ev *nostr.Event)
+	// note, when set, is told of every event read from the own relay
+	// before the index has it (the engine notes roots: unapplied.go).
+	note func(ev *nostr.Event)
 	log     *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).
 	perFilter int
@@ -160,6 +163,9 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 		return err
 	}
 	emit := func(_ context.Context, in ingest.Incoming) error {
+		if o.note != nil {
+			o.note(in.Event)
+		}
 		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
 			return err
 		}

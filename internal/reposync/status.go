@@ -46,7 +46,8 @@ func (e *Engine) refreshSnapshot() {
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
 	var repos PersistedRepos
 	reposChanged := false
-	if e.reposWanted.Load() {
+	wanted := e.reposWanted.Load()
+	if wanted {
 		repos, reposChanged = e.snapshotRepos()
 	}
 	e.snapMu.Lock()
@@ -56,7 +57,7 @@ func (e *Engine) refreshSnapshot() {
 	}
 	e.reposSnap.SelfSeen = e.selfSeenTime()
 	e.snapMu.Unlock()
-	if e.reposWanted.Load() {
+	if wanted {
 		// Now that a snapshot of the index as it is was published.
 		e.pruneUnapplied()
 	}

@@ -25,9 +25,13 @@ import (
 // index has them, and the saved repository index (RepoState) includes
 // them.
 
-// maxUnappliedRoots bounds unappliedRoots. Roots leave it at the first
-// status refresh (Config.Tick) after their batch is applied: it holds
-// about a batch window's worth unless the Run goroutine falls far behind.
+// maxUnappliedRoots bounds unappliedRoots. With a state store asking for
+// the repository index, roots leave it at the first status refresh
+// (Config.Tick) after their batch applied them, as roots or as orphans;
+// those of repositories without an announcement leave it with the orphans
+// (dropOrphans). It holds about a batch window's worth unless the Run
+// goroutine falls far behind; a root its batch could not keep (an invalid
+// reference, the orphans' bound) stays until the bound.
 const maxUnappliedRoots = 200_000
 
 // unappliedRoots are roots on the own relay the repository index may not
@@ -84,6 +88,21 @@ func (e *Engine) pruneUnapplied() {
 				u.gen++
 				break
 			}
+		}
+	}
+}
+
+// dropUnhostedUnapplied forgets the roots of which no repository is
+// hosted: the orphans were dropped (dropOrphans), they would wait
+// forever. Run goroutine.
+func (e *Engine) dropUnhostedUnapplied() {
+	u := &e.unapplied
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for id, refs := range u.roots {
+		if !slices.ContainsFunc(refs, func(ref string) bool { return e.repos[ref] != nil }) {
+			delete(u.roots, id)
+			u.gen++
 		}
 	}
 }

@@ -78,4 +78,16 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	if got := e.RepoState(); !slices.Contains(got.Roots[ref], live.ID) {
 		t.Fatalf("saved roots %v, want the live root too", got.Roots[ref])
 	}
+
+	// When the own relay's history is read, roots of repositories without
+	// an announcement are dropped with the orphans; the others stay.
+	lost := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 6, Tags: nostr.Tags{{"a", nip34.RepoRef(pk, "never")}}})
+	e.noteRoot(lost)
+	e.dropOrphans()
+	if _, ok := e.unapplied.roots[lost.ID]; ok {
+		t.Fatal("a root of a repository without an announcement kept after the orphans were dropped")
+	}
+	if _, ok := e.unapplied.roots[live.ID]; !ok {
+		t.Fatal("a hosted repository's root not applied yet was dropped with the orphans")
+	}
 }
