@@ -41,7 +41,7 @@ type OwnLocalSet struct {
 	// note, when set, is told of every event read from the own relay
 	// before the index has it (the engine notes roots: unapplied.go).
 	note func(ev *nostr.Event)
-	log     *zap.Logger
+	log  *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).
 	perFilter int
 
