@@ -306,6 +306,9 @@ type Engine struct {
 	restoredSelfSeen time.Time
 	selfSeen         atomic.Int64
 	selfLive         atomic.Bool // history read and the self-subscription live
+	// historyBatches are the self history's batches posted to the Run
+	// goroutine and not applied yet: the saved cursor does not pass them.
+	historyBatches atomic.Int64
 
 	// rootsCounted is the root events of repos counted at reposGen
 	// rootsCountedGen−1 (updateIndexMetrics, at every tick).

@@ -273,7 +273,7 @@ func (e *Engine) reposSnapCopy() PersistedRepos {
 }
 
 func (e *Engine) selfSeenTime() time.Time {
-	if e.selfLive.Load() {
+	if e.selfLive.Load() && e.historyBatches.Load() == 0 {
 		return e.clock.Now()
 	}
 	if ns := e.selfSeen.Load(); ns != 0 {

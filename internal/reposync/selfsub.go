@@ -63,9 +63,12 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 			// Everything stored up to the session's start was paged and the
 			// live subscription saw the rest: the next session may start
 			// from here. After an incomplete paging it pages the same range
-			// again (everything, on a first start).
-			lastSeen = e.clock.Now()
-			e.selfSeen.Store(lastSeen.UnixNano())
+			// again (everything, on a first start). Not past history
+			// batches still waiting to be applied (selfSeenTime).
+			if e.historyBatches.Load() == 0 {
+				lastSeen = e.clock.Now()
+				e.selfSeen.Store(lastSeen.UnixNano())
+			}
 		}
 		conn.Close()
 		if ctx.Err() != nil {
@@ -105,12 +108,18 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		// announcement finds its repository hosted.
 		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
 		for i, ev := range evs {
-			e.noteRoot(ev) // before the local index has it
 			e.h.OnOwnRelay(ev)
 			evs[i] = batched(ev)
 		}
 		if len(evs) > 0 {
-			e.post(func() { e.applySelfBatch(evs) })
+			// Not noted as unapplied roots: until the batch is applied the
+			// saved cursor stays before the paging (selfSeenTime), and a
+			// restart pages them again.
+			e.historyBatches.Add(1)
+			e.post(func() {
+				e.applySelfBatch(evs)
+				e.historyBatches.Add(-1)
+			})
 		}
 	}
 	emit := func(_ context.Context, in ingest.Incoming) error {

@@ -23,7 +23,9 @@ import (
 // discussion under it would never be synced. Roots are therefore noted
 // here before the local index records them, kept until the repository
 // index has them, and the saved repository index (RepoState) includes
-// them.
+// them. (The self-subscription's paging needs none of this: the saved
+// cursor does not pass its batches until they are applied, and a restart
+// pages them again.)
 
 // maxUnappliedRoots bounds unappliedRoots. With a state store asking for
 // the repository index, roots leave it at the first status refresh

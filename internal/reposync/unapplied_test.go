@@ -3,9 +3,11 @@ package reposync
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 )
@@ -89,5 +91,23 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	}
 	if _, ok := e.unapplied.roots[live.ID]; !ok {
 		t.Fatal("a hosted repository's root not applied yet was dropped with the orphans")
+	}
+}
+
+// The saved cursor of the own relay's history does not pass the paging's
+// batches until they are applied: a restart pages them again.
+func TestSelfCursorWaitsForHistoryBatches(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	e := newBareEngineDeps(t, DefaultConfig(), func(d *Deps) { d.Clock = clk })
+	before := time.Unix(1_600_000_000, 0)
+	e.restoredSelfSeen = before
+	e.selfLive.Store(true)
+	e.historyBatches.Add(1)
+	if got := e.selfSeenTime(); !got.Equal(before) {
+		t.Fatalf("cursor %v with a history batch waiting, want %v", got, before)
+	}
+	e.historyBatches.Add(-1)
+	if got := e.selfSeenTime(); !got.Equal(clk.Now()) {
+		t.Fatalf("cursor %v once applied, want now (%v)", got, clk.Now())
 	}
 }
