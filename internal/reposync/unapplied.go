@@ -31,9 +31,11 @@ import (
 // the repository index, roots leave it at the first status refresh
 // (Config.Tick) after their batch applied them, as roots or as orphans;
 // those of repositories without an announcement leave it with the orphans
-// (dropOrphans). It holds about a batch window's worth unless the Run
-// goroutine falls far behind; a root its batch could not keep (an invalid
-// reference, the orphans' bound) stays until the bound.
+// (dropOrphans). It holds about a batch window's worth of OKs and echoes
+// (a fill reading back what the local index lacks: a tick's worth of its
+// roots, already known) unless the Run goroutine falls far behind; a root
+// its batch could not keep (an invalid reference, the orphans' bound)
+// stays until the bound.
 const maxUnappliedRoots = 200_000
 
 // unappliedRoots are roots on the own relay the repository index may not
