@@ -5,6 +5,7 @@ package nip34
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -20,6 +21,9 @@ func RepoRef(pubkey, d string) string {
 	return fmt.Sprintf("%d:%s:%s", KindRepoAnnouncement, pubkey, d)
 }
 
+// repoRefPrefix starts every repository reference.
+var repoRefPrefix = strconv.Itoa(KindRepoAnnouncement) + ":"
+
 // RootRefs returns the repositories a root event (1617, 1618, 1619, 1621)
 // belongs to through its `a` tags; ok is false for events that are not
 // roots (a patch replying to another patch is not a root).
@@ -33,9 +37,8 @@ func RootRefs(ev *nostr.Event) (refs []string, ok bool) {
 	default:
 		return nil, false
 	}
-	prefix := fmt.Sprintf("%d:", KindRepoAnnouncement)
 	for _, tag := range ev.Tags {
-		if len(tag) >= 2 && tag[0] == "a" && strings.HasPrefix(tag[1], prefix) && strings.Count(tag[1], ":") == 2 {
+		if len(tag) >= 2 && tag[0] == "a" && strings.HasPrefix(tag[1], repoRefPrefix) && strings.Count(tag[1], ":") == 2 {
 			refs = append(refs, tag[1])
 		}
 	}

@@ -178,12 +178,14 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			if !ok {
 				continue
 			}
+			kept := false
 			for _, ref := range refs {
 				needs := e.repos[ref]
 				if needs == nil {
-					e.addOrphan(ref, ev.ID)
+					kept = e.addOrphan(ref, ev.ID) || kept
 					continue
 				}
+				kept = true
 				if needs.Roots.has(ev.ID) {
 					continue
 				}
@@ -194,6 +196,10 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 				for _, url := range boot {
 					add(url).Roots.add(ev.ID)
 				}
+			}
+			if !kept {
+				// Refused under every reference: no snapshot will hold it.
+				e.forgetUnapplied(ev.ID)
 			}
 		}
 	}
@@ -211,20 +217,21 @@ const (
 )
 
 // addOrphan keeps a root whose repository is not known yet, up to
-// maxOrphanRoots in all, when ref is a well-formed repository reference.
-// Orphans whose announcement is not on the own relay are dropped once its
-// history has been read (dropOrphans).
-func (e *Engine) addOrphan(ref, id string) {
+// maxOrphanRoots in all, when ref is a well-formed repository reference,
+// and reports whether the orphans hold it. Orphans whose announcement is
+// not on the own relay are dropped once its history has been read
+// (dropOrphans).
+func (e *Engine) addOrphan(ref, id string) bool {
 	o := e.orphans[ref]
 	if o.has(id) {
-		return
+		return true
 	}
 	if !validRepoRef(ref) {
-		return
+		return false
 	}
 	if e.orphanCount >= maxOrphanRoots {
 		e.h.LimitHit("orphan_roots")
-		return
+		return false
 	}
 	if o == nil {
 		o = newSet()
@@ -232,6 +239,7 @@ func (e *Engine) addOrphan(ref, id string) {
 	}
 	o.add(id)
 	e.orphanCount++
+	return true
 }
 
 // dropOrphans forgets the roots whose announcement did not come: called

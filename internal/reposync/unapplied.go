@@ -33,9 +33,10 @@ import (
 // those of repositories without an announcement leave it with the orphans
 // (dropOrphans). It holds about a batch window's worth of OKs and echoes
 // (a fill reading back what the local index lacks: a tick's worth of its
-// roots, already known) unless the Run goroutine falls far behind; a root
-// its batch could not keep (an invalid reference, the orphans' bound)
-// stays until the bound.
+// roots, already known) unless the Run goroutine falls far behind. A root
+// its batch refused under every reference (invalid ones, the orphans'
+// bound) leaves it at once (forgetUnapplied); one the own relay stored
+// and never serves to the self-subscription stays until the bound.
 const maxUnappliedRoots = 200_000
 
 // unappliedRoots are roots on the own relay the repository index may not
@@ -93,6 +94,19 @@ func (e *Engine) pruneUnapplied() {
 				break
 			}
 		}
+	}
+}
+
+// forgetUnapplied forgets a root its batch refused under every reference:
+// no snapshot will hold it, so waiting for one would keep it until the
+// bound, saved with every state. Run goroutine.
+func (e *Engine) forgetUnapplied(id string) {
+	u := &e.unapplied
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.roots[id]; ok {
+		delete(u.roots, id)
+		u.gen++
 	}
 }
 

@@ -92,6 +92,22 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	if _, ok := e.unapplied.roots[live.ID]; !ok {
 		t.Fatal("a hosted repository's root not applied yet was dropped with the orphans")
 	}
+
+	// A root its batch refuses under every reference (here a malformed
+	// one: no hex pubkey) leaves at once; it would otherwise wait for a
+	// snapshot that never holds it, saved with every state.
+	bad := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 7, Tags: nostr.Tags{{"a", "30617:not-a-pubkey:repo"}}})
+	e.noteRoot(bad)
+	if _, ok := e.unapplied.roots[bad.ID]; !ok {
+		t.Fatal("a root with a malformed reference was not noted: the case below proves nothing")
+	}
+	e.applySelfBatch([]*nostr.Event{bad, live})
+	if _, ok := e.unapplied.roots[bad.ID]; ok {
+		t.Fatal("a root refused by its batch still waits to be applied")
+	}
+	if _, ok := e.unapplied.roots[live.ID]; !ok {
+		t.Fatal("a kept root left before a snapshot holds it")
+	}
 }
 
 // The saved cursor of the own relay's history does not pass the paging's
