@@ -178,14 +178,12 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			if !ok {
 				continue
 			}
-			kept := false
 			for _, ref := range refs {
 				needs := e.repos[ref]
 				if needs == nil {
-					kept = e.addOrphan(ref, ev.ID) || kept
+					e.addOrphan(ref, ev.ID)
 					continue
 				}
-				kept = true
 				if needs.Roots.has(ev.ID) {
 					continue
 				}
@@ -196,10 +194,6 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 				for _, url := range boot {
 					add(url).Roots.add(ev.ID)
 				}
-			}
-			if !kept {
-				// Refused under every reference: no snapshot will hold it.
-				e.forgetUnapplied(ev.ID)
 			}
 		}
 	}
@@ -217,21 +211,20 @@ const (
 )
 
 // addOrphan keeps a root whose repository is not known yet, up to
-// maxOrphanRoots in all, when ref is a well-formed repository reference,
-// and reports whether the orphans hold it. Orphans whose announcement is
-// not on the own relay are dropped once its history has been read
-// (dropOrphans).
-func (e *Engine) addOrphan(ref, id string) bool {
+// maxOrphanRoots in all, when ref is a well-formed repository reference.
+// Orphans whose announcement is not on the own relay are dropped once its
+// history has been read (dropOrphans).
+func (e *Engine) addOrphan(ref, id string) {
 	o := e.orphans[ref]
 	if o.has(id) {
-		return true
+		return
 	}
 	if !validRepoRef(ref) {
-		return false
+		return
 	}
 	if e.orphanCount >= maxOrphanRoots {
 		e.h.LimitHit("orphan_roots")
-		return false
+		return
 	}
 	if o == nil {
 		o = newSet()
@@ -239,7 +232,6 @@ func (e *Engine) addOrphan(ref, id string) bool {
 	}
 	o.add(id)
 	e.orphanCount++
-	return true
 }
 
 // dropOrphans forgets the roots whose announcement did not come: called

@@ -31,12 +31,14 @@ import (
 // the repository index, roots leave it at the first status refresh
 // (Config.Tick) after their batch applied them, as roots or as orphans;
 // those of repositories without an announcement leave it with the orphans
-// (dropOrphans). It holds about a batch window's worth of OKs and echoes
-// (a fill reading back what the local index lacks: a tick's worth of its
-// roots, already known) unless the Run goroutine falls far behind. A root
-// its batch refused under every reference (invalid ones, the orphans'
-// bound) leaves it at once (forgetUnapplied); one the own relay stored
-// and never serves to the self-subscription stays until the bound.
+// (dropOrphans, after each read of the own relay's history). It holds
+// about a batch window's worth of OKs and echoes (a fill reading back what
+// the local index lacks: a tick's worth of its roots, already known)
+// unless the Run goroutine falls far behind. Only well-formed references
+// are noted, the ones a batch can keep: a root with none is not noted. A
+// root the orphans' bound refused whose announcement came later, or one of
+// a hosted repository that the own relay stored and never serves to the
+// self-subscription, stays until the bound.
 const maxUnappliedRoots = 200_000
 
 // unappliedRoots are roots on the own relay the repository index may not
@@ -56,6 +58,12 @@ func (e *Engine) noteRoot(ev *nostr.Event) {
 	}
 	refs, ok := nip34.RootRefs(ev)
 	if !ok {
+		return
+	}
+	// A batch refuses malformed references; noted, such a root would wait
+	// for a snapshot that never holds it, saved with every state.
+	refs = slices.DeleteFunc(refs, func(ref string) bool { return !validRepoRef(ref) })
+	if len(refs) == 0 {
 		return
 	}
 	u := &e.unapplied
@@ -79,8 +87,8 @@ func (e *Engine) noteRoot(ev *nostr.Event) {
 	u.gen++
 }
 
-// pruneUnapplied forgets the roots the repository index has now: a batch
-// applied each under every reference, as a root or as an orphan. Run
+// pruneUnapplied forgets the roots the repository index has now, as a
+// root or as an orphan under any of their references. Run
 // goroutine, after the snapshot that holds them is published.
 func (e *Engine) pruneUnapplied() {
 	u := &e.unapplied
@@ -94,19 +102,6 @@ func (e *Engine) pruneUnapplied() {
 				break
 			}
 		}
-	}
-}
-
-// forgetUnapplied forgets a root its batch refused under every reference:
-// no snapshot will hold it, so waiting for one would keep it until the
-// bound, saved with every state. Run goroutine.
-func (e *Engine) forgetUnapplied(id string) {
-	u := &e.unapplied
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if _, ok := u.roots[id]; ok {
-		delete(u.roots, id)
-		u.gen++
 	}
 }
 

@@ -93,20 +93,18 @@ func TestUnappliedRootsSaved(t *testing.T) {
 		t.Fatal("a hosted repository's root not applied yet was dropped with the orphans")
 	}
 
-	// A root its batch refuses under every reference (here a malformed
-	// one: no hex pubkey) leaves at once; it would otherwise wait for a
-	// snapshot that never holds it, saved with every state.
+	// Only well-formed references are noted, the ones a batch can keep: a
+	// root with none would wait for a snapshot that never holds it, saved
+	// with every state.
 	bad := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 7, Tags: nostr.Tags{{"a", "30617:not-a-pubkey:repo"}}})
 	e.noteRoot(bad)
-	if _, ok := e.unapplied.roots[bad.ID]; !ok {
-		t.Fatal("a root with a malformed reference was not noted: the case below proves nothing")
-	}
-	e.applySelfBatch([]*nostr.Event{bad, live})
 	if _, ok := e.unapplied.roots[bad.ID]; ok {
-		t.Fatal("a root refused by its batch still waits to be applied")
+		t.Fatal("a root with only a malformed reference is waiting to be applied")
 	}
-	if _, ok := e.unapplied.roots[live.ID]; !ok {
-		t.Fatal("a kept root left before a snapshot holds it")
+	mixed := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 8, Tags: nostr.Tags{{"a", "30617:not-a-pubkey:repo"}, {"a", ref}}})
+	e.noteRoot(mixed)
+	if refs := e.unapplied.roots[mixed.ID]; !slices.Equal(refs, []string{ref}) {
+		t.Fatalf("a root with a malformed and a hosted reference noted under %v, want the hosted one", refs)
 	}
 }
 
