@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/btcsuite/btcd/btcec/v2 v2.3.4
-	github.com/coder/websocket v1.8.14
+	github.com/coder/websocket v1.8.15
 	github.com/fiatjaf/eventstore v0.16.2
 	github.com/fiatjaf/khatru v0.19.1
 	github.com/mailru/easyjson v0.9.0
