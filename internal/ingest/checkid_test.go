@@ -8,9 +8,9 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 )
 
-// randomText mixes plain text (runs of it too, longer than the eight
-// bytes the escaping skips at a time), every control character, quotes,
-// backslashes, multi-byte UTF-8 and bytes that are not UTF-8.
+// randomText mixes plain text (runs of it too, longer than a machine
+// word), every control character, quotes, backslashes, multi-byte UTF-8
+// and bytes that are not UTF-8.
 func randomText(rng *rand.Rand) string {
 	alphabet := []string{"a", "Z", " ", "\"", "\\", "/", "é", "🌍", "\xff", "\u2028", "<", "0", "+ a line of a diff", "éé🌍\x80\x7f~"}
 	var b []byte

@@ -64,19 +64,19 @@ func (c *Conn) readLoop() {
 	})
 	deadline.Stop()
 	defer deadline.Stop()
-	// The websocket reads under a context that is never done: on any other
-	// it registers a callback for every frame header and payload it reads
-	// (on rctx a lock and a map entry each time, and two allocations on
-	// any), on one never done none (coder/websocket v1.8.15). rctx ending (the
-	// connection ending, the deadline) closes the socket once instead,
-	// which ends a read that is waiting; between reads (handle) closing is
-	// shutdown's, with the websocket's close handshake, as it was. It
-	// closes the socket itself, below the websocket: the websocket's
-	// CloseNow only waits when shutdown's Close got there first, and Close
-	// waits for the relay's answer to the close frame (5 s from a relay
-	// that does not read) while this read holds the websocket's reader.
-	// Without a socket of ours (a transport the cork cannot wrap) the
-	// websocket reads under rctx and ends the read itself.
+	// The websocket reads under a context that is never done: under any
+	// other, coder/websocket registers a callback on it for every frame
+	// header and payload it reads (two allocations, and on rctx a lock and
+	// a map entry); under one never done, since v1.8.15, nothing. rctx
+	// ending (the connection ending, the deadline) closes the socket once
+	// instead, which ends a read that is waiting; between reads (handle)
+	// closing is shutdown's, with the websocket's close handshake, as it
+	// was. It closes the socket itself, below the websocket: the
+	// websocket's CloseNow only waits when shutdown's Close got there
+	// first, and Close waits for the relay's answer to the close frame (5 s
+	// from a relay that does not read) while this read holds the
+	// websocket's reader. Without a socket of ours (a transport the cork
+	// cannot wrap) the websocket reads under rctx and ends the read itself.
 	wsctx := context.WithoutCancel(rctx)
 	if c.cork == nil {
 		wsctx = rctx
