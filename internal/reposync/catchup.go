@@ -2,7 +2,6 @@ package reposync
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
@@ -48,16 +46,10 @@ func (o *OwnLocalSet) CatchUp(ctx context.Context, opts neg.Options, fetchBatch 
 	}
 	local := func(f nostr.Filter) (*neg.Storage, error) { return o.idx.Storage(f) }
 	emit := func(_ context.Context, in ingest.Incoming) error {
-		if o.note != nil {
-			o.note(in.Event)
-		}
-		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
+		if err := o.record(in.Event); err != nil {
 			return err
 		}
 		res.Added++
-		if o.mark != nil {
-			o.mark(in.Event)
-		}
 		if o.fetched != nil {
 			o.fetched(in.Event)
 		}

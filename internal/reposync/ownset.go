@@ -162,18 +162,7 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 	if err != nil {
 		return err
 	}
-	emit := func(_ context.Context, in ingest.Incoming) error {
-		if o.note != nil {
-			o.note(in.Event)
-		}
-		if err := o.idx.Add(in.Event); err != nil && !errors.Is(err, localindex.ErrFull) {
-			return err
-		}
-		if o.mark != nil {
-			o.mark(in.Event)
-		}
-		return nil
-	}
+	emit := func(_ context.Context, in ingest.Incoming) error { return o.record(in.Event) }
 	if err := o.pager.Sync(ctx, conn, fill, 1, emit); err != nil {
 		return err
 	}
@@ -182,6 +171,22 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 	}
 	if values, ok := fillTagValues(f); ok {
 		o.remember(values)
+	}
+	return nil
+}
+
+// record puts an event read from the own relay (a fill, the catch-up)
+// into the index: noted first (note), then marked present (mark). A full
+// index is not an error: the event is marked all the same.
+func (o *OwnLocalSet) record(ev *nostr.Event) error {
+	if o.note != nil {
+		o.note(ev)
+	}
+	if err := o.idx.Add(ev); err != nil && !errors.Is(err, localindex.ErrFull) {
+		return err
+	}
+	if o.mark != nil {
+		o.mark(ev)
 	}
 	return nil
 }
