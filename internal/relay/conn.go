@@ -84,8 +84,10 @@ type Options struct {
 	// messages read many per system call rather than each with its own
 	// wake-up and read.
 	// Every message is read at most this much later (the handshake is not
-	// paced). 0: at once; at most MaxReadPause. It needs what
-	// CoalesceWrites needs of HTTPClient's transport.
+	// paced). On Linux the socket's receive low-water mark is raised for
+	// the pause, so what arrives meanwhile wakes no thread. 0: at once;
+	// at most MaxReadPause. It needs what CoalesceWrites needs of
+	// HTTPClient's transport.
 	ReadPause time.Duration
 	// SubscriptionBuffer is the per-subscription queue length. When it is
 	// full the reader waits: a slow consumer slows its relay, never grows

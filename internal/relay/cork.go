@@ -19,6 +19,14 @@ const maxCorked = 256 << 10
 // far more waiting.
 const readAhead = 64 << 10
 
+// pauseLowWater is a socket's receive low-water mark during a read pause:
+// the kernel reports the socket readable, and wakes a thread waiting for
+// it, only once this much is waiting. Half the read-ahead: a relay that
+// sends this much in a pause has the rest read at once after it. It stays
+// under half of Linux's default receive buffer (128 kB), so setting it
+// neither grows the buffer nor clamps the TCP window.
+const pauseLowWater = readAhead / 2
+
 // readBufs lend read-ahead buffers: a connection holds one only while it
 // has bytes read and not yet taken, so idle connections hold none.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
@@ -37,12 +45,13 @@ type corkConn struct {
 	timeout  time.Duration // bounds the writes of what collected
 
 	// read side (the websocket's one reader at a time)
-	rbuf    *[]byte
-	r, w    int
-	rerr    error
-	pause   time.Duration       // Options.ReadPause, once the handshake is done
-	sleep   func(time.Duration) // time.Sleep; a test's hook
-	drained bool                // the last read took all that was waiting
+	rbuf     *[]byte
+	r, w     int
+	rerr     error
+	pause    time.Duration       // Options.ReadPause, once the handshake is done
+	sleep    func(time.Duration) // time.Sleep; a test's hook
+	lowWater func(int) error     // sets the socket's SO_RCVLOWAT; nil: no socket to set
+	drained  bool                // the last read took all that was waiting
 
 	mu     sync.Mutex
 	corked bool
@@ -66,9 +75,10 @@ func (c *corkConn) Read(p []byte) (int, error) {
 			return n, err
 		}
 		if c.drained && c.pause > 0 {
-			// What a busy relay sends next arrives meanwhile and is read
-			// with one system call, not one each (see Options.ReadPause).
-			c.sleep(c.pause)
+			if err := c.pauseRead(); err != nil {
+				c.rerr = err
+				return 0, err
+			}
 		}
 		bp := readBufs.Get().(*[]byte)
 		n, err := c.Conn.Read(*bp)
@@ -89,6 +99,26 @@ func (c *corkConn) Read(p []byte) (int, error) {
 		c.rbuf = nil
 	}
 	return n, nil
+}
+
+// pauseRead waits the read pause: what a busy relay sends meanwhile is
+// read with one system call, not one each (see Options.ReadPause). While
+// it waits, the socket's receive low-water mark is pauseLowWater, so what
+// arrives does not wake the process for nothing: the reader is not
+// waiting on the socket, yet at the usual mark of one byte each arrival
+// woke a thread that found no work (five in six of the sidecar's
+// wake-ups; BENCHMARKS.md). A mark that cannot be put back ends the
+// connection: at pauseLowWater a lone message would not be read until
+// more came.
+func (c *corkConn) pauseRead() error {
+	raised := c.lowWater != nil && c.lowWater(pauseLowWater) == nil
+	c.sleep(c.pause)
+	if raised {
+		if err := c.lowWater(1); err != nil {
+			return fmt.Errorf("read pause: reset the socket's receive low-water mark: %w", err)
+		}
+	}
+	return nil
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -213,7 +243,7 @@ func corkingClient(hc *http.Client, opts Options, dialled **corkConn) (*http.Cli
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, sleep: time.Sleep}
+		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, sleep: time.Sleep, lowWater: lowWaterFunc(conn)}
 		mu.Lock()
 		*dialled = cc
 		mu.Unlock()

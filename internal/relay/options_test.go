@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,9 @@ func TestDialSetsReadPause(t *testing.T) {
 	c := dial(t, url, opts)
 	if c.cork == nil || c.cork.pause != 7*time.Millisecond {
 		t.Fatalf("socket's read pause not set from Options.ReadPause (cork %v)", c.cork)
+	}
+	if runtime.GOOS == "linux" && c.cork.lowWater == nil {
+		t.Fatal("no low-water mark setter for the dialled TCP socket: a pause would leave arrivals waking the process")
 	}
 	sk := nostr.GeneratePrivateKey()
 	if r := c.PublishWait(context.Background(), signed(t, sk, 1621, "paced", nil)); r.Err != nil || !r.OK {

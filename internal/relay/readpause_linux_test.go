@@ -2,7 +2,9 @@ package relay
 
 import (
 	"bytes"
+	"errors"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -176,6 +178,143 @@ func TestNoReadPause(t *testing.T) {
 		}
 		if n, err := c.Read(p); err != nil || string(p[:n]) != s {
 			t.Fatalf("read %q, %v; want %q", p[:n], err, s)
+		}
+	}
+}
+
+// socketFD is c's file descriptor, for the checks below (c stays open
+// for the test).
+func socketFD(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	if err := rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// readableTo returns a check of whether epoll reports c readable now.
+func readableTo(t *testing.T, c *net.TCPConn) func() bool {
+	t.Helper()
+	fd := socketFD(t, c)
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(ep) })
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
+	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return func() bool {
+		evs := make([]syscall.EpollEvent, 1)
+		n, err := syscall.EpollWait(ep, evs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+}
+
+// During a read pause the socket's receive low-water mark is raised, so
+// what arrives meanwhile does not make the socket readable to epoll and
+// wakes no thread; after the pause the mark is one byte again, the
+// socket is readable, and the read takes what came.
+func TestReadPauseRaisesLowWater(t *testing.T) {
+	a, b := tcpPair(t)
+	readable := readableTo(t, a)
+	lowWater := func() int {
+		n, err := syscall.GetsockoptInt(socketFD(t, a), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	set := lowWaterFunc(a)
+	if set == nil {
+		t.Fatal("no low-water mark setter for a TCP connection")
+	}
+	var markDuring int
+	readableDuring, readableAfter, paused := true, false, false
+	c := &corkConn{Conn: a, pause: time.Hour}
+	c.lowWater = func(n int) error {
+		if err := set(n); err != nil {
+			return err
+		}
+		if n == 1 {
+			readableAfter = readable()
+		}
+		return nil
+	}
+	c.sleep = func(time.Duration) {
+		paused = true
+		if _, err := b.Write([]byte("bcd")); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 10*time.Second, "the write to arrive", func() bool { return waiting(t, a) == 3 })
+		markDuring = lowWater()
+		readableDuring = readable()
+	}
+	p := make([]byte, 4096)
+	if _, err := b.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "a" {
+		t.Fatalf("first read = %q, %v; want \"a\" at once", p[:n], err)
+	}
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "bcd" {
+		t.Fatalf("read after the pause = %q, %v; want \"bcd\"", p[:n], err)
+	}
+	if !paused {
+		t.Fatal("the second read did not pause")
+	}
+	if markDuring != pauseLowWater {
+		t.Errorf("low-water mark during the pause = %d, want %d", markDuring, pauseLowWater)
+	}
+	if readableDuring {
+		t.Error("epoll reported the socket readable during the pause with 3 bytes waiting")
+	}
+	if !readableAfter {
+		t.Error("epoll did not report the socket readable once the mark was put back, with 3 bytes waiting")
+	}
+	if m := lowWater(); m != 1 {
+		t.Errorf("low-water mark after the pause = %d, want 1", m)
+	}
+}
+
+// A low-water mark that cannot be put back after a pause ends the
+// connection's reads with that error: at the raised mark a lone message
+// would wait for more.
+func TestReadPauseLowWaterNotPutBack(t *testing.T) {
+	a, b := tcpPair(t)
+	c := &corkConn{Conn: a, pause: time.Millisecond, sleep: func(time.Duration) {}, lowWater: func(n int) error {
+		if n == 1 {
+			return errors.New("refused")
+		}
+		return nil
+	}}
+	p := make([]byte, 16)
+	for _, s := range []string{"a", "b"} {
+		if _, err := b.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, "the writes to arrive", func() bool { return waiting(t, a) == 2 })
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "ab" {
+		t.Fatalf("first read = %q, %v; want \"ab\"", p[:n], err)
+	}
+	// A read that went to the socket would wait for more: bounded, so it
+	// fails rather than hangs.
+	if err := a.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := c.Read(p); err == nil || !strings.Contains(err.Error(), "low-water mark") {
+			t.Fatalf("read %d after a mark that was not put back: %v, want the low-water mark's error", i+2, err)
 		}
 	}
 }
