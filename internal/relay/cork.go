@@ -21,11 +21,15 @@ const readAhead = 64 << 10
 
 // pauseLowWater is a socket's receive low-water mark during a read pause:
 // the kernel reports the socket readable, and wakes a thread waiting for
-// it, only once this much is waiting. Half the read-ahead: a relay that
-// sends this much in a pause has the rest read at once after it. It stays
-// under half of Linux's default receive buffer (128 kB), so setting it
-// neither grows the buffer nor clamps the TCP window.
+// it, only once this much is waiting (or the connection ends). Half the
+// read-ahead: a relay that sends this much in a pause has the rest read
+// at once after it. A socket with less than four times this in its
+// receive buffer gets a quarter of the buffer (lowWaterFor); Linux's
+// default buffer (tcp_rmem, 128 kB) holds the whole mark.
 const pauseLowWater = readAhead / 2
+
+// minPauseLowWater is the least mark worth raising during a pause.
+const minPauseLowWater = 4 << 10
 
 // readBufs lend read-ahead buffers: a connection holds one only while it
 // has bytes read and not yet taken, so idle connections hold none.
@@ -51,6 +55,7 @@ type corkConn struct {
 	pause    time.Duration       // Options.ReadPause, once the handshake is done
 	sleep    func(time.Duration) // time.Sleep; a test's hook
 	lowWater func(int) error     // sets the socket's SO_RCVLOWAT; nil: no socket to set
+	lowMark  int                 // the mark a pause raises it to (lowWaterFor)
 	drained  bool                // the last read took all that was waiting
 
 	mu     sync.Mutex
@@ -103,15 +108,15 @@ func (c *corkConn) Read(p []byte) (int, error) {
 
 // pauseRead waits the read pause: what a busy relay sends meanwhile is
 // read with one system call, not one each (see Options.ReadPause). While
-// it waits, the socket's receive low-water mark is pauseLowWater, so what
-// arrives does not wake the process for nothing: the reader is not
+// it waits, the socket's receive low-water mark is raised (lowMark), so
+// what arrives does not wake the process for nothing: the reader is not
 // waiting on the socket, yet at the usual mark of one byte each arrival
 // woke a thread that found no work (five in six of the sidecar's
 // wake-ups; BENCHMARKS.md). A mark that cannot be put back ends the
-// connection: at pauseLowWater a lone message would not be read until
+// connection: at the raised mark a lone message would not be read until
 // more came.
 func (c *corkConn) pauseRead() error {
-	raised := c.lowWater != nil && c.lowWater(pauseLowWater) == nil
+	raised := c.lowWater != nil && c.lowWater(c.lowMark) == nil
 	c.sleep(c.pause)
 	if raised {
 		if err := c.lowWater(1); err != nil {
@@ -243,7 +248,8 @@ func corkingClient(hc *http.Client, opts Options, dialled **corkConn) (*http.Cli
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, sleep: time.Sleep, lowWater: lowWaterFunc(conn)}
+		cc := &corkConn{Conn: conn, coalesce: opts.CoalesceWrites, timeout: opts.WriteTimeout, sleep: time.Sleep}
+		cc.lowWater, cc.lowMark = lowWaterFor(conn)
 		mu.Lock()
 		*dialled = cc
 		mu.Unlock()

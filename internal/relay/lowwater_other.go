@@ -4,6 +4,7 @@ package relay
 
 import "net"
 
-// lowWaterFunc is nil off Linux: there a read pause leaves the socket's
-// low-water mark alone (other kernels' polls do not all honour it).
-func lowWaterFunc(net.Conn) func(int) error { return nil }
+// lowWaterFor sets nothing off Linux: there a read pause leaves the
+// socket's low-water mark alone (other kernels' polls do not all honour
+// it).
+func lowWaterFor(net.Conn) (set func(int) error, mark int) { return nil, 0 }

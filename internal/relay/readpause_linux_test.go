@@ -234,13 +234,13 @@ func TestReadPauseRaisesLowWater(t *testing.T) {
 		}
 		return n
 	}
-	set := lowWaterFunc(a)
+	set, mark := lowWaterFor(a)
 	if set == nil {
 		t.Fatal("no low-water mark setter for a TCP connection")
 	}
 	var markDuring int
 	readableDuring, readableAfter, paused := true, false, false
-	c := &corkConn{Conn: a, pause: time.Hour}
+	c := &corkConn{Conn: a, pause: time.Hour, lowMark: mark}
 	c.lowWater = func(n int) error {
 		if err := set(n); err != nil {
 			return err
@@ -272,8 +272,8 @@ func TestReadPauseRaisesLowWater(t *testing.T) {
 	if !paused {
 		t.Fatal("the second read did not pause")
 	}
-	if markDuring != pauseLowWater {
-		t.Errorf("low-water mark during the pause = %d, want %d", markDuring, pauseLowWater)
+	if markDuring != mark {
+		t.Errorf("low-water mark during the pause = %d, want %d", markDuring, mark)
 	}
 	if readableDuring {
 		t.Error("epoll reported the socket readable during the pause with 3 bytes waiting")
@@ -291,7 +291,7 @@ func TestReadPauseRaisesLowWater(t *testing.T) {
 // would wait for more.
 func TestReadPauseLowWaterNotPutBack(t *testing.T) {
 	a, b := tcpPair(t)
-	c := &corkConn{Conn: a, pause: time.Millisecond, sleep: func(time.Duration) {}, lowWater: func(n int) error {
+	c := &corkConn{Conn: a, pause: time.Millisecond, sleep: func(time.Duration) {}, lowMark: pauseLowWater, lowWater: func(n int) error {
 		if n == 1 {
 			return errors.New("refused")
 		}
@@ -315,6 +315,49 @@ func TestReadPauseLowWaterNotPutBack(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		if _, err := c.Read(p); err == nil || !strings.Contains(err.Error(), "low-water mark") {
 			t.Fatalf("read %d after a mark that was not put back: %v, want the low-water mark's error", i+2, err)
+		}
+	}
+}
+
+// The mark a pause raises is at most a quarter of the socket's receive
+// buffer, so the kernel need not grow the buffer (and clamp the TCP
+// window) to hold it; a buffer too small for a mark worth raising gets
+// none.
+func TestLowWaterMarkFitsTheReceiveBuffer(t *testing.T) {
+	rcvbuf := func(c *net.TCPConn) int {
+		n, err := syscall.GetsockoptInt(socketFD(t, c), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, size := range []int{0, 64 << 10, 16 << 10, 4 << 10} {
+		a, _ := tcpPair(t)
+		if size > 0 {
+			if err := a.SetReadBuffer(size); err != nil {
+				t.Fatal(err)
+			}
+		}
+		buf := rcvbuf(a)
+		set, mark := lowWaterFor(a)
+		want := min(pauseLowWater, buf/4)
+		if want < minPauseLowWater {
+			if set != nil {
+				t.Errorf("receive buffer %d: a mark of %d raised, want none", buf, mark)
+			}
+			continue
+		}
+		if set == nil || mark != want {
+			t.Fatalf("receive buffer %d: mark %d (setter %v), want %d", buf, mark, set != nil, want)
+		}
+		if err := set(mark); err != nil {
+			t.Fatal(err)
+		}
+		if after := rcvbuf(a); after != buf {
+			t.Errorf("receive buffer %d became %d with the mark at %d", buf, after, mark)
+		}
+		if err := set(1); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
