@@ -86,8 +86,9 @@ type Options struct {
 	// Every message is read at most this much later (the handshake is not
 	// paced). On Linux the socket's receive low-water mark is raised for
 	// the pause, so what arrives meanwhile wakes no thread unless 32 kB
-	// wait or the connection ends. 0: at once; at most MaxReadPause. It
-	// needs what CoalesceWrites needs of HTTPClient's transport.
+	// wait (less on a small receive buffer) or the connection ends. 0: at
+	// once; at most MaxReadPause. It needs what CoalesceWrites needs of
+	// HTTPClient's transport.
 	ReadPause time.Duration
 	// SubscriptionBuffer is the per-subscription queue length. When it is
 	// full the reader waits: a slow consumer slows its relay, never grows
