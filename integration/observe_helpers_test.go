@@ -245,6 +245,16 @@ func startObservedWorld(t *testing.T) *observedWorld {
 	})
 	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	waitHas(t, w.Own, append([]*nostr.Event{state}, issues...)...)
+	// The own relay stores the released state before its OK reaches the
+	// sidecar, which drops the state from purgatory only then.
+	testkit.WaitFor(t, syncTimeout, "the released state to leave purgatory", func() bool {
+		for _, id := range sc.Status().Purgatory.Identifiers {
+			if id.Identifier == d {
+				return false
+			}
+		}
+		return true
+	})
 	testkit.WaitFor(t, syncTimeout, "a failed purgatory attempt for the held state", func() bool {
 		return testkit.Metric(t, w.Reg.Registry, "ngit_sync_purgatory_sync_attempts_total", map[string]string{"result": "retry"}) > 0
 	})
