@@ -212,11 +212,16 @@ func readableTo(t *testing.T, c *net.TCPConn) func() bool {
 	}
 	return func() bool {
 		evs := make([]syscall.EpollEvent, 1)
-		n, err := syscall.EpollWait(ep, evs, 0)
-		if err != nil {
-			t.Fatal(err)
+		for {
+			n, err := syscall.EpollWait(ep, evs, 0)
+			if err == syscall.EINTR { // the runtime's preemption signal
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
 		}
-		return n > 0
 	}
 }
 
