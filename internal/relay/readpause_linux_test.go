@@ -52,17 +52,8 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 // waiting is how many bytes the socket holds unread (FIONREAD).
 func waiting(t *testing.T, c *net.TCPConn) int {
 	t.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int32
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(socketFD(t, c)), syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
 	if errno != 0 {
 		t.Fatal(errno)
 	}
