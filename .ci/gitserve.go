@@ -17,7 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
 func main() {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/harness"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // TestLiveLayer3ByKind: after a quick reconnect the live Layer 3 asks

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // readmeMetrics parses the table of README.md's "## Metrics" section:

@@ -18,11 +18,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // requirePrometheusEnv makes TestDashboardAndAlertsOnPrometheus fail

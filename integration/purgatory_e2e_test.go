@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestSidecarPurgatoryEndToEnd: a state event and a PR found on a remote

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/status"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // TestStatusListsPurgatoryIdentifiers: /status of a sidecar syncing a

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/grasp-sync/grasp-sync/internal/bench"
+	"github.com/grasp-sync/grasp-sync/testkit/bench"
 )
 
 // benchCommand runs the end-to-end benchmark on 127.0.0.1.

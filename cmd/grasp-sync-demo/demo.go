@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/grasp-sync/grasp-sync/internal/demo"
+	"github.com/grasp-sync/grasp-sync/testkit/demo"
 )
 
 // demoCommand runs the sidecar against in-process relays on 127.0.0.1.

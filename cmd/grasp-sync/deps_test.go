@@ -20,6 +20,7 @@ func TestBinaryLinksNoTestCode(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		if pkg == "testing" || strings.HasPrefix(pkg, "testing/") ||
 			strings.Contains(pkg, "khatru") || strings.Contains(pkg, "eventstore") || strings.Contains(pkg, "fasthttp") ||
+			strings.HasPrefix(pkg, "github.com/grasp-sync/grasp-sync/testkit") ||
 			strings.HasPrefix(pkg, "github.com/grasp-sync/grasp-sync/internal/") &&
 				(strings.HasSuffix(pkg, "/harness") || strings.HasSuffix(pkg, "/gitserver") || strings.HasSuffix(pkg, "/demo") || strings.HasSuffix(pkg, "/bench")) {
 			t.Errorf("grasp-sync links %s", pkg)

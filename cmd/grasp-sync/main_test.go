@@ -23,7 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/status"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test to share.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // The production engine, wired by run, against a real relay: it becomes

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 func TestConfigBackoffSequence(t *testing.T) {

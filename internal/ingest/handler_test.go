@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/publish"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 )

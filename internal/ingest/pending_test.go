@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/nbd-wtf/go-nostr"
 )
 

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // BenchmarkSeenSetBytes reports the dedupe set's heap bytes per remembered

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // randomFilter builds a filter from values that occur in events (and some

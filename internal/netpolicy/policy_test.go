@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // fakeResolver answers from a table and counts lookups.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"

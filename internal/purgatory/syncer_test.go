@@ -18,7 +18,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // fakeSC is the git side in memory: a set of local objects, remotes that

@@ -9,7 +9,7 @@ import (
 	"github.com/fiatjaf/khatru"
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestReasonHooks: OnOK hears every OK and OnNegErr every NEG-ERR, from

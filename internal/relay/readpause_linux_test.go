@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // readCounter counts the reads that reach the socket.

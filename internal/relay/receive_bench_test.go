@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/nbd-wtf/go-nostr"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // BenchmarkLiveFilterBytes reports the heap bytes per root (B/root) that

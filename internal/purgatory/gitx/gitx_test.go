@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
-	"github.com/grasp-sync/grasp-sync/internal/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // gitWorld is the git side of the demo: another GRASP service's git server

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/internal/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
 func TestServeCloneAndCount(t *testing.T) {
