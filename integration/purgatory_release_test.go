@@ -12,7 +12,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
-// The seed's scenario: three state events for one repository from three
+// Partial release: three state events for one repository from three
 // maintainers whose commits live on a fast, a slow and a dead server. The
 // first is released right after its own fetch (before the next server is
 // even asked), the second after its own, the third stays, is retried on the

@@ -16,7 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
-// Relays as they are (protocol-notes.md, "Relays in the wild"): each test
+// Relays as they are (README.md, "Remote relays as they are"): each test
 // runs a fresh sidecar against one misbehaving harness relay and checks
 // that the own relay ends with every event the remote holds about the
 // hosted repository, and that the relay is never reported synced while

@@ -16,8 +16,8 @@ var ErrInvalidConfig = errors.New("invalid health config")
 type Config struct {
 	// BackoffBase is the wait after the first consecutive failure; the n-th
 	// failure waits BackoffBase·2^(n−1), capped at BackoffMax. It is also
-	// the connection timeout (Tracker.ConnectTimeout), as in the seed, so a
-	// hanging dial never outlives the first backoff. Default 5s.
+	// the connection timeout (Tracker.ConnectTimeout), so a hanging dial
+	// never outlives the first backoff. Default 5s.
 	BackoffBase time.Duration `yaml:"backoff_base"`
 	// BackoffMax caps the exponential backoff (before jitter, so a wait may
 	// reach BackoffMax·(1+JitterFraction)). Default 1h.
@@ -81,8 +81,7 @@ type Config struct {
 	LearnedTTL time.Duration `yaml:"learned_ttl"`
 }
 
-// DefaultConfig returns the defaults documented on each Config field
-// (grasp-02-proactive-sync.md, "Backoff Configuration").
+// DefaultConfig returns the defaults documented on each Config field.
 func DefaultConfig() Config {
 	return Config{
 		BackoffBase:               5 * time.Second,

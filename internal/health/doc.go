@@ -21,14 +21,11 @@
 //	              connection attempt, REQ or NEG-OPEN goes to it, then the
 //	              relay is back in whatever state the other rules give it
 //
-// The seed (grasp-02-proactive-sync.md, "Health Tracking") lists the
-// transition "Degraded -> Disconnected: recovery (enters 5 min stability
-// period)" but also defines Degraded as "recently recovered but not yet
-// stable". A relay with a live connection reported as Disconnected would
-// mislead operators, so here a recovered relay is Degraded until the
-// stability period elapses, then Healthy. A first connection with no
-// failures behind it is Healthy at once (the seed's "Healthy <->
-// Disconnected: normal connection/disconnection").
+// A recovered relay is Degraded until the stability period elapses, then
+// Healthy: it is never shown Disconnected while its connection is live, which
+// would mislead operators. A first connection with no failures behind it is
+// Healthy at once, and a normal disconnection of a Healthy relay makes it
+// Disconnected.
 //
 // # Use
 //

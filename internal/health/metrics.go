@@ -7,10 +7,9 @@ import (
 )
 
 // Metric names, in the project's scheme (README, "Metrics"): ngit_sync_*,
-// gauges without the _total suffix that only counters carry. The reference
-// implementation (grasp-02-proactive-sync.md, "Health Metrics") names the
-// two counts ngit_sync_relays_dead_total and
-// ngit_sync_relays_rate_limited_total although they are gauges; we do not.
+// gauges without the _total suffix that only counters carry: the counts of
+// dead and rate-limited relays are gauges, so they are
+// ngit_sync_relays_dead and ngit_sync_relays_rate_limited, not *_total.
 const (
 	MetricRelayStatus       = "ngit_sync_relay_status"
 	MetricRelayFailures     = "ngit_sync_relay_failures"

@@ -12,7 +12,8 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
-// Each signature is checked once per box (DESIGN.md §5): the own relay
+// Each signature is checked once per box (docs/ARCHITECTURE.md, "Each
+// signature checked once per box"): the own relay
 // verifies every event it stores, so an event on its way there is sent
 // unverified. The sidecar verifies only what it keeps or acts on alone:
 // events for the purgatory, events entering the RejectedIndex, and a

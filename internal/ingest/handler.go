@@ -82,7 +82,8 @@ type Config struct {
 	OwnHeldRecheck time.Duration
 }
 
-// Defaults (DESIGN.md §4 and the limits of the configuration reference).
+// Defaults (the limits CONFIGURATION.md lists; every queue is bounded, see
+// docs/ARCHITECTURE.md, "Every buffer bounded").
 const (
 	DefaultRelayQueue      = 1000
 	DefaultRelayQueueBytes = 4 << 20

@@ -24,8 +24,8 @@ type RejectedConfig struct {
 // any one of them being accepted brings the event back.
 const MaxRejectedRefs = 32
 
-// DefaultRejectedConfig returns DESIGN.md's bounds: whole events for two
-// minutes, ids for a week.
+// DefaultRejectedConfig returns the default bounds: whole events for two
+// minutes (at most 10,000), ids for a week (at most 1,000,000).
 func DefaultRejectedConfig() RejectedConfig {
 	return RejectedConfig{HotTTL: 2 * time.Minute, HotMax: 10000, ColdTTL: 7 * 24 * time.Hour, ColdMax: 1000000}
 }

@@ -137,8 +137,8 @@ func (e *Engine) Reconcile(msg string) (string, error) {
 	// more than every item of ours could take (its id, or its share of a
 	// split's fingerprints). A sidecar's first sync has few items of its
 	// own in each session and answers mostly with less than it received
-	// (an eighth of the bytes): twenty times every message was a seventh
-	// of all the memory the large profile allocated (reserved memory
+	// (an eighth of the bytes): twenty times every message was a large
+	// share of all the memory a large first sync allocated (reserved memory
 	// counts for the collector's pacing even where it is never written).
 	hint, most := min(20*len(msg), len(msg)+64<<20), math.MaxInt
 	hint = min(hint, len(msg)+2*e.st.Size()*(idSize+fingerprintSize+12))

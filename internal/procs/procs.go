@@ -12,8 +12,8 @@ import (
 // environment says: the sidecar hands each event from goroutine to
 // goroutine (read loop, handler, publisher) and uses a fraction of a CPU;
 // with more threads than it keeps busy, each hand-off wakes an idle
-// thread, a noticeable share of the CPU per event (BENCHMARKS.md, "One
-// thread for the sidecar's Go code").
+// thread, a noticeable share of the CPU per event (measured cheaper at one
+// thread, no slower; BENCHMARKS.md, "Decisions the numbers justified").
 const Default = 1
 
 // Sources of the number in effect.

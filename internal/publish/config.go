@@ -14,7 +14,8 @@ var ErrInvalidConfig = errors.New("invalid publisher config")
 // Config tunes a Publisher. Start from DefaultConfig; every field must be set.
 type Config struct {
 	// Window is the largest number of EVENTs awaiting their OK at once.
-	// Default 200 (chosen from BenchmarkPublish; see the package doc).
+	// Default 200 (chosen from BenchmarkPublish; see the package doc and
+	// BENCHMARKS.md, "Publisher window").
 	Window int
 	// OKTimeout is how long an EVENT may wait for its OK before it is sent
 	// again. Default 15s.

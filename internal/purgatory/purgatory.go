@@ -7,7 +7,7 @@
 //
 // Syncing is per identifier (the repository's d tag): events arriving in a
 // burst share one fetch round, attempts back off, and git requests are
-// throttled per domain. See DESIGN.md §5 and the purgatory sync seed.
+// throttled per domain. See docs/ARCHITECTURE.md, "Purgatory".
 package purgatory
 
 import (

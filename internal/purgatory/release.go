@@ -350,7 +350,8 @@ func (p *Purgatory) lockIdentifier(id string) func() {
 	}
 }
 
-// Release implements SyncContext (the seed's process_satisfiable_events).
+// Release implements SyncContext: it releases every held event of the
+// identifier whose git data is now present.
 func (g *gitContext) Release(ctx context.Context, id string) (ReleaseResult, error) {
 	p := g.p
 	unlock := p.lockIdentifier(id)

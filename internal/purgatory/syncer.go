@@ -45,7 +45,8 @@ type SyncContext interface {
 	Release(ctx context.Context, identifier string) (ReleaseResult, error)
 }
 
-// syncer is the identifier sync logic of the seed, over a SyncContext and the
+// syncer syncs one identifier at a time (one fetch round for the events
+// that wait on it, backoff between attempts), over a SyncContext and the
 // per-domain throttle.
 type syncer struct {
 	sc  SyncContext

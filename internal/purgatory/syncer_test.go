@@ -223,8 +223,8 @@ func stateEv(t *testing.T, k keypair, id string, at nostr.Timestamp, commits ...
 	return signed(t, k, KindState, at, tags)
 }
 
-// The seed's scenario in unit form: three states whose objects live on a
-// fast, a slow and a dead server; each releases after its own fetch.
+// Three maintainers' states in unit form: their objects live on a fast, a
+// slow and a dead server; each releases after its own fetch.
 func TestSyncIdentifierPartialRelease(t *testing.T) {
 	env := newTestEnv(t, nil)
 	sc := env.sc

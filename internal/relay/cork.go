@@ -111,8 +111,9 @@ func (c *corkConn) Read(p []byte) (int, error) {
 // it waits, the socket's receive low-water mark is raised (lowMark), so
 // what arrives does not wake the process for nothing: the reader is not
 // waiting on the socket, yet at the usual mark of one byte each arrival
-// woke a thread that found no work (five in six of the sidecar's
-// wake-ups; BENCHMARKS.md). A mark that cannot be put back ends the
+// woke a thread that found no work (most of the sidecar's wake-ups; see
+// BENCHMARKS.md, "Decisions the numbers justified"). A mark that cannot be
+// put back ends the
 // connection: at the raised mark a lone message would not be read until
 // more came.
 func (c *corkConn) pauseRead() error {

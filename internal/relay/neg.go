@@ -49,8 +49,8 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 
 // negOpenJSON is nip77.OpenEnvelope's JSON, in one slice of its size: the
 // envelope guesses 500 bytes for the filter and regrows, and a Layer 3
-// filter of 100 ids is 7 kB (NEG-OPEN was 233 MB of the large profile's
-// messages; building them allocated 480 MB).
+// filter of 100 ids is 7 kB (NEG-OPEN is a large share of what a first
+// sync sends, so the regrowth was a large share of what it allocated).
 func negOpenJSON(subID string, filter nostr.Filter, msgHex string) []byte {
 	a := make([]byte, 0, len(`["NEG-OPEN","",,""]`)+len(subID)+FilterJSONSize(filter)+len(msgHex))
 	a = append(append(append(a, `["NEG-OPEN","`...), subID...), `",`...)

@@ -39,9 +39,9 @@ const maxKeptReadBuffer = 1 << 20
 
 // maxKeptFrameBuffer is the largest read buffer a connection keeps between
 // messages: events are a few kB, and a connection that once read a large
-// NEG-MSG or REQ answer does not pin up to 1 MiB for its life (20 remote
-// relays kept 15 MB so at the large profile's peak). A larger message is
-// read into a buffer of its own, handed on and dropped.
+// NEG-MSG or REQ answer does not pin up to 1 MiB for its life (with many
+// remote relays those buffers were a visible part of the heap's peak). A
+// larger message is read into a buffer of its own, handed on and dropped.
 const maxKeptFrameBuffer = 64 << 10
 
 func (c *Conn) readLoop() {

@@ -16,7 +16,7 @@
 //   - sidecar-req-only: the first run with negentropy disabled (REQ paging);
 //   - baseline: the simplest relay-to-relay copy, per remote a NIP-77 diff
 //     against the own relay's events, REQ of the missing ids in batches of
-//     500 and publishing them (what `nak sync` does).
+//     500 and publishing them (the naive copy).
 //
 // The sidecar runs as a separate process (the grasp-sync binary, `run`
 // subcommand) so its CPU and memory are its own: CPU seconds come from the

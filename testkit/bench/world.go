@@ -246,7 +246,7 @@ func (w *world) baseline(ctx context.Context, opts Options) (Result, error) {
 	return res, err
 }
 
-// copyRelay is `nak sync`-like: reconcile src against dst's events, fetch
+// copyRelay is the naive copy: reconcile src against dst's events, fetch
 // what dst lacks, publish it.
 func copyRelay(ctx context.Context, src, dst string, window int) (int, error) {
 	dc, err := harness.Dial(ctx, dst)

@@ -11,8 +11,9 @@
 // REQ cap (newest ReqCap events, no NOTICE), a NEG-ERR cap, a GRASP-like
 // acceptance policy (GraspPolicy), NIP-11 max_subscriptions with optional
 // strfry-style enforcement, and NIP-42 AUTH for reads or writes. Relays as
-// they are in the wild (protocol-notes.md): NegCap and SilentReqCap (khatru
-// on its slicestore: 500, negentropy included, nothing announced),
+// they are in the wild (README.md, "Remote relays as they are"): NegCap and
+// SilentReqCap (khatru on its slicestore: 500, negentropy included, nothing
+// announced),
 // DefaultLimit/MaxHonouredLimit (ngit-relay: 250 above 1000), IgnoreLimit,
 // IgnoreUntil, NegNotice (NIP-77 advertised, NEG-OPEN answered with a
 // NOTICE), MaxFilters and MaxMessageSize (strfry: 200 and 131,072;
