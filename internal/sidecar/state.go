@@ -79,9 +79,9 @@ func (s *Sidecar) stateStatus() status.State {
 // negentropy); tests read it.
 func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
 
-// stateSources are what the store saves. The local index and the
-// purgatory are set only when there are: a nil pointer in an interface
-// field is not a nil field.
+// stateSources are what the store saves. The local index, the purgatory
+// and the rejected index are set only when they exist: a nil pointer in an
+// interface field is not a nil field.
 func (s *Sidecar) stateSources() statestore.Sources {
 	src := statestore.Sources{
 		Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export,
