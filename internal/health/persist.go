@@ -2,34 +2,15 @@ package health
 
 import (
 	"sort"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 )
 
 // Persisted is one relay's health as a state store keeps it across
-// restarts. Times are wall-clock, so time spent down counts: a relay
-// failing since before the restart is dead once DeadAfter has passed since
-// then, a naughty relay stays out until NaughtyUntil, a rate-limited one
-// until CooldownUntil.
-type Persisted struct {
-	URL           string    `json:"url"`
-	Failures      int       `json:"failures,omitempty"`
-	FailingSince  time.Time `json:"failing_since,omitzero"`
-	NextAttempt   time.Time `json:"next_attempt,omitzero"`
-	NaughtyUntil  time.Time `json:"naughty_until,omitzero"`
-	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
-	LastError     string    `json:"last_error,omitempty"`
-	// Learned are the bounds the relay taught by refusals (MaxFilters,
-	// MaxTagValues, MaxMessageLength; MaxSubscriptions is the budget
-	// "too many subscriptions" notices lowered), as of LearnedAt, the last
-	// time one went down. They are restored for Config.LearnedTTL from
-	// then.
-	Learned   relay.Limits `json:"learned,omitzero"`
-	LearnedAt time.Time    `json:"learned_at,omitzero"`
-}
+// restarts (persisted.Health).
+type Persisted = persisted.Health
 
 // Export returns the health of every tracked relay with anything to
 // remember (failures, a penalty, a cooldown or learned limits), sorted by
@@ -44,7 +25,8 @@ func (t *Tracker) Export() []Persisted {
 		p := Persisted{URL: url, Failures: r.failures, FailingSince: r.failingSince, NextAttempt: r.nextAttempt,
 			NaughtyUntil: r.naughtyUntil, CooldownUntil: r.cooldownUntil, LastError: r.lastErr}
 		if !r.learnedAt.IsZero() {
-			p.Learned, p.LearnedAt = r.learned, r.learnedAt
+			// persisted.Limits has relay.Limits' fields: they convert.
+			p.Learned, p.LearnedAt = persisted.Limits(r.learned), r.learnedAt
 			p.Learned.MaxSubscriptions = r.learnedSubs
 		}
 		if p.Failures == 0 && p.FailingSince.IsZero() && p.NaughtyUntil.IsZero() && p.CooldownUntil.IsZero() && p.LearnedAt.IsZero() {

@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
-	"time"
-
-	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 )
 
 func randomKey() uint64 {
@@ -18,20 +16,12 @@ func randomKey() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// RejectedState is the RejectedIndex as a state store keeps it: the hash
-// key, the cold entries (binary: id, rejected at, created_at, reference
-// hashes) and the hot events with when they were rejected.
-type RejectedState struct {
-	Key  uint64        `json:"key"`
-	Cold []byte        `json:"cold"`
-	Hot  []RejectedHot `json:"hot,omitempty"`
-}
+// RejectedState is the RejectedIndex as a state store keeps it
+// (persisted.Rejected).
+type RejectedState = persisted.Rejected
 
 // RejectedHot is one hot entry.
-type RejectedHot struct {
-	Event *nostr.Event `json:"event"`
-	At    time.Time    `json:"at"`
-}
+type RejectedHot = persisted.RejectedHot
 
 // Generation changes whenever the index changes.
 func (r *RejectedIndex) Generation() uint64 {

@@ -22,12 +22,21 @@ var (
 	// (a tag other than a/A/q/e/E/d, or search); ask the relay instead.
 	ErrCannotAnswer = errors.New("localindex: filter cannot be answered from the index")
 	// ErrFull: the index holds Options.MaxEvents events; the event was not
-	// added.
-	ErrFull = errors.New("localindex: index full")
+	// added. Its method Full reports true: a state store replaying chunks
+	// tells a full index from a damaged chunk by it, without this package.
+	ErrFull error = errFull{}
 	// ErrInvalidEvent: the event's id or pubkey is not 64 hex characters, or
 	// its kind is out of range.
 	ErrInvalidEvent = errors.New("localindex: invalid event")
 )
+
+// errFull is ErrFull's type.
+type errFull struct{}
+
+func (errFull) Error() string { return "localindex: index full" }
+
+// Full reports true: the index is at capacity.
+func (errFull) Full() bool { return true }
 
 // IndexedTags are the tag names whose first value the index keeps.
 const IndexedTags = "aAqeEd"

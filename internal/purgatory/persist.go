@@ -1,22 +1,10 @@
 package purgatory
 
-import (
-	"time"
+import "github.com/grasp-sync/grasp-sync/internal/persisted"
 
-	"github.com/nbd-wtf/go-nostr"
-)
-
-// Persisted is one held event as a state store keeps it across restarts:
-// the event, whether it was seen on the own relay, when it was taken in
-// (the expiry counts from there, in wall-clock time, so downtime counts),
-// and the attempts and next attempt of its identifier's git sync.
-type Persisted struct {
-	Event      *nostr.Event `json:"event"`
-	OnOwnRelay bool         `json:"own,omitempty"`
-	Added      time.Time    `json:"added"`
-	Attempts   int          `json:"attempts,omitempty"`
-	Next       time.Time    `json:"next"`
-}
+// Persisted is one held event as a state store keeps it across restarts
+// (persisted.Held).
+type Persisted = persisted.Held
 
 // Generation changes whenever an event is taken in or leaves, so a store
 // knows when to save again.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -45,13 +46,8 @@ func headKey(ev *nostr.Event) string {
 }
 
 // Head is an announcement or state as it is kept and persisted: its id
-// and its JSON, marshalled once when it was applied. The engine holds no
-// decoded body for it (tags as [][]string and the rest): it is decoded
-// only when a restart applies it.
-type Head struct {
-	ID   string
-	JSON json.RawMessage
-}
+// and its JSON (persisted.Head).
+type Head = persisted.Head
 
 // head is a kept Head with the created_at its replacement compares.
 type head struct {

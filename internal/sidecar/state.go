@@ -79,15 +79,27 @@ func (s *Sidecar) stateStatus() status.State {
 // negentropy); tests read it.
 func (s *Sidecar) LocalIndex() *localindex.Index { return s.local }
 
-// stateSources are what the store saves.
+// stateSources are what the store saves. The local index, the purgatory
+// and the rejected index are set only when they exist: a nil pointer in an
+// interface field is not a nil field.
 func (s *Sidecar) stateSources() statestore.Sources {
-	return statestore.Sources{
-		Local: s.local, Purgatory: s.purg, Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export, Rejected: s.ingest.Rejected(),
+	src := statestore.Sources{
+		Relays: s.engine.RelayStates, Repos: s.engine.RepoState, Health: s.health.Export,
 		Confirmable: func() bool {
 			ps := s.pub.Stats()
 			return s.ingest.Pending() == 0 && ps.Queued == 0 && ps.InFlight == 0
 		},
 	}
+	if s.local != nil {
+		src.Local = s.local
+	}
+	if s.purg != nil {
+		src.Purgatory = s.purg
+	}
+	if r := s.ingest.Rejected(); r != nil {
+		src.Rejected = r
+	}
+	return src
 }
 
 // restoreRelays hands the engine the remote relays' persisted states.

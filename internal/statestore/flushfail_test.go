@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
-	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
 // A flush whose transaction fails loses nothing: the journal chunk it
@@ -133,8 +133,8 @@ func TestRelaysSavedVisible(t *testing.T) {
 	defer s.Close()
 	busy := true
 	src := Sources{
-		Relays: func() []reposync.PersistedRelay {
-			return []reposync.PersistedRelay{{URL: "wss://r.example", ConfirmedGen: 1}}
+		Relays: func() []persisted.Relay {
+			return []persisted.Relay{{URL: "wss://r.example", ConfirmedGen: 1}}
 		},
 		Confirmable: func() bool { return !busy },
 	}
@@ -184,8 +184,8 @@ func TestRunSavesHeldBackRelaysWhenIdle(t *testing.T) {
 	var busy atomic.Bool
 	busy.Store(true)
 	src := Sources{
-		Relays: func() []reposync.PersistedRelay {
-			return []reposync.PersistedRelay{{URL: "wss://r.example", ConfirmedGen: 1}}
+		Relays: func() []persisted.Relay {
+			return []persisted.Relay{{URL: "wss://r.example", ConfirmedGen: 1}}
 		},
 		Confirmable: func() bool { return !busy.Load() },
 	}
@@ -239,8 +239,8 @@ func TestHeartbeatOption(t *testing.T) {
 	}
 	defer s.Close()
 	src := Sources{
-		Relays: func() []reposync.PersistedRelay {
-			return []reposync.PersistedRelay{{URL: "wss://r.example", ConfirmedGen: 1}}
+		Relays: func() []persisted.Relay {
+			return []persisted.Relay{{URL: "wss://r.example", ConfirmedGen: 1}}
 		},
 		Confirmable: func() bool { return true },
 	}

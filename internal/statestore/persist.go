@@ -13,30 +13,67 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/health"
-	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/localindex"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory"
-	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 )
 
-// Sources are the owners whose state the store saves; nil ones are skipped.
+// LocalIndex is the index of what the own relay holds, as the store saves
+// it: chunks of its journal, or a snapshot of it all.
+type LocalIndex interface {
+	// LoadChunk replays one chunk written by DrainJournal or Snapshot.
+	// An error with a method Full reporting true says the index is at
+	// capacity (what did not fit is dropped); any other, that the chunk
+	// is damaged.
+	LoadChunk(chunk []byte) error
+	// EnableJournal starts recording changes for DrainJournal, once the
+	// chunks are loaded.
+	EnableJournal()
+	// DrainJournal returns the changes since the last drain as one chunk
+	// (nil when none) and the removals it carries.
+	DrainJournal() (chunk []byte, removed int)
+	// Snapshot returns every event as chunks of at most perChunk events
+	// and clears the journal.
+	Snapshot(perChunk int) [][]byte
+	// Len is the number of events.
+	Len() int
+}
+
+// Purgatory holds events until their git objects exist; the store saves
+// what it holds.
+type Purgatory interface {
+	// Generation changes whenever an event is taken in or leaves.
+	Generation() uint64
+	// Len is the number of events held.
+	Len() int
+	// Export returns the events held.
+	Export() []persisted.Held
+}
+
+// RejectedIndex remembers the events the own relay rejected.
+type RejectedIndex interface {
+	// Generation changes whenever the index changes.
+	Generation() uint64
+	// ExportState returns the index to save.
+	ExportState() persisted.Rejected
+}
+
+// Sources are the owners whose state the store saves; nil ones are skipped
+// (a nil pointer in an interface field is not nil: leave the field unset).
 type Sources struct {
-	Local     *localindex.Index
-	Purgatory *purgatory.Purgatory
+	Local     LocalIndex
+	Purgatory Purgatory
 	// Relays returns the remote relays' states; they are saved only once
 	// Confirmable, asked after Relays, reports true (nothing received is
 	// still on its way to the own relay): at that flush, or else by Run at
 	// the next instant it does.
-	Relays      func() []reposync.PersistedRelay
+	Relays      func() []persisted.Relay
 	Confirmable func() bool
 	// Repos returns the repository index (roots per repository).
-	Repos func() reposync.PersistedRepos
+	Repos func() persisted.Repos
 	// Health returns the remote relays' health (failures, penalties).
-	Health func() []health.Persisted
+	Health func() []persisted.Health
 	// Rejected is the RejectedIndex (saved when it changed, at most every
 	// Options.RejectedInterval, and at shutdown).
-	Rejected *ingest.RejectedIndex
+	Rejected RejectedIndex
 }
 
 // Defaults of Options and of state.flush_interval.
@@ -107,12 +144,12 @@ type writer struct {
 	// relaysSaved is when relay states were last committed.
 	relaysSaved time.Time
 	// waiting are relay states a flush held back (not Confirmable).
-	waiting []reposync.PersistedRelay
+	waiting []persisted.Relay
 }
 
 // relaysChanged reports whether a relay's confirmed items, connection
 // times or set of relays differ from what was written last.
-func (w *writer) relaysChanged(relays []reposync.PersistedRelay) bool {
+func (w *writer) relaysChanged(relays []persisted.Relay) bool {
 	if len(relays) != len(w.relayGen) {
 		return true
 	}
@@ -129,14 +166,14 @@ func (w *writer) relaysChanged(relays []reposync.PersistedRelay) bool {
 // journal. A chunk that does not decode stops the replay: the local index
 // is cleared in the store (WARN) and loaded reports false, so the caller
 // fills the index from the own relay as without a store.
-func (s *Store) LoadLocal(idx *localindex.Index) (loaded bool, err error) {
+func (s *Store) LoadLocal(idx LocalIndex) (loaded bool, err error) {
 	chunks := 0
 	var bad error
 	err = guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketLocal).ForEach(func(k, v []byte) error {
 				chunks++
-				if err := idx.LoadChunk(v); err != nil && !errors.Is(err, localindex.ErrFull) {
+				if err := idx.LoadChunk(v); err != nil && !indexFull(err) {
 					bad = fmt.Errorf("chunk %x: %w", k, err)
 					return bad
 				}
@@ -168,13 +205,20 @@ func (s *Store) LoadLocal(idx *localindex.Index) (loaded bool, err error) {
 	return chunks > 0, nil
 }
 
+// indexFull reports whether err, from LocalIndex.LoadChunk, says the index
+// is at capacity rather than the chunk damaged.
+func indexFull(err error) bool {
+	var f interface{ Full() bool }
+	return errors.As(err, &f) && f.Full()
+}
+
 // LoadPurgatory returns the persisted held events.
-func (s *Store) LoadPurgatory() ([]purgatory.Persisted, error) {
-	var out []purgatory.Persisted
+func (s *Store) LoadPurgatory() ([]persisted.Held, error) {
+	var out []persisted.Held
 	err := guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketPurgatory).ForEach(func(k, v []byte) error {
-				var p purgatory.Persisted
+				var p persisted.Held
 				if err := json.Unmarshal(v, &p); err != nil || p.Event == nil {
 					s.log.Warn("skipping an unreadable persisted purgatory event", zap.ByteString("id", k), zap.Error(err))
 					return nil
@@ -272,7 +316,7 @@ func (s *Store) FlushFinal(src Sources) error { return s.flush(src, true) }
 func (s *Store) flush(src Sources, final bool) error {
 	// The relays' states come from the engine's goroutine: asked before
 	// the lock, so Stats (/status) does not wait for the engine.
-	var rs []reposync.PersistedRelay
+	var rs []persisted.Relay
 	if src.Relays != nil && src.Confirmable != nil {
 		rs = src.Relays()
 	}
@@ -291,7 +335,7 @@ func (s *Store) flush(src Sources, final bool) error {
 			chunk, removed = src.Local.DrainJournal()
 		}
 	}
-	var relays []reposync.PersistedRelay
+	var relays []persisted.Relay
 	if rs != nil {
 		if src.Confirmable() {
 			relays, w.waiting = rs, nil
@@ -306,7 +350,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	if relays != nil && !beat && !w.relaysChanged(relays) {
 		relays = nil
 	}
-	var repos reposync.PersistedRepos
+	var repos persisted.Repos
 	saveRoots, saveHeads, saveSeen := false, false, false
 	if src.Repos != nil {
 		repos = src.Repos()
@@ -331,7 +375,7 @@ func (s *Store) flush(src Sources, final bool) error {
 			rejected = b
 		}
 	}
-	var held []purgatory.Persisted
+	var held []persisted.Held
 	savePurg := false
 	var purgGen uint64
 	if src.Purgatory != nil {

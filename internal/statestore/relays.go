@@ -11,9 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/health"
-	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 )
 
 // The relays bucket holds per remote relay two values: "t/<url>" (times
@@ -24,7 +22,7 @@ import (
 // is then never one whose events the own relay might lack.
 
 type relayTimes struct {
-	reposync.PersistedRelay
+	persisted.Relay
 	Repos any `json:"repos,omitempty"` // kept in c/<url>
 	Roots any `json:"roots,omitempty"`
 }
@@ -35,8 +33,8 @@ type relayConfirmed struct {
 }
 
 // LoadRelays returns the persisted relay states.
-func (s *Store) LoadRelays() ([]reposync.PersistedRelay, error) {
-	byURL := map[string]*reposync.PersistedRelay{}
+func (s *Store) LoadRelays() ([]persisted.Relay, error) {
+	byURL := map[string]*persisted.Relay{}
 	confirmed := map[string]relayConfirmed{}
 	err := guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
@@ -44,7 +42,7 @@ func (s *Store) LoadRelays() ([]reposync.PersistedRelay, error) {
 				key := string(k)
 				switch {
 				case strings.HasPrefix(key, "t/"):
-					var t reposync.PersistedRelay
+					var t persisted.Relay
 					if err := json.Unmarshal(v, &t); err != nil {
 						s.log.Warn("skipping an unreadable persisted relay state", zap.String("key", key), zap.Error(err))
 						return nil
@@ -65,7 +63,7 @@ func (s *Store) LoadRelays() ([]reposync.PersistedRelay, error) {
 	if errors.Is(err, errDamaged) {
 		return nil, s.replaceDamaged(err)
 	}
-	var out []reposync.PersistedRelay
+	var out []persisted.Relay
 	for url, t := range byURL {
 		t.URL = url
 		if c, ok := confirmed[url]; ok {
@@ -77,14 +75,14 @@ func (s *Store) LoadRelays() ([]reposync.PersistedRelay, error) {
 }
 
 // putRelays writes the relay states in tx.
-func (s *Store) putRelays(tx *bolt.Tx, relays []reposync.PersistedRelay) (int, error) {
+func (s *Store) putRelays(tx *bolt.Tx, relays []persisted.Relay) (int, error) {
 	w := s.w()
 	b := tx.Bucket(bucketRelays)
 	written := 0
 	live := map[string]bool{}
 	for _, r := range relays {
 		live[r.URL] = true
-		t, err := json.Marshal(relayTimes{PersistedRelay: r})
+		t, err := json.Marshal(relayTimes{Relay: r})
 		if err != nil {
 			return written, err
 		}
@@ -122,7 +120,7 @@ func (s *Store) putRelays(tx *bolt.Tx, relays []reposync.PersistedRelay) (int, e
 
 // relaysWritten records the generations written once the transaction
 // committed.
-func (s *Store) relaysWritten(relays []reposync.PersistedRelay) {
+func (s *Store) relaysWritten(relays []persisted.Relay) {
 	w := s.w()
 	w.relayGen = make(map[string]uint64, len(relays))
 	w.relayConn = make(map[string]time.Time, len(relays))
@@ -182,7 +180,7 @@ var (
 // putRepos writes the repository index's roots and the current
 // announcements and states (each when changed) and how far the own relay's
 // history was read.
-func (s *Store) putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots, heads bool) (int, error) {
+func (s *Store) putRepos(tx *bolt.Tx, p persisted.Repos, roots, heads bool) (int, error) {
 	b := tx.Bucket(bucketRepos)
 	written := 0
 	if heads {
@@ -210,8 +208,8 @@ func (s *Store) putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots, heads bo
 }
 
 // LoadRepos returns the persisted repository index.
-func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
-	var p reposync.PersistedRepos
+func (s *Store) LoadRepos() (persisted.Repos, error) {
+	var p persisted.Repos
 	err := guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketRepos)
@@ -232,7 +230,7 @@ func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
 		})
 	})
 	if errors.Is(err, errDamaged) {
-		return reposync.PersistedRepos{}, s.replaceDamaged(err)
+		return persisted.Repos{}, s.replaceDamaged(err)
 	}
 	return p, err
 }
@@ -240,8 +238,8 @@ func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
 var keyHealth = []byte("all")
 
 // LoadHealth returns the persisted health of the remote relays.
-func (s *Store) LoadHealth() ([]health.Persisted, error) {
-	var out []health.Persisted
+func (s *Store) LoadHealth() ([]persisted.Health, error) {
+	var out []persisted.Health
 	err := guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if v := tx.Bucket(bucketHealth).Get(keyHealth); v != nil {
@@ -262,7 +260,7 @@ func (s *Store) LoadHealth() ([]health.Persisted, error) {
 var keyRejected = []byte("state")
 
 // LoadRejected returns the persisted RejectedIndex (ok false when none).
-func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
+func (s *Store) LoadRejected() (st persisted.Rejected, ok bool, err error) {
 	err = guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			v := tx.Bucket(bucketRejected).Get(keyRejected)
@@ -287,7 +285,7 @@ func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
 // last write (one key per event id) and deletes those gone, so a change
 // rewrites one event, not all. The ids written are recorded in the writer
 // by headsWritten once the transaction committed.
-func (s *Store) putHeads(tx *bolt.Tx, heads []reposync.Head) (int, error) {
+func (s *Store) putHeads(tx *bolt.Tx, heads []persisted.Head) (int, error) {
 	b := tx.Bucket(bucketHeads)
 	had := s.w().headIDs
 	if had == nil {
@@ -322,8 +320,8 @@ func (s *Store) putHeads(tx *bolt.Tx, heads []reposync.Head) (int, error) {
 // loadHeads reads the persisted announcements and states as their JSON
 // (copied out of the store's pages); an unreadable one is skipped with a
 // WARN (a restart fetches it again: the local index holds its id).
-func (s *Store) loadHeads(tx *bolt.Tx) []reposync.Head {
-	var out []reposync.Head
+func (s *Store) loadHeads(tx *bolt.Tx) []persisted.Head {
+	var out []persisted.Head
 	ids := map[string]bool{}
 	_ = tx.Bucket(bucketHeads).ForEach(func(k, v []byte) error {
 		ids[string(k)] = true
@@ -334,7 +332,7 @@ func (s *Store) loadHeads(tx *bolt.Tx) []reposync.Head {
 			s.log.Warn("skipping an unreadable persisted announcement or state", zap.ByteString("id", k), zap.Error(err))
 			return nil
 		}
-		out = append(out, reposync.Head{ID: ev.ID, JSON: bytes.Clone(v)})
+		out = append(out, persisted.Head{ID: ev.ID, JSON: bytes.Clone(v)})
 		return nil
 	})
 	s.w().headIDs = ids

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 )
 
@@ -107,11 +107,11 @@ func TestRoundTrip(t *testing.T) {
 	if err := p.Add(held, false); err != nil {
 		t.Fatal(err)
 	}
-	failing := []health.Persisted{{URL: "wss://down.example", Failures: 3, FailingSince: time.Unix(1_700_000_000, 0).UTC()}}
+	failing := []persisted.Health{{URL: "wss://down.example", Failures: 3, FailingSince: time.Unix(1_700_000_000, 0).UTC()}}
 	rej := ingest.NewRejectedIndex(ingest.DefaultRejectedConfig(), nil)
 	refused := events(t, 1)[0]
 	rej.Add(refused)
-	if err := s.FlushFinal(Sources{Local: x, Purgatory: p, Rejected: rej, Health: func() []health.Persisted { return failing }}); err != nil {
+	if err := s.FlushFinal(Sources{Local: x, Purgatory: p, Rejected: rej, Health: func() []persisted.Health { return failing }}); err != nil {
 		t.Fatal(err)
 	}
 	st := s.Stats()
