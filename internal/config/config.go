@@ -43,21 +43,21 @@ type Config struct {
 	Listen          string        `yaml:"listen" help:"Address of the HTTP surface (/metrics, /healthz, /readyz, /status)."`
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace" help:"On SIGTERM/SIGINT, time allowed to flush the publisher and wait for git commands before giving up."`
 
-	Log        Log        `yaml:"log" help:"Logging."`
-	Auth       Auth       `yaml:"auth" help:"NIP-42 authentication to the own relay."`
-	Dial       Dial       `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
-	Relay      Relay      `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
-	Sync       Sync       `yaml:"sync" help:"GRASP-02 proactive sync."`
-	Health     Health     `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
-	Publisher  Publisher  `yaml:"publisher" help:"Publishing events into the own relay."`
-	Purgatory  Purgatory  `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
-	Negentropy Negentropy `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
-	Trusted    Trusted    `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
-	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
-	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
-	State      State      `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
-	Memory     Memory     `yaml:"memory" help:"The Go runtime's memory use."`
-	CPU        CPU        `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
+	Log        Log           `yaml:"log" help:"Logging."`
+	Auth       Auth          `yaml:"auth" help:"NIP-42 authentication to the own relay."`
+	Dial       Dial          `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
+	Relay      Relay         `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
+	Sync       Sync          `yaml:"sync" help:"GRASP-02 proactive sync."`
+	Health     health.Config `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
+	Publisher  Publisher     `yaml:"publisher" help:"Publishing events into the own relay."`
+	Purgatory  Purgatory     `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
+	Negentropy Negentropy    `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
+	Trusted    Trusted       `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
+	Rejected   Rejected      `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
+	Limits     Limits        `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
+	State      State         `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+	Memory     Memory        `yaml:"memory" help:"The Go runtime's memory use."`
+	CPU        CPU           `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
 }
 
 // CPU configures how many threads run the sidecar's Go code at once.
@@ -142,21 +142,6 @@ type Sync struct {
 	LiveDeferMax           time.Duration `yaml:"live_defer_max" help:"While a relay has pending historic batches (its first sync, a large batch), new items run their history without live per-root subscriptions, which would take the subscription budget from historic jobs; their live filters open in one consolidation when the batches are done, with since reaching back to when the first was added minus since_buffer, or after this long anyway. Layer 1 stays live. 0: open them at once."`
 	HistoricMaxEvents      int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
 	HistoricMaxBytes       int           `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: a REQ is sent only while the others leave room for 32 events of the average size held so far (2 KiB at first); one already sent may take the bound over by what it receives. 0: no byte bound (historic_max_events still bounds them)."`
-}
-
-// Health configures per-relay health tracking.
-type Health struct {
-	BackoffBase               time.Duration `yaml:"backoff_base" help:"First reconnect delay; doubles per failure (base·2^(n−1)). Also the connect timeout of an attempt."`
-	BackoffMax                time.Duration `yaml:"backoff_max" help:"Largest reconnect delay."`
-	DeadAfter                 time.Duration `yaml:"dead_after" help:"A relay failing for this long is dead."`
-	DeadRetry                 time.Duration `yaml:"dead_retry" help:"A dead relay is tried once per this interval."`
-	RateLimitCooldown         time.Duration `yaml:"rate_limit_cooldown" help:"Pause after a rate-limited NOTICE, CLOSED or OK."`
-	StabilityPeriod           time.Duration `yaml:"stability_period" help:"A connection up this long resets the failure count."`
-	Tick                      time.Duration `yaml:"tick" help:"Health and metrics tick."`
-	NaughtyPeriod             time.Duration `yaml:"naughty_period" help:"How long a misbehaving relay stays penalised."`
-	Jitter                    float64       `yaml:"jitter" help:"Random fraction added to or removed from each backoff delay, in [0, 1)."`
-	DefaultSubscriptionBudget int           `yaml:"default_subscription_budget" help:"Concurrent subscriptions per relay when its NIP-11 states no max_subscriptions."`
-	LearnedTTL                time.Duration `yaml:"learned_ttl" help:"How long the limits a relay taught by refusing requests (filters per REQ, tag values per filter, message size, subscription budget) are kept across restarts, from the last time one went down (with state.dir)."`
 }
 
 // Publisher configures publishing into the own relay.
@@ -246,7 +231,6 @@ func Default() *Config {
 	ropts := relay.DefaultOptions()
 	sync := reposync.DefaultConfig()
 	nopts := sync.Negentropy.Options
-	hcfg := health.DefaultConfig()
 	pub := publish.DefaultConfig()
 	purg := purgatory.DefaultConfig()
 	in := ingest.DefaultConfig()
@@ -291,19 +275,7 @@ func Default() *Config {
 			OwnReconnectMax:        sync.OwnReconnectMax,
 			VerifyWorkers:          in.Workers,
 		},
-		Health: Health{
-			BackoffBase:               hcfg.BackoffBase,
-			BackoffMax:                hcfg.BackoffMax,
-			DeadAfter:                 hcfg.DeadAfter,
-			DeadRetry:                 hcfg.DeadRetryInterval,
-			RateLimitCooldown:         hcfg.RateLimitCooldown,
-			StabilityPeriod:           hcfg.StabilityPeriod,
-			Tick:                      hcfg.Tick,
-			NaughtyPeriod:             hcfg.NaughtyPeriod,
-			Jitter:                    hcfg.JitterFraction,
-			DefaultSubscriptionBudget: hcfg.DefaultSubscriptionBudget,
-			LearnedTTL:                hcfg.LearnedTTL,
-		},
+		Health: health.DefaultConfig(),
 		Publisher: Publisher{
 			Window:    pub.Window,
 			OKTimeout: pub.OKTimeout,

@@ -11,50 +11,31 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // ErrInvalid is matched (errors.Is) by every ValidationError.
-var ErrInvalid = errors.New("invalid configuration")
+var ErrInvalid = setting.ErrInvalid
 
 // ValidationError names a field (its YAML path), what is wrong with it and
-// the offending value.
-type ValidationError struct {
-	Field   string
-	Problem string
-	Value   string
-}
+// the offending value; it renders `field: problem, got "value"`. Engine
+// packages report theirs with the same type (setting.Error), keyed by the
+// settings type's own YAML keys; Validate qualifies them with the section.
+type ValidationError = setting.Error
 
-// Error renders `field: problem, got "value"`.
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("%s: %s, got %q", e.Field, e.Problem, e.Value)
-}
+type validator struct{ setting.Checks }
 
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+func (v *validator) fail(field, problem string, value any) { v.Fail(field, problem, value) }
 
-type validator struct{ errs []error }
+func (v *validator) positive(field string, d time.Duration) { v.Positive(field, d) }
 
-func (v *validator) fail(field, problem string, value any) {
-	v.errs = append(v.errs, &ValidationError{Field: field, Problem: problem, Value: formatValue(value)})
-}
+func (v *validator) nonNegative(field string, d time.Duration) { v.NonNegative(field, d) }
 
-func (v *validator) positive(field string, d time.Duration) {
-	if d <= 0 {
-		v.fail(field, "must be > 0", d)
-	}
-}
+func (v *validator) positiveInt(field string, n int) { v.PositiveInt(field, n) }
 
-func (v *validator) nonNegative(field string, d time.Duration) {
-	if d < 0 {
-		v.fail(field, "must be >= 0", d)
-	}
-}
-
-func (v *validator) positiveInt(field string, n int) {
-	if n <= 0 {
-		v.fail(field, "must be > 0", n)
-	}
-}
+// section adds the problems an engine's settings type reported, qualified
+// with the section's YAML path.
+func (v *validator) section(path string, err error) { v.Add(setting.Within(path, err)) }
 
 var hostnameRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
 
@@ -219,23 +200,7 @@ func (c *Config) Validate() error {
 		v.fail("sync.verify_workers", "must be >= 0 (0 means GOMAXPROCS)", s.VerifyWorkers)
 	}
 
-	h := c.Health
-	v.positive("health.backoff_base", h.BackoffBase)
-	v.positive("health.backoff_max", h.BackoffMax)
-	if h.BackoffMax < h.BackoffBase {
-		v.fail("health.backoff_max", "must be >= health.backoff_base ("+FormatDuration(h.BackoffBase)+")", h.BackoffMax)
-	}
-	v.positive("health.dead_after", h.DeadAfter)
-	v.positive("health.dead_retry", h.DeadRetry)
-	v.positive("health.rate_limit_cooldown", h.RateLimitCooldown)
-	v.positive("health.stability_period", h.StabilityPeriod)
-	v.positive("health.tick", h.Tick)
-	v.positive("health.naughty_period", h.NaughtyPeriod)
-	if h.Jitter < 0 || h.Jitter >= 1 {
-		v.fail("health.jitter", "must be in [0, 1)", h.Jitter)
-	}
-	v.positiveInt("health.default_subscription_budget", h.DefaultSubscriptionBudget)
-	v.positive("health.learned_ttl", h.LearnedTTL)
+	v.section("health", c.Health.Validate())
 
 	p := c.Publisher
 	v.positiveInt("publisher.window", p.Window)
@@ -318,5 +283,5 @@ func (c *Config) Validate() error {
 		v.fail("cpu.max_procs", fmt.Sprintf("must be in -1..%d (-1: the Go runtime's choice, 0: automatic)", MaxProcsLimit), c.CPU.MaxProcs)
 	}
 
-	return errors.Join(v.errs...)
+	return v.Err()
 }

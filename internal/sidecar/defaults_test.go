@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
-	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
@@ -35,9 +34,6 @@ func TestDefaultsAgree(t *testing.T) {
 		engine  any
 		exclude map[string]string // field path → why it is not compared
 	}{
-		{
-			name: "health.Config", mapped: healthConfig(cfg), engine: health.DefaultConfig(),
-		},
 		{
 			name: "relay.Options", mapped: RelayOptions(cfg), engine: relay.DefaultOptions(),
 			exclude: map[string]string{

@@ -81,7 +81,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s := &Sidecar{cfg: cfg, d: d, log: d.Log}
 
-	ht, err := health.New(healthConfig(cfg), d.Clock, d.Registry, d.Log.Named("health"))
+	ht, err := health.New(cfg.Health, d.Clock, d.Registry, d.Log.Named("health"))
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", err)
 	}
@@ -246,23 +246,6 @@ func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 // does not cover keep the engine's default. config.Default() copies each
 // engine's default; defaults_test.go checks that these functions map it
 // back onto that default, field by field.
-
-// healthConfig maps cfg onto the health tracker's settings.
-func healthConfig(cfg *config.Config) health.Config {
-	hcfg := health.DefaultConfig()
-	hcfg.BackoffBase = cfg.Health.BackoffBase
-	hcfg.BackoffMax = cfg.Health.BackoffMax
-	hcfg.DeadAfter = cfg.Health.DeadAfter
-	hcfg.DeadRetryInterval = cfg.Health.DeadRetry
-	hcfg.RateLimitCooldown = cfg.Health.RateLimitCooldown
-	hcfg.StabilityPeriod = cfg.Health.StabilityPeriod
-	hcfg.Tick = cfg.Health.Tick
-	hcfg.NaughtyPeriod = cfg.Health.NaughtyPeriod
-	hcfg.JitterFraction = cfg.Health.Jitter
-	hcfg.DefaultSubscriptionBudget = cfg.Health.DefaultSubscriptionBudget
-	hcfg.LearnedTTL = cfg.Health.LearnedTTL
-	return hcfg
-}
 
 // RelayOptions maps cfg onto the base options of every relay connection
 // (without the HTTP client and logger, which New injects); check uses it
