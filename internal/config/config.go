@@ -43,21 +43,21 @@ type Config struct {
 	Listen          string        `yaml:"listen" help:"Address of the HTTP surface (/metrics, /healthz, /readyz, /status)."`
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace" help:"On SIGTERM/SIGINT, time allowed to flush the publisher and wait for git commands before giving up."`
 
-	Log        Log           `yaml:"log" help:"Logging."`
-	Auth       Auth          `yaml:"auth" help:"NIP-42 authentication to the own relay."`
-	Dial       Dial          `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
-	Relay      Relay         `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
-	Sync       Sync          `yaml:"sync" help:"GRASP-02 proactive sync."`
-	Health     health.Config `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
-	Publisher  Publisher     `yaml:"publisher" help:"Publishing events into the own relay."`
-	Purgatory  Purgatory     `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
-	Negentropy Negentropy    `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
-	Trusted    Trusted       `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
-	Rejected   Rejected      `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
-	Limits     Limits        `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
-	State      State         `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
-	Memory     Memory        `yaml:"memory" help:"The Go runtime's memory use."`
-	CPU        CPU           `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
+	Log        Log                   `yaml:"log" help:"Logging."`
+	Auth       Auth                  `yaml:"auth" help:"NIP-42 authentication to the own relay."`
+	Dial       Dial                  `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
+	Relay      Relay                 `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
+	Sync       Sync                  `yaml:"sync" help:"GRASP-02 proactive sync."`
+	Health     health.Config         `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
+	Publisher  Publisher             `yaml:"publisher" help:"Publishing events into the own relay."`
+	Purgatory  Purgatory             `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
+	Negentropy Negentropy            `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
+	Trusted    Trusted               `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
+	Rejected   ingest.RejectedConfig `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
+	Limits     Limits                `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
+	State      State                 `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+	Memory     Memory                `yaml:"memory" help:"The Go runtime's memory use."`
+	CPU        CPU                   `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
 }
 
 // CPU configures how many threads run the sidecar's Go code at once.
@@ -144,41 +144,6 @@ type Sync struct {
 	HistoricMaxBytes       int           `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: a REQ is sent only while the others leave room for 32 events of the average size held so far (2 KiB at first); one already sent may take the bound over by what it receives. 0: no byte bound (historic_max_events still bounds them)."`
 }
 
-// Publisher configures publishing into the own relay.
-type Publisher struct {
-	Window    int           `yaml:"window" help:"Outstanding EVENTs awaiting OK."`
-	OKTimeout time.Duration `yaml:"ok_timeout" help:"How long to wait for an OK before retrying the EVENT."`
-	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
-	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
-	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
-	// AuthTimeout, FailureLogInterval: see publish.Config.
-	AuthTimeout        time.Duration `yaml:"auth_timeout" help:"Bounds one NIP-42 authentication to the own relay: the wait for its challenge and for the OK of the AUTH event."`
-	FailureLogInterval time.Duration `yaml:"failure_log_interval" help:"Least time between two WARN lines of one streak of failed dials to the own relay or rate-limited publishes (the first is logged at once, later ones count what was not logged)."`
-	// QueueBytes: see publish.Config.QueueBytes.
-	QueueBytes int `yaml:"queue_bytes" help:"Bytes of the events waiting to be published (each as it arrived); producers block when they are reached, so large events queue fewer at once. 0: no byte bound (queue_size still bounds them)."`
-	// OwnPurgatoryRecheck: see ingest.Config.OwnHeldRecheck.
-	OwnPurgatoryRecheck time.Duration `yaml:"own_purgatory_recheck" help:"An event a GRASP own relay accepted into its purgatory (OK true \"purgatory:\") and has not served after this long is published again (GRASP-01 discards after 30m)."`
-}
-
-// Purgatory configures the git-data purgatory.
-type Purgatory struct {
-	Enabled                 bool            `yaml:"enabled" help:"Hold state (30618) and PR (1618/1619) events until their git objects exist. Effective only with git_dir."`
-	Loop                    time.Duration   `yaml:"loop" help:"Interval of the purgatory worker loop."`
-	SyncedDelay             time.Duration   `yaml:"synced_delay" help:"Delay before the first git attempt for events obtained by sync."`
-	OwnRelayDelay           time.Duration   `yaml:"own_relay_delay" help:"Delay before the first git attempt for events first seen on the own relay (gives the pusher time)."`
-	Backoff                 []time.Duration `yaml:"backoff" help:"Delays between git attempts; the last one repeats."`
-	Expiry                  time.Duration   `yaml:"expiry" help:"Events without git data after this long are dropped (GRASP-01)."`
-	DomainConcurrency       int             `yaml:"domain_concurrency" help:"Concurrent git fetches per clone domain."`
-	DomainRequestsPerWindow int             `yaml:"domain_requests_per_window" help:"Git requests per clone domain per domain_window."`
-	DomainWindow            time.Duration   `yaml:"domain_window" help:"Window of the per-domain request limit."`
-	GitTimeout              time.Duration   `yaml:"git_timeout" help:"Timeout of one git command."`
-	FailureLogInterval      time.Duration   `yaml:"failure_log_interval" help:"Least time between two warnings about failed git fetches (or releases) of one identifier; the failures in between are counted in the next warning."`
-	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
-	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
-	NostrURLCacheTTL        time.Duration   `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
-	NIP05Timeout            time.Duration   `yaml:"nip05_timeout" help:"Timeout of the HTTPS request for a NIP-05 owner's /.well-known/nostr.json (nostr://name@domain/... clone URLs; the domain is dialled under the outbound address policy, redirects are refused)."`
-}
-
 // Negentropy configures NIP-77 reconciliation.
 type Negentropy struct {
 	Enabled         bool          `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
@@ -197,24 +162,30 @@ type Trusted struct {
 	MaxEventsPerCycle int           `yaml:"max_events_per_cycle" help:"Events fetched from one trusted relay per cycle at most."`
 }
 
-// Rejected configures the RejectedIndex.
-type Rejected struct {
-	HotTTL  time.Duration `yaml:"hot_ttl" help:"How long whole rejected events are kept for retry when a dependency is accepted."`
-	HotMax  int           `yaml:"hot_max" help:"Rejected events kept whole at most."`
-	ColdTTL time.Duration `yaml:"cold_ttl" help:"How long rejected event ids are remembered (excluded from sync)."`
-	ColdMax int           `yaml:"cold_max" help:"Rejected event ids remembered at most."`
+// Publisher configures publishing into the own relay: the publisher's
+// settings, then the one of the shared event handler about events the own
+// relay holds in its purgatory.
+type Publisher struct {
+	publish.Config       `yaml:",inline"`
+	ingest.OwnHeldConfig `yaml:",inline"`
 }
 
-// Limits bounds inputs.
+// Purgatory configures the git-data purgatory: whether it runs, then the
+// purgatory's own settings.
+type Purgatory struct {
+	Enabled          bool `yaml:"enabled" help:"Hold state (30618) and PR (1618/1619) events until their git objects exist. Effective only with git_dir."`
+	purgatory.Config `yaml:",inline"`
+}
+
+// Limits bounds inputs: one event's size and tags and what one relay may
+// send (the shared event handler's), and the sync engine's bounds on
+// relays and repositories.
 type Limits struct {
-	MaxEventBytes            int `yaml:"max_event_bytes" help:"Events larger than this (serialised JSON) are dropped."`
-	MaxEventTags             int `yaml:"max_event_tags" help:"Events with more tags are dropped."`
+	ingest.EventLimits       `yaml:",inline"`
 	MaxRelaysPerAnnouncement int `yaml:"max_relays_per_announcement" help:"Relay URLs taken from one announcement at most."`
 	MaxTrackedRelays         int `yaml:"max_tracked_relays" help:"Remote relays tracked at most."`
 	MaxRepositories          int `yaml:"max_repositories" help:"Repositories tracked at most."`
-	RelayEventRate           int `yaml:"relay_event_rate" help:"Events per second accepted from one relay."`
-	RelayQueue               int `yaml:"relay_queue" help:"Events buffered per relay before it is throttled."`
-	RelayQueueBytes          int `yaml:"relay_queue_bytes" help:"Bytes of events buffered per relay before it is throttled (0: no byte bound)."`
+	ingest.RelayLimits       `yaml:",inline"`
 }
 
 // MiB is 1 << 20 bytes.
@@ -231,8 +202,6 @@ func Default() *Config {
 	ropts := relay.DefaultOptions()
 	sync := reposync.DefaultConfig()
 	nopts := sync.Negentropy.Options
-	pub := publish.DefaultConfig()
-	purg := purgatory.DefaultConfig()
 	in := ingest.DefaultConfig()
 	return &Config{
 		BootstrapRelays: []string{},
@@ -275,38 +244,9 @@ func Default() *Config {
 			OwnReconnectMax:        sync.OwnReconnectMax,
 			VerifyWorkers:          in.Workers,
 		},
-		Health: health.DefaultConfig(),
-		Publisher: Publisher{
-			Window:    pub.Window,
-			OKTimeout: pub.OKTimeout,
-			RetryBase: pub.RetryBase,
-			RetryMax:  pub.RetryMax,
-			QueueSize: pub.QueueSize,
-
-			AuthTimeout:        pub.AuthTimeout,
-			FailureLogInterval: pub.FailureLogInterval,
-
-			QueueBytes: pub.QueueBytes,
-
-			OwnPurgatoryRecheck: ingest.DefaultOwnHeldRecheck,
-		},
-		Purgatory: Purgatory{
-			Enabled:                 true,
-			Loop:                    purg.Loop,
-			SyncedDelay:             purg.SyncedDelay,
-			OwnRelayDelay:           purg.OwnRelayDelay,
-			Backoff:                 slices.Clone(purg.Backoff),
-			Expiry:                  purg.Expiry,
-			NostrURLCacheTTL:        purgatory.DefaultNostrResolveTTL,
-			NIP05Timeout:            purgatory.DefaultNIP05Timeout,
-			DomainConcurrency:       purg.DomainConcurrency,
-			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
-			DomainWindow:            purg.DomainWindow,
-			GitTimeout:              purg.GitCommandTimeout,
-			FailureLogInterval:      purg.FailureLogInterval,
-			CreateMissingRepos:      purg.CreateMissingRepos,
-			MaxEntries:              purg.MaxEntries,
-		},
+		Health:    health.DefaultConfig(),
+		Publisher: Publisher{Config: publish.DefaultConfig(), OwnHeldConfig: in.OwnHeldConfig},
+		Purgatory: Purgatory{Enabled: true, Config: purgatory.DefaultConfig()},
 		Negentropy: Negentropy{
 			Enabled:         sync.Negentropy.Enabled,
 			FrameLimit:      nopts.FrameLimit,
@@ -321,21 +261,13 @@ func Default() *Config {
 			Lookback:          sync.Trusted.Lookback,
 			MaxEventsPerCycle: sync.Trusted.MaxEventsPerCycle,
 		},
-		Rejected: Rejected{
-			HotTTL:  in.Rejected.HotTTL,
-			HotMax:  in.Rejected.HotMax,
-			ColdTTL: in.Rejected.ColdTTL,
-			ColdMax: in.Rejected.ColdMax,
-		},
+		Rejected: in.Rejected,
 		Limits: Limits{
-			MaxEventBytes:            in.MaxEventBytes,
-			MaxEventTags:             in.MaxEventTags,
+			EventLimits:              in.EventLimits,
 			MaxRelaysPerAnnouncement: sync.MaxRelaysPerAnnouncement,
 			MaxTrackedRelays:         sync.MaxTrackedRelays,
 			MaxRepositories:          sync.MaxRepositories,
-			RelayEventRate:           in.RelayRate,
-			RelayQueue:               in.RelayQueue,
-			RelayQueueBytes:          in.RelayQueueBytes,
+			RelayLimits:              in.RelayLimits,
 		},
 		State: State{
 			FlushInterval: statestore.DefaultFlushInterval, Heartbeat: statestore.DefaultHeartbeat,

@@ -202,41 +202,9 @@ func (c *Config) Validate() error {
 
 	v.section("health", c.Health.Validate())
 
-	p := c.Publisher
-	v.positiveInt("publisher.window", p.Window)
-	v.positive("publisher.ok_timeout", p.OKTimeout)
-	v.positive("publisher.auth_timeout", p.AuthTimeout)
-	v.positive("publisher.failure_log_interval", p.FailureLogInterval)
-	v.positive("publisher.own_purgatory_recheck", p.OwnPurgatoryRecheck)
-	v.positive("publisher.retry_base", p.RetryBase)
-	v.positive("publisher.retry_max", p.RetryMax)
-	if p.RetryMax < p.RetryBase {
-		v.fail("publisher.retry_max", "must be >= publisher.retry_base ("+FormatDuration(p.RetryBase)+")", p.RetryMax)
-	}
-	v.positiveInt("publisher.queue_size", p.QueueSize)
-	if p.QueueBytes < 0 {
-		v.fail("publisher.queue_bytes", "must be >= 0", p.QueueBytes)
-	}
-
-	g := c.Purgatory
-	v.positive("purgatory.loop", g.Loop)
-	v.nonNegative("purgatory.synced_delay", g.SyncedDelay)
-	v.nonNegative("purgatory.own_relay_delay", g.OwnRelayDelay)
-	if len(g.Backoff) == 0 {
-		v.fail("purgatory.backoff", "must not be empty", g.Backoff)
-	}
-	for i, d := range g.Backoff {
-		v.positive(fmt.Sprintf("purgatory.backoff[%d]", i), d)
-	}
-	v.positive("purgatory.expiry", g.Expiry)
-	v.positive("purgatory.nostr_url_cache_ttl", g.NostrURLCacheTTL)
-	v.positive("purgatory.nip05_timeout", g.NIP05Timeout)
-	v.positiveInt("purgatory.domain_concurrency", g.DomainConcurrency)
-	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
-	v.positive("purgatory.domain_window", g.DomainWindow)
-	v.positive("purgatory.git_timeout", g.GitTimeout)
-	v.positive("purgatory.failure_log_interval", g.FailureLogInterval)
-	v.positiveInt("purgatory.max_entries", g.MaxEntries)
+	v.section("publisher", c.Publisher.Config.Validate())
+	v.section("publisher", c.Publisher.OwnHeldConfig.Validate())
+	v.section("purgatory", c.Purgatory.Config.Validate())
 
 	n := c.Negentropy
 	if n.FrameLimit < 4096 {
@@ -253,26 +221,17 @@ func (c *Config) Validate() error {
 	v.positive("trusted.lookback", t.Lookback)
 	v.positiveInt("trusted.max_events_per_cycle", t.MaxEventsPerCycle)
 
-	j := c.Rejected
-	v.positive("rejected.hot_ttl", j.HotTTL)
-	v.positiveInt("rejected.hot_max", j.HotMax)
-	v.positive("rejected.cold_ttl", j.ColdTTL)
-	v.positiveInt("rejected.cold_max", j.ColdMax)
+	v.section("rejected", c.Rejected.Validate())
 
 	l := c.Limits
-	v.positiveInt("limits.max_event_bytes", l.MaxEventBytes)
+	v.section("limits", l.EventLimits.Validate())
 	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= MiB {
 		v.fail("limits.max_event_bytes", "must be <= relay.max_message_bytes ("+strconv.Itoa(r.MaxMessageBytes)+")", l.MaxEventBytes)
 	}
-	v.positiveInt("limits.max_event_tags", l.MaxEventTags)
 	v.positiveInt("limits.max_relays_per_announcement", l.MaxRelaysPerAnnouncement)
 	v.positiveInt("limits.max_tracked_relays", l.MaxTrackedRelays)
 	v.positiveInt("limits.max_repositories", l.MaxRepositories)
-	v.positiveInt("limits.relay_event_rate", l.RelayEventRate)
-	v.positiveInt("limits.relay_queue", l.RelayQueue)
-	if l.RelayQueueBytes < 0 {
-		v.fail("limits.relay_queue_bytes", "must be >= 0", l.RelayQueueBytes)
-	}
+	v.section("limits", l.RelayLimits.Validate())
 	if c.Memory.GCHeadroomMiB < 0 {
 		v.fail("memory.gc_headroom_mib", "must be >= 0 (0: off)", c.Memory.GCHeadroomMiB)
 	}

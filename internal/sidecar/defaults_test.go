@@ -8,10 +8,7 @@ import (
 	"testing"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
-	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
-	"github.com/grasp-sync/grasp-sync/internal/publish"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
@@ -42,9 +39,6 @@ func TestDefaultsAgree(t *testing.T) {
 			},
 		},
 		{
-			name: "publish.Config", mapped: publishConfig(cfg), engine: publish.DefaultConfig(),
-		},
-		{
 			name: "neg.Options", mapped: negOptions(cfg), engine: neg.DefaultOptions(),
 			exclude: map[string]string{
 				"MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
@@ -58,17 +52,6 @@ func TestDefaultsAgree(t *testing.T) {
 				"Bootstrap":                        "site-specific relay URLs, no default",
 				"Trusted.Relays":                   "site-specific relay URLs, no default",
 				"Negentropy.Options.MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
-			},
-		},
-		{
-			name: "ingest.Config", mapped: ingestConfig(cfg), engine: ingest.DefaultConfig(),
-		},
-		{
-			name: "purgatory.Config", mapped: purgatoryConfig(cfg), engine: purgatory.DefaultConfig(),
-			exclude: map[string]string{
-				"GitDir":                "site-specific path, no default (empty disables purgatory)",
-				"OwnDomain":             "site-specific host (service_domain), no default",
-				"AllowPrivateAddresses": "deliberately true in the sidecar: netpolicy's git guard applies dial.allow instead",
 			},
 		},
 	}
