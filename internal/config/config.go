@@ -46,7 +46,7 @@ type Config struct {
 	Log        Log                   `yaml:"log" help:"Logging."`
 	Auth       Auth                  `yaml:"auth" help:"NIP-42 authentication to the own relay."`
 	Dial       Dial                  `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
-	Relay      Relay                 `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
+	Relay      relay.Settings        `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
 	Sync       Sync                  `yaml:"sync" help:"GRASP-02 proactive sync."`
 	Health     health.Config         `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
 	Publisher  Publisher             `yaml:"publisher" help:"Publishing events into the own relay."`
@@ -102,17 +102,6 @@ type Auth struct {
 // Dial configures which destinations announcements may make us connect to.
 type Dial struct {
 	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs (and NIP-05 domains of nostr:// clone URLs) may reach even though they are loopback, private, link-local or metadata addresses."`
-}
-
-// Relay configures every WebSocket connection.
-type Relay struct {
-	MaxMessageBytes  int           `yaml:"max_message_bytes" help:"Largest inbound WebSocket message in bytes (at least 1 MiB: strfry sends ~1 MB NEG-MSG frames)."`
-	WriteTimeout     time.Duration `yaml:"write_timeout" help:"Deadline for writing one message."`
-	PingInterval     time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
-	PongTimeout      time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
-	WriteFailedGrace time.Duration `yaml:"write_failed_grace" help:"How long a failed write waits for the relay's reason for closing the connection (status 1009: message too big, from which a smaller limit is learned) before reporting the failure as it is; 0: no wait."`
-	ReadPause        time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once; at most 100ms."`
-	ConnectTimeout   time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
 }
 
 // Sync configures GRASP-02 proactive sync.
@@ -199,7 +188,6 @@ const MiB = 1 << 20
 // written once. Only settings no engine reads (the HTTP surface, shutdown,
 // logging, the dial allow list, whether purgatory runs) are defined here.
 func Default() *Config {
-	ropts := relay.DefaultOptions()
 	sync := reposync.DefaultConfig()
 	nopts := sync.Negentropy.Options
 	in := ingest.DefaultConfig()
@@ -210,15 +198,7 @@ func Default() *Config {
 		ShutdownGrace:   10 * time.Second,
 		Log:             Log{Level: "info", Format: "json", ProgressInterval: 10 * time.Second},
 		Dial:            Dial{Allow: []string{}},
-		Relay: Relay{
-			MaxMessageBytes:  int(ropts.MaxMessageBytes),
-			WriteTimeout:     ropts.WriteTimeout,
-			PingInterval:     ropts.PingInterval,
-			PongTimeout:      ropts.PongTimeout,
-			WriteFailedGrace: ropts.WriteFailedGrace,
-			ReadPause:        ropts.ReadPause,
-			ConnectTimeout:   relay.DefaultConnectTimeout,
-		},
+		Relay:           relay.DefaultSettings(),
 		Sync: Sync{
 			SelfKinds:              slices.Clone(sync.SelfKinds),
 			BatchWindow:            sync.BatchWindow,

@@ -139,21 +139,7 @@ func (c *Config) Validate() error {
 	}
 
 	r := c.Relay
-	if r.MaxMessageBytes < MiB {
-		v.fail("relay.max_message_bytes", "must be >= 1048576", r.MaxMessageBytes)
-	}
-	v.positive("relay.write_timeout", r.WriteTimeout)
-	v.positive("relay.ping_interval", r.PingInterval)
-	v.positive("relay.pong_timeout", r.PongTimeout)
-	v.nonNegative("relay.write_failed_grace", r.WriteFailedGrace)
-	v.nonNegative("relay.read_pause", r.ReadPause)
-	if r.ReadPause > relay.MaxReadPause {
-		v.fail("relay.read_pause", "must be <= "+relay.MaxReadPause.String(), r.ReadPause)
-	}
-	if r.PongTimeout > 0 && r.PingInterval > 0 && r.PongTimeout <= r.PingInterval {
-		v.fail("relay.pong_timeout", "must be > relay.ping_interval ("+FormatDuration(r.PingInterval)+")", r.PongTimeout)
-	}
-	v.positive("relay.connect_timeout", r.ConnectTimeout)
+	v.section("relay", r.Validate())
 
 	s := c.Sync
 	if len(s.SelfKinds) == 0 {
@@ -225,7 +211,7 @@ func (c *Config) Validate() error {
 
 	l := c.Limits
 	v.section("limits", l.EventLimits.Validate())
-	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= MiB {
+	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= relay.MinMessageBytes {
 		v.fail("limits.max_event_bytes", "must be <= relay.max_message_bytes ("+strconv.Itoa(r.MaxMessageBytes)+")", l.MaxEventBytes)
 	}
 	v.positiveInt("limits.max_relays_per_announcement", l.MaxRelaysPerAnnouncement)

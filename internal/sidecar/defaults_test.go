@@ -9,7 +9,6 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
@@ -31,13 +30,6 @@ func TestDefaultsAgree(t *testing.T) {
 		engine  any
 		exclude map[string]string // field path → why it is not compared
 	}{
-		{
-			name: "relay.Options", mapped: RelayOptions(cfg), engine: relay.DefaultOptions(),
-			exclude: map[string]string{
-				"HTTPClient": "dependency injected by New from Deps.HTTPClient",
-				"Logger":     "dependency injected by New per component",
-			},
-		},
 		{
 			name: "neg.Options", mapped: negOptions(cfg), engine: neg.DefaultOptions(),
 			exclude: map[string]string{

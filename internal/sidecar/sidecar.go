@@ -255,17 +255,12 @@ func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 // engine's default; defaults_test.go checks that these functions map it
 // back onto that default, field by field.
 
-// RelayOptions maps cfg onto the base options of every relay connection
-// (without the HTTP client and logger, which New injects); check uses it
-// too.
+// RelayOptions are the base options of every relay connection: the
+// relay section's settings (without the HTTP client and logger, which New
+// injects); check uses it too.
 func RelayOptions(cfg *config.Config) relay.Options {
 	ropts := relay.DefaultOptions()
-	ropts.MaxMessageBytes = int64(cfg.Relay.MaxMessageBytes)
-	ropts.WriteTimeout = cfg.Relay.WriteTimeout
-	ropts.PingInterval = cfg.Relay.PingInterval
-	ropts.PongTimeout = cfg.Relay.PongTimeout
-	ropts.WriteFailedGrace = cfg.Relay.WriteFailedGrace
-	ropts.ReadPause = cfg.Relay.ReadPause
+	ropts.Settings = cfg.Relay
 	return ropts
 }
 
