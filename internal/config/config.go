@@ -21,6 +21,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/memlimit"
+	"github.com/grasp-sync/grasp-sync/internal/procs"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -55,32 +56,9 @@ type Config struct {
 	Trusted    Trusted               `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
 	Rejected   ingest.RejectedConfig `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
 	Limits     Limits                `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
-	State      State                 `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
-	Memory     Memory                `yaml:"memory" help:"The Go runtime's memory use."`
-	CPU        CPU                   `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
-}
-
-// CPU configures how many threads run the sidecar's Go code at once.
-type CPU struct {
-	MaxProcs int `yaml:"max_procs" help:"How many threads run Go code at once (GOMAXPROCS). The sidecar uses a fraction of a CPU and hands each event from goroutine to goroutine; more threads than it keeps busy cost CPU in waking each other (BENCHMARKS.md). Raise it when the sidecar's CPU (process_cpu_seconds_total) sits at cpu.max_procs CPUs while a sync is behind. 0: automatic: GOMAXPROCS when the environment sets it, else 1. -1: as the Go runtime decides (GOMAXPROCS, else the machine's CPUs or the container's CPU limit, rounded up, at least 2). At most 1024."`
-}
-
-// Memory configures the Go runtime's soft memory limit and the collector's
-// headroom over the live heap.
-type Memory struct {
-	GCHeadroomMiB int `yaml:"gc_headroom_mib" help:"How far in MiB the Go heap may grow past the live heap before the garbage collector runs: after each collection GOGC is lowered so the heap goal is the live heap plus this (never below GOGC 20), and the soft memory limit is set half this further (never above memory.limit_mib's), so the resident memory grows with the indexes, not with twice them, and freed memory goes back to the OS. A live heap below it keeps GOGC (100 unless the environment sets it) and the collector's usual cost; a larger one costs collections in proportion. 0: off, GOGC alone."`
-	LimitMiB      int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
-}
-
-// State configures the persistent sync state.
-type State struct {
-	Dir           string        `yaml:"dir" flag:"state-dir" help:"Directory of the sync state store (one bbolt file: the local index, purgatory's held events). Empty: memory only, every restart reads the own relay again and held events are lost. Give each own relay its own directory."`
-	FlushInterval time.Duration `yaml:"flush_interval" help:"Interval between batched writes of the sync state (what changed since the last one, in one transaction)."`
-	// The intervals below pace what a flush writes (statestore.Options).
-	Heartbeat        time.Duration `yaml:"heartbeat" help:"Longest interval between writes of timestamps alone (a relay last seen up, how far the own relay was read), so an idle sidecar does not commit every flush_interval."`
-	RejectedInterval time.Duration `yaml:"rejected_interval" help:"Shortest interval between rewrites of the rejected index (up to a million ids) while it changes; it is always written at shutdown."`
-	UsageInterval    time.Duration `yaml:"usage_interval" help:"Shortest interval between walks of the store for the bytes in use per part (status, metrics)."`
-	LockTimeout      time.Duration `yaml:"lock_timeout" help:"How long start-up waits for another process's lock on the state file before giving up."`
+	State      statestore.Config     `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+	Memory     memlimit.Config       `yaml:"memory" help:"The Go runtime's memory use."`
+	CPU        procs.Config          `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
 }
 
 // Log configures logging.
@@ -249,12 +227,9 @@ func Default() *Config {
 			MaxRepositories:          sync.MaxRepositories,
 			RelayLimits:              in.RelayLimits,
 		},
-		State: State{
-			FlushInterval: statestore.DefaultFlushInterval, Heartbeat: statestore.DefaultHeartbeat,
-			RejectedInterval: statestore.DefaultRejectedInterval, UsageInterval: statestore.DefaultUsageInterval,
-			LockTimeout: statestore.DefaultLockTimeout,
-		},
-		Memory: Memory{GCHeadroomMiB: memlimit.DefaultHeadroomMiB},
+		State:  statestore.DefaultConfig(),
+		Memory: memlimit.DefaultConfig(),
+		CPU:    procs.DefaultConfig(),
 	}
 }
 

@@ -78,10 +78,6 @@ func validHostPort(s string) bool {
 	return net.ParseIP(host) != nil || hostnameRE.MatchString(host)
 }
 
-// MaxProcsLimit bounds cpu.max_procs: the runtime has no bound, and a
-// typo of a million would make a million schedulers.
-const MaxProcsLimit = 1024
-
 // Validate checks every field and returns all problems joined; each is a
 // *ValidationError (errors.Is(err, ErrInvalid) holds).
 func (c *Config) Validate() error {
@@ -111,11 +107,7 @@ func (c *Config) Validate() error {
 		v.fail("listen", "must have a numeric port", c.Listen)
 	}
 	v.positive("shutdown_grace", c.ShutdownGrace)
-	v.positive("state.flush_interval", c.State.FlushInterval)
-	v.positive("state.heartbeat", c.State.Heartbeat)
-	v.positive("state.rejected_interval", c.State.RejectedInterval)
-	v.positive("state.usage_interval", c.State.UsageInterval)
-	v.positive("state.lock_timeout", c.State.LockTimeout)
+	v.section("state", c.State.Validate())
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -218,15 +210,8 @@ func (c *Config) Validate() error {
 	v.positiveInt("limits.max_tracked_relays", l.MaxTrackedRelays)
 	v.positiveInt("limits.max_repositories", l.MaxRepositories)
 	v.section("limits", l.RelayLimits.Validate())
-	if c.Memory.GCHeadroomMiB < 0 {
-		v.fail("memory.gc_headroom_mib", "must be >= 0 (0: off)", c.Memory.GCHeadroomMiB)
-	}
-	if c.Memory.LimitMiB < -1 {
-		v.fail("memory.limit_mib", "must be >= -1 (-1: none, 0: automatic)", c.Memory.LimitMiB)
-	}
-	if c.CPU.MaxProcs < -1 || c.CPU.MaxProcs > MaxProcsLimit {
-		v.fail("cpu.max_procs", fmt.Sprintf("must be in -1..%d (-1: the Go runtime's choice, 0: automatic)", MaxProcsLimit), c.CPU.MaxProcs)
-	}
+	v.section("memory", c.Memory.Validate())
+	v.section("cpu", c.CPU.Validate())
 
 	return v.Err()
 }
