@@ -21,6 +21,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/memlimit"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/procs"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
@@ -111,12 +112,12 @@ type Sync struct {
 	HistoricMaxBytes       int           `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: a REQ is sent only while the others leave room for 32 events of the average size held so far (2 KiB at first); one already sent may take the bound over by what it receives. 0: no byte bound (historic_max_events still bounds them)."`
 }
 
-// Negentropy configures NIP-77 reconciliation.
+// Negentropy configures NIP-77 reconciliation: the sessions' settings are
+// neg's; the others are the sync engine's (still declared here until it
+// owns them).
 type Negentropy struct {
-	Enabled         bool          `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
-	FrameLimit      int           `yaml:"frame_limit" help:"Largest NEG-MSG we send, in binary bytes before hex (strfry refuses frames over 131072 bytes of hex)."`
-	InitialTimeout  time.Duration `yaml:"initial_timeout" help:"Wait for the first answer to NEG-OPEN; no answer means unsupported."`
-	IdleTimeout     time.Duration `yaml:"idle_timeout" help:"Wait for each further NEG-MSG."`
+	Enabled         bool `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
+	neg.Settings    `yaml:",inline"`
 	FetchBatch      int           `yaml:"fetch_batch" help:"Event ids per REQ when fetching what reconciliation found missing."`
 	SupportCacheTTL time.Duration `yaml:"support_cache_ttl" help:"How long a relay's NIP-77 support (or lack of it) is remembered."`
 	ClaimWait       time.Duration `yaml:"claim_wait" help:"Each missing event is fetched from one relay at a time: how long a fetch waits for another relay's fetch of the same ids, after that fetch was last heard of (sent, receiving or handing on an event), before asking its own relay."`
@@ -167,7 +168,6 @@ const MiB = 1 << 20
 // logging, the dial allow list, whether purgatory runs) are defined here.
 func Default() *Config {
 	sync := reposync.DefaultConfig()
-	nopts := sync.Negentropy.Options
 	in := ingest.DefaultConfig()
 	return &Config{
 		BootstrapRelays: []string{},
@@ -207,9 +207,7 @@ func Default() *Config {
 		Purgatory: Purgatory{Enabled: true, Config: purgatory.DefaultConfig()},
 		Negentropy: Negentropy{
 			Enabled:         sync.Negentropy.Enabled,
-			FrameLimit:      nopts.FrameLimit,
-			InitialTimeout:  nopts.InitialTimeout,
-			IdleTimeout:     nopts.IdleTimeout,
+			Settings:        neg.DefaultSettings(),
 			FetchBatch:      sync.Negentropy.FetchBatch,
 			SupportCacheTTL: sync.Negentropy.SupportTTL,
 			ClaimWait:       sync.Negentropy.ClaimWait,

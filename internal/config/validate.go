@@ -185,11 +185,7 @@ func (c *Config) Validate() error {
 	v.section("purgatory", c.Purgatory.Config.Validate())
 
 	n := c.Negentropy
-	if n.FrameLimit < 4096 {
-		v.fail("negentropy.frame_limit", "must be >= 4096", n.FrameLimit)
-	}
-	v.positive("negentropy.initial_timeout", n.InitialTimeout)
-	v.positive("negentropy.idle_timeout", n.IdleTimeout)
+	v.section("negentropy", n.Settings.Validate())
 	v.positiveInt("negentropy.fetch_batch", n.FetchBatch)
 	v.positive("negentropy.support_cache_ttl", n.SupportCacheTTL)
 	v.positive("negentropy.claim_wait", n.ClaimWait)

@@ -275,9 +275,7 @@ func dialOwnReader(ctx context.Context, url string, opts relay.Options) (*relay.
 // negOptions maps cfg onto the options of every negentropy session.
 func negOptions(cfg *config.Config) neg.Options {
 	nopts := neg.DefaultOptions()
-	nopts.FrameLimit = cfg.Negentropy.FrameLimit
-	nopts.InitialTimeout = cfg.Negentropy.InitialTimeout
-	nopts.IdleTimeout = cfg.Negentropy.IdleTimeout
+	nopts.Settings = cfg.Negentropy.Settings
 	nopts.MaxInboundHex = 2 * cfg.Relay.MaxMessageBytes
 	return nopts
 }
