@@ -100,7 +100,7 @@ type Sync struct {
 	EOSETimeout            time.Duration `yaml:"eose_timeout" help:"How long to wait for EOSE of a historic REQ before treating it as failed."`
 	OwnReconnectBase       time.Duration `yaml:"own_reconnect_base" help:"First wait before the self-subscription redials the own relay after losing it; doubles per failure up to own_reconnect_max."`
 	OwnReconnectMax        time.Duration `yaml:"own_reconnect_max" help:"Longest wait between the self-subscription's redials of the own relay."`
-	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures (events held in purgatory, a second copy of an id in flight). 0 means automatic: as many as the threads running Go code (cpu.max_procs)."`
+	ingest.VerifyConfig    `yaml:",inline"`
 	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
 	HistoricRetryBase      time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
@@ -200,7 +200,7 @@ func Default() *Config {
 			EOSETimeout:            sync.EOSETimeout,
 			OwnReconnectBase:       sync.OwnReconnectBase,
 			OwnReconnectMax:        sync.OwnReconnectMax,
-			VerifyWorkers:          in.Workers,
+			VerifyConfig:           in.VerifyConfig,
 		},
 		Health:    health.DefaultConfig(),
 		Publisher: Publisher{Config: publish.DefaultConfig(), OwnHeldConfig: in.OwnHeldConfig},

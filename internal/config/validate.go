@@ -174,9 +174,7 @@ func (c *Config) Validate() error {
 	if s.OwnReconnectMax < s.OwnReconnectBase {
 		v.fail("sync.own_reconnect_max", "must be >= sync.own_reconnect_base ("+FormatDuration(s.OwnReconnectBase)+")", s.OwnReconnectMax)
 	}
-	if s.VerifyWorkers < 0 {
-		v.fail("sync.verify_workers", "must be >= 0 (0 means GOMAXPROCS)", s.VerifyWorkers)
-	}
+	v.section("sync", s.VerifyConfig.Validate())
 
 	v.section("health", c.Health.Validate())
 

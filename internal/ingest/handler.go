@@ -55,8 +55,7 @@ type Purgatory interface {
 // RelayLimits (limits), Rejected (rejected) and OwnHeldConfig (publisher).
 // Start from DefaultConfig.
 type Config struct {
-	// Workers verifying signatures; 0 means GOMAXPROCS.
-	Workers int
+	VerifyConfig
 	// QueueLen is the number of received events waiting for a worker;
 	// receivers block when it is full.
 	QueueLen int
@@ -72,6 +71,23 @@ type Config struct {
 	// Rejected bounds the RejectedIndex.
 	Rejected RejectedConfig
 	OwnHeldConfig
+}
+
+// VerifyConfig sizes the signature verification (the configuration's
+// sync section).
+type VerifyConfig struct {
+	// VerifyWorkers is the number of goroutines verifying signatures; 0
+	// means GOMAXPROCS.
+	VerifyWorkers int `yaml:"verify_workers" help:"Goroutines verifying event signatures (events held in purgatory, a second copy of an id in flight). 0 means automatic: as many as the threads running Go code (cpu.max_procs)."`
+}
+
+// Validate reports every invalid field, keyed by its YAML key.
+func (c VerifyConfig) Validate() error {
+	v := setting.Checks{}
+	if c.VerifyWorkers < 0 {
+		v.Fail("verify_workers", "must be >= 0 (0 means GOMAXPROCS)", c.VerifyWorkers)
+	}
+	return v.Err()
 }
 
 // EventLimits bound one event (the configuration's limits section).
@@ -229,8 +245,8 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if cfg.OwnPurgatoryRecheck <= 0 {
 		cfg.OwnPurgatoryRecheck = DefaultOwnHeldRecheck
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+	if cfg.VerifyWorkers <= 0 {
+		cfg.VerifyWorkers = runtime.GOMAXPROCS(0)
 	}
 	if d.Log == nil {
 		d.Log = zap.NewNop()
@@ -300,7 +316,7 @@ func (h *Handler) Run(ctx context.Context) error {
 		defer h.wg.Done()
 		h.runHeldRecheck(ctx)
 	}()
-	for i := 0; i < h.cfg.Workers; i++ {
+	for i := 0; i < h.cfg.VerifyWorkers; i++ {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()

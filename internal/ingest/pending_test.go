@@ -14,7 +14,7 @@ import (
 // state store does not take the sidecar for idle (and save relay states
 // that claim it) while the retry waits.
 func TestPendingCountsQueuedRetries(t *testing.T) {
-	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}, Workers: 1})
+	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}, VerifyConfig: VerifyConfig{VerifyWorkers: 1}})
 	ev := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "reply"})
 	if !h.retry(ev) {
 		t.Fatal("retry queue refused the event")

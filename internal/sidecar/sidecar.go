@@ -334,7 +334,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 // publisher, sync.verify_workers).
 func ingestConfig(cfg *config.Config) ingest.Config {
 	icfg := ingest.DefaultConfig()
-	icfg.Workers = cfg.Sync.VerifyWorkers
+	icfg.VerifyConfig = cfg.Sync.VerifyConfig
 	icfg.EventLimits = cfg.Limits.EventLimits
 	icfg.RelayLimits = cfg.Limits.RelayLimits
 	// One relay may fill half of the shared queue at most.
