@@ -6,12 +6,22 @@
 // refused) → environment (GRASP_SYNC_*) → command-line flags → Validate.
 // A zero value given explicitly is a value, never "unset".
 //
-// Every setting is described once, by the Config struct and its tags; the
-// flag table, the environment names, CONFIGURATION.md and the reference
-// grasp-sync.example.yml are all derived from it (see Settings).
-//
-// Defaults are not written here: Default copies each engine package's own
-// (DefaultConfig, DefaultOptions), so no engine package may import config.
+// Every setting is declared once: its field, YAML key, help text, default
+// and check sit together in the package that reads it. An engine package
+// owns a settings type (health.Config, publish.Config, relay.Settings, …)
+// whose fields carry the yaml and help tags, a DefaultConfig (or
+// DefaultSettings) and a Validate method reporting setting.Errors keyed by
+// those YAML keys. Config embeds these types as its sections, inline
+// (`yaml:",inline"`) where one section's keys come from several packages;
+// the flag table, the environment names, CONFIGURATION.md and the
+// reference grasp-sync.example.yml are all derived from the tags (see
+// Settings). Default assembles the packages' defaults, and Validate
+// qualifies their errors with the section's path and adds the checks that
+// span sections. Only settings no engine reads (the HTTP surface,
+// shutdown, logging, the dial allow list, whether purgatory runs) are
+// declared in this package, and so are, until it owns them, the sync
+// engine's (sync, parts of negentropy and limits, trusted). No engine
+// package may import config.
 package config
 
 import (
@@ -35,7 +45,9 @@ import (
 // Struct tags: `yaml` names the key, `help` documents it, `flag` overrides the
 // derived flag name (default: the dotted YAML path with '_' replaced by '-'),
 // `env` overrides the derived environment name (default: GRASP_SYNC_ plus
-// the flag name upper-cased with '.' and '-' replaced by '_').
+// the flag name upper-cased with '.' and '-' replaced by '_'). The tags are
+// read on each section's type wherever it is declared; a field tagged
+// `yaml:",inline"` adds its struct's keys to the enclosing section.
 type Config struct {
 	OwnRelay        string        `yaml:"own_relay" help:"WebSocket URL (ws:// or wss://) of the operator's own relay. Required."`
 	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected for discovery: asked for every announcement and state (layer 1); for a repository's other events only when it lists them, or with sync.bootstrap_all_layers (ws:// or wss://)."`
@@ -156,16 +168,15 @@ type Limits struct {
 	ingest.RelayLimits       `yaml:",inline"`
 }
 
-// MiB is 1 << 20 bytes.
-const MiB = 1 << 20
-
 // Default returns the configuration with every default filled in. OwnRelay
 // is empty and must be set before Validate succeeds.
 //
 // Each engine package owns the defaults of the settings it reads (its
-// DefaultConfig or DefaultOptions); Default copies them, so every number is
-// written once. Only settings no engine reads (the HTTP surface, shutdown,
-// logging, the dial allow list, whether purgatory runs) are defined here.
+// DefaultConfig or DefaultSettings); Default assembles them. Only settings
+// no engine reads (the HTTP surface, shutdown, logging, the dial allow
+// list, whether purgatory runs) are defined here, and, until the sync
+// engine owns its settings type, the sync engine's, copied from
+// reposync.DefaultConfig.
 func Default() *Config {
 	sync := reposync.DefaultConfig()
 	in := ingest.DefaultConfig()

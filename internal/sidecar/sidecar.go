@@ -248,12 +248,10 @@ func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 	return nil
 }
 
-// The functions below map the configuration onto each engine's own
-// settings. They are pure: every field an engine reads from the
-// configuration is set here and nowhere else, and fields the configuration
-// does not cover keep the engine's default. config.Default() copies each
-// engine's default; defaults_test.go checks that these functions map it
-// back onto that default, field by field.
+// The configuration's sections are the engines' own settings types, passed
+// to them as they are; the functions below add what New derives from other
+// sections. syncConfig alone still maps field by field, until the sync
+// engine owns its settings type (defaults_test.go checks it meanwhile).
 
 // RelayOptions are the base options of every relay connection: the
 // relay section's settings (without the HTTP client and logger, which New
