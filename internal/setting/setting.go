@@ -135,30 +135,40 @@ func number(v any) float64 {
 	panic(fmt.Sprintf("setting: cannot compare %T", v))
 }
 
-// Add records err as is (nil is ignored): a check of a nested settings
-// type, already qualified (Within).
+// Add records the problems in err (nil is ignored; a joined error adds
+// each of its errors): a check of a nested settings type, already
+// qualified (Within).
 func (c *Checks) Add(err error) {
-	if err != nil {
-		c.errs = append(c.errs, err)
+	c.errs = append(c.errs, flatten(err)...)
+}
+
+// flatten lists the errors of an errors.Join tree, nil for nil.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
 	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }
 
 // Err returns every problem recorded, joined, or nil.
 func (c *Checks) Err() error { return errors.Join(c.errs...) }
 
 // Within qualifies every *Error in err (a single error or an errors.Join
-// of them) with the section's YAML path: "jitter" becomes "health.jitter",
+// tree of them, which it flattens) with the section's YAML path: "jitter" becomes "health.jitter",
 // and so does a compared peer's key. Other errors are kept as they are.
 // A nil err stays nil.
 func Within(section string, err error) error {
-	if err == nil {
+	list := flatten(err)
+	if list == nil {
 		return nil
-	}
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
 	}
 	out := make([]error, 0, len(list))
 	for _, e := range list {
