@@ -79,7 +79,10 @@ func validHostPort(s string) bool {
 }
 
 // Validate checks every field and returns all problems joined; each is a
-// *ValidationError (errors.Is(err, ErrInvalid) holds).
+// *ValidationError (errors.Is(err, ErrInvalid) holds). A section served by
+// an engine's settings type is checked by its Validate, whose errors are
+// qualified with the section's path; the checks that span sections, and
+// those of the settings declared here, are made here.
 func (c *Config) Validate() error {
 	v := &validator{}
 
@@ -133,6 +136,8 @@ func (c *Config) Validate() error {
 	r := c.Relay
 	v.section("relay", r.Validate())
 
+	// The sync engine's settings are still declared and checked here,
+	// until it owns its settings type like the packages below.
 	s := c.Sync
 	if len(s.SelfKinds) == 0 {
 		v.fail("sync.self_kinds", "must not be empty", s.SelfKinds)
@@ -197,6 +202,7 @@ func (c *Config) Validate() error {
 
 	l := c.Limits
 	v.section("limits", l.EventLimits.Validate())
+	// Spans two sections: an event must fit in a message.
 	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= relay.MinMessageBytes {
 		v.fail("limits.max_event_bytes", "must be <= relay.max_message_bytes ("+strconv.Itoa(r.MaxMessageBytes)+")", l.MaxEventBytes)
 	}
