@@ -251,7 +251,7 @@ func startPurgatory(t testing.TB, mut func(*purgatory.Config)) *pgEnv {
 	cfg.GitDir = t.TempDir()
 	cfg.OwnDomain = "own.example:443"
 	cfg.AllowPrivateAddresses = true
-	cfg.GitCommandTimeout = 20 * time.Second
+	cfg.GitTimeout = 20 * time.Second
 	if mut != nil {
 		mut(&cfg)
 	}

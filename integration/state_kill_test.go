@@ -93,7 +93,7 @@ func (p *binProc) ready() bool {
 // intake time of every held event.
 func persistedHeld(t *testing.T, dir, own string) map[string]time.Time {
 	t.Helper()
-	s, err := statestore.Open(statestore.Options{Dir: dir, OwnRelay: own})
+	s, err := statestore.Open(statestore.Options{Config: statestore.Config{Dir: dir}, OwnRelay: own})
 	if err != nil {
 		t.Fatal(err)
 	}

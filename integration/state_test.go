@@ -159,7 +159,7 @@ func TestBadStoreGivesWorkingSidecar(t *testing.T) {
 		damage func(t *testing.T, dir string)
 	}{
 		{"other-relay", zapcore.InfoLevel, func(t *testing.T, dir string) {
-			s, err := statestore.Open(statestore.Options{Dir: dir, OwnRelay: "ws://another-relay.example"})
+			s, err := statestore.Open(statestore.Options{Config: statestore.Config{Dir: dir}, OwnRelay: "ws://another-relay.example"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestBadStoreGivesWorkingSidecar(t *testing.T) {
 			db.Close()
 		}},
 		{"corrupt", zapcore.WarnLevel, func(t *testing.T, dir string) {
-			s, err := statestore.Open(statestore.Options{Dir: dir, OwnRelay: "ws://x.example"})
+			s, err := statestore.Open(statestore.Options{Config: statestore.Config{Dir: dir}, OwnRelay: "ws://x.example"})
 			if err != nil {
 				t.Fatal(err)
 			}

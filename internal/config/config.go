@@ -6,12 +6,22 @@
 // refused) → environment (GRASP_SYNC_*) → command-line flags → Validate.
 // A zero value given explicitly is a value, never "unset".
 //
-// Every setting is described once, by the Config struct and its tags; the
-// flag table, the environment names, CONFIGURATION.md and the reference
-// grasp-sync.example.yml are all derived from it (see Settings).
-//
-// Defaults are not written here: Default copies each engine package's own
-// (DefaultConfig, DefaultOptions), so no engine package may import config.
+// Every setting is declared once: its field, YAML key, help text, default
+// and check sit together in the package that reads it. An engine package
+// owns a settings type (health.Config, publish.Config, relay.Settings, …)
+// whose fields carry the yaml and help tags, a DefaultConfig (or
+// DefaultSettings) and a Validate method reporting setting.Errors keyed by
+// those YAML keys. Config embeds these types as its sections, inline
+// (`yaml:",inline"`) where one section's keys come from several packages;
+// the flag table, the environment names, CONFIGURATION.md and the
+// reference grasp-sync.example.yml are all derived from the tags (see
+// Settings). Default assembles the packages' defaults, and Validate
+// qualifies their errors with the section's path and adds the checks that
+// span sections. Only settings no engine reads (the HTTP surface,
+// shutdown, logging, the dial allow list, whether purgatory runs) are
+// declared in this package, and so are, until it owns them, the sync
+// engine's (sync, parts of negentropy and limits, trusted). No engine
+// package may import config.
 package config
 
 import (
@@ -21,6 +31,8 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/memlimit"
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/procs"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -33,7 +45,9 @@ import (
 // Struct tags: `yaml` names the key, `help` documents it, `flag` overrides the
 // derived flag name (default: the dotted YAML path with '_' replaced by '-'),
 // `env` overrides the derived environment name (default: GRASP_SYNC_ plus
-// the flag name upper-cased with '.' and '-' replaced by '_').
+// the flag name upper-cased with '.' and '-' replaced by '_'). The tags are
+// read on each section's type wherever it is declared; a field tagged
+// `yaml:",inline"` adds its struct's keys to the enclosing section.
 type Config struct {
 	OwnRelay        string        `yaml:"own_relay" help:"WebSocket URL (ws:// or wss://) of the operator's own relay. Required."`
 	BootstrapRelays []string      `yaml:"bootstrap_relays" flag:"bootstrap-relay" help:"Relays always connected for discovery: asked for every announcement and state (layer 1); for a repository's other events only when it lists them, or with sync.bootstrap_all_layers (ws:// or wss://)."`
@@ -43,44 +57,21 @@ type Config struct {
 	Listen          string        `yaml:"listen" help:"Address of the HTTP surface (/metrics, /healthz, /readyz, /status)."`
 	ShutdownGrace   time.Duration `yaml:"shutdown_grace" help:"On SIGTERM/SIGINT, time allowed to flush the publisher and wait for git commands before giving up."`
 
-	Log        Log        `yaml:"log" help:"Logging."`
-	Auth       Auth       `yaml:"auth" help:"NIP-42 authentication to the own relay."`
-	Dial       Dial       `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
-	Relay      Relay      `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
-	Sync       Sync       `yaml:"sync" help:"GRASP-02 proactive sync."`
-	Health     Health     `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
-	Publisher  Publisher  `yaml:"publisher" help:"Publishing events into the own relay."`
-	Purgatory  Purgatory  `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
-	Negentropy Negentropy `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
-	Trusted    Trusted    `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
-	Rejected   Rejected   `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
-	Limits     Limits     `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
-	State      State      `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
-	Memory     Memory     `yaml:"memory" help:"The Go runtime's memory use."`
-	CPU        CPU        `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
-}
-
-// CPU configures how many threads run the sidecar's Go code at once.
-type CPU struct {
-	MaxProcs int `yaml:"max_procs" help:"How many threads run Go code at once (GOMAXPROCS). The sidecar uses a fraction of a CPU and hands each event from goroutine to goroutine; more threads than it keeps busy cost CPU in waking each other (BENCHMARKS.md). Raise it when the sidecar's CPU (process_cpu_seconds_total) sits at cpu.max_procs CPUs while a sync is behind. 0: automatic: GOMAXPROCS when the environment sets it, else 1. -1: as the Go runtime decides (GOMAXPROCS, else the machine's CPUs or the container's CPU limit, rounded up, at least 2). At most 1024."`
-}
-
-// Memory configures the Go runtime's soft memory limit and the collector's
-// headroom over the live heap.
-type Memory struct {
-	GCHeadroomMiB int `yaml:"gc_headroom_mib" help:"How far in MiB the Go heap may grow past the live heap before the garbage collector runs: after each collection GOGC is lowered so the heap goal is the live heap plus this (never below GOGC 20), and the soft memory limit is set half this further (never above memory.limit_mib's), so the resident memory grows with the indexes, not with twice them, and freed memory goes back to the OS. A live heap below it keeps GOGC (100 unless the environment sets it) and the collector's usual cost; a larger one costs collections in proportion. 0: off, GOGC alone."`
-	LimitMiB      int `yaml:"limit_mib" help:"Soft memory limit of the Go runtime in MiB (debug.SetMemoryLimit): as the heap nears it the garbage collector runs more often, so the resident memory stays near the live heap instead of growing to about twice it, at some CPU cost. It is soft: the process exceeds it rather than fail. 0: automatic: GOMEMLIMIT when the environment sets it, else 75% of the cgroup's memory limit when one is set (a container's; the rest is left to git and memory outside the Go heap), else none. -1: none."`
-}
-
-// State configures the persistent sync state.
-type State struct {
-	Dir           string        `yaml:"dir" flag:"state-dir" help:"Directory of the sync state store (one bbolt file: the local index, purgatory's held events). Empty: memory only, every restart reads the own relay again and held events are lost. Give each own relay its own directory."`
-	FlushInterval time.Duration `yaml:"flush_interval" help:"Interval between batched writes of the sync state (what changed since the last one, in one transaction)."`
-	// The intervals below pace what a flush writes (statestore.Options).
-	Heartbeat        time.Duration `yaml:"heartbeat" help:"Longest interval between writes of timestamps alone (a relay last seen up, how far the own relay was read), so an idle sidecar does not commit every flush_interval."`
-	RejectedInterval time.Duration `yaml:"rejected_interval" help:"Shortest interval between rewrites of the rejected index (up to a million ids) while it changes; it is always written at shutdown."`
-	UsageInterval    time.Duration `yaml:"usage_interval" help:"Shortest interval between walks of the store for the bytes in use per part (status, metrics)."`
-	LockTimeout      time.Duration `yaml:"lock_timeout" help:"How long start-up waits for another process's lock on the state file before giving up."`
+	Log        Log                   `yaml:"log" help:"Logging."`
+	Auth       Auth                  `yaml:"auth" help:"NIP-42 authentication to the own relay."`
+	Dial       Dial                  `yaml:"dial" help:"Outbound connection policy for URLs learnt from announcements."`
+	Relay      relay.Settings        `yaml:"relay" help:"WebSocket connections to every relay (own and remote)."`
+	Sync       Sync                  `yaml:"sync" help:"GRASP-02 proactive sync."`
+	Health     health.Config         `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
+	Publisher  Publisher             `yaml:"publisher" help:"Publishing events into the own relay."`
+	Purgatory  Purgatory             `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
+	Negentropy Negentropy            `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
+	Trusted    Trusted               `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
+	Rejected   ingest.RejectedConfig `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
+	Limits     Limits                `yaml:"limits" help:"Bounds that keep one relay or announcement from exhausting memory."`
+	State      statestore.Config     `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
+	Memory     memlimit.Config       `yaml:"memory" help:"The Go runtime's memory use."`
+	CPU        procs.Config          `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
 }
 
 // Log configures logging.
@@ -104,17 +95,6 @@ type Dial struct {
 	Allow []string `yaml:"allow" help:"CIDRs or host names that discovered relay and clone URLs (and NIP-05 domains of nostr:// clone URLs) may reach even though they are loopback, private, link-local or metadata addresses."`
 }
 
-// Relay configures every WebSocket connection.
-type Relay struct {
-	MaxMessageBytes  int           `yaml:"max_message_bytes" help:"Largest inbound WebSocket message in bytes (at least 1 MiB: strfry sends ~1 MB NEG-MSG frames)."`
-	WriteTimeout     time.Duration `yaml:"write_timeout" help:"Deadline for writing one message."`
-	PingInterval     time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
-	PongTimeout      time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
-	WriteFailedGrace time.Duration `yaml:"write_failed_grace" help:"How long a failed write waits for the relay's reason for closing the connection (status 1009: message too big, from which a smaller limit is learned) before reporting the failure as it is; 0: no wait."`
-	ReadPause        time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once; at most 100ms."`
-	ConnectTimeout   time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
-}
-
 // Sync configures GRASP-02 proactive sync.
 type Sync struct {
 	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
@@ -132,7 +112,7 @@ type Sync struct {
 	EOSETimeout            time.Duration `yaml:"eose_timeout" help:"How long to wait for EOSE of a historic REQ before treating it as failed."`
 	OwnReconnectBase       time.Duration `yaml:"own_reconnect_base" help:"First wait before the self-subscription redials the own relay after losing it; doubles per failure up to own_reconnect_max."`
 	OwnReconnectMax        time.Duration `yaml:"own_reconnect_max" help:"Longest wait between the self-subscription's redials of the own relay."`
-	VerifyWorkers          int           `yaml:"verify_workers" help:"Goroutines verifying event signatures (events held in purgatory, a second copy of an id in flight). 0 means automatic: as many as the threads running Go code (cpu.max_procs)."`
+	ingest.VerifyConfig    `yaml:",inline"`
 	HostAll                bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
 	BootstrapAllLayers     bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
 	HistoricRetryBase      time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
@@ -144,62 +124,12 @@ type Sync struct {
 	HistoricMaxBytes       int           `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: a REQ is sent only while the others leave room for 32 events of the average size held so far (2 KiB at first); one already sent may take the bound over by what it receives. 0: no byte bound (historic_max_events still bounds them)."`
 }
 
-// Health configures per-relay health tracking.
-type Health struct {
-	BackoffBase               time.Duration `yaml:"backoff_base" help:"First reconnect delay; doubles per failure (base·2^(n−1)). Also the connect timeout of an attempt."`
-	BackoffMax                time.Duration `yaml:"backoff_max" help:"Largest reconnect delay."`
-	DeadAfter                 time.Duration `yaml:"dead_after" help:"A relay failing for this long is dead."`
-	DeadRetry                 time.Duration `yaml:"dead_retry" help:"A dead relay is tried once per this interval."`
-	RateLimitCooldown         time.Duration `yaml:"rate_limit_cooldown" help:"Pause after a rate-limited NOTICE, CLOSED or OK."`
-	StabilityPeriod           time.Duration `yaml:"stability_period" help:"A connection up this long resets the failure count."`
-	Tick                      time.Duration `yaml:"tick" help:"Health and metrics tick."`
-	NaughtyPeriod             time.Duration `yaml:"naughty_period" help:"How long a misbehaving relay stays penalised."`
-	Jitter                    float64       `yaml:"jitter" help:"Random fraction added to or removed from each backoff delay, in [0, 1)."`
-	DefaultSubscriptionBudget int           `yaml:"default_subscription_budget" help:"Concurrent subscriptions per relay when its NIP-11 states no max_subscriptions."`
-	LearnedTTL                time.Duration `yaml:"learned_ttl" help:"How long the limits a relay taught by refusing requests (filters per REQ, tag values per filter, message size, subscription budget) are kept across restarts, from the last time one went down (with state.dir)."`
-}
-
-// Publisher configures publishing into the own relay.
-type Publisher struct {
-	Window    int           `yaml:"window" help:"Outstanding EVENTs awaiting OK."`
-	OKTimeout time.Duration `yaml:"ok_timeout" help:"How long to wait for an OK before retrying the EVENT."`
-	RetryBase time.Duration `yaml:"retry_base" help:"First retry delay after rate-limited or timed-out publishes."`
-	RetryMax  time.Duration `yaml:"retry_max" help:"Largest publish retry delay."`
-	QueueSize int           `yaml:"queue_size" help:"Events waiting to be published; producers block when it is full."`
-	// AuthTimeout, FailureLogInterval: see publish.Config.
-	AuthTimeout        time.Duration `yaml:"auth_timeout" help:"Bounds one NIP-42 authentication to the own relay: the wait for its challenge and for the OK of the AUTH event."`
-	FailureLogInterval time.Duration `yaml:"failure_log_interval" help:"Least time between two WARN lines of one streak of failed dials to the own relay or rate-limited publishes (the first is logged at once, later ones count what was not logged)."`
-	// QueueBytes: see publish.Config.QueueBytes.
-	QueueBytes int `yaml:"queue_bytes" help:"Bytes of the events waiting to be published (each as it arrived); producers block when they are reached, so large events queue fewer at once. 0: no byte bound (queue_size still bounds them)."`
-	// OwnPurgatoryRecheck: see ingest.Config.OwnHeldRecheck.
-	OwnPurgatoryRecheck time.Duration `yaml:"own_purgatory_recheck" help:"An event a GRASP own relay accepted into its purgatory (OK true \"purgatory:\") and has not served after this long is published again (GRASP-01 discards after 30m)."`
-}
-
-// Purgatory configures the git-data purgatory.
-type Purgatory struct {
-	Enabled                 bool            `yaml:"enabled" help:"Hold state (30618) and PR (1618/1619) events until their git objects exist. Effective only with git_dir."`
-	Loop                    time.Duration   `yaml:"loop" help:"Interval of the purgatory worker loop."`
-	SyncedDelay             time.Duration   `yaml:"synced_delay" help:"Delay before the first git attempt for events obtained by sync."`
-	OwnRelayDelay           time.Duration   `yaml:"own_relay_delay" help:"Delay before the first git attempt for events first seen on the own relay (gives the pusher time)."`
-	Backoff                 []time.Duration `yaml:"backoff" help:"Delays between git attempts; the last one repeats."`
-	Expiry                  time.Duration   `yaml:"expiry" help:"Events without git data after this long are dropped (GRASP-01)."`
-	DomainConcurrency       int             `yaml:"domain_concurrency" help:"Concurrent git fetches per clone domain."`
-	DomainRequestsPerWindow int             `yaml:"domain_requests_per_window" help:"Git requests per clone domain per domain_window."`
-	DomainWindow            time.Duration   `yaml:"domain_window" help:"Window of the per-domain request limit."`
-	GitTimeout              time.Duration   `yaml:"git_timeout" help:"Timeout of one git command."`
-	FailureLogInterval      time.Duration   `yaml:"failure_log_interval" help:"Least time between two warnings about failed git fetches (or releases) of one identifier; the failures in between are counted in the next warning."`
-	CreateMissingRepos      bool            `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
-	MaxEntries              int             `yaml:"max_entries" help:"Events held in purgatory at most."`
-	NostrURLCacheTTL        time.Duration   `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
-	NIP05Timeout            time.Duration   `yaml:"nip05_timeout" help:"Timeout of the HTTPS request for a NIP-05 owner's /.well-known/nostr.json (nostr://name@domain/... clone URLs; the domain is dialled under the outbound address policy, redirects are refused)."`
-}
-
-// Negentropy configures NIP-77 reconciliation.
+// Negentropy configures NIP-77 reconciliation: the sessions' settings are
+// neg's; the others are the sync engine's (still declared here until it
+// owns them).
 type Negentropy struct {
-	Enabled         bool          `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
-	FrameLimit      int           `yaml:"frame_limit" help:"Largest NEG-MSG we send, in binary bytes before hex (strfry refuses frames over 131072 bytes of hex)."`
-	InitialTimeout  time.Duration `yaml:"initial_timeout" help:"Wait for the first answer to NEG-OPEN; no answer means unsupported."`
-	IdleTimeout     time.Duration `yaml:"idle_timeout" help:"Wait for each further NEG-MSG."`
+	Enabled         bool `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
+	neg.Settings    `yaml:",inline"`
 	FetchBatch      int           `yaml:"fetch_batch" help:"Event ids per REQ when fetching what reconciliation found missing."`
 	SupportCacheTTL time.Duration `yaml:"support_cache_ttl" help:"How long a relay's NIP-77 support (or lack of it) is remembered."`
 	ClaimWait       time.Duration `yaml:"claim_wait" help:"Each missing event is fetched from one relay at a time: how long a fetch waits for another relay's fetch of the same ids, after that fetch was last heard of (sent, receiving or handing on an event), before asking its own relay."`
@@ -212,43 +142,43 @@ type Trusted struct {
 	MaxEventsPerCycle int           `yaml:"max_events_per_cycle" help:"Events fetched from one trusted relay per cycle at most."`
 }
 
-// Rejected configures the RejectedIndex.
-type Rejected struct {
-	HotTTL  time.Duration `yaml:"hot_ttl" help:"How long whole rejected events are kept for retry when a dependency is accepted."`
-	HotMax  int           `yaml:"hot_max" help:"Rejected events kept whole at most."`
-	ColdTTL time.Duration `yaml:"cold_ttl" help:"How long rejected event ids are remembered (excluded from sync)."`
-	ColdMax int           `yaml:"cold_max" help:"Rejected event ids remembered at most."`
+// Publisher configures publishing into the own relay: the publisher's
+// settings, then the one of the shared event handler about events the own
+// relay holds in its purgatory.
+type Publisher struct {
+	publish.Config       `yaml:",inline"`
+	ingest.OwnHeldConfig `yaml:",inline"`
 }
 
-// Limits bounds inputs.
+// Purgatory configures the git-data purgatory: whether it runs, then the
+// purgatory's own settings.
+type Purgatory struct {
+	Enabled          bool `yaml:"enabled" help:"Hold state (30618) and PR (1618/1619) events until their git objects exist. Effective only with git_dir."`
+	purgatory.Config `yaml:",inline"`
+}
+
+// Limits bounds inputs: one event's size and tags and what one relay may
+// send (the shared event handler's), and the sync engine's bounds on
+// relays and repositories.
 type Limits struct {
-	MaxEventBytes            int `yaml:"max_event_bytes" help:"Events larger than this (serialised JSON) are dropped."`
-	MaxEventTags             int `yaml:"max_event_tags" help:"Events with more tags are dropped."`
+	ingest.EventLimits       `yaml:",inline"`
 	MaxRelaysPerAnnouncement int `yaml:"max_relays_per_announcement" help:"Relay URLs taken from one announcement at most."`
 	MaxTrackedRelays         int `yaml:"max_tracked_relays" help:"Remote relays tracked at most."`
 	MaxRepositories          int `yaml:"max_repositories" help:"Repositories tracked at most."`
-	RelayEventRate           int `yaml:"relay_event_rate" help:"Events per second accepted from one relay."`
-	RelayQueue               int `yaml:"relay_queue" help:"Events buffered per relay before it is throttled."`
-	RelayQueueBytes          int `yaml:"relay_queue_bytes" help:"Bytes of events buffered per relay before it is throttled (0: no byte bound)."`
+	ingest.RelayLimits       `yaml:",inline"`
 }
-
-// MiB is 1 << 20 bytes.
-const MiB = 1 << 20
 
 // Default returns the configuration with every default filled in. OwnRelay
 // is empty and must be set before Validate succeeds.
 //
 // Each engine package owns the defaults of the settings it reads (its
-// DefaultConfig or DefaultOptions); Default copies them, so every number is
-// written once. Only settings no engine reads (the HTTP surface, shutdown,
-// logging, the dial allow list, whether purgatory runs) are defined here.
+// DefaultConfig or DefaultSettings); Default assembles them. Only settings
+// no engine reads (the HTTP surface, shutdown, logging, the dial allow
+// list, whether purgatory runs) are defined here, and, until the sync
+// engine owns its settings type, the sync engine's, copied from
+// reposync.DefaultConfig.
 func Default() *Config {
-	ropts := relay.DefaultOptions()
 	sync := reposync.DefaultConfig()
-	nopts := sync.Negentropy.Options
-	hcfg := health.DefaultConfig()
-	pub := publish.DefaultConfig()
-	purg := purgatory.DefaultConfig()
 	in := ingest.DefaultConfig()
 	return &Config{
 		BootstrapRelays: []string{},
@@ -257,15 +187,7 @@ func Default() *Config {
 		ShutdownGrace:   10 * time.Second,
 		Log:             Log{Level: "info", Format: "json", ProgressInterval: 10 * time.Second},
 		Dial:            Dial{Allow: []string{}},
-		Relay: Relay{
-			MaxMessageBytes:  int(ropts.MaxMessageBytes),
-			WriteTimeout:     ropts.WriteTimeout,
-			PingInterval:     ropts.PingInterval,
-			PongTimeout:      ropts.PongTimeout,
-			WriteFailedGrace: ropts.WriteFailedGrace,
-			ReadPause:        ropts.ReadPause,
-			ConnectTimeout:   relay.DefaultConnectTimeout,
-		},
+		Relay:           relay.DefaultSettings(),
 		Sync: Sync{
 			SelfKinds:              slices.Clone(sync.SelfKinds),
 			BatchWindow:            sync.BatchWindow,
@@ -289,57 +211,14 @@ func Default() *Config {
 			EOSETimeout:            sync.EOSETimeout,
 			OwnReconnectBase:       sync.OwnReconnectBase,
 			OwnReconnectMax:        sync.OwnReconnectMax,
-			VerifyWorkers:          in.Workers,
+			VerifyConfig:           in.VerifyConfig,
 		},
-		Health: Health{
-			BackoffBase:               hcfg.BackoffBase,
-			BackoffMax:                hcfg.BackoffMax,
-			DeadAfter:                 hcfg.DeadAfter,
-			DeadRetry:                 hcfg.DeadRetryInterval,
-			RateLimitCooldown:         hcfg.RateLimitCooldown,
-			StabilityPeriod:           hcfg.StabilityPeriod,
-			Tick:                      hcfg.Tick,
-			NaughtyPeriod:             hcfg.NaughtyPeriod,
-			Jitter:                    hcfg.JitterFraction,
-			DefaultSubscriptionBudget: hcfg.DefaultSubscriptionBudget,
-			LearnedTTL:                hcfg.LearnedTTL,
-		},
-		Publisher: Publisher{
-			Window:    pub.Window,
-			OKTimeout: pub.OKTimeout,
-			RetryBase: pub.RetryBase,
-			RetryMax:  pub.RetryMax,
-			QueueSize: pub.QueueSize,
-
-			AuthTimeout:        pub.AuthTimeout,
-			FailureLogInterval: pub.FailureLogInterval,
-
-			QueueBytes: pub.QueueBytes,
-
-			OwnPurgatoryRecheck: ingest.DefaultOwnHeldRecheck,
-		},
-		Purgatory: Purgatory{
-			Enabled:                 true,
-			Loop:                    purg.Loop,
-			SyncedDelay:             purg.SyncedDelay,
-			OwnRelayDelay:           purg.OwnRelayDelay,
-			Backoff:                 slices.Clone(purg.Backoff),
-			Expiry:                  purg.Expiry,
-			NostrURLCacheTTL:        purgatory.DefaultNostrResolveTTL,
-			NIP05Timeout:            purgatory.DefaultNIP05Timeout,
-			DomainConcurrency:       purg.DomainConcurrency,
-			DomainRequestsPerWindow: purg.DomainRequestsPerWindow,
-			DomainWindow:            purg.DomainWindow,
-			GitTimeout:              purg.GitCommandTimeout,
-			FailureLogInterval:      purg.FailureLogInterval,
-			CreateMissingRepos:      purg.CreateMissingRepos,
-			MaxEntries:              purg.MaxEntries,
-		},
+		Health:    health.DefaultConfig(),
+		Publisher: Publisher{Config: publish.DefaultConfig(), OwnHeldConfig: in.OwnHeldConfig},
+		Purgatory: Purgatory{Enabled: true, Config: purgatory.DefaultConfig()},
 		Negentropy: Negentropy{
 			Enabled:         sync.Negentropy.Enabled,
-			FrameLimit:      nopts.FrameLimit,
-			InitialTimeout:  nopts.InitialTimeout,
-			IdleTimeout:     nopts.IdleTimeout,
+			Settings:        neg.DefaultSettings(),
 			FetchBatch:      sync.Negentropy.FetchBatch,
 			SupportCacheTTL: sync.Negentropy.SupportTTL,
 			ClaimWait:       sync.Negentropy.ClaimWait,
@@ -349,28 +228,17 @@ func Default() *Config {
 			Lookback:          sync.Trusted.Lookback,
 			MaxEventsPerCycle: sync.Trusted.MaxEventsPerCycle,
 		},
-		Rejected: Rejected{
-			HotTTL:  in.Rejected.HotTTL,
-			HotMax:  in.Rejected.HotMax,
-			ColdTTL: in.Rejected.ColdTTL,
-			ColdMax: in.Rejected.ColdMax,
-		},
+		Rejected: in.Rejected,
 		Limits: Limits{
-			MaxEventBytes:            in.MaxEventBytes,
-			MaxEventTags:             in.MaxEventTags,
+			EventLimits:              in.EventLimits,
 			MaxRelaysPerAnnouncement: sync.MaxRelaysPerAnnouncement,
 			MaxTrackedRelays:         sync.MaxTrackedRelays,
 			MaxRepositories:          sync.MaxRepositories,
-			RelayEventRate:           in.RelayRate,
-			RelayQueue:               in.RelayQueue,
-			RelayQueueBytes:          in.RelayQueueBytes,
+			RelayLimits:              in.RelayLimits,
 		},
-		State: State{
-			FlushInterval: statestore.DefaultFlushInterval, Heartbeat: statestore.DefaultHeartbeat,
-			RejectedInterval: statestore.DefaultRejectedInterval, UsageInterval: statestore.DefaultUsageInterval,
-			LockTimeout: statestore.DefaultLockTimeout,
-		},
-		Memory: Memory{GCHeadroomMiB: memlimit.DefaultHeadroomMiB},
+		State:  statestore.DefaultConfig(),
+		Memory: memlimit.DefaultConfig(),
+		CPU:    procs.DefaultConfig(),
 	}
 }
 

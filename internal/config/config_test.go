@@ -360,7 +360,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(b) != gen {
-		t.Errorf("%s is stale: run go test ./config -update", path)
+		t.Errorf("%s is stale: run go test ./internal/config -update", path)
 	}
 	cfg, err := LoadFile(path)
 	if err != nil {
@@ -410,7 +410,7 @@ func TestConfigurationMarkdown(t *testing.T) {
 		current = gen
 	}
 	if current != gen {
-		t.Errorf("%s is stale: run go test ./config -update", path)
+		t.Errorf("%s is stale: run go test ./internal/config -update", path)
 	}
 	for _, s := range Settings() {
 		for _, name := range []string{"`" + s.Key + "`", "`--" + s.Flag + "`", "`" + s.Env + "`"} {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // EnvPrefix prefixes every environment variable.
@@ -89,7 +91,14 @@ func buildSettings() ([]Setting, []Section) {
 	walk = func(t reflect.Type, prefix string, index []int) {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			idx := append(append([]int(nil), index...), i)
+			if name == "" && opts == "inline" {
+				// Keys of an inline struct belong to the enclosing
+				// section: one section may be served by several packages.
+				walk(f.Type, prefix, idx)
+				continue
+			}
 			if name == "-" || name == "" {
 				continue
 			}
@@ -97,7 +106,6 @@ func buildSettings() ([]Setting, []Section) {
 			if prefix != "" {
 				key = prefix + "." + name
 			}
-			idx := append(append([]int(nil), index...), i)
 			if f.Type.Kind() == reflect.Struct && f.Type != secretType {
 				secs = append(secs, Section{Key: key, Help: f.Tag.Get("help")})
 				walk(f.Type, key, idx)
@@ -253,48 +261,11 @@ func (s Setting) Format(cfg *Config) string {
 	return formatValue(s.Get(cfg))
 }
 
-func formatValue(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []string:
-		return strings.Join(x, ",")
-	case int:
-		return strconv.Itoa(x)
-	case []int:
-		parts := make([]string, len(x))
-		for i, n := range x {
-			parts[i] = strconv.Itoa(n)
-		}
-		return strings.Join(parts, ",")
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case bool:
-		return strconv.FormatBool(x)
-	case time.Duration:
-		return FormatDuration(x)
-	case []time.Duration:
-		parts := make([]string, len(x))
-		for i, d := range x {
-			parts[i] = FormatDuration(d)
-		}
-		return strings.Join(parts, ",")
-	}
-	return fmt.Sprint(v)
-}
+func formatValue(v any) string { return setting.Format(v) }
 
 // FormatDuration prints d without zero trailing units ("1h", "15m",
 // "500ms"), in a form time.ParseDuration reads back.
-func FormatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
+func FormatDuration(d time.Duration) string { return setting.FormatDuration(d) }
 
 // ApplyEnv overlays every setting whose environment variable lookup reports
 // as present (even when empty). lookup is usually os.LookupEnv.

@@ -11,50 +11,31 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // ErrInvalid is matched (errors.Is) by every ValidationError.
-var ErrInvalid = errors.New("invalid configuration")
+var ErrInvalid = setting.ErrInvalid
 
 // ValidationError names a field (its YAML path), what is wrong with it and
-// the offending value.
-type ValidationError struct {
-	Field   string
-	Problem string
-	Value   string
-}
+// the offending value; it renders `field: problem, got "value"`. Engine
+// packages report theirs with the same type (setting.Error), keyed by the
+// settings type's own YAML keys; Validate qualifies them with the section.
+type ValidationError = setting.Error
 
-// Error renders `field: problem, got "value"`.
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("%s: %s, got %q", e.Field, e.Problem, e.Value)
-}
+type validator struct{ setting.Checks }
 
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+func (v *validator) fail(field, problem string, value any) { v.Fail(field, problem, value) }
 
-type validator struct{ errs []error }
+func (v *validator) positive(field string, d time.Duration) { v.Positive(field, d) }
 
-func (v *validator) fail(field, problem string, value any) {
-	v.errs = append(v.errs, &ValidationError{Field: field, Problem: problem, Value: formatValue(value)})
-}
+func (v *validator) nonNegative(field string, d time.Duration) { v.NonNegative(field, d) }
 
-func (v *validator) positive(field string, d time.Duration) {
-	if d <= 0 {
-		v.fail(field, "must be > 0", d)
-	}
-}
+func (v *validator) positiveInt(field string, n int) { v.PositiveInt(field, n) }
 
-func (v *validator) nonNegative(field string, d time.Duration) {
-	if d < 0 {
-		v.fail(field, "must be >= 0", d)
-	}
-}
-
-func (v *validator) positiveInt(field string, n int) {
-	if n <= 0 {
-		v.fail(field, "must be > 0", n)
-	}
-}
+// section adds the problems an engine's settings type reported, qualified
+// with the section's YAML path.
+func (v *validator) section(path string, err error) { v.Add(setting.Within(path, err)) }
 
 var hostnameRE = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
 
@@ -97,12 +78,11 @@ func validHostPort(s string) bool {
 	return net.ParseIP(host) != nil || hostnameRE.MatchString(host)
 }
 
-// MaxProcsLimit bounds cpu.max_procs: the runtime has no bound, and a
-// typo of a million would make a million schedulers.
-const MaxProcsLimit = 1024
-
 // Validate checks every field and returns all problems joined; each is a
-// *ValidationError (errors.Is(err, ErrInvalid) holds).
+// *ValidationError (errors.Is(err, ErrInvalid) holds). A section served by
+// an engine's settings type is checked by its Validate, whose errors are
+// qualified with the section's path; the checks that span sections, and
+// those of the settings declared here, are made here.
 func (c *Config) Validate() error {
 	v := &validator{}
 
@@ -130,11 +110,7 @@ func (c *Config) Validate() error {
 		v.fail("listen", "must have a numeric port", c.Listen)
 	}
 	v.positive("shutdown_grace", c.ShutdownGrace)
-	v.positive("state.flush_interval", c.State.FlushInterval)
-	v.positive("state.heartbeat", c.State.Heartbeat)
-	v.positive("state.rejected_interval", c.State.RejectedInterval)
-	v.positive("state.usage_interval", c.State.UsageInterval)
-	v.positive("state.lock_timeout", c.State.LockTimeout)
+	v.section("state", c.State.Validate())
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -158,22 +134,10 @@ func (c *Config) Validate() error {
 	}
 
 	r := c.Relay
-	if r.MaxMessageBytes < MiB {
-		v.fail("relay.max_message_bytes", "must be >= 1048576", r.MaxMessageBytes)
-	}
-	v.positive("relay.write_timeout", r.WriteTimeout)
-	v.positive("relay.ping_interval", r.PingInterval)
-	v.positive("relay.pong_timeout", r.PongTimeout)
-	v.nonNegative("relay.write_failed_grace", r.WriteFailedGrace)
-	v.nonNegative("relay.read_pause", r.ReadPause)
-	if r.ReadPause > relay.MaxReadPause {
-		v.fail("relay.read_pause", "must be <= "+relay.MaxReadPause.String(), r.ReadPause)
-	}
-	if r.PongTimeout > 0 && r.PingInterval > 0 && r.PongTimeout <= r.PingInterval {
-		v.fail("relay.pong_timeout", "must be > relay.ping_interval ("+FormatDuration(r.PingInterval)+")", r.PongTimeout)
-	}
-	v.positive("relay.connect_timeout", r.ConnectTimeout)
+	v.section("relay", r.Validate())
 
+	// The sync engine's settings are still declared and checked here,
+	// until it owns its settings type like the packages below.
 	s := c.Sync
 	if len(s.SelfKinds) == 0 {
 		v.fail("sync.self_kinds", "must not be empty", s.SelfKinds)
@@ -215,70 +179,16 @@ func (c *Config) Validate() error {
 	if s.OwnReconnectMax < s.OwnReconnectBase {
 		v.fail("sync.own_reconnect_max", "must be >= sync.own_reconnect_base ("+FormatDuration(s.OwnReconnectBase)+")", s.OwnReconnectMax)
 	}
-	if s.VerifyWorkers < 0 {
-		v.fail("sync.verify_workers", "must be >= 0 (0 means GOMAXPROCS)", s.VerifyWorkers)
-	}
+	v.section("sync", s.VerifyConfig.Validate())
 
-	h := c.Health
-	v.positive("health.backoff_base", h.BackoffBase)
-	v.positive("health.backoff_max", h.BackoffMax)
-	if h.BackoffMax < h.BackoffBase {
-		v.fail("health.backoff_max", "must be >= health.backoff_base ("+FormatDuration(h.BackoffBase)+")", h.BackoffMax)
-	}
-	v.positive("health.dead_after", h.DeadAfter)
-	v.positive("health.dead_retry", h.DeadRetry)
-	v.positive("health.rate_limit_cooldown", h.RateLimitCooldown)
-	v.positive("health.stability_period", h.StabilityPeriod)
-	v.positive("health.tick", h.Tick)
-	v.positive("health.naughty_period", h.NaughtyPeriod)
-	if h.Jitter < 0 || h.Jitter >= 1 {
-		v.fail("health.jitter", "must be in [0, 1)", h.Jitter)
-	}
-	v.positiveInt("health.default_subscription_budget", h.DefaultSubscriptionBudget)
-	v.positive("health.learned_ttl", h.LearnedTTL)
+	v.section("health", c.Health.Validate())
 
-	p := c.Publisher
-	v.positiveInt("publisher.window", p.Window)
-	v.positive("publisher.ok_timeout", p.OKTimeout)
-	v.positive("publisher.auth_timeout", p.AuthTimeout)
-	v.positive("publisher.failure_log_interval", p.FailureLogInterval)
-	v.positive("publisher.own_purgatory_recheck", p.OwnPurgatoryRecheck)
-	v.positive("publisher.retry_base", p.RetryBase)
-	v.positive("publisher.retry_max", p.RetryMax)
-	if p.RetryMax < p.RetryBase {
-		v.fail("publisher.retry_max", "must be >= publisher.retry_base ("+FormatDuration(p.RetryBase)+")", p.RetryMax)
-	}
-	v.positiveInt("publisher.queue_size", p.QueueSize)
-	if p.QueueBytes < 0 {
-		v.fail("publisher.queue_bytes", "must be >= 0", p.QueueBytes)
-	}
-
-	g := c.Purgatory
-	v.positive("purgatory.loop", g.Loop)
-	v.nonNegative("purgatory.synced_delay", g.SyncedDelay)
-	v.nonNegative("purgatory.own_relay_delay", g.OwnRelayDelay)
-	if len(g.Backoff) == 0 {
-		v.fail("purgatory.backoff", "must not be empty", g.Backoff)
-	}
-	for i, d := range g.Backoff {
-		v.positive(fmt.Sprintf("purgatory.backoff[%d]", i), d)
-	}
-	v.positive("purgatory.expiry", g.Expiry)
-	v.positive("purgatory.nostr_url_cache_ttl", g.NostrURLCacheTTL)
-	v.positive("purgatory.nip05_timeout", g.NIP05Timeout)
-	v.positiveInt("purgatory.domain_concurrency", g.DomainConcurrency)
-	v.positiveInt("purgatory.domain_requests_per_window", g.DomainRequestsPerWindow)
-	v.positive("purgatory.domain_window", g.DomainWindow)
-	v.positive("purgatory.git_timeout", g.GitTimeout)
-	v.positive("purgatory.failure_log_interval", g.FailureLogInterval)
-	v.positiveInt("purgatory.max_entries", g.MaxEntries)
+	v.section("publisher", c.Publisher.Config.Validate())
+	v.section("publisher", c.Publisher.OwnHeldConfig.Validate())
+	v.section("purgatory", c.Purgatory.Config.Validate())
 
 	n := c.Negentropy
-	if n.FrameLimit < 4096 {
-		v.fail("negentropy.frame_limit", "must be >= 4096", n.FrameLimit)
-	}
-	v.positive("negentropy.initial_timeout", n.InitialTimeout)
-	v.positive("negentropy.idle_timeout", n.IdleTimeout)
+	v.section("negentropy", n.Settings.Validate())
 	v.positiveInt("negentropy.fetch_batch", n.FetchBatch)
 	v.positive("negentropy.support_cache_ttl", n.SupportCacheTTL)
 	v.positive("negentropy.claim_wait", n.ClaimWait)
@@ -288,35 +198,20 @@ func (c *Config) Validate() error {
 	v.positive("trusted.lookback", t.Lookback)
 	v.positiveInt("trusted.max_events_per_cycle", t.MaxEventsPerCycle)
 
-	j := c.Rejected
-	v.positive("rejected.hot_ttl", j.HotTTL)
-	v.positiveInt("rejected.hot_max", j.HotMax)
-	v.positive("rejected.cold_ttl", j.ColdTTL)
-	v.positiveInt("rejected.cold_max", j.ColdMax)
+	v.section("rejected", c.Rejected.Validate())
 
 	l := c.Limits
-	v.positiveInt("limits.max_event_bytes", l.MaxEventBytes)
-	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= MiB {
+	v.section("limits", l.EventLimits.Validate())
+	// Spans two sections: an event must fit in a message.
+	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= relay.MinMessageBytes {
 		v.fail("limits.max_event_bytes", "must be <= relay.max_message_bytes ("+strconv.Itoa(r.MaxMessageBytes)+")", l.MaxEventBytes)
 	}
-	v.positiveInt("limits.max_event_tags", l.MaxEventTags)
 	v.positiveInt("limits.max_relays_per_announcement", l.MaxRelaysPerAnnouncement)
 	v.positiveInt("limits.max_tracked_relays", l.MaxTrackedRelays)
 	v.positiveInt("limits.max_repositories", l.MaxRepositories)
-	v.positiveInt("limits.relay_event_rate", l.RelayEventRate)
-	v.positiveInt("limits.relay_queue", l.RelayQueue)
-	if l.RelayQueueBytes < 0 {
-		v.fail("limits.relay_queue_bytes", "must be >= 0", l.RelayQueueBytes)
-	}
-	if c.Memory.GCHeadroomMiB < 0 {
-		v.fail("memory.gc_headroom_mib", "must be >= 0 (0: off)", c.Memory.GCHeadroomMiB)
-	}
-	if c.Memory.LimitMiB < -1 {
-		v.fail("memory.limit_mib", "must be >= -1 (-1: none, 0: automatic)", c.Memory.LimitMiB)
-	}
-	if c.CPU.MaxProcs < -1 || c.CPU.MaxProcs > MaxProcsLimit {
-		v.fail("cpu.max_procs", fmt.Sprintf("must be in -1..%d (-1: the Go runtime's choice, 0: automatic)", MaxProcsLimit), c.CPU.MaxProcs)
-	}
+	v.section("limits", l.RelayLimits.Validate())
+	v.section("memory", c.Memory.Validate())
+	v.section("cpu", c.CPU.Validate())
 
-	return errors.Join(v.errs...)
+	return v.Err()
 }

@@ -2,10 +2,10 @@ package health
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
@@ -13,48 +13,47 @@ var ErrInvalidConfig = errors.New("invalid health config")
 
 // Config holds every duration and limit of the Tracker. Zero is never
 // "unset": start from DefaultConfig and change what you need.
+//
+// It is also the configuration's health section: each user setting carries
+// its YAML key and help text (the flag, environment variable and
+// documentation are derived from them); fields tagged yaml:"-" are not
+// user settings and keep their defaults.
 type Config struct {
 	// BackoffBase is the wait after the first consecutive failure; the n-th
 	// failure waits BackoffBase·2^(n−1), capped at BackoffMax. It is also
 	// the connection timeout (Tracker.ConnectTimeout), so a hanging dial
 	// never outlives the first backoff. Default 5s.
-	BackoffBase time.Duration `yaml:"backoff_base"`
+	BackoffBase time.Duration `yaml:"backoff_base" help:"First reconnect delay; doubles per failure (base·2^(n−1)). Also the connect timeout of an attempt."`
 	// BackoffMax caps the exponential backoff (before jitter, so a wait may
-	// reach BackoffMax·(1+JitterFraction)). Default 1h.
-	BackoffMax time.Duration `yaml:"backoff_max"`
-	// JitterFraction spreads each backoff uniformly over
-	// [1−JitterFraction, 1+JitterFraction] times its nominal value so that
-	// many sidecars do not reconnect in lockstep. 0 disables jitter; must be
-	// in [0, 1). Default 0.2.
-	JitterFraction float64 `yaml:"jitter_fraction"`
-	// AttemptExpiry is how long an attempt reported by AttemptStarted may go
-	// without an outcome (Connected or Failed) before the Tracker counts it
-	// as a failure, so a lost report cannot park a relay forever. An attempt
-	// never expires before the connection timeout (BackoffBase) has passed.
-	// Default 1m.
-	AttemptExpiry time.Duration `yaml:"attempt_expiry"`
+	// reach BackoffMax·(1+Jitter)). Default 1h.
+	BackoffMax time.Duration `yaml:"backoff_max" help:"Largest reconnect delay."`
 	// DeadAfter is how long failures must continue, without any established
 	// connection, before a relay is Dead. Default 24h.
-	DeadAfter time.Duration `yaml:"dead_after"`
-	// DeadRetryInterval is the spacing of attempts to a Dead relay.
+	DeadAfter time.Duration `yaml:"dead_after" help:"A relay failing for this long is dead."`
+	// DeadRetry is the spacing of attempts to a Dead relay.
 	// Default 24h.
-	DeadRetryInterval time.Duration `yaml:"dead_retry_interval"`
+	DeadRetry time.Duration `yaml:"dead_retry" help:"A dead relay is tried once per this interval."`
 	// RateLimitCooldown is how long a relay that signalled rate limiting is
 	// left alone (no connection attempt, REQ or NEG-OPEN). Default 65s: a
 	// typical 60s window plus 5s of margin.
-	RateLimitCooldown time.Duration `yaml:"rate_limit_cooldown"`
+	RateLimitCooldown time.Duration `yaml:"rate_limit_cooldown" help:"Pause after a rate-limited NOTICE, CLOSED or OK."`
 	// StabilityPeriod is how long a connection established after failures
 	// must last before the relay is Healthy again and its failure count is
 	// cleared. Default 5m.
-	StabilityPeriod time.Duration `yaml:"stability_period"`
+	StabilityPeriod time.Duration `yaml:"stability_period" help:"A connection up this long resets the failure count."`
 	// Tick is the period of Run: time-based transitions, attempt expiry and
 	// metric updates. Default 2s.
-	Tick time.Duration `yaml:"tick"`
+	Tick time.Duration `yaml:"tick" help:"Health and metrics tick."`
 	// NaughtyPeriod is how long a relay is skipped after a hard failure
 	// (DNS name not found, TLS error, not a websocket, protocol garbage),
 	// where backing off by seconds would only repeat the same error.
 	// Default 12h.
-	NaughtyPeriod time.Duration `yaml:"naughty_period"`
+	NaughtyPeriod time.Duration `yaml:"naughty_period" help:"How long a misbehaving relay stays penalised."`
+	// Jitter spreads each backoff uniformly over
+	// [1−Jitter, 1+Jitter] times its nominal value so that
+	// many sidecars do not reconnect in lockstep. 0 disables jitter; must be
+	// in [0, 1). Default 0.2.
+	Jitter float64 `yaml:"jitter" help:"Random fraction added to or removed from each backoff delay, in [0, 1)."`
 	// DefaultSubscriptionBudget is the number of concurrent subscriptions
 	// the engine may hold on a relay that announced no max_subscriptions.
 	// Default 20: relays that do not publish limits often enforce small
@@ -62,23 +61,30 @@ type Config struct {
 	// that names no subscription, so the engine cannot even tell which REQ
 	// failed). The engine consolidates filters, so 20 is enough for live
 	// sync plus a few historic pages in flight.
-	DefaultSubscriptionBudget int `yaml:"default_subscription_budget"`
-	// MinSubscriptionBudget is the floor for a budget lowered by "too many
-	// subscriptions" notices. Default 1.
-	MinSubscriptionBudget int `yaml:"min_subscription_budget"`
-	// BudgetHoldoff is how long after lowering a relay's subscription budget
-	// further "too many subscriptions" notices are ignored for budgeting:
-	// one overflow burst produces one notice per rejected REQ and must lower
-	// the budget once, not once per notice. 0 lowers on every notice.
-	// Default 10s.
-	BudgetHoldoff time.Duration `yaml:"budget_holdoff"`
+	DefaultSubscriptionBudget int `yaml:"default_subscription_budget" help:"Concurrent subscriptions per relay when its NIP-11 states no max_subscriptions."`
 	// LearnedTTL is how long the bounds a relay taught by refusals (filters
 	// per REQ, tag values per filter, message size, subscription budget)
 	// are kept across restarts, counted from the last time one went down:
 	// within it a restarted sidecar builds requests that fit at once
 	// instead of being refused again (a message too big closes the
 	// connection). Default 7 days.
-	LearnedTTL time.Duration `yaml:"learned_ttl"`
+	LearnedTTL time.Duration `yaml:"learned_ttl" help:"How long the limits a relay taught by refusing requests (filters per REQ, tag values per filter, message size, subscription budget) are kept across restarts, from the last time one went down (with state.dir)."`
+
+	// AttemptExpiry is how long an attempt reported by AttemptStarted may go
+	// without an outcome (Connected or Failed) before the Tracker counts it
+	// as a failure, so a lost report cannot park a relay forever. An attempt
+	// never expires before the connection timeout (BackoffBase) has passed.
+	// Default 1m.
+	AttemptExpiry time.Duration `yaml:"-"`
+	// MinSubscriptionBudget is the floor for a budget lowered by "too many
+	// subscriptions" notices. Default 1.
+	MinSubscriptionBudget int `yaml:"-"`
+	// BudgetHoldoff is how long after lowering a relay's subscription budget
+	// further "too many subscriptions" notices are ignored for budgeting:
+	// one overflow burst produces one notice per rejected REQ and must lower
+	// the budget once, not once per notice. 0 lowers on every notice.
+	// Default 10s.
+	BudgetHoldoff time.Duration `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults documented on each Config field.
@@ -86,10 +92,10 @@ func DefaultConfig() Config {
 	return Config{
 		BackoffBase:               5 * time.Second,
 		BackoffMax:                time.Hour,
-		JitterFraction:            0.2,
+		Jitter:                    0.2,
 		AttemptExpiry:             time.Minute,
 		DeadAfter:                 24 * time.Hour,
-		DeadRetryInterval:         24 * time.Hour,
+		DeadRetry:                 24 * time.Hour,
 		RateLimitCooldown:         65 * time.Second,
 		StabilityPeriod:           5 * time.Minute,
 		Tick:                      2 * time.Second,
@@ -101,46 +107,37 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field, naming it and its value. The
-// error wraps ErrInvalidConfig.
+// Validate reports every invalid field, each as a *setting.Error keyed by
+// its YAML key; the errors wrap ErrInvalidConfig.
 func (c Config) Validate() error {
-	positive := []struct {
-		name string
-		v    time.Duration
-	}{
-		{"backoff_base", c.BackoffBase},
-		{"backoff_max", c.BackoffMax},
-		{"attempt_expiry", c.AttemptExpiry},
-		{"dead_after", c.DeadAfter},
-		{"dead_retry_interval", c.DeadRetryInterval},
-		{"rate_limit_cooldown", c.RateLimitCooldown},
-		{"stability_period", c.StabilityPeriod},
-		{"tick", c.Tick},
-		{"naughty_period", c.NaughtyPeriod},
-		{"learned_ttl", c.LearnedTTL},
+	v := setting.Checks{Kind: ErrInvalidConfig}
+	v.Positive("backoff_base", c.BackoffBase)
+	v.Positive("backoff_max", c.BackoffMax)
+	v.Compare("backoff_max", c.BackoffMax, ">=", "backoff_base", c.BackoffBase)
+	v.Positive("dead_after", c.DeadAfter)
+	v.Positive("dead_retry", c.DeadRetry)
+	v.Positive("rate_limit_cooldown", c.RateLimitCooldown)
+	v.Positive("stability_period", c.StabilityPeriod)
+	v.Positive("tick", c.Tick)
+	v.Positive("naughty_period", c.NaughtyPeriod)
+	if !(c.Jitter >= 0 && c.Jitter < 1) { // also rejects NaN
+		v.Fail("jitter", "must be in [0, 1)", c.Jitter)
 	}
-	for _, p := range positive {
-		if p.v <= 0 {
-			return fmt.Errorf("%w: %s must be positive, got %s", ErrInvalidConfig, p.name, p.v)
-		}
+	v.PositiveInt("default_subscription_budget", c.DefaultSubscriptionBudget)
+	v.Positive("learned_ttl", c.LearnedTTL)
+	// Not user settings: these keep their defaults outside tests.
+	v.Positive("attempt_expiry", c.AttemptExpiry)
+	if c.MinSubscriptionBudget < 1 {
+		v.Fail("min_subscription_budget", "must be >= 1", c.MinSubscriptionBudget)
+	} else if c.DefaultSubscriptionBudget > 0 {
+		v.Compare("default_subscription_budget", c.DefaultSubscriptionBudget, ">=", "min_subscription_budget", c.MinSubscriptionBudget)
 	}
-	switch {
-	case c.BackoffMax < c.BackoffBase:
-		return fmt.Errorf("%w: backoff_max (%s) must be at least backoff_base (%s)", ErrInvalidConfig, c.BackoffMax, c.BackoffBase)
-	case !(c.JitterFraction >= 0 && c.JitterFraction < 1): // also rejects NaN
-		return fmt.Errorf("%w: jitter_fraction must be in [0, 1), got %v", ErrInvalidConfig, c.JitterFraction)
-	case c.MinSubscriptionBudget < 1:
-		return fmt.Errorf("%w: min_subscription_budget must be at least 1, got %d", ErrInvalidConfig, c.MinSubscriptionBudget)
-	case c.DefaultSubscriptionBudget < c.MinSubscriptionBudget:
-		return fmt.Errorf("%w: default_subscription_budget (%d) must be at least min_subscription_budget (%d)", ErrInvalidConfig, c.DefaultSubscriptionBudget, c.MinSubscriptionBudget)
-	case c.BudgetHoldoff < 0:
-		return fmt.Errorf("%w: budget_holdoff must not be negative, got %s", ErrInvalidConfig, c.BudgetHoldoff)
-	}
-	return nil
+	v.NonNegative("budget_holdoff", c.BudgetHoldoff)
+	return v.Err()
 }
 
 // policy is the reconnect backoff: BackoffBase·2^(failures−1), capped at
-// BackoffMax, spread by JitterFraction either way.
+// BackoffMax, spread by Jitter either way.
 func (c Config) policy() backoff.Policy {
-	return backoff.Policy{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: c.JitterFraction}
+	return backoff.Policy{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: c.Jitter}
 }

@@ -13,9 +13,9 @@ func TestDefaultConfig(t *testing.T) {
 		t.Fatalf("DefaultConfig().Validate() = %v", err)
 	}
 	want := Config{
-		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, JitterFraction: 0.2,
+		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, Jitter: 0.2,
 		AttemptExpiry: time.Minute,
-		DeadAfter:     24 * time.Hour, DeadRetryInterval: 24 * time.Hour,
+		DeadAfter:     24 * time.Hour, DeadRetry: 24 * time.Hour,
 		RateLimitCooldown: 65 * time.Second, StabilityPeriod: 5 * time.Minute,
 		Tick: 2 * time.Second, NaughtyPeriod: 12 * time.Hour,
 		DefaultSubscriptionBudget: 20, MinSubscriptionBudget: 1, BudgetHoldoff: 10 * time.Second,
@@ -31,23 +31,23 @@ func TestConfigValidate(t *testing.T) {
 		mut  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.BackoffBase = 0 }, "invalid health config: backoff_base must be positive, got 0s"},
-		{func(c *Config) { c.BackoffMax = -time.Second }, "invalid health config: backoff_max must be positive, got -1s"},
-		{func(c *Config) { c.AttemptExpiry = 0 }, "invalid health config: attempt_expiry must be positive, got 0s"},
-		{func(c *Config) { c.DeadAfter = 0 }, "invalid health config: dead_after must be positive, got 0s"},
-		{func(c *Config) { c.DeadRetryInterval = 0 }, "invalid health config: dead_retry_interval must be positive, got 0s"},
-		{func(c *Config) { c.RateLimitCooldown = 0 }, "invalid health config: rate_limit_cooldown must be positive, got 0s"},
-		{func(c *Config) { c.StabilityPeriod = 0 }, "invalid health config: stability_period must be positive, got 0s"},
-		{func(c *Config) { c.Tick = 0 }, "invalid health config: tick must be positive, got 0s"},
-		{func(c *Config) { c.NaughtyPeriod = 0 }, "invalid health config: naughty_period must be positive, got 0s"},
-		{func(c *Config) { c.LearnedTTL = 0 }, "invalid health config: learned_ttl must be positive, got 0s"},
-		{func(c *Config) { c.BackoffMax = time.Second }, "invalid health config: backoff_max (1s) must be at least backoff_base (5s)"},
-		{func(c *Config) { c.JitterFraction = 1 }, "invalid health config: jitter_fraction must be in [0, 1), got 1"},
-		{func(c *Config) { c.JitterFraction = -0.1 }, "invalid health config: jitter_fraction must be in [0, 1), got -0.1"},
-		{func(c *Config) { c.JitterFraction = math.NaN() }, "invalid health config: jitter_fraction must be in [0, 1), got NaN"},
-		{func(c *Config) { c.MinSubscriptionBudget = 0 }, "invalid health config: min_subscription_budget must be at least 1, got 0"},
-		{func(c *Config) { c.DefaultSubscriptionBudget = 0 }, "invalid health config: default_subscription_budget (0) must be at least min_subscription_budget (1)"},
-		{func(c *Config) { c.BudgetHoldoff = -1 }, "invalid health config: budget_holdoff must not be negative, got -1ns"},
+		{func(c *Config) { c.BackoffBase = 0 }, `backoff_base: must be > 0, got "0s"`},
+		{func(c *Config) { c.BackoffMax = -time.Second }, `backoff_max: must be > 0, got "-1s"` + "\n" + `backoff_max: must be >= backoff_base (5s), got "-1s"`},
+		{func(c *Config) { c.AttemptExpiry = 0 }, `attempt_expiry: must be > 0, got "0s"`},
+		{func(c *Config) { c.DeadAfter = 0 }, `dead_after: must be > 0, got "0s"`},
+		{func(c *Config) { c.DeadRetry = 0 }, `dead_retry: must be > 0, got "0s"`},
+		{func(c *Config) { c.RateLimitCooldown = 0 }, `rate_limit_cooldown: must be > 0, got "0s"`},
+		{func(c *Config) { c.StabilityPeriod = 0 }, `stability_period: must be > 0, got "0s"`},
+		{func(c *Config) { c.Tick = 0 }, `tick: must be > 0, got "0s"`},
+		{func(c *Config) { c.NaughtyPeriod = 0 }, `naughty_period: must be > 0, got "0s"`},
+		{func(c *Config) { c.LearnedTTL = 0 }, `learned_ttl: must be > 0, got "0s"`},
+		{func(c *Config) { c.BackoffMax = time.Second }, `backoff_max: must be >= backoff_base (5s), got "1s"`},
+		{func(c *Config) { c.Jitter = 1 }, `jitter: must be in [0, 1), got "1"`},
+		{func(c *Config) { c.Jitter = -0.1 }, `jitter: must be in [0, 1), got "-0.1"`},
+		{func(c *Config) { c.Jitter = math.NaN() }, `jitter: must be in [0, 1), got "NaN"`},
+		{func(c *Config) { c.MinSubscriptionBudget = 0 }, `min_subscription_budget: must be >= 1, got "0"`},
+		{func(c *Config) { c.DefaultSubscriptionBudget = 0 }, `default_subscription_budget: must be > 0, got "0"`},
+		{func(c *Config) { c.BudgetHoldoff = -1 }, `budget_holdoff: must be >= 0, got "-1ns"`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -69,7 +69,7 @@ func TestConfigValidate(t *testing.T) {
 func TestConfigZeroBudgetHoldoffIsValid(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.BudgetHoldoff = 0
-	cfg.JitterFraction = 0
+	cfg.Jitter = 0
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
 	}

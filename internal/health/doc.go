@@ -16,7 +16,7 @@
 //	Disconnected  not connected, no failures outstanding
 //	Degraded      failing to connect, or recovered but not yet stable
 //	Dead          failing continuously for DeadAfter; one attempt per
-//	              DeadRetryInterval
+//	              DeadRetry
 //	RateLimited   the relay told us to slow down; for RateLimitCooldown no
 //	              connection attempt, REQ or NEG-OPEN goes to it, then the
 //	              relay is back in whatever state the other rules give it

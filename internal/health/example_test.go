@@ -16,7 +16,7 @@ import (
 func Example() {
 	clock := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := health.DefaultConfig()
-	cfg.JitterFraction = 0 // deterministic output
+	cfg.Jitter = 0 // deterministic output
 	tr, err := health.New(cfg, clock, prometheus.NewRegistry(), nil)
 	if err != nil {
 		panic(err)

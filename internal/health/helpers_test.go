@@ -19,7 +19,7 @@ const relayB = "wss://b.example.com"
 func newTestTracker(t *testing.T, mut func(*Config), opts ...Option) (*Tracker, *clock.Manual, *prometheus.Registry) {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.JitterFraction = 0
+	cfg.Jitter = 0
 	if mut != nil {
 		mut(&cfg)
 	}

@@ -17,7 +17,7 @@ import (
 func TestTrackerLogsFailuresSparsely(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	cfg := DefaultConfig()
-	cfg.JitterFraction = 0
+	cfg.Jitter = 0
 	clock := clock.NewManual(epoch)
 	tr, err := New(cfg, clock, prometheus.NewRegistry(), zap.New(core))
 	if err != nil {
@@ -63,7 +63,7 @@ func TestTrackerLogsFailuresSparsely(t *testing.T) {
 func TestTrackerLogsADisconnectOnce(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	cfg := DefaultConfig()
-	cfg.JitterFraction = 0
+	cfg.Jitter = 0
 	clock := clock.NewManual(epoch)
 	tr, err := New(cfg, clock, prometheus.NewRegistry(), zap.New(core))
 	if err != nil {

@@ -169,7 +169,7 @@ func TestTrackerRun(t *testing.T) {
 // TestTrackerConcurrent exercises every method from many goroutines; run
 // with -race.
 func TestTrackerConcurrent(t *testing.T) {
-	tr, clock, reg := newTestTracker(t, func(c *Config) { c.JitterFraction = 0.2 })
+	tr, clock, reg := newTestTracker(t, func(c *Config) { c.Jitter = 0.2 })
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

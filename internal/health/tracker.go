@@ -286,7 +286,7 @@ func (t *Tracker) Connected(url string) {
 // Failed records that a connection attempt to url failed or an established
 // connection dropped with err. The error decides the consequence (see
 // ClassifyError): a transient failure backs off BackoffBase·2^(n−1) capped
-// at BackoffMax with jitter, or DeadRetryInterval once the relay is Dead; a
+// at BackoffMax with jitter, or DeadRetry once the relay is Dead; a
 // hard failure also puts the relay on the naughty list for NaughtyPeriod; a
 // rate-limited handshake starts a cooldown without counting a failure.
 func (t *Tracker) Failed(url string, err error) {
@@ -311,7 +311,7 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 		// A Dead relay keeps its one attempt per interval even when that
 		// attempt is refused as too fast.
 		if r.failures > 0 && now.Sub(r.failingSince) >= t.cfg.DeadAfter {
-			r.nextAttempt = now.Add(t.cfg.DeadRetryInterval)
+			r.nextAttempt = now.Add(t.cfg.DeadRetry)
 		}
 		return
 	}
@@ -323,7 +323,7 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	wait := t.jitter(t.cfg.policy().Nominal(r.failures))
 	dead := now.Sub(r.failingSince) >= t.cfg.DeadAfter
 	if dead {
-		wait = t.cfg.DeadRetryInterval
+		wait = t.cfg.DeadRetry
 	}
 	r.nextAttempt = now.Add(wait)
 	if kind == FailureHard {
@@ -582,7 +582,7 @@ func (t *Tracker) note(r *relayHealth, now time.Time) {
 	fields := []zap.Field{zap.Stringer("from", from), zap.Stringer("to", s), zap.Int("failures", r.failures)}
 	if s == Dead {
 		r.log.Warn("relay is dead, retrying once per interval",
-			append(fields, zap.Duration("retry_interval", t.cfg.DeadRetryInterval))...)
+			append(fields, zap.Duration("retry_interval", t.cfg.DeadRetry))...)
 		return
 	}
 	r.log.Info("relay health changed", fields...)

@@ -60,7 +60,7 @@ func TestTrackerJitter(t *testing.T) {
 		{"highest", 0.75, 5500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, _, _ := newTestTracker(t, func(c *Config) { c.JitterFraction = 0.2 },
+			tr, _, _ := newTestTracker(t, func(c *Config) { c.Jitter = 0.2 },
 				WithRand(func() float64 { return tc.rnd }))
 			tr.Track(relayA)
 			tr.Failed(relayA, errors.New("refused"))
@@ -70,7 +70,7 @@ func TestTrackerJitter(t *testing.T) {
 }
 
 func TestTrackerJitterDefaultRandStaysInBounds(t *testing.T) {
-	tr, _, _ := newTestTracker(t, func(c *Config) { c.JitterFraction = 0.2 })
+	tr, _, _ := newTestTracker(t, func(c *Config) { c.Jitter = 0.2 })
 	lo, hi := 4*time.Second, 6*time.Second
 	seen := map[time.Duration]bool{}
 	for i := 0; i < 200; i++ {

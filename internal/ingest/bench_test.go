@@ -48,7 +48,7 @@ func benchEvents(b *testing.B, n int) []*nostr.Event {
 // `go test -tags libsecp256k1` (go-nostr's cgo binding).
 func BenchmarkVerifyEvent(b *testing.B) {
 	evs := benchEvents(b, 256)
-	h := &Handler{cfg: Config{MaxEventBytes: 262144, MaxEventTags: 2000}}
+	h := &Handler{cfg: Config{EventLimits: EventLimits{MaxEventBytes: 262144, MaxEventTags: 2000}}}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b.ResetTimer()
@@ -98,7 +98,7 @@ func BenchmarkHandler(b *testing.B) {
 	defer cancel()
 	b.ResetTimer()
 	for b.Loop() {
-		h, err := New(Config{QueueLen: 4096, SeenMax: DefaultSeenMax, MaxEventBytes: 262144, MaxEventTags: 2000},
+		h, err := New(Config{QueueLen: 4096, SeenMax: DefaultSeenMax, EventLimits: EventLimits{MaxEventBytes: 262144, MaxEventTags: 2000}},
 			Deps{Publisher: pub, Registry: prometheus.NewRegistry()})
 		if err != nil {
 			b.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // Publisher sends events to the own relay (*publish.Publisher).
@@ -48,38 +49,103 @@ type Purgatory interface {
 }
 
 // Config bounds the handler.
+//
+// Its user settings live in the parts the configuration embeds in its
+// sections, each field with its YAML key and help text: EventLimits and
+// RelayLimits (limits), Rejected (rejected) and OwnHeldConfig (publisher).
+// Start from DefaultConfig.
 type Config struct {
-	// Workers verifying signatures; 0 means GOMAXPROCS.
-	Workers int
+	VerifyConfig
 	// QueueLen is the number of received events waiting for a worker;
 	// receivers block when it is full.
-	QueueLen      int
-	MaxEventBytes int
-	MaxEventTags  int
+	QueueLen int
+	EventLimits
 	// SeenMax bounds the dedupe set; SeenTTL is how long an id is
 	// remembered at most (0: until evicted by size).
 	SeenMax int
 	SeenTTL time.Duration
-	// RelayRate bounds the events per second one relay may hand to the
-	// handler (0: unbounded); RelayBurst is how many it may hand at once
-	// (0: one second's worth). RelayQueue bounds one relay's events
-	// waiting in the shared queue (0: only QueueLen bounds them). A relay
-	// over a bound waits in Handle; each wait counts in
-	// ngit_sync_limit_hits_total{limit="relay_event_rate"|"relay_queue"}.
-	RelayRate  int
+	RelayLimits
+	// RelayBurst is how many events one relay may hand at once (0: one
+	// second's worth of RelayRate).
 	RelayBurst int
-	RelayQueue int
+	// Rejected bounds the RejectedIndex.
+	Rejected RejectedConfig
+	OwnHeldConfig
+}
+
+// VerifyConfig sizes the signature verification (the configuration's
+// sync section).
+type VerifyConfig struct {
+	// VerifyWorkers is the number of goroutines verifying signatures; 0
+	// means GOMAXPROCS.
+	VerifyWorkers int `yaml:"verify_workers" help:"Goroutines verifying event signatures (events held in purgatory, a second copy of an id in flight). 0 means automatic: as many as the threads running Go code (cpu.max_procs)."`
+}
+
+// Validate reports every invalid field, keyed by its YAML key.
+func (c VerifyConfig) Validate() error {
+	v := setting.Checks{}
+	if c.VerifyWorkers < 0 {
+		v.Fail("verify_workers", "must be >= 0 (0 means GOMAXPROCS)", c.VerifyWorkers)
+	}
+	return v.Err()
+}
+
+// EventLimits bound one event (the configuration's limits section).
+type EventLimits struct {
+	MaxEventBytes int `yaml:"max_event_bytes" help:"Events larger than this (serialised JSON) are dropped."`
+	MaxEventTags  int `yaml:"max_event_tags" help:"Events with more tags are dropped."`
+}
+
+// Validate reports every invalid field, keyed by its YAML key.
+func (l EventLimits) Validate() error {
+	v := setting.Checks{}
+	v.PositiveInt("max_event_bytes", l.MaxEventBytes)
+	v.PositiveInt("max_event_tags", l.MaxEventTags)
+	return v.Err()
+}
+
+// RelayLimits bound what one relay may hand the handler (the
+// configuration's limits section). A relay over a bound waits in Handle;
+// each wait counts in
+// ngit_sync_limit_hits_total{limit="relay_event_rate"|"relay_queue"}.
+type RelayLimits struct {
+	// RelayRate bounds the events per second one relay may hand to the
+	// handler (0: unbounded).
+	RelayRate int `yaml:"relay_event_rate" help:"Events per second accepted from one relay."`
+	// RelayQueue bounds one relay's events waiting in the shared queue
+	// (0: only QueueLen bounds them).
+	RelayQueue int `yaml:"relay_queue" help:"Events buffered per relay before it is throttled."`
 	// RelayQueueBytes bounds the bytes (frame sizes) of one relay's events
 	// waiting in the shared queue (0: unbounded); a relay over it waits in
 	// Handle and counts as a "relay_queue" limit hit. One event is always
 	// let in.
-	RelayQueueBytes int
-	// Rejected bounds the RejectedIndex.
-	Rejected RejectedConfig
-	// OwnHeldRecheck is how long an event the own relay accepted into its
-	// GRASP purgatory may stay unserved before it is published again; 0
-	// means DefaultOwnHeldRecheck.
-	OwnHeldRecheck time.Duration
+	RelayQueueBytes int `yaml:"relay_queue_bytes" help:"Bytes of events buffered per relay before it is throttled (0: no byte bound)."`
+}
+
+// Validate reports every invalid field, keyed by its YAML key. The
+// configuration requires a rate and a queue (0, unbounded, is for tests).
+func (l RelayLimits) Validate() error {
+	v := setting.Checks{}
+	v.PositiveInt("relay_event_rate", l.RelayRate)
+	v.PositiveInt("relay_queue", l.RelayQueue)
+	v.NonNegativeInt("relay_queue_bytes", l.RelayQueueBytes)
+	return v.Err()
+}
+
+// OwnHeldConfig is the setting of events a GRASP own relay holds in its
+// purgatory (the configuration's publisher section).
+type OwnHeldConfig struct {
+	// OwnPurgatoryRecheck is how long an event the own relay accepted into
+	// its GRASP purgatory may stay unserved before it is published again;
+	// 0 means DefaultOwnHeldRecheck.
+	OwnPurgatoryRecheck time.Duration `yaml:"own_purgatory_recheck" help:"An event a GRASP own relay accepted into its purgatory (OK true \"purgatory:\") and has not served after this long is published again (GRASP-01 discards after 30m)."`
+}
+
+// Validate reports every invalid field, keyed by its YAML key.
+func (c OwnHeldConfig) Validate() error {
+	v := setting.Checks{}
+	v.Positive("own_purgatory_recheck", c.OwnPurgatoryRecheck)
+	return v.Err()
 }
 
 // Defaults (the limits CONFIGURATION.md lists; every queue is bounded, see
@@ -98,11 +164,12 @@ const (
 // the shared queue at most.
 func DefaultConfig() Config {
 	return Config{
-		QueueLen: 2 * DefaultRelayQueue, RelayQueue: DefaultRelayQueue, RelayQueueBytes: DefaultRelayQueueBytes,
-		RelayRate: DefaultRelayRate, MaxEventBytes: DefaultMaxEventBytes, MaxEventTags: DefaultMaxEventTags,
-		SeenMax: DefaultSeenMax, SeenTTL: DefaultSeenTTL,
-		Rejected:       DefaultRejectedConfig(),
-		OwnHeldRecheck: DefaultOwnHeldRecheck,
+		QueueLen:    2 * DefaultRelayQueue,
+		EventLimits: EventLimits{MaxEventBytes: DefaultMaxEventBytes, MaxEventTags: DefaultMaxEventTags},
+		RelayLimits: RelayLimits{RelayRate: DefaultRelayRate, RelayQueue: DefaultRelayQueue, RelayQueueBytes: DefaultRelayQueueBytes},
+		SeenMax:     DefaultSeenMax, SeenTTL: DefaultSeenTTL,
+		Rejected:      DefaultRejectedConfig(),
+		OwnHeldConfig: OwnHeldConfig{OwnPurgatoryRecheck: DefaultOwnHeldRecheck},
 	}
 }
 
@@ -176,11 +243,11 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if cfg.QueueLen <= 0 || cfg.SeenMax <= 0 {
 		return nil, fmt.Errorf("ingest: QueueLen (%d) and SeenMax (%d) must be positive", cfg.QueueLen, cfg.SeenMax)
 	}
-	if cfg.OwnHeldRecheck <= 0 {
-		cfg.OwnHeldRecheck = DefaultOwnHeldRecheck
+	if cfg.OwnPurgatoryRecheck <= 0 {
+		cfg.OwnPurgatoryRecheck = DefaultOwnHeldRecheck
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+	if cfg.VerifyWorkers <= 0 {
+		cfg.VerifyWorkers = runtime.GOMAXPROCS(0)
 	}
 	if d.Log == nil {
 		d.Log = zap.NewNop()
@@ -250,7 +317,7 @@ func (h *Handler) Run(ctx context.Context) error {
 		defer h.wg.Done()
 		h.runHeldRecheck(ctx)
 	}()
-	for i := 0; i < h.cfg.Workers; i++ {
+	for i := 0; i < h.cfg.VerifyWorkers; i++ {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()

@@ -96,7 +96,7 @@ func TestForgedCopyDoesNotShadowRealEvent(t *testing.T) {
 	otherAuthor := *real
 	otherAuthor.PubKey = strings.Repeat("b", 64)
 
-	h, pub, rej := newTestHandler(t, Config{MaxEventBytes: 1 << 20, MaxEventTags: 100})
+	h, pub, rej := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}})
 	ctx := context.Background()
 	for _, f := range []*nostr.Event{&forgedContent, &forgedSig, &otherAuthor} {
 		h.process(ctx, Incoming{Event: f, Relay: "ws://hostile"})
@@ -122,7 +122,7 @@ func TestForgedCopyDoesNotShadowRealEvent(t *testing.T) {
 }
 
 func TestHandlerBounds(t *testing.T) {
-	h, pub, _ := newTestHandler(t, Config{MaxEventBytes: 1000, MaxEventTags: 3})
+	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1000, MaxEventTags: 3}})
 	ctx := context.Background()
 	big := signed(t, nostr.Event{Kind: 1, CreatedAt: 1, Content: strings.Repeat("x", 2000)})
 	tags := signed(t, nostr.Event{Kind: 1, CreatedAt: 1, Tags: nostr.Tags{{"t", "1"}, {"t", "2"}, {"t", "3"}, {"t", "4"}}})
@@ -160,7 +160,7 @@ func FuzzHandler(f *testing.F) {
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return
 		}
-		h, pub, rej := newTestHandler(t, Config{MaxEventBytes: 1 << 16, MaxEventTags: 100})
+		h, pub, rej := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 16, MaxEventTags: 100}})
 		h.process(context.Background(), Incoming{Event: &ev, Size: len(data), Relay: "ws://fuzz"})
 		valid := ev.CheckID()
 		if valid {

@@ -15,7 +15,7 @@ import (
 // waiting for it asks its own relay at once; an honest copy afterwards is
 // handed on as usual and the id is no longer invalid.
 func TestIDStateInvalidAfterDrop(t *testing.T) {
-	h, pub, _ := newTestHandler(t, Config{MaxEventBytes: 1000, MaxEventTags: 3})
+	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1000, MaxEventTags: 3}})
 	ctx := context.Background()
 	real := signed(t, nostr.Event{Kind: 1, CreatedAt: 1, Content: "ok"})
 	key, _ := neg.DecodeID(real.ID)

@@ -101,7 +101,7 @@ func (h *Handler) notHeld(id [32]byte) {
 // than the recheck delay without serving them.
 func (h *Handler) recheckHeld(ctx context.Context) {
 	now := h.clock.Now()
-	evs := h.held.due(now.Add(-h.cfg.OwnHeldRecheck), now)
+	evs := h.held.due(now.Add(-h.cfg.OwnPurgatoryRecheck), now)
 	for _, ev := range evs {
 		h.m.ownHeldRepublished.Inc()
 		h.pending.Add(1)
@@ -116,7 +116,7 @@ func (h *Handler) recheckHeld(ctx context.Context) {
 
 // runHeldRecheck checks the held events a few times per recheck delay.
 func (h *Handler) runHeldRecheck(ctx context.Context) {
-	t := h.clock.NewTicker(max(h.cfg.OwnHeldRecheck/4, 10*time.Millisecond))
+	t := h.clock.NewTicker(max(h.cfg.OwnPurgatoryRecheck/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -14,7 +14,7 @@ import (
 // state store does not take the sidecar for idle (and save relay states
 // that claim it) while the retry waits.
 func TestPendingCountsQueuedRetries(t *testing.T) {
-	h, pub, _ := newTestHandler(t, Config{MaxEventBytes: 1 << 20, MaxEventTags: 100, Workers: 1})
+	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}, VerifyConfig: VerifyConfig{VerifyWorkers: 1}})
 	ev := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "reply"})
 	if !h.retry(ev) {
 		t.Fatal("retry queue refused the event")
@@ -34,7 +34,7 @@ func TestPendingCountsQueuedRetries(t *testing.T) {
 // A retry the full queue cannot take is forgotten (fetched again by the
 // next sync) and does not stay counted.
 func TestPendingForgetsRefusedRetry(t *testing.T) {
-	h, _, _ := newTestHandler(t, Config{MaxEventBytes: 1 << 20, MaxEventTags: 100, QueueLen: 1})
+	h, _, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}, QueueLen: 1})
 	a := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "a"})
 	b := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000001, Content: "b"})
 	if !h.retry(a) {

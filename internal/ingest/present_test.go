@@ -26,7 +26,7 @@ func newIndexedHandler(t testing.TB, maxEvents int) (*Handler, *recordingPublish
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{QueueLen: 4096, SeenMax: DefaultSeenMax, MaxEventBytes: 1 << 20, MaxEventTags: 100}
+	cfg := Config{QueueLen: 4096, SeenMax: DefaultSeenMax, EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}}
 	cfg.Rejected = RejectedConfig{HotTTL: time.Minute, HotMax: 100, ColdTTL: time.Hour, ColdMax: 1000}
 	pub := &recordingPublish{}
 	h, err := New(cfg, Deps{Publisher: pub, Present: idx, Registry: prometheus.NewRegistry()})

@@ -51,7 +51,7 @@ func TestRelayLimitsSweep(t *testing.T) {
 // One relay over its queue bound waits in Handle; another relay is not
 // held up by it.
 func TestHandlerRelayQueueIsolatesRelays(t *testing.T) {
-	h, _, _ := newTestHandler(t, Config{QueueLen: 8, RelayQueue: 3})
+	h, _, _ := newTestHandler(t, Config{QueueLen: 8, RelayLimits: RelayLimits{RelayQueue: 3}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ev := &nostr.Event{}
@@ -148,7 +148,7 @@ func BenchmarkRelayLimitsAdmit(b *testing.B) {
 // BenchmarkHandlerDropsForgery: the cost of refusing a forged event (a
 // real event's id and signature with other content).
 func BenchmarkHandlerDropsForgery(b *testing.B) {
-	h, pub, _ := newTestHandler(b, Config{MaxEventBytes: 1 << 20, MaxEventTags: 100})
+	h, pub, _ := newTestHandler(b, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}})
 	real := signed(b, nostr.Event{Kind: 1621, CreatedAt: 1700000000, Content: "issue", Tags: nostr.Tags{{"a", "30617:x:y"}}})
 	forged := *real
 	forged.Content = "forged"
@@ -165,7 +165,7 @@ func BenchmarkHandlerDropsForgery(b *testing.B) {
 // Events over a bound are dropped in Handle: they never take a queue slot
 // or a rate token.
 func TestHandleDropsOversizedBeforeQueueing(t *testing.T) {
-	h, _, _ := newTestHandler(t, Config{QueueLen: 1, RelayQueue: 1, MaxEventBytes: 100, MaxEventTags: 2})
+	h, _, _ := newTestHandler(t, Config{QueueLen: 1, RelayLimits: RelayLimits{RelayQueue: 1}, EventLimits: EventLimits{MaxEventBytes: 100, MaxEventTags: 2}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	big := &nostr.Event{Content: "x"}

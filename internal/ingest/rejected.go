@@ -10,14 +10,26 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
-// RejectedConfig bounds the RejectedIndex.
+// RejectedConfig bounds the RejectedIndex; it is the configuration's
+// rejected section.
 type RejectedConfig struct {
-	HotTTL  time.Duration
-	HotMax  int
-	ColdTTL time.Duration
-	ColdMax int
+	HotTTL  time.Duration `yaml:"hot_ttl" help:"How long whole rejected events are kept for retry when a dependency is accepted."`
+	HotMax  int           `yaml:"hot_max" help:"Rejected events kept whole at most."`
+	ColdTTL time.Duration `yaml:"cold_ttl" help:"How long rejected event ids are remembered (excluded from sync)."`
+	ColdMax int           `yaml:"cold_max" help:"Rejected event ids remembered at most."`
+}
+
+// Validate reports every invalid field, keyed by its YAML key.
+func (c RejectedConfig) Validate() error {
+	v := setting.Checks{}
+	v.Positive("hot_ttl", c.HotTTL)
+	v.PositiveInt("hot_max", c.HotMax)
+	v.Positive("cold_ttl", c.ColdTTL)
+	v.PositiveInt("cold_max", c.ColdMax)
+	return v.Err()
 }
 
 // MaxRejectedRefs bounds the dependencies remembered per rejected event:

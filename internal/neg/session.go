@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // Errors a session returns. Callers branch on them with errors.Is to cache
@@ -62,20 +64,49 @@ type Conn interface {
 	NegClose(subID string)
 }
 
-// Options bound a session. Start from DefaultOptions.
-type Options struct {
+// Settings are the user settings of every session: the part of the
+// configuration's negentropy section this package reads. Each carries its
+// YAML key and help text (flag, environment variable and documentation
+// are derived from them).
+type Settings struct {
 	// FrameLimit is the largest message we send, in binary bytes; 0 means
 	// unlimited, otherwise at least 4096. Default 60,000 (strfry refuses
 	// inbound frames over 131,072 bytes of JSON).
-	FrameLimit int
+	FrameLimit int `yaml:"frame_limit" help:"Largest NEG-MSG we send, in binary bytes before hex (strfry refuses frames over 131072 bytes of hex)."`
+	// InitialTimeout is how long to wait for the first answer to NEG-OPEN
+	// before deciding the relay does not support NIP-77. Default 10 s.
+	InitialTimeout time.Duration `yaml:"initial_timeout" help:"Wait for the first answer to NEG-OPEN; no answer means unsupported."`
+	// IdleTimeout is how long to wait for each later message. Default 30 s.
+	IdleTimeout time.Duration `yaml:"idle_timeout" help:"Wait for each further NEG-MSG."`
+}
+
+// MinFrameLimit is the least FrameLimit but 0 (unlimited), and the least
+// the configuration accepts.
+const MinFrameLimit = 4096
+
+// DefaultSettings returns the documented defaults.
+func DefaultSettings() Settings {
+	return Settings{FrameLimit: 60_000, InitialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+}
+
+// Validate reports every invalid setting, each as a *setting.Error keyed
+// by its YAML key. The configuration requires a frame limit (no 0).
+func (s Settings) Validate() error {
+	v := setting.Checks{}
+	if s.FrameLimit < MinFrameLimit {
+		v.Fail("frame_limit", "must be >= "+strconv.Itoa(MinFrameLimit), s.FrameLimit)
+	}
+	v.Positive("initial_timeout", s.InitialTimeout)
+	v.Positive("idle_timeout", s.IdleTimeout)
+	return v.Err()
+}
+
+// Options bound a session. Start from DefaultOptions.
+type Options struct {
+	Settings
 	// MaxInboundHex is the largest NEG-MSG we accept, in hex characters.
 	// Default 2 MiB (1 MiB binary; strfry replies reach ~1 MB of hex).
 	MaxInboundHex int
-	// InitialTimeout is how long to wait for the first answer to NEG-OPEN
-	// before deciding the relay does not support NIP-77. Default 10 s.
-	InitialTimeout time.Duration
-	// IdleTimeout is how long to wait for each later message. Default 30 s.
-	IdleTimeout time.Duration
 	// MaxRounds caps the NEG-MSG round trips of one session. Default 1,000.
 	MaxRounds int
 	// MaxIDs caps the need plus have ids one session collects. Default 2,000,000.
@@ -99,10 +130,8 @@ type Options struct {
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
 	return Options{
-		FrameLimit:        60_000,
+		Settings:          DefaultSettings(),
 		MaxInboundHex:     2 << 20,
-		InitialTimeout:    10 * time.Second,
-		IdleTimeout:       30 * time.Second,
 		MaxRounds:         1_000,
 		MaxIDs:            2_000_000,
 		SessionRetries:    2,
@@ -114,7 +143,7 @@ func DefaultOptions() Options {
 // Validate reports the first invalid field.
 func (o Options) Validate() error {
 	switch {
-	case o.FrameLimit != 0 && o.FrameLimit < 4096:
+	case o.FrameLimit != 0 && o.FrameLimit < MinFrameLimit:
 		return fmt.Errorf("%w: FrameLimit %d: must be 0 (unlimited) or at least 4096", ErrInvalidOptions, o.FrameLimit)
 	case o.MaxInboundHex <= 0:
 		return fmt.Errorf("%w: MaxInboundHex %d: must be positive", ErrInvalidOptions, o.MaxInboundHex)

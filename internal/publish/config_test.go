@@ -18,15 +18,15 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		modify func(*Config)
 		want   string
 	}{
-		{"window", func(c *Config) { c.Window = 0 }, "invalid publisher config: window: must be > 0, got 0"},
-		{"ok timeout", func(c *Config) { c.OKTimeout = -time.Second }, "invalid publisher config: ok_timeout: must be > 0, got -1s"},
-		{"max timeouts", func(c *Config) { c.MaxTimeouts = 0 }, "invalid publisher config: max_timeouts: must be > 0, got 0"},
-		{"retry max below base", func(c *Config) { c.RetryMax = time.Millisecond }, "invalid publisher config: retry_max: must be >= retry_base (1s), got 1ms"},
-		{"queue below window", func(c *Config) { c.QueueSize = 10 }, "invalid publisher config: queue_size: must be >= window (200), got 10"},
-		{"auth timeout", func(c *Config) { c.AuthTimeout = 0 }, "invalid publisher config: auth_timeout: must be > 0, got 0s"},
-		{"dial timeout", func(c *Config) { c.DialTimeout = 0 }, "invalid publisher config: dial_timeout: must be > 0, got 0s"},
+		{"window", func(c *Config) { c.Window = 0 }, `window: must be > 0, got "0"`},
+		{"ok timeout", func(c *Config) { c.OKTimeout = -time.Second }, `ok_timeout: must be > 0, got "-1s"`},
+		{"max timeouts", func(c *Config) { c.MaxTimeouts = 0 }, `max_timeouts: must be > 0, got "0"`},
+		{"retry max below base", func(c *Config) { c.RetryMax = time.Millisecond }, `retry_max: must be >= retry_base (1s), got "1ms"`},
+		{"queue below window", func(c *Config) { c.QueueSize = 10 }, `queue_size: must be >= window (200), got "10"`},
+		{"auth timeout", func(c *Config) { c.AuthTimeout = 0 }, `auth_timeout: must be > 0, got "0s"`},
+		{"dial timeout", func(c *Config) { c.DialTimeout = 0 }, `dial_timeout: must be > 0, got "0s"`},
 		{"two at once", func(c *Config) { c.Window = -1; c.RetryBase = 0 },
-			"invalid publisher config: window: must be > 0, got -1\ninvalid publisher config: retry_base: must be > 0, got 0s"},
+			`window: must be > 0, got "-1"` + "\n" + `retry_base: must be > 0, got "0s"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

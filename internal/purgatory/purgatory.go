@@ -188,7 +188,7 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		p.clock = clock.Real{}
 	}
 	if p.git == nil {
-		e := gitx.NewExec(cfg.GitCommandTimeout)
+		e := gitx.NewExec(cfg.GitTimeout)
 		e.OutputCap = cfg.GitOutputCap
 		p.git = e
 	}

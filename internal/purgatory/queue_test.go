@@ -20,14 +20,14 @@ func TestConfigValidate(t *testing.T) {
 		mut  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Loop = 0 }, `purgatory.loop: must be > 0, got "0s"`},
-		{func(c *Config) { c.SyncedDelay = -time.Millisecond }, `purgatory.synced_delay: must be >= 0, got "-1ms"`},
-		{func(c *Config) { c.Backoff = nil }, `purgatory.backoff: must have at least one value, got []`},
-		{func(c *Config) { c.Backoff[2] = -time.Second }, `purgatory.backoff[2]: must be > 0, got "-1s"`},
-		{func(c *Config) { c.DomainConcurrency = 0 }, `purgatory.domain_concurrency: must be > 0, got 0`},
-		{func(c *Config) { c.DomainWindow = 0 }, `purgatory.domain_window: must be > 0, got "0s"`},
-		{func(c *Config) { c.MaxEntries = -1 }, `purgatory.max_entries: must be > 0, got -1`},
-		{func(c *Config) { c.MaxDomainLabels = 0 }, `purgatory.max_domain_labels: must be > 0, got 0`},
+		{func(c *Config) { c.Loop = 0 }, `loop: must be > 0, got "0s"`},
+		{func(c *Config) { c.SyncedDelay = -time.Millisecond }, `synced_delay: must be >= 0, got "-1ms"`},
+		{func(c *Config) { c.Backoff = nil }, `backoff: must not be empty, got ""`},
+		{func(c *Config) { c.Backoff[2] = -time.Second }, `backoff[2]: must be > 0, got "-1s"`},
+		{func(c *Config) { c.DomainConcurrency = 0 }, `domain_concurrency: must be > 0, got "0"`},
+		{func(c *Config) { c.DomainWindow = 0 }, `domain_window: must be > 0, got "0s"`},
+		{func(c *Config) { c.MaxEntries = -1 }, `max_entries: must be > 0, got "-1"`},
+		{func(c *Config) { c.MaxDomainLabels = 0 }, `max_domain_labels: must be > 0, got "0"`},
 	} {
 		c := DefaultConfig()
 		tc.mut(&c)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,8 @@ import (
 	ws "github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // Sentinel errors callers branch on.
@@ -61,24 +64,25 @@ func (e *HandshakeError) Is(target error) bool { return target == ErrNotWebsocke
 // Unwrap returns the websocket library's error.
 func (e *HandshakeError) Unwrap() error { return e.Err }
 
-// Options configure a connection. Dial requires every bound (it applies
-// no defaults of its own); start from DefaultOptions.
-type Options struct {
+// Settings are the user settings of every connection: the
+// configuration's relay section. Each carries its YAML key and help text
+// (flag, environment variable and documentation are derived from them).
+type Settings struct {
 	// MaxMessageBytes bounds one inbound frame. strfry sends NEG-MSG frames
 	// near 1 MiB, so keep it at least that.
-	MaxMessageBytes int64
+	MaxMessageBytes int `yaml:"max_message_bytes" help:"Largest inbound WebSocket message in bytes (at least 1 MiB: strfry sends ~1 MB NEG-MSG frames)."`
 	// WriteTimeout bounds every write.
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `yaml:"write_timeout" help:"Deadline for writing one message."`
 	// PingInterval is how often a ping is sent; PongTimeout is how long the
 	// relay has to answer it (a relay that stalls mid-frame cannot answer, so
 	// this is also the slow-loris defence).
-	PingInterval time.Duration
-	PongTimeout  time.Duration
+	PingInterval time.Duration `yaml:"ping_interval" help:"Interval between WebSocket pings."`
+	PongTimeout  time.Duration `yaml:"pong_timeout" help:"Read deadline: a connection silent (no message, no pong) this long is dropped. Must exceed ping_interval."`
 	// WriteFailedGrace bounds how long a failed write waits for the read
 	// loop to end with the relay's reason for closing the connection
 	// (status 1009 for a message too big), so the write reports that
 	// reason rather than the reset it ran into. 0: it does not wait.
-	WriteFailedGrace time.Duration
+	WriteFailedGrace time.Duration `yaml:"write_failed_grace" help:"How long a failed write waits for the relay's reason for closing the connection (status 1009: message too big, from which a smaller limit is learned) before reporting the failure as it is; 0: no wait."`
 	// ReadPause is how long a read waits after one that emptied the
 	// socket, so that a relay streaming events, OKs or echoes has its
 	// messages read many per system call rather than each with its own
@@ -89,7 +93,43 @@ type Options struct {
 	// wait (less on a small receive buffer) or the connection ends. 0: at
 	// once; at most MaxReadPause. It needs what CoalesceWrites needs of
 	// HTTPClient's transport.
-	ReadPause time.Duration
+	ReadPause time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once; at most 100ms."`
+	// ConnectTimeout bounds establishing one connection; Dial does not
+	// apply it: callers bound the context they give Dial with it (health
+	// may use a shorter one, its current backoff).
+	ConnectTimeout time.Duration `yaml:"connect_timeout" help:"Upper bound for establishing a connection (health may use a shorter one, its current backoff)."`
+}
+
+// MinMessageBytes is the least Settings.MaxMessageBytes: strfry sends
+// NEG-MSG frames near 1 MiB.
+const MinMessageBytes = 1 << 20
+
+// Validate reports every invalid setting, each as a *setting.Error keyed
+// by its YAML key.
+func (s Settings) Validate() error {
+	v := setting.Checks{}
+	if s.MaxMessageBytes < MinMessageBytes {
+		v.Fail("max_message_bytes", "must be >= "+strconv.Itoa(MinMessageBytes), s.MaxMessageBytes)
+	}
+	v.Positive("write_timeout", s.WriteTimeout)
+	v.Positive("ping_interval", s.PingInterval)
+	v.Positive("pong_timeout", s.PongTimeout)
+	v.NonNegative("write_failed_grace", s.WriteFailedGrace)
+	v.NonNegative("read_pause", s.ReadPause)
+	if s.ReadPause > MaxReadPause {
+		v.Fail("read_pause", "must be <= "+setting.FormatDuration(MaxReadPause), s.ReadPause)
+	}
+	if s.PongTimeout > 0 && s.PingInterval > 0 {
+		v.Compare("pong_timeout", s.PongTimeout, ">", "ping_interval", s.PingInterval)
+	}
+	v.Positive("connect_timeout", s.ConnectTimeout)
+	return v.Err()
+}
+
+// Options configure a connection. Dial requires every bound (it applies
+// no defaults of its own); start from DefaultOptions.
+type Options struct {
+	Settings
 	// SubscriptionBuffer is the per-subscription queue length. When it is
 	// full the reader waits: a slow consumer slows its relay, never grows
 	// memory.
@@ -148,9 +188,9 @@ type Options struct {
 	BeforeRequest func(ctx context.Context) error
 }
 
-// DefaultConnectTimeout bounds establishing one connection (the
-// configuration's relay.connect_timeout); callers apply it to the context
-// they give Dial.
+// DefaultConnectTimeout bounds establishing one connection
+// (Settings.ConnectTimeout); callers apply it to the context they give
+// Dial.
 const DefaultConnectTimeout = 5 * time.Second
 
 // MaxReadPause bounds Options.ReadPause: a pause is meant to be a few
@@ -161,14 +201,22 @@ const MaxReadPause = 100 * time.Millisecond
 // DefaultOptions returns the defaults documented on Options.
 func DefaultOptions() Options {
 	return Options{
-		MaxMessageBytes:    4 << 20,
-		WriteTimeout:       10 * time.Second,
-		PingInterval:       30 * time.Second,
-		PongTimeout:        60 * time.Second,
-		WriteFailedGrace:   time.Second,
-		ReadPause:          2 * time.Millisecond,
+		Settings:           DefaultSettings(),
 		SubscriptionBuffer: 256,
 		Header:             http.Header{"User-Agent": {"grasp-sync"}},
+	}
+}
+
+// DefaultSettings returns the defaults of every connection's settings.
+func DefaultSettings() Settings {
+	return Settings{
+		MaxMessageBytes:  4 << 20,
+		WriteTimeout:     10 * time.Second,
+		PingInterval:     30 * time.Second,
+		PongTimeout:      60 * time.Second,
+		WriteFailedGrace: time.Second,
+		ReadPause:        2 * time.Millisecond,
+		ConnectTimeout:   DefaultConnectTimeout,
 	}
 }
 
@@ -179,7 +227,7 @@ func (o Options) validate() error {
 		name string
 		v    int64
 	}{
-		{"MaxMessageBytes", o.MaxMessageBytes},
+		{"MaxMessageBytes", int64(o.MaxMessageBytes)},
 		{"WriteTimeout", int64(o.WriteTimeout)},
 		{"PingInterval", int64(o.PingInterval)},
 		{"PongTimeout", int64(o.PongTimeout)},
@@ -319,7 +367,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
-	c.SetReadLimit(opts.MaxMessageBytes)
+	c.SetReadLimit(int64(opts.MaxMessageBytes))
 	if cork != nil {
 		// Not during the handshake; nothing reads the socket until the
 		// read loop starts below.

@@ -8,26 +8,22 @@ import (
 	"testing"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
-	"github.com/grasp-sync/grasp-sync/internal/health"
-	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/neg"
-	"github.com/grasp-sync/grasp-sync/internal/publish"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory"
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 )
 
-// Each default lives once, in its engine package's DefaultConfig or
-// DefaultOptions; config.Default() (flags, environment, YAML,
-// CONFIGURATION.md) copies them. TestDefaultsAgree maps config.Default()
-// through the same functions New uses and requires the result to equal each
-// engine's own default, field by field, so a setting copied into the wrong
-// field, or mapped onto the wrong engine field, fails here.
+// The engines own their settings types, which config embeds as they are,
+// so their defaults are never copied. The sync engine's are, until it owns
+// its settings type too: config.Default() copies reposync.DefaultConfig()
+// into config's sync, negentropy, trusted and limits fields, and syncConfig
+// maps them back. TestSyncDefaultsAgree maps config.Default() through
+// syncConfig and requires the result to equal the engine's own default,
+// field by field, so a setting copied into the wrong field, or mapped onto
+// the wrong engine field, fails here. It goes away with that copy.
 //
 // Each exclusion names a field that is not a default, with the reason.
 // An exclusion that names no field fails the test, so renaming a field
 // cannot silently widen what is skipped.
-func TestDefaultsAgree(t *testing.T) {
+func TestSyncDefaultsAgree(t *testing.T) {
 	cfg := config.Default()
 	cases := []struct {
 		name    string
@@ -36,25 +32,6 @@ func TestDefaultsAgree(t *testing.T) {
 		exclude map[string]string // field path → why it is not compared
 	}{
 		{
-			name: "health.Config", mapped: healthConfig(cfg), engine: health.DefaultConfig(),
-		},
-		{
-			name: "relay.Options", mapped: RelayOptions(cfg), engine: relay.DefaultOptions(),
-			exclude: map[string]string{
-				"HTTPClient": "dependency injected by New from Deps.HTTPClient",
-				"Logger":     "dependency injected by New per component",
-			},
-		},
-		{
-			name: "publish.Config", mapped: publishConfig(cfg), engine: publish.DefaultConfig(),
-		},
-		{
-			name: "neg.Options", mapped: negOptions(cfg), engine: neg.DefaultOptions(),
-			exclude: map[string]string{
-				"MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
-			},
-		},
-		{
 			name: "sync.Config", mapped: syncConfig(cfg), engine: reposync.DefaultConfig(),
 			exclude: map[string]string{
 				"OwnRelay":                         "site-specific URL, required, no default",
@@ -62,17 +39,6 @@ func TestDefaultsAgree(t *testing.T) {
 				"Bootstrap":                        "site-specific relay URLs, no default",
 				"Trusted.Relays":                   "site-specific relay URLs, no default",
 				"Negentropy.Options.MaxInboundHex": "derived by the sidecar from relay.max_message_bytes (2×), no setting of its own",
-			},
-		},
-		{
-			name: "ingest.Config", mapped: ingestConfig(cfg), engine: ingest.DefaultConfig(),
-		},
-		{
-			name: "purgatory.Config", mapped: purgatoryConfig(cfg), engine: purgatory.DefaultConfig(),
-			exclude: map[string]string{
-				"GitDir":                "site-specific path, no default (empty disables purgatory)",
-				"OwnDomain":             "site-specific host (service_domain), no default",
-				"AllowPrivateAddresses": "deliberately true in the sidecar: netpolicy's git guard applies dial.allow instead",
 			},
 		},
 	}

@@ -81,7 +81,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s := &Sidecar{cfg: cfg, d: d, log: d.Log}
 
-	ht, err := health.New(healthConfig(cfg), d.Clock, d.Registry, d.Log.Named("health"))
+	ht, err := health.New(cfg.Health, d.Clock, d.Registry, d.Log.Named("health"))
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", err)
 	}
@@ -97,7 +97,9 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	ownOpts := ropts
 	ownOpts.Logger = d.Log.Named("publisher")
 	ownOpts.CoalesceWrites = true // the publisher's bursts of EVENTs: one write each
-	pub, err := publish.New(publishConfig(cfg), func(ctx context.Context) (*relay.Conn, error) {
+	pcfg := cfg.Publisher.Config
+	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
+	pub, err := publish.New(pcfg, func(ctx context.Context) (*relay.Conn, error) {
 		return relay.Dial(ctx, cfg.OwnRelay, ownOpts)
 	}, signer, d.Log.Named("publisher"), d.Registry, publish.WithClock(d.Clock))
 	if err != nil {
@@ -151,10 +153,16 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 
 	if cfg.PurgatoryActive() {
-		pc := purgatoryConfig(cfg)
+		pc := cfg.Purgatory.Config
+		pc.GitDir = cfg.GitDir
+		pc.OwnDomain = cfg.ServiceDomain
+		pc.HostAll = cfg.Sync.HostAll
+		// The policy's git guard checks every remote against --dial.allow
+		// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
+		pc.AllowPrivateAddresses = true
 		git := d.Git
 		if git == nil {
-			x := gitx.NewExec(pc.GitCommandTimeout)
+			x := gitx.NewExec(pc.GitTimeout)
 			x.OutputCap = pc.GitOutputCap
 			git = x
 		}
@@ -240,41 +248,17 @@ func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 	return nil
 }
 
-// The functions below map the configuration onto each engine's own
-// settings. They are pure: every field an engine reads from the
-// configuration is set here and nowhere else, and fields the configuration
-// does not cover keep the engine's default. config.Default() copies each
-// engine's default; defaults_test.go checks that these functions map it
-// back onto that default, field by field.
+// The configuration's sections are the engines' own settings types, passed
+// to them as they are; the functions below add what New derives from other
+// sections. syncConfig alone still maps field by field, until the sync
+// engine owns its settings type (defaults_test.go checks it meanwhile).
 
-// healthConfig maps cfg onto the health tracker's settings.
-func healthConfig(cfg *config.Config) health.Config {
-	hcfg := health.DefaultConfig()
-	hcfg.BackoffBase = cfg.Health.BackoffBase
-	hcfg.BackoffMax = cfg.Health.BackoffMax
-	hcfg.DeadAfter = cfg.Health.DeadAfter
-	hcfg.DeadRetryInterval = cfg.Health.DeadRetry
-	hcfg.RateLimitCooldown = cfg.Health.RateLimitCooldown
-	hcfg.StabilityPeriod = cfg.Health.StabilityPeriod
-	hcfg.Tick = cfg.Health.Tick
-	hcfg.NaughtyPeriod = cfg.Health.NaughtyPeriod
-	hcfg.JitterFraction = cfg.Health.Jitter
-	hcfg.DefaultSubscriptionBudget = cfg.Health.DefaultSubscriptionBudget
-	hcfg.LearnedTTL = cfg.Health.LearnedTTL
-	return hcfg
-}
-
-// RelayOptions maps cfg onto the base options of every relay connection
-// (without the HTTP client and logger, which New injects); check uses it
-// too.
+// RelayOptions are the base options of every relay connection: the
+// relay section's settings (without the HTTP client and logger, which New
+// injects); check uses it too.
 func RelayOptions(cfg *config.Config) relay.Options {
 	ropts := relay.DefaultOptions()
-	ropts.MaxMessageBytes = int64(cfg.Relay.MaxMessageBytes)
-	ropts.WriteTimeout = cfg.Relay.WriteTimeout
-	ropts.PingInterval = cfg.Relay.PingInterval
-	ropts.PongTimeout = cfg.Relay.PongTimeout
-	ropts.WriteFailedGrace = cfg.Relay.WriteFailedGrace
-	ropts.ReadPause = cfg.Relay.ReadPause
+	ropts.Settings = cfg.Relay
 	return ropts
 }
 
@@ -286,27 +270,10 @@ func dialOwnReader(ctx context.Context, url string, opts relay.Options) (*relay.
 	return relay.Dial(ctx, url, opts)
 }
 
-// publishConfig maps cfg onto the publisher's settings.
-func publishConfig(cfg *config.Config) publish.Config {
-	pcfg := publish.DefaultConfig()
-	pcfg.Window = cfg.Publisher.Window
-	pcfg.OKTimeout = cfg.Publisher.OKTimeout
-	pcfg.RetryBase = cfg.Publisher.RetryBase
-	pcfg.RetryMax = cfg.Publisher.RetryMax
-	pcfg.QueueSize = cfg.Publisher.QueueSize
-	pcfg.QueueBytes = cfg.Publisher.QueueBytes
-	pcfg.DialTimeout = cfg.Relay.ConnectTimeout
-	pcfg.AuthTimeout = cfg.Publisher.AuthTimeout
-	pcfg.FailureLogInterval = cfg.Publisher.FailureLogInterval
-	return pcfg
-}
-
 // negOptions maps cfg onto the options of every negentropy session.
 func negOptions(cfg *config.Config) neg.Options {
 	nopts := neg.DefaultOptions()
-	nopts.FrameLimit = cfg.Negentropy.FrameLimit
-	nopts.InitialTimeout = cfg.Negentropy.InitialTimeout
-	nopts.IdleTimeout = cfg.Negentropy.IdleTimeout
+	nopts.Settings = cfg.Negentropy.Settings
 	nopts.MaxInboundHex = 2 * cfg.Relay.MaxMessageBytes
 	return nopts
 }
@@ -360,50 +327,22 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	return scfg
 }
 
-// ingestConfig maps cfg onto the shared event handler's settings.
+// ingestConfig puts together the shared event handler's settings, which
+// the configuration keeps in several sections (limits, rejected,
+// publisher, sync.verify_workers).
 func ingestConfig(cfg *config.Config) ingest.Config {
 	icfg := ingest.DefaultConfig()
-	icfg.Workers = cfg.Sync.VerifyWorkers
+	icfg.VerifyConfig = cfg.Sync.VerifyConfig
+	icfg.EventLimits = cfg.Limits.EventLimits
+	icfg.RelayLimits = cfg.Limits.RelayLimits
 	// One relay may fill half of the shared queue at most.
 	icfg.QueueLen = 2 * cfg.Limits.RelayQueue
-	icfg.RelayQueue = cfg.Limits.RelayQueue
-	icfg.RelayQueueBytes = cfg.Limits.RelayQueueBytes
-	icfg.RelayRate = cfg.Limits.RelayEventRate
-	icfg.MaxEventBytes = cfg.Limits.MaxEventBytes
-	icfg.MaxEventTags = cfg.Limits.MaxEventTags
-	icfg.OwnHeldRecheck = cfg.Publisher.OwnPurgatoryRecheck
+	icfg.Rejected = cfg.Rejected
+	icfg.OwnHeldConfig = cfg.Publisher.OwnHeldConfig
 	// The dedupe memory must be shorter than the full-resync interval, or
 	// a resync could never re-publish what the own relay lost.
 	icfg.SeenTTL = min(ingest.DefaultSeenTTL, cfg.Sync.FullResyncMin/2)
-	icfg.Rejected = ingest.RejectedConfig{
-		HotTTL: cfg.Rejected.HotTTL, HotMax: cfg.Rejected.HotMax,
-		ColdTTL: cfg.Rejected.ColdTTL, ColdMax: cfg.Rejected.ColdMax,
-	}
 	return icfg
-}
-
-// purgatoryConfig maps cfg onto the purgatory's settings.
-func purgatoryConfig(cfg *config.Config) purgatory.Config {
-	pc := purgatory.DefaultConfig()
-	pc.GitDir = cfg.GitDir
-	pc.OwnDomain = cfg.ServiceDomain
-	pc.CreateMissingRepos = cfg.Purgatory.CreateMissingRepos
-	pc.Loop = cfg.Purgatory.Loop
-	pc.SyncedDelay = cfg.Purgatory.SyncedDelay
-	pc.OwnRelayDelay = cfg.Purgatory.OwnRelayDelay
-	pc.Backoff = cfg.Purgatory.Backoff
-	pc.Expiry = cfg.Purgatory.Expiry
-	pc.DomainConcurrency = cfg.Purgatory.DomainConcurrency
-	pc.DomainRequestsPerWindow = cfg.Purgatory.DomainRequestsPerWindow
-	pc.DomainWindow = cfg.Purgatory.DomainWindow
-	pc.GitCommandTimeout = cfg.Purgatory.GitTimeout
-	pc.FailureLogInterval = cfg.Purgatory.FailureLogInterval
-	pc.MaxEntries = cfg.Purgatory.MaxEntries
-	pc.HostAll = cfg.Sync.HostAll
-	// The policy's git guard checks every remote against --dial.allow
-	// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
-	pc.AllowPrivateAddresses = true
-	return pc
 }
 
 // Engine exposes the sync engine (tests and the demo read its state).

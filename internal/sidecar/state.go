@@ -23,10 +23,8 @@ func (s *Sidecar) openState(local *localindex.Index) error {
 		own = s.cfg.OwnRelay
 	}
 	st, err := statestore.Open(statestore.Options{
-		Dir: s.cfg.State.Dir, OwnRelay: own, Log: s.log.Named("state"),
+		Config: s.cfg.State, OwnRelay: own, Log: s.log.Named("state"),
 		Registerer: s.d.Registry, Clock: s.d.Clock,
-		LockTimeout: s.cfg.State.LockTimeout, Heartbeat: s.cfg.State.Heartbeat,
-		RejectedInterval: s.cfg.State.RejectedInterval, UsageInterval: s.cfg.State.UsageInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("state store: %w", err)

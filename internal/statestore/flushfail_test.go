@@ -91,7 +91,7 @@ func TestRunLeavesFinalFlushToOwner(t *testing.T) {
 // Run's interval and the flush times follow the injected clock.
 func TestRunUsesInjectedClock(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk})
+	s, err := Open(Options{Config: Config{Dir: t.TempDir()}, OwnRelay: ownA, NoSync: true, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestRunUsesInjectedClock(t *testing.T) {
 func TestRelaysSavedVisible(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	reg := prometheus.NewRegistry()
-	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk, Registerer: reg})
+	s, err := Open(Options{Config: Config{Dir: t.TempDir()}, OwnRelay: ownA, NoSync: true, Clock: clk, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestRelaysSavedVisible(t *testing.T) {
 // for a flush to find the sidecar idle.
 func TestRunSavesHeldBackRelaysWhenIdle(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk})
+	s, err := Open(Options{Config: Config{Dir: t.TempDir()}, OwnRelay: ownA, NoSync: true, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestRunSavesHeldBackRelaysWhenIdle(t *testing.T) {
 // timestamps alone): none before it has passed since the last, one after.
 func TestHeartbeatOption(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	s, err := Open(Options{Dir: t.TempDir(), OwnRelay: ownA, NoSync: true, Clock: clk, Heartbeat: 5 * time.Minute})
+	s, err := Open(Options{Config: Config{Dir: t.TempDir(), Heartbeat: 5 * time.Minute}, OwnRelay: ownA, NoSync: true, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

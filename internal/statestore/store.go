@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // FormatVersion is the layout of the store's buckets and values. A store
@@ -45,25 +46,57 @@ var (
 // ErrLocked: another process holds the store.
 var ErrLocked = errors.New("statestore: the state file is in use by another process")
 
-// Options configure Open.
-type Options struct {
+// Config is the configuration's state section: each setting carries its
+// YAML key and help text (flag, environment variable and documentation
+// are derived from them). Open reads all but FlushInterval, which paces
+// Run.
+type Config struct {
 	// Dir is the state directory; created when missing.
-	Dir string
+	Dir string `yaml:"dir" flag:"state-dir" help:"Directory of the sync state store (one bbolt file: the local index, purgatory's held events). Empty: memory only, every restart reads the own relay again and held events are lost. Give each own relay its own directory."`
+	// FlushInterval is the interval of Run's batched writes.
+	FlushInterval time.Duration `yaml:"flush_interval" help:"Interval between batched writes of the sync state (what changed since the last one, in one transaction)."`
+	// Heartbeat bounds how often timestamps alone (a relay last seen up,
+	// the own relay read until now) are written (DefaultHeartbeat when 0).
+	Heartbeat time.Duration `yaml:"heartbeat" help:"Longest interval between writes of timestamps alone (a relay last seen up, how far the own relay was read), so an idle sidecar does not commit every flush_interval."`
+	// RejectedInterval bounds how often the RejectedIndex (up to a million
+	// ids) is rewritten (DefaultRejectedInterval when 0).
+	RejectedInterval time.Duration `yaml:"rejected_interval" help:"Shortest interval between rewrites of the rejected index (up to a million ids) while it changes; it is always written at shutdown."`
+	// UsageInterval bounds how often a flush walks the buckets for
+	// Stats.InUse (DefaultUsageInterval when 0).
+	UsageInterval time.Duration `yaml:"usage_interval" help:"Shortest interval between walks of the store for the bytes in use per part (status, metrics)."`
+	// LockTimeout bounds the wait for another process's lock
+	// (DefaultLockTimeout when 0).
+	LockTimeout time.Duration `yaml:"lock_timeout" help:"How long start-up waits for another process's lock on the state file before giving up."`
+}
+
+// DefaultConfig returns the defaults (Dir empty: memory only).
+func DefaultConfig() Config {
+	return Config{
+		FlushInterval: DefaultFlushInterval, Heartbeat: DefaultHeartbeat,
+		RejectedInterval: DefaultRejectedInterval, UsageInterval: DefaultUsageInterval,
+		LockTimeout: DefaultLockTimeout,
+	}
+}
+
+// Validate reports every invalid setting, each as a *setting.Error keyed
+// by its YAML key.
+func (c Config) Validate() error {
+	v := setting.Checks{}
+	v.Positive("flush_interval", c.FlushInterval)
+	v.Positive("heartbeat", c.Heartbeat)
+	v.Positive("rejected_interval", c.RejectedInterval)
+	v.Positive("usage_interval", c.UsageInterval)
+	v.Positive("lock_timeout", c.LockTimeout)
+	return v.Err()
+}
+
+// Options configure Open: the state section's settings, and what the
+// process gives.
+type Options struct {
+	Config
 	// OwnRelay identifies the store: a store made for another own relay is
 	// set aside. Compare normalized URLs.
 	OwnRelay string
-	// LockTimeout bounds the wait for another process's lock
-	// (DefaultLockTimeout when 0).
-	LockTimeout time.Duration
-	// Heartbeat bounds how often timestamps alone (a relay last seen up,
-	// the own relay read until now) are written (DefaultHeartbeat when 0).
-	Heartbeat time.Duration
-	// RejectedInterval bounds how often the RejectedIndex (up to a million
-	// ids) is rewritten (DefaultRejectedInterval when 0).
-	RejectedInterval time.Duration
-	// UsageInterval bounds how often a flush walks the buckets for
-	// Stats.InUse (DefaultUsageInterval when 0).
-	UsageInterval time.Duration
 	// NoSync skips fsync on commit (tests only).
 	NoSync bool
 	Log    *zap.Logger

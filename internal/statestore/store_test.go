@@ -30,7 +30,7 @@ func (nopPublisher) Publish(context.Context, *nostr.Event) error { return nil }
 func open(t *testing.T, dir, own string) (*Store, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
-	s, err := Open(Options{Dir: dir, OwnRelay: own, NoSync: true, Log: zap.New(core)})
+	s, err := Open(Options{Config: Config{Dir: dir}, OwnRelay: own, NoSync: true, Log: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestCorruptSetAside(t *testing.T) {
 func TestLockedStore(t *testing.T) {
 	dir := t.TempDir()
 	open(t, dir, ownA)
-	_, err := Open(Options{Dir: dir, OwnRelay: ownA, LockTimeout: 100 * time.Millisecond})
+	_, err := Open(Options{Config: Config{Dir: dir, LockTimeout: 100 * time.Millisecond}, OwnRelay: ownA})
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second open: %v, want ErrLocked", err)
 	}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/publish"
+)
+
+// An engine's settings errors come out with the section's path on the
+// field and on the setting it is compared with, and still match the
+// engine's own sentinel.
+func TestEngineErrorsAreQualified(t *testing.T) {
+	c := validDefault()
+	c.Health.BackoffMax = time.Second
+	c.Publisher.RetryMax = time.Millisecond
+	err := c.Validate()
+	want := `health.backoff_max: must be >= health.backoff_base (5s), got "1s"` + "\n" +
+		`publisher.retry_max: must be >= publisher.retry_base (1s), got "1ms"`
+	if got := fmt.Sprint(err); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, health.ErrInvalidConfig) || !errors.Is(err, publish.ErrInvalidConfig) {
+		t.Fatal("errors.Is does not match ErrInvalid and the engines' sentinels")
+	}
+}
+
+// Keys of a struct inlined in a section belong to that section: the limits
+// section mixes the handler's and the sync engine's, in declaration order.
+func TestInlineSettingsJoinTheirSection(t *testing.T) {
+	var keys []string
+	for _, s := range Settings() {
+		if s.Group == "limits" {
+			keys = append(keys, s.Key)
+		}
+	}
+	want := "[limits.max_event_bytes limits.max_event_tags limits.max_relays_per_announcement limits.max_tracked_relays limits.max_repositories limits.relay_event_rate limits.relay_queue limits.relay_queue_bytes]"
+	if got := fmt.Sprint(keys); got != want {
+		t.Fatalf("limits keys %s\nwant %s", got, want)
+	}
+	for _, sec := range Sections() {
+		if sec.Key == "" || sec.Help == "" {
+			t.Errorf("section %+v: an inline struct became a section", sec)
+		}
+	}
+	c := Default()
+	s, ok := Lookup("limits.relay_event_rate")
+	if !ok {
+		t.Fatal("limits.relay_event_rate not found")
+	}
+	if err := s.SetString(c, "7"); err != nil || c.Limits.RelayRate != 7 {
+		t.Fatalf("SetString through an inline struct: %v, %d", err, c.Limits.RelayRate)
+	}
+}
