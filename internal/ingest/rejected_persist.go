@@ -9,7 +9,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 func randomKey() uint64 {
@@ -84,7 +84,7 @@ func (r *RejectedIndex) RestoreState(st RejectedState) error {
 		if len(b) < 49 {
 			return errBadRejectedState
 		}
-		var id [32]byte
+		var id event.ID
 		copy(id[:], b)
 		ce := coldEntry{at: int64(binary.LittleEndian.Uint64(b[32:])), createdAt: int64(binary.LittleEndian.Uint64(b[40:]))}
 		n := int(b[48])
@@ -109,7 +109,7 @@ func (r *RejectedIndex) RestoreState(st RejectedState) error {
 		}
 	}
 	for _, h := range st.Hot {
-		id, ok := neg.DecodeID(h.Event.ID)
+		id, ok := event.DecodeID(h.Event.ID)
 		if !ok || r.cold[id].at == 0 {
 			continue // hot entries are also cold ones
 		}

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	ws "github.com/coder/websocket"
-	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // Sentinel errors callers branch on.
@@ -209,15 +210,16 @@ const (
 // marker, or the relay's CLOSED with its reason. Events before EOSE are
 // stored events; events after it are live.
 type SubMsg struct {
-	Type   MsgType
-	Event  *nostr.Event
-	Size   int    // bytes of the EVENT frame
-	Reason string // CLOSED reason
-	// Raw is the event as it arrived: the JSON object of the EVENT frame,
+	Type MsgType
+	// Incoming is a MsgEvent's event as the read loop decoded it: Event,
+	// its id decoded once (Incoming.ID), Size (bytes of the EVENT frame),
+	// Relay (the connection's URL) and Sub (the subscription's id). Raw
+	// is the event as it arrived: the JSON object of the EVENT frame,
 	// byte for byte (nil when it could not be delimited safely, and on a
-	// connection dialled with Options.NoRaw). It is
-	// forwarded as is (Conn.Send with raw) instead of re-encoding Event.
-	Raw []byte
+	// connection dialled with Options.NoRaw). It is forwarded as is
+	// (Conn.Send with raw) instead of re-encoding Event.
+	event.Incoming
+	Reason string // CLOSED reason
 }
 
 // Subscription is an open REQ.
