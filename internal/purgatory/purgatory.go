@@ -396,9 +396,9 @@ func (p *Purgatory) Has(id string) bool {
 func (p *Purgatory) AppendHeld(dst []neg.Item, _ nostr.Filter) []neg.Item {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for id, e := range p.byID {
-		if k, ok := event.DecodeID(id); ok {
-			dst = append(dst, neg.Item{CreatedAt: e.ev.CreatedAt, ID: k})
+	for _, e := range p.byID {
+		if e.idOK {
+			dst = append(dst, neg.Item{CreatedAt: e.ev.CreatedAt, ID: e.id})
 		}
 	}
 	return dst
