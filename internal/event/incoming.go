@@ -4,8 +4,8 @@ import "github.com/nbd-wtf/go-nostr"
 
 // Incoming is one event as received from a relay: the decoded event, its
 // decoded id, the bytes it arrived in and the relay and subscription it
-// came on. A relay's read loop builds it (WithID decodes the id there,
-// once); ingest and the stages after it take the id from it.
+// came on. A relay's read loop decodes the id, once (WithDecodedID, or
+// WithID); ingest and the stages after it take the id from it.
 type Incoming struct {
 	Event *nostr.Event
 	// Size of the frame it came in (0 if unknown).
@@ -42,6 +42,19 @@ func (in Incoming) WithID() Incoming {
 		in.id, in.state = id, idValid
 	} else {
 		in.state = idInvalid
+	}
+	return in
+}
+
+// WithDecodedID returns in recording id as its event's id, as DecodeID
+// of the event's hex id gave it (ok false: not valid), to a caller that
+// decoded it already (a relay's read loop): in's stages do not decode it
+// again. id must be the event's.
+func (in Incoming) WithDecodedID(id ID, ok bool) Incoming {
+	if ok {
+		in.id, in.state = id, idValid
+	} else {
+		in.id, in.state = ID{}, idInvalid
 	}
 	return in
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	ws "github.com/coder/websocket"
+	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/event"
@@ -211,15 +212,21 @@ const (
 // stored events; events after it are live.
 type SubMsg struct {
 	Type MsgType
-	// Incoming is a MsgEvent's event as the read loop decoded it: Event,
-	// its id decoded once (Incoming.ID), Size (bytes of the EVENT frame),
-	// Relay (the connection's URL) and Sub (the subscription's id). Raw
-	// is the event as it arrived: the JSON object of the EVENT frame,
-	// byte for byte (nil when it could not be delimited safely, and on a
-	// connection dialled with Options.NoRaw). It is forwarded as is
-	// (Conn.Send with raw) instead of re-encoding Event.
-	event.Incoming
+	// idOK: id holds Event's id, decoded by the read loop.
+	idOK   bool
+	Event  *nostr.Event
+	Size   int    // bytes of the EVENT frame
 	Reason string // CLOSED reason
+	// Raw is the event as it arrived: the JSON object of the EVENT frame,
+	// byte for byte (nil when it could not be delimited safely, and on a
+	// connection dialled with Options.NoRaw). It is
+	// forwarded as is (Conn.Send with raw) instead of re-encoding Event.
+	Raw []byte
+	// id is Event's id as the read loop decoded it (Subscription.Incoming
+	// hands it on). A message stays this small, with no relay URL or
+	// subscription id of its own, as every subscription's queue is
+	// allocated whole.
+	id event.ID
 }
 
 // Subscription is an open REQ.

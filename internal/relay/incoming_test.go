@@ -11,7 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
-// An event is delivered as an event.Incoming whose id the read loop
+// An event is handed on as an event.Incoming whose id the read loop
 // decoded (it survives the event's hex id being changed afterwards), with
 // the relay's URL and the subscription it came on.
 func TestSubMsgCarriesDecodedIncoming(t *testing.T) {
@@ -34,11 +34,12 @@ func TestSubMsgCarriesDecodedIncoming(t *testing.T) {
 			t.Fatalf("got %+v, want the event", m)
 		}
 		m.Event.ID = "changed"
-		if got, ok := m.ID(); !ok || got != want {
+		in := sub.Incoming(m)
+		if got, ok := in.ID(); !ok || got != want {
 			t.Fatalf("ID() = %x, %v; want %x decoded by the read loop", got, ok, want)
 		}
-		if m.Relay != c.URL() || m.Sub != "s1" || m.Size == 0 || m.Raw == nil {
-			t.Fatalf("relay %q sub %q size %d raw %d bytes", m.Relay, m.Sub, m.Size, len(m.Raw))
+		if in.Event != m.Event || in.Relay != c.URL() || in.Sub != "s1" || in.Size == 0 || in.Raw == nil {
+			t.Fatalf("relay %q sub %q size %d raw %d bytes", in.Relay, in.Sub, in.Size, len(in.Raw))
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("event did not arrive")

@@ -335,10 +335,12 @@ func (c *Conn) handleEventSlow(data []byte) {
 }
 
 // deliverEvent hands a decoded event to sub with its id decoded, here and
-// once: the stages after the read loop take it from the Incoming.
+// once: the stages after the read loop take it from the message
+// (Subscription.Incoming).
 func (c *Conn) deliverEvent(sub *Subscription, ev *nostr.Event, size int, raw []byte) {
-	in := event.Incoming{Event: ev, Size: size, Relay: c.url, Sub: sub.ID, Raw: raw}
-	c.deliver(sub, SubMsg{Type: MsgEvent, Incoming: in.WithID()})
+	m := SubMsg{Type: MsgEvent, Event: ev, Size: size, Raw: raw}
+	m.id, m.idOK = event.DecodeID(ev.ID)
+	c.deliver(sub, m)
 }
 
 // frameLabel extracts the first JSON string of a relay message cheaply.
