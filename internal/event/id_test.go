@@ -91,6 +91,17 @@ func TestIncomingID(t *testing.T) {
 	if _, ok := bad.ID(); ok {
 		t.Fatal("upper-case id accepted")
 	}
+	given := Incoming{Event: &nostr.Event{ID: "not decoded again"}}.WithDecodedID(want, true)
+	if got, ok := given.ID(); !ok || got != want {
+		t.Fatalf("ID() after WithDecodedID = %x, %v", got, ok)
+	}
+	if given = given.WithID(); given.id != want {
+		t.Fatal("WithID decoded an id given already")
+	}
+	refused := Incoming{Event: &nostr.Event{ID: id}}.WithDecodedID(want, false)
+	if _, ok := refused.ID(); ok {
+		t.Fatal("an id given as invalid accepted")
+	}
 	none := Incoming{}.WithID()
 	if _, ok := none.ID(); ok {
 		t.Fatal("id of no event accepted")
