@@ -141,8 +141,7 @@ func BenchmarkDecodeID(b *testing.B) {
 	}
 	b.Run("before", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
-			k, _ := decodeIDBefore(ids[i&1023])
-			sinkID = k
+			sinkID, _ = decodeIDBefore(ids[i&1023])
 		}
 	})
 	b.Run("after", func(b *testing.B) {
