@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -38,10 +39,10 @@ type flight struct {
 // without an outcome).
 type flights struct {
 	mu sync.Mutex
-	m  map[[32]byte]*flight
+	m  map[event.ID]*flight
 }
 
-func newFlights() *flights { return &flights{m: make(map[[32]byte]*flight)} }
+func newFlights() *flights { return &flights{m: make(map[event.ID]*flight)} }
 
 // claim verdicts.
 const (
@@ -52,7 +53,7 @@ const (
 
 // duplicate tells, before any check, whether a copy of id with signature
 // sig is one to drop: seen, and not a different copy of an id in flight.
-func (f *flights) duplicate(seen *seenSet, id [32]byte, sig string) bool {
+func (f *flights) duplicate(seen *seenSet, id event.ID, sig string) bool {
 	// Under the lock: settle forgets an id and its flight together, so a
 	// copy never finds the id seen with no flight while a refused copy is
 	// being forgotten.
@@ -68,7 +69,7 @@ func (f *flights) duplicate(seen *seenSet, id [32]byte, sig string) bool {
 // claim decides what becomes of a copy of id with signature sig that is
 // about to go to the own relay. Marking seen and registering the flight
 // happen under one lock, so a second copy always finds the first's flight.
-func (f *flights) claim(seen *seenSet, id [32]byte, sig string) int {
+func (f *flights) claim(seen *seenSet, id event.ID, sig string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fl := f.m[id]; fl != nil {
@@ -88,7 +89,7 @@ func (f *flights) claim(seen *seenSet, id [32]byte, sig string) int {
 // and tells whether to send it now: it waits as the flight's alternative
 // while the first copy is in flight, and is sent at once if the id settled
 // meanwhile without being marked again.
-func (f *flights) claimVerified(seen *seenSet, id [32]byte, ev *nostr.Event) bool {
+func (f *flights) claimVerified(seen *seenSet, id event.ID, ev *nostr.Event) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fl := f.m[id]; fl != nil {
@@ -106,7 +107,7 @@ func (f *flights) claimVerified(seen *seenSet, id [32]byte, ev *nostr.Event) boo
 
 // verified tells whether the copy of id with signature sig in flight is
 // one the sidecar checked.
-func (f *flights) verified(id [32]byte, sig string) bool {
+func (f *flights) verified(id event.ID, sig string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl := f.m[id]
@@ -119,7 +120,7 @@ func (f *flights) verified(id [32]byte, sig string) bool {
 // calls abandon. forget (an invalid copy) clears the id's seen mark in the
 // same step as its flight, when no alternative waits, so an honest copy
 // arriving meanwhile is never taken for a duplicate.
-func (f *flights) settle(seen *seenSet, id [32]byte, sig string, present, forget bool) (alt *nostr.Event) {
+func (f *flights) settle(seen *seenSet, id event.ID, sig string, present, forget bool) (alt *nostr.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl := f.m[id]
@@ -142,7 +143,7 @@ func (f *flights) settle(seen *seenSet, id [32]byte, sig string, present, forget
 
 // abandon forgets the flight of id (an alternative that could not be
 // sent); forget clears its seen mark with it, so the id can come again.
-func (f *flights) abandon(seen *seenSet, id [32]byte, forget bool) {
+func (f *flights) abandon(seen *seenSet, id event.ID, forget bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.m, id)
@@ -196,8 +197,9 @@ func (h *Handler) checkSig(ev *nostr.Event, relay string) bool {
 
 // submit hands a deduplicated event to the publisher, as raw (the bytes it
 // arrived in) when set and the publisher takes them.
-func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
-	done := func(r publish.Result) { h.Settle(ev, r) }
+// id is ev's decoded id, which the outcome settles under.
+func (h *Handler) submit(ctx context.Context, id event.ID, ev *nostr.Event, raw []byte) {
+	done := func(r publish.Result) { h.settle(id, true, ev, r) }
 	var err error
 	if rp, ok := h.pub.(RawPublisher); ok && raw != nil {
 		err = rp.SubmitRaw(ctx, ev, raw, done)
@@ -205,6 +207,6 @@ func (h *Handler) submit(ctx context.Context, ev *nostr.Event, raw []byte) {
 		err = h.pub.Submit(ctx, ev, done)
 	}
 	if err != nil {
-		h.Settle(ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
+		h.settle(id, true, ev, publish.Result{ID: ev.ID, Outcome: publish.Dropped, Err: err})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +18,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
@@ -39,10 +40,13 @@ type RawPublisher interface {
 	SubmitRaw(ctx context.Context, ev *nostr.Event, raw []byte, done func(publish.Result)) error
 }
 
-// Purgatory holds events that need git data (*purgatory.Purgatory): they
-// go there instead of straight to the publisher. Add refuses events of
-// repositories not hosted here with purgatory.ErrNotHosted.
-type Purgatory interface {
+// Holder holds events that need git data until it is there
+// (*purgatory.Purgatory): they go there instead of straight to the
+// publisher, and come back through the release queue the holder was built
+// with (Deps.Released). Add refuses events of repositories not hosted here
+// with an error wrapping event.ErrNotHosted, and wraps event.ErrFull when
+// it is full; ingest knows nothing else of the purgatory.
+type Holder interface {
 	Needs(ev *nostr.Event) bool
 	Add(ev *nostr.Event, onOwnRelay bool) error
 	AddAnnouncement(ev *nostr.Event)
@@ -173,18 +177,26 @@ func DefaultConfig() Config {
 	}
 }
 
-// Present records what the own relay holds (*localindex.Index): Add an
-// event seen there, AddNew one it has just accepted as new.
+// Present records what the own relay holds (*localindex.Index): AddID
+// adds an event seen there, whose id the handler decoded already; fresh
+// when the own relay has just accepted it as new.
 type Present interface {
-	Add(ev *nostr.Event) error
-	AddNew(ev *nostr.Event) error
+	AddID(id event.ID, ev *nostr.Event, fresh bool) error
 }
 
 // Deps are the handler's collaborators.
 type Deps struct {
 	Publisher Publisher
-	// Purgatory is nil without a git directory.
-	Purgatory Purgatory
+	// Holder is nil without a git directory.
+	Holder Holder
+	// Released is the queue the Holder hands the events it releases back
+	// through (the wiring builds it first and gives it to both):
+	// RunReleased publishes them and settles their outcome like any other.
+	Released *event.Releases
+	// Stored are told of every event the own relay answered it stored (an
+	// OK true, new or a duplicate), before the event is recorded as
+	// present: called from the publisher's goroutine, they must not block.
+	Stored []func(*nostr.Event)
 	// Present, when set, is told of every event known to be on the own
 	// relay (accepted, duplicate, or seen through the self-subscription):
 	// negentropy's local set (*localindex.Index).
@@ -195,18 +207,23 @@ type Deps struct {
 	Registry prometheus.Registerer
 }
 
-// Incoming is one event as received from a relay.
-type Incoming struct {
-	Event *nostr.Event
-	// Size of the frame it came in (0 if unknown).
-	Size  int
-	Relay string
-	// Raw is the event's JSON as it arrived (relay.SubMsg.Raw), forwarded
-	// to the own relay as is when the publisher takes it (RawPublisher);
-	// nil: Event is encoded.
-	Raw []byte
+// Incoming is one event as received from a relay (event.Incoming): its id
+// is decoded once, by the relay's read loop or on entering Handle, and
+// every stage after takes it from there. Raw, when set, is forwarded to
+// the own relay as is when the publisher takes it (RawPublisher).
+type Incoming = event.Incoming
 
+// queued is an Incoming waiting for a worker, with the relay's queue slot
+// it holds.
+type queued struct {
+	in      Incoming
 	release func() // frees the relay's queue slot once processed
+}
+
+// idEvent is an event with its decoded id, queued to be routed again.
+type idEvent struct {
+	id event.ID
+	ev *nostr.Event
 }
 
 // Handler is the shared event handler: every event from every subscription
@@ -218,7 +235,8 @@ type Handler struct {
 	log      *zap.Logger
 	m        *metrics
 	pub      Publisher
-	purg     Purgatory
+	holder   Holder
+	released *event.Releases
 	rejected *RejectedIndex
 	seen     *seenSet
 	flying   *flights
@@ -227,10 +245,10 @@ type Handler struct {
 	limits   *relayLimits
 	held     *ownHeld
 	clock    clock.Clock
-	stored   func(*nostr.Event) // OnStored
+	stored   []func(*nostr.Event) // Deps.Stored
 
-	in      chan Incoming
-	retries chan *nostr.Event
+	in      chan queued
+	retries chan idEvent
 	pending atomic.Int64 // see Pending
 	wg      sync.WaitGroup
 }
@@ -267,7 +285,8 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		seen.present = p
 	}
 	return &Handler{
-		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, purg: d.Purgatory,
+		cfg: cfg, log: d.Log, m: m, pub: d.Publisher, holder: d.Holder, released: d.Released,
+		stored:   slices.Clone(d.Stored),
 		rejected: NewRejectedIndex(cfg.Rejected, d.Clock.Now),
 		present:  d.Present,
 		limits:   limits,
@@ -275,21 +294,17 @@ func New(cfg Config, d Deps) (*Handler, error) {
 		clock:    d.Clock,
 		seen:     seen,
 		flying:   newFlights(),
-		in:       make(chan Incoming, cfg.QueueLen),
-		retries:  make(chan *nostr.Event, cfg.QueueLen),
+		in:       make(chan queued, cfg.QueueLen),
+		retries:  make(chan idEvent, cfg.QueueLen),
 	}, nil
 }
 
-// UsePurgatory routes events that need git data to p. It is called once,
-// before Run: the purgatory publishes what it releases through the
-// handler, so the two are built one after the other.
-func (h *Handler) UsePurgatory(p Purgatory) { h.purg = p }
-
-// OnStored sets a function told of every event the own relay answered it
-// stored (an OK true, new or a duplicate), before the event is recorded as
-// present: called from the publisher's goroutine, it must not block. Call
-// it once, before Run.
-func (h *Handler) OnStored(fn func(*nostr.Event)) { h.stored = fn }
+// OnStored adds fn to the functions told of every event the own relay
+// answered it stored (Deps.Stored). Call it once, before Run.
+//
+// Deprecated: pass the listener in Deps.Stored when the handler is built;
+// this setter stays only until its last caller does so.
+func (h *Handler) OnStored(fn func(*nostr.Event)) { h.stored = append(h.stored, fn) }
 
 // Rejected is the RejectedIndex.
 func (h *Handler) Rejected() *RejectedIndex { return h.rejected }
@@ -297,7 +312,7 @@ func (h *Handler) Rejected() *RejectedIndex { return h.rejected }
 // AppendRejected adds the RejectedIndex's ids to a negentropy local set
 // (a localindex.Source): we do not want them again.
 func (h *Handler) AppendRejected(dst []neg.Item, _ nostr.Filter) []neg.Item {
-	h.rejected.Items(func(createdAt int64, id [32]byte) {
+	h.rejected.Items(func(createdAt int64, id event.ID) {
 		dst = append(dst, neg.Item{CreatedAt: nostr.Timestamp(createdAt), ID: id})
 	})
 	return dst
@@ -325,11 +340,11 @@ func (h *Handler) Run(ctx context.Context) error {
 				select {
 				case <-ctx.Done():
 					return
-				case in := <-h.in:
-					h.process(ctx, in)
+				case q := <-h.in:
+					h.processQueued(ctx, q)
 					h.pending.Add(-1)
-				case ev := <-h.retries:
-					h.route(ctx, ev)
+				case r := <-h.retries:
+					h.route(ctx, r)
 					h.pending.Add(-1)
 				}
 			}
@@ -347,10 +362,11 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 	if in.Event == nil {
 		return nil
 	}
+	in = in.WithID() // a no-op when the relay's read loop decoded it
 	// Events over a bound are dropped before they take a queue slot.
 	if reason, err := h.bounds(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
-		h.noteInvalid(in.Event)
+		h.noteInvalid(&in)
 		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
 		return nil
 	}
@@ -358,10 +374,9 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 	if err != nil {
 		return err
 	}
-	in.release = release
 	h.pending.Add(1)
 	select {
-	case h.in <- in:
+	case h.in <- queued{in: in, release: release}:
 		return nil
 	case <-ctx.Done():
 		h.pending.Add(-1)
@@ -389,7 +404,7 @@ func (h *Handler) OnOwnRelay(ev *nostr.Event) { h.onOwnRelay(ev, false) }
 func (h *Handler) OnOwnRelayLive(ev *nostr.Event) { h.onOwnRelay(ev, true) }
 
 func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
-	id, ok := neg.DecodeID(ev.ID)
+	id, ok := event.DecodeID(ev.ID)
 	if !ok {
 		return
 	}
@@ -399,10 +414,10 @@ func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
 	ours := h.seen.Has(id)
 	h.notHeld(id)
 	h.learnPresent(ev, id, live && ours && nostr.IsRegularKind(ev.Kind))
-	if h.purg != nil && ev.Kind == nip34.KindRepoAnnouncement {
+	if h.holder != nil && ev.Kind == nip34.KindRepoAnnouncement {
 		// Before the retries below: they ask the purgatory whether the
 		// repository is hosted.
-		h.purg.AddAnnouncement(ev)
+		h.holder.AddAnnouncement(ev)
 	}
 	if !ours {
 		// Someone else put it there (our own publishes settled this on
@@ -410,13 +425,13 @@ func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
 		// accepted now.
 		h.dependencyAccepted(ev)
 	}
-	if h.purg == nil {
+	if h.holder == nil {
 		return
 	}
 	switch ev.Kind {
 	case nip34.KindRepoState, nip34.KindPullRequest, nip34.KindPRUpdate:
 		if !ours {
-			h.hold(ev, true)
+			h.hold(id, ev, true)
 		}
 	}
 }
@@ -424,7 +439,7 @@ func (h *Handler) onOwnRelay(ev *nostr.Event, live bool) {
 // MarkPresent records that ev is on the own relay; it will not be
 // published again.
 func (h *Handler) MarkPresent(ev *nostr.Event) {
-	if id, ok := neg.DecodeID(ev.ID); ok {
+	if id, ok := event.DecodeID(ev.ID); ok {
 		h.seen.Mark(id)
 	}
 }
@@ -432,7 +447,7 @@ func (h *Handler) MarkPresent(ev *nostr.Event) {
 // Seen tells whether an event id went through the handler or is known to
 // be on the own relay.
 func (h *Handler) Seen(id string) bool {
-	b, ok := neg.DecodeID(id)
+	b, ok := event.DecodeID(id)
 	return ok && h.seen.Has(b)
 }
 
@@ -459,15 +474,20 @@ func (h *Handler) validate(in Incoming) (string, error) {
 	return "", nil
 }
 
-func (h *Handler) process(ctx context.Context, in Incoming) {
-	if in.release != nil {
-		defer in.release()
+// processQueued processes q, then frees the relay's queue slot it held.
+func (h *Handler) processQueued(ctx context.Context, q queued) {
+	if q.release != nil {
+		defer q.release()
 	}
+	h.process(ctx, q.in)
+}
+
+func (h *Handler) process(ctx context.Context, in Incoming) {
 	if in.Event == nil {
 		return
 	}
 	ev := in.Event
-	id, ok := neg.DecodeID(ev.ID)
+	id, ok := in.ID()
 	if !ok {
 		h.m.eventsInvalid.WithLabelValues("bad_id").Inc()
 		return
@@ -478,18 +498,18 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	}
 	if reason, err := h.validate(in); err != nil {
 		h.m.eventsInvalid.WithLabelValues(reason).Inc()
-		h.noteInvalid(ev)
+		h.noteInvalid(&in)
 		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", ev.ID), zap.Error(err))
 		return
 	}
-	if h.purg != nil && h.purg.Needs(ev) {
+	if h.holder != nil && h.holder.Needs(ev) {
 		// The purgatory acts on it alone (git fetches, holding it for
 		// hours): verified before it is marked, so a forged copy never
 		// shadows the real one.
 		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
 			return
 		}
-		h.hold(ev, false)
+		h.hold(id, ev, false)
 		return
 	}
 	switch h.flying.claim(h.seen, id, ev.Sig) {
@@ -504,52 +524,76 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 			return
 		}
 	}
-	h.submit(ctx, ev, in.Raw)
+	h.submit(ctx, id, ev, in.Raw)
 }
 
 // route sends a verified, deduplicated event on (a retry from the
 // RejectedIndex's hot cache).
-func (h *Handler) route(ctx context.Context, ev *nostr.Event) {
-	if h.purg != nil && h.purg.Needs(ev) {
-		h.hold(ev, false)
+func (h *Handler) route(ctx context.Context, r idEvent) {
+	if h.holder != nil && h.holder.Needs(r.ev) {
+		h.hold(r.id, r.ev, false)
 		return
 	}
-	h.submit(ctx, ev, nil)
+	h.submit(ctx, r.id, r.ev, nil)
 }
 
-// hold hands ev to the purgatory.
-func (h *Handler) hold(ev *nostr.Event, onOwnRelay bool) {
-	err := h.purg.Add(ev, onOwnRelay)
+// hold hands ev (id is its decoded id) to the purgatory.
+func (h *Handler) hold(id event.ID, ev *nostr.Event, onOwnRelay bool) {
+	err := h.holder.Add(ev, onOwnRelay)
 	switch {
 	case err == nil:
 		return
-	case errors.Is(err, purgatory.ErrNotHosted):
+	case errors.Is(err, event.ErrNotHosted):
 		// Not a repository this service hosts (or not yet: its
 		// announcement may still be on its way). It costs no git command
 		// and no publish: it waits in the RejectedIndex like an event the
 		// own relay refused, and comes back when an announcement of its
 		// repository is accepted.
-		if h.rejected.Add(ev) {
-			h.retry(ev) // an announcement was accepted meanwhile
+		if h.rejected.addID(id, ev) {
+			h.retry(id, ev) // an announcement was accepted meanwhile
 		}
-	case errors.Is(err, purgatory.ErrFull):
+	case errors.Is(err, event.ErrFull):
 		// Not lost: the next sync fetches it again.
-		if id, ok := neg.DecodeID(ev.ID); ok {
-			h.seen.Forget(id)
-		}
+		h.seen.Forget(id)
 	}
 	h.log.Debug("purgatory refused event", zap.String("id", ev.ID), zap.Error(err))
 }
 
-// Publish sends an event the purgatory released to the own relay, waits
-// for the answer and settles it like any other (the purgatory's
-// Publisher): nil when the own relay has the event.
-func (h *Handler) Publish(ctx context.Context, ev *nostr.Event) error {
+// RunReleased publishes the events the Holder releases (Deps.Released)
+// until ctx is done, each under the holder's context and on a goroutine
+// of its own, as the holder waits for each answer: run it for as long as
+// the holder runs. Without a release queue it only waits for ctx.
+func (h *Handler) RunReleased(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var c <-chan event.Release
+	if h.released != nil {
+		c = h.released.C()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-c:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.Done(h.publishReleased(r.Context(), r.Event))
+			}()
+		}
+	}
+}
+
+// publishReleased sends an event the purgatory released to the own
+// relay, waits for the answer and settles it like any other: nil when the
+// own relay has the event.
+func (h *Handler) publishReleased(ctx context.Context, ev *nostr.Event) error {
 	r, err := h.pub.Publish(ctx, ev)
 	if err != nil {
 		return err
 	}
-	h.Settle(ev, r)
+	id, idOK := event.IDOf(ev)
+	h.settle(id, idOK, ev, r)
 	if !r.Present() {
 		return fmt.Errorf("own relay refused released event: %s", reason(r))
 	}
@@ -567,7 +611,17 @@ func reason(r publish.Result) string {
 // Settle applies a publish result: bookkeeping, metrics, and retries of
 // rejected events that waited for this one.
 func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
-	id, idOK := neg.DecodeID(ev.ID)
+	id, idOK := event.IDOf(ev)
+	h.settle(id, idOK, ev, r)
+}
+
+// settle is the one place a publish outcome fans out from: the flight and
+// the dedupe mark, the own relay's held set, the metrics, the stored
+// listeners (Deps.Stored), the local index (Present), the holder's
+// announcements, the RejectedIndex and the retries the outcome frees. id
+// is ev's id as decoded on arrival; idOK is false when ev's id is not
+// valid hex (only an event from outside the handler's own paths).
+func (h *Handler) settle(id event.ID, idOK bool, ev *nostr.Event, r publish.Result) {
 	// Not a valid event: the own relay's judgement, or ours before it
 	// could enter the RejectedIndex (decided while its flight still
 	// stands, so no honest copy is dropped meanwhile).
@@ -582,7 +636,7 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		// can still come — or the verified copy that waited is sent now.
 		h.m.eventsInvalid.WithLabelValues(invalidLabel(ev, r)).Inc()
 		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
-		if alt != nil && !h.retry(alt) {
+		if alt != nil && !h.retry(id, alt) {
 			h.flying.abandon(h.seen, id, true)
 		}
 		return
@@ -596,7 +650,9 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 	case publish.Held:
 		// Accepted into the own relay's GRASP purgatory: not present
 		// until the relay serves it.
-		h.onHeld(ev)
+		if idOK {
+			h.onHeld(id, ev)
+		}
 	case publish.Accepted, publish.Duplicate:
 		if idOK {
 			h.notHeld(id)
@@ -606,14 +662,14 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 		} else {
 			h.m.eventsDuplicate.Inc()
 		}
-		if h.stored != nil {
-			h.stored(ev)
+		for _, stored := range h.stored {
+			stored(ev)
 		}
 		if idOK && h.present != nil {
 			h.learnPresent(ev, id, r.Outcome == publish.Accepted)
 		}
-		if ev.Kind == nip34.KindRepoAnnouncement && h.purg != nil {
-			h.purg.AddAnnouncement(ev)
+		if ev.Kind == nip34.KindRepoAnnouncement && h.holder != nil {
+			h.holder.AddAnnouncement(ev)
 		}
 		h.dependencyAccepted(ev)
 	case publish.Rejected:
@@ -621,9 +677,9 @@ func (h *Handler) Settle(ev *nostr.Event, r publish.Result) {
 			h.notHeld(id)
 		}
 		h.m.eventsRejected.WithLabelValues(reasonLabel(r.Reason)).Inc()
-		if h.rejected.Add(ev) {
+		if idOK && h.rejected.addID(id, ev) {
 			// Its dependency was accepted while it was in flight.
-			h.retry(ev)
+			h.retry(id, ev)
 			return
 		}
 		h.log.Debug("own relay rejected event", zap.String("id", ev.ID), zap.Int("kind", ev.Kind), zap.String("reason", r.Reason))

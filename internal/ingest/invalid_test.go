@@ -7,7 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // TestIDStateInvalidAfterDrop: a copy dropped as invalid (too large in
@@ -18,7 +18,7 @@ func TestIDStateInvalidAfterDrop(t *testing.T) {
 	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1000, MaxEventTags: 3}})
 	ctx := context.Background()
 	real := signed(t, nostr.Event{Kind: 1, CreatedAt: 1, Content: "ok"})
-	key, _ := neg.DecodeID(real.ID)
+	key, _ := event.DecodeID(real.ID)
 	if st := h.IDState(key); st != IDUnseen {
 		t.Fatalf("before any copy: state %d, want unseen", st)
 	}
@@ -31,7 +31,7 @@ func TestIDStateInvalidAfterDrop(t *testing.T) {
 	}
 	// A copy with content that does not match its id.
 	other := signed(t, nostr.Event{Kind: 1, CreatedAt: 2, Content: "other"})
-	okey, _ := neg.DecodeID(other.ID)
+	okey, _ := event.DecodeID(other.ID)
 	bad := *other
 	bad.Content = strings.Repeat("y", 10)
 	h.process(ctx, Incoming{Event: &bad, Size: 300, Relay: "ws://bad"})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // DefaultOwnHeldRecheck is how long after a GRASP own relay accepted an
@@ -26,7 +26,7 @@ const DefaultOwnHeldRecheck = 31 * time.Minute
 type ownHeld struct {
 	mu  sync.Mutex
 	max int
-	evs map[[32]byte]heldEvent
+	evs map[event.ID]heldEvent
 }
 
 type heldEvent struct {
@@ -34,10 +34,10 @@ type heldEvent struct {
 	at time.Time
 }
 
-func newOwnHeld(max int) *ownHeld { return &ownHeld{max: max, evs: map[[32]byte]heldEvent{}} }
+func newOwnHeld(max int) *ownHeld { return &ownHeld{max: max, evs: map[event.ID]heldEvent{}} }
 
 // add records ev as held since at; it reports false when the set is full.
-func (o *ownHeld) add(id [32]byte, ev *nostr.Event, at time.Time) bool {
+func (o *ownHeld) add(id event.ID, ev *nostr.Event, at time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.evs[id]; !ok && len(o.evs) >= o.max {
@@ -48,7 +48,7 @@ func (o *ownHeld) add(id [32]byte, ev *nostr.Event, at time.Time) bool {
 }
 
 // forget forgets id: the own relay serves it, or refused it.
-func (o *ownHeld) forget(id [32]byte) {
+func (o *ownHeld) forget(id event.ID) {
 	o.mu.Lock()
 	delete(o.evs, id)
 	o.mu.Unlock()
@@ -57,13 +57,13 @@ func (o *ownHeld) forget(id [32]byte) {
 // due returns the events held since before cutoff and restarts their wait
 // at now: they stay counted as held while they are published again, until
 // the own relay's answer settles them (served, held anew, or refused).
-func (o *ownHeld) due(cutoff, now time.Time) []*nostr.Event {
+func (o *ownHeld) due(cutoff, now time.Time) []idEvent {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []*nostr.Event
+	var out []idEvent
 	for id, h := range o.evs {
 		if h.at.Before(cutoff) {
-			out = append(out, h.ev)
+			out = append(out, idEvent{id: id, ev: h.ev})
 			o.evs[id] = heldEvent{ev: h.ev, at: now}
 		}
 	}
@@ -77,11 +77,7 @@ func (o *ownHeld) len() int {
 }
 
 // onHeld records an event the own relay answered "purgatory:" for.
-func (h *Handler) onHeld(ev *nostr.Event) {
-	id, ok := neg.DecodeID(ev.ID)
-	if !ok {
-		return
-	}
+func (h *Handler) onHeld(id event.ID, ev *nostr.Event) {
 	if !h.held.add(id, ev, h.clock.Now()) {
 		// Full: forget it, so the next sync fetches it again.
 		h.m.limitHits.WithLabelValues("own_purgatory").Inc()
@@ -92,7 +88,7 @@ func (h *Handler) onHeld(ev *nostr.Event) {
 }
 
 // notHeld forgets a held event the own relay now serves or refused.
-func (h *Handler) notHeld(id [32]byte) {
+func (h *Handler) notHeld(id event.ID) {
 	h.held.forget(id)
 	h.m.ownHeld.Set(float64(h.held.len()))
 }
@@ -102,11 +98,11 @@ func (h *Handler) notHeld(id [32]byte) {
 func (h *Handler) recheckHeld(ctx context.Context) {
 	now := h.clock.Now()
 	evs := h.held.due(now.Add(-h.cfg.OwnPurgatoryRecheck), now)
-	for _, ev := range evs {
+	for _, r := range evs {
 		h.m.ownHeldRepublished.Inc()
 		h.pending.Add(1)
 		select {
-		case h.retries <- ev:
+		case h.retries <- r:
 		case <-ctx.Done():
 			h.pending.Add(-1)
 			return

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
+	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // A rejected event queued for another publish is neither on the own relay
@@ -16,7 +18,7 @@ import (
 func TestPendingCountsQueuedRetries(t *testing.T) {
 	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}, VerifyConfig: VerifyConfig{VerifyWorkers: 1}})
 	ev := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "reply"})
-	if !h.retry(ev) {
+	if !h.retry(idOf(ev), ev) {
 		t.Fatal("retry queue refused the event")
 	}
 	if got := h.Pending(); got != 1 {
@@ -37,13 +39,19 @@ func TestPendingForgetsRefusedRetry(t *testing.T) {
 	h, _, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}, QueueLen: 1})
 	a := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000000, Content: "a"})
 	b := signed(t, nostr.Event{Kind: 1, CreatedAt: 1700000001, Content: "b"})
-	if !h.retry(a) {
+	if !h.retry(idOf(a), a) {
 		t.Fatal("first retry refused")
 	}
-	if h.retry(b) {
+	if h.retry(idOf(b), b) {
 		t.Fatal("second retry taken by a queue of one")
 	}
 	if got := h.Pending(); got != 1 {
 		t.Fatalf("Pending = %d, want 1", got)
 	}
+}
+
+// idOf is ev's decoded id.
+func idOf(ev *nostr.Event) event.ID {
+	id, _ := event.IDOf(ev)
+	return id
 }

@@ -3,7 +3,7 @@ package ingest
 import (
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // What the state store (internal/statestore) needs of the handler: whether
@@ -21,7 +21,7 @@ func (h *Handler) Pending() int { return int(h.pending.Load()) }
 // ForgetPresent undoes MarkPresent for an event the own relay turned out
 // to lack (removed while the sidecar was down): it may be published again.
 func (h *Handler) ForgetPresent(id string) {
-	if b, ok := neg.DecodeID(id); ok {
+	if b, ok := event.DecodeID(id); ok {
 		h.seen.Forget(b)
 	}
 }
@@ -32,14 +32,10 @@ func (h *Handler) ForgetPresent(id string) {
 // there is one, and the dedupe set drops its own mark of the id: an id is
 // kept once. Without a table, or when it refuses the event (full),
 // the mark keeps it from being published again.
-func (h *Handler) learnPresent(ev *nostr.Event, id [32]byte, fresh bool) {
+func (h *Handler) learnPresent(ev *nostr.Event, id event.ID, fresh bool) {
 	if h.present != nil {
-		add := h.present.Add
-		if fresh {
-			add = h.present.AddNew
-		}
 		// A full index counts what it drops in its own metrics.
-		if err := add(ev); err == nil && h.seen.present != nil {
+		if err := h.present.AddID(id, ev, fresh); err == nil && h.seen.present != nil {
 			h.seen.dropMark(id) // the table's entry carries the mark
 			return
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
-	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 )
 
@@ -58,7 +58,7 @@ func TestDedupeAsksLocalIndexInsteadOfMarking(t *testing.T) {
 	if n := h.seen.Len(); n != 0 {
 		t.Fatalf("dedupe set keeps %d marks for an indexed event", n)
 	}
-	id, _ := neg.DecodeID(ev.ID)
+	id, _ := event.DecodeID(ev.ID)
 	if !h.Seen(ev.ID) || h.IDState(id) != IDSettled {
 		t.Fatal("indexed event not seen")
 	}
@@ -284,7 +284,7 @@ func TestLiveEchoOfOursMarkedFilled(t *testing.T) {
 	state := signed(t, nostr.Event{Kind: 30618, CreatedAt: 1700000003, Tags: nostr.Tags{{"d", "repo"}}})
 	// What process does before it submits: the OK has not come yet.
 	for _, ev := range []*nostr.Event{ours, state} {
-		id, _ := neg.DecodeID(ev.ID)
+		id, _ := event.DecodeID(ev.ID)
 		h.seen.Mark(id)
 		if idx.Has(ev.ID) {
 			t.Fatal("indexed before the own relay stored it")

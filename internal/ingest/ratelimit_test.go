@@ -83,7 +83,7 @@ func TestHandlerRelayQueueIsolatesRelays(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// Processing one of the flood's events frees its slot.
-	h.process(ctx, <-h.in)
+	h.processQueued(ctx, <-h.in)
 	select {
 	case err := <-blocked:
 		if err != nil {

@@ -1,14 +1,13 @@
 package ingest
 
 import (
-	"encoding/hex"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
@@ -58,11 +57,11 @@ type RejectedIndex struct {
 	gen uint64
 
 	mu       sync.Mutex
-	hot      map[[32]byte]*hotEntry
-	cold     map[[32]byte]coldEntry
-	byRef    map[uint64][][32]byte // ref hash → ids (hot and cold)
-	order    [][32]byte            // insertion order of cold ids, for eviction
-	hotOrder [][32]byte            // insertion order of hot ids, for eviction
+	hot      map[event.ID]*hotEntry
+	cold     map[event.ID]coldEntry
+	byRef    map[uint64][]event.ID // ref hash → ids (hot and cold)
+	order    []event.ID            // insertion order of cold ids, for eviction
+	hotOrder []event.ID            // insertion order of hot ids, for eviction
 
 	// accepted remembers, for HotTTL, the dependencies accepted lately:
 	// an event whose rejection arrives after its dependency's acceptance
@@ -70,7 +69,7 @@ type RejectedIndex struct {
 	// the next sync. retried makes that happen once per event. Times are
 	// unix nanoseconds (8 bytes where a time.Time takes 24).
 	accepted map[uint64]int64
-	retried  map[[32]byte]int64
+	retried  map[event.ID]int64
 }
 
 type hotEntry struct {
@@ -91,11 +90,11 @@ func NewRejectedIndex(cfg RejectedConfig, now func() time.Time) *RejectedIndex {
 	}
 	return &RejectedIndex{
 		cfg: cfg, now: now, key: randomKey(),
-		hot:      make(map[[32]byte]*hotEntry),
-		cold:     make(map[[32]byte]coldEntry),
-		byRef:    make(map[uint64][][32]byte),
+		hot:      make(map[event.ID]*hotEntry),
+		cold:     make(map[event.ID]coldEntry),
+		byRef:    make(map[uint64][]event.ID),
 		accepted: make(map[uint64]int64),
-		retried:  make(map[[32]byte]int64),
+		retried:  make(map[event.ID]int64),
 	}
 }
 
@@ -115,10 +114,15 @@ func (r *RejectedIndex) refHash(ref string) uint64 {
 // when one of ev's dependencies was accepted within HotTTL and ev was not
 // retried for that yet: the caller should publish it again now.
 func (r *RejectedIndex) Add(ev *nostr.Event) (retryNow bool) {
-	id, ok := neg.DecodeID(ev.ID)
+	id, ok := event.IDOf(ev)
 	if !ok {
 		return false
 	}
+	return r.addID(id, ev)
+}
+
+// addID is Add of an event whose id (id) is decoded already.
+func (r *RejectedIndex) addID(id event.ID, ev *nostr.Event) (retryNow bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -194,7 +198,7 @@ func pruneTimes[K comparable](m map[K]int64, now time.Time, ttl time.Duration, l
 }
 
 // removeLocked forgets id entirely.
-func (r *RejectedIndex) removeLocked(id [32]byte) {
+func (r *RejectedIndex) removeLocked(id event.ID) {
 	r.gen++
 	ce, ok := r.cold[id]
 	delete(r.hot, id)
@@ -254,7 +258,7 @@ func (r *RejectedIndex) Expire() {
 
 // Has tells whether id is remembered as rejected.
 func (r *RejectedIndex) Has(id string) bool {
-	b, ok := neg.DecodeID(id)
+	b, ok := event.DecodeID(id)
 	if !ok {
 		return false
 	}
@@ -270,6 +274,18 @@ func (r *RejectedIndex) Has(id string) bool {
 // that referenced it so the next sync fetches the cold ones again. The
 // second result lists the forgotten cold-only ids.
 func (r *RejectedIndex) DependencyAccepted(ref string) (retry []*nostr.Event, forgotten []string) {
+	again, gone := r.dependencyAccepted(ref)
+	for _, e := range again {
+		retry = append(retry, e.ev)
+	}
+	for _, id := range gone {
+		forgotten = append(forgotten, id.String())
+	}
+	return retry, forgotten
+}
+
+// dependencyAccepted is DependencyAccepted with the ids in binary.
+func (r *RejectedIndex) dependencyAccepted(ref string) (retry []idEvent, forgotten []event.ID) {
 	h := r.refHash(ref)
 	now := r.now()
 	r.mu.Lock()
@@ -280,12 +296,12 @@ func (r *RejectedIndex) DependencyAccepted(ref string) (retry []*nostr.Event, fo
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	ids = append([][32]byte(nil), ids...)
+	ids = append([]event.ID(nil), ids...)
 	for _, id := range ids {
 		if e, ok := r.hot[id]; ok {
-			retry = append(retry, e.ev)
+			retry = append(retry, idEvent{id: id, ev: e.ev})
 		} else {
-			forgotten = append(forgotten, hex.EncodeToString(id[:]))
+			forgotten = append(forgotten, id)
 		}
 		r.removeLocked(id)
 	}
@@ -294,7 +310,7 @@ func (r *RejectedIndex) DependencyAccepted(ref string) (retry []*nostr.Event, fo
 
 // Items calls fn with created_at and id of every remembered event (for the
 // negentropy local set).
-func (r *RejectedIndex) Items(fn func(createdAt int64, id [32]byte)) {
+func (r *RejectedIndex) Items(fn func(createdAt int64, id event.ID)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, ce := range r.cold {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/persisted"
 )
 
@@ -74,7 +74,7 @@ func (r *RejectedIndex) RestoreState(st RejectedState) error {
 		if len(b) < 49 {
 			return errBadRejectedState
 		}
-		var id [32]byte
+		var id event.ID
 		copy(id[:], b)
 		ce := coldEntry{at: int64(binary.LittleEndian.Uint64(b[32:])), createdAt: int64(binary.LittleEndian.Uint64(b[40:]))}
 		n := int(b[48])
@@ -99,7 +99,7 @@ func (r *RejectedIndex) RestoreState(st RejectedState) error {
 		}
 	}
 	for _, h := range st.Hot {
-		id, ok := neg.DecodeID(h.Event.ID)
+		id, ok := event.DecodeID(h.Event.ID)
 		if !ok || r.cold[id].at == 0 {
 			continue // hot entries are also cold ones
 		}

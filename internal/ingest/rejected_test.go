@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/testkit"
@@ -55,7 +56,7 @@ func TestRejectedIndex(t *testing.T) {
 	}
 	var n int
 	r.Add(ev(7, "y"))
-	r.Items(func(int64, [32]byte) { n++ })
+	r.Items(func(int64, event.ID) { n++ })
 	if n != 1 {
 		t.Fatalf("Items yielded %d", n)
 	}

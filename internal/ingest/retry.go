@@ -3,7 +3,7 @@ package ingest
 import (
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
@@ -16,14 +16,12 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 		}
 	}
 	for _, ref := range refs {
-		retry, forgotten := h.rejected.DependencyAccepted(ref)
+		retry, forgotten := h.rejected.dependencyAccepted(ref)
 		for _, id := range forgotten {
-			if b, ok := neg.DecodeID(id); ok {
-				h.seen.Forget(b)
-			}
+			h.seen.Forget(id)
 		}
 		for _, r := range retry {
-			h.retry(r)
+			h.retry(r.id, r.ev)
 		}
 	}
 }
@@ -33,16 +31,15 @@ func (h *Handler) dependencyAccepted(ev *nostr.Event) {
 // full the event is forgotten instead, so the next sync fetches it again,
 // and retry returns false. A queued retry counts in Pending until it is
 // routed: it is neither on the own relay nor in the RejectedIndex then.
-func (h *Handler) retry(ev *nostr.Event) bool {
+// id is ev's decoded id.
+func (h *Handler) retry(id event.ID, ev *nostr.Event) bool {
 	h.pending.Add(1)
 	select {
-	case h.retries <- ev:
+	case h.retries <- idEvent{id: id, ev: ev}:
 		return true
 	default:
 		h.pending.Add(-1)
-		if id, ok := neg.DecodeID(ev.ID); ok {
-			h.seen.Forget(id)
-		}
+		h.seen.Forget(id)
 		return false
 	}
 }

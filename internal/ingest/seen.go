@@ -3,6 +3,8 @@ package ingest
 import (
 	"sync"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // seenSet is the dedupe set: ids handed to the publisher or purgatory, or
@@ -46,16 +48,16 @@ type seenSet struct {
 // presentIDs is the table of ids known on the own relay, with a dedupe
 // mark per id (*localindex.Index).
 type presentIDs interface {
-	SeenID(id [32]byte) bool
-	MarkSeenID(id [32]byte) bool // false: not in the table
-	ForgetSeenID(id [32]byte)
+	SeenID(id event.ID) bool
+	MarkSeenID(id event.ID) bool // false: not in the table
+	ForgetSeenID(id event.ID)
 	RotateSeen(clear bool)
 }
 
 // seenKey is the part of an event id the seen set keeps.
 type seenKey [16]byte
 
-func keyOf(id [32]byte) seenKey { return seenKey(id[:16]) }
+func keyOf(id event.ID) seenKey { return seenKey(id[:16]) }
 
 func newSeenSet(max int, ttl time.Duration, now func() time.Time) *seenSet {
 	if max < 2 {
@@ -68,7 +70,7 @@ func newSeenSet(max int, ttl time.Duration, now func() time.Time) *seenSet {
 }
 
 // Has tells whether id was marked.
-func (s *seenSet) Has(id [32]byte) bool {
+func (s *seenSet) Has(id event.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ageLocked()
@@ -105,7 +107,7 @@ func (s *seenSet) ageLocked() {
 	}
 }
 
-func (s *seenSet) hasLocked(id [32]byte) bool {
+func (s *seenSet) hasLocked(id event.ID) bool {
 	k := keyOf(id)
 	if _, ok := s.cur[k]; ok {
 		return true
@@ -120,7 +122,7 @@ func (s *seenSet) hasLocked(id [32]byte) bool {
 
 // Mark adds id and reports whether it was new: of two callers racing on the
 // same id exactly one gets true.
-func (s *seenSet) Mark(id [32]byte) bool {
+func (s *seenSet) Mark(id event.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ageLocked()
@@ -140,7 +142,7 @@ func (s *seenSet) Mark(id [32]byte) bool {
 }
 
 // Forget removes id's mark, here and in the present table.
-func (s *seenSet) Forget(id [32]byte) {
+func (s *seenSet) Forget(id event.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(id)
@@ -153,7 +155,7 @@ func (s *seenSet) Forget(id [32]byte) {
 
 // dropMark removes id's mark here only: the present table has it now,
 // with its own mark.
-func (s *seenSet) dropMark(id [32]byte) {
+func (s *seenSet) dropMark(id event.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(id)

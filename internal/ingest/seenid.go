@@ -3,9 +3,7 @@ package ingest
 import (
 	"sync"
 
-	"github.com/nbd-wtf/go-nostr"
-
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // States of an event id for a fetch deciding whether to ask for it
@@ -29,7 +27,8 @@ const (
 )
 
 // IDState tells where an event id is: IDUnseen, IDInFlight, IDSettled or
-// IDInvalid.
+// IDInvalid. It takes a [32]byte (an event.ID converts implicitly) so
+// that a func([32]byte) int field can hold it.
 func (h *Handler) IDState(id [32]byte) int {
 	h.flying.mu.Lock()
 	defer h.flying.mu.Unlock()
@@ -53,21 +52,21 @@ const invalidIDsGen = 1 << 14
 // generations so memory is bounded (IDInvalid).
 type invalidIDs struct {
 	mu       sync.Mutex
-	cur, old map[[32]byte]struct{}
+	cur, old map[event.ID]struct{}
 }
 
 // add records that a copy of id was dropped as invalid.
-func (s *invalidIDs) add(id [32]byte) {
+func (s *invalidIDs) add(id event.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur == nil || len(s.cur) >= invalidIDsGen {
-		s.old, s.cur = s.cur, make(map[[32]byte]struct{})
+		s.old, s.cur = s.cur, make(map[event.ID]struct{})
 	}
 	s.cur[id] = struct{}{}
 }
 
 // has tells whether a copy of id was lately dropped as invalid.
-func (s *invalidIDs) has(id [32]byte) bool {
+func (s *invalidIDs) has(id event.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, inCur := s.cur[id]
@@ -75,9 +74,9 @@ func (s *invalidIDs) has(id [32]byte) bool {
 	return inCur || inOld
 }
 
-// noteInvalid records that the copy of ev was dropped as invalid.
-func (h *Handler) noteInvalid(ev *nostr.Event) {
-	if id, ok := neg.DecodeID(ev.ID); ok {
+// noteInvalid records that the copy in carries was dropped as invalid.
+func (h *Handler) noteInvalid(in *Incoming) {
+	if id, ok := in.ID(); ok {
 		h.invalid.add(id)
 	}
 }

@@ -3,7 +3,7 @@ package localindex
 import (
 	"math"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // entry is one indexed event: 48 bytes. created_at takes 4 bytes and the
@@ -12,7 +12,7 @@ import (
 // slot (Index.bigCreated, Index.bigKinds), so the negentropy set stays
 // exact. The author's interned index shares a word with the flags.
 type entry struct {
-	id      [32]byte
+	id      event.ID
 	created uint32 // created_at, or bigCreated: see Index.bigCreated
 	meta    uint32 // author index (authorMask) | flags
 	tagOff  uint32
@@ -95,7 +95,7 @@ func (x *Index) kindOf(slot uint32, e *entry) uint32 {
 // keeps there, at no cost, that it read the own relay's events naming
 // this one). The mark is not persisted and goes with the event.
 func (x *Index) MarkFilled(id string) bool {
-	k, ok := neg.DecodeID(id)
+	k, ok := event.DecodeID(id)
 	if !ok {
 		return false
 	}
@@ -111,7 +111,7 @@ func (x *Index) MarkFilled(id string) bool {
 // Filled reports whether the event with this hex id is indexed with its
 // filled mark set (MarkFilled).
 func (x *Index) Filled(id string) bool {
-	k, ok := neg.DecodeID(id)
+	k, ok := event.DecodeID(id)
 	if !ok {
 		return false
 	}
@@ -138,7 +138,7 @@ func (x *Index) ClearFilled() {
 
 // SeenID reports whether the event with this binary id is indexed with a
 // dedupe mark.
-func (x *Index) SeenID(id [32]byte) bool {
+func (x *Index) SeenID(id event.ID) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	slot, ok := x.ids.find(&id)
@@ -147,7 +147,7 @@ func (x *Index) SeenID(id [32]byte) bool {
 
 // MarkSeenID sets the dedupe mark of the event with this binary id and
 // reports whether it is indexed.
-func (x *Index) MarkSeenID(id [32]byte) bool {
+func (x *Index) MarkSeenID(id event.ID) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	slot, ok := x.ids.find(&id)
@@ -158,7 +158,7 @@ func (x *Index) MarkSeenID(id [32]byte) bool {
 }
 
 // ForgetSeenID clears the dedupe mark of the event with this binary id.
-func (x *Index) ForgetSeenID(id [32]byte) {
+func (x *Index) ForgetSeenID(id event.ID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if slot, ok := x.ids.find(&id); ok {

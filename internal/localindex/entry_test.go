@@ -9,6 +9,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
@@ -61,7 +62,7 @@ func TestCreatedAtAndKindBeyondEntryFields(t *testing.T) {
 			}
 			byID := map[[32]byte]nostr.Timestamp{}
 			for _, ev := range evs {
-				k, _ := neg.DecodeID(ev.ID)
+				k, _ := event.DecodeID(ev.ID)
 				byID[k] = ev.CreatedAt
 			}
 			for _, it := range items {
@@ -156,7 +157,7 @@ func TestFilledMark(t *testing.T) {
 func TestSeenMarks(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 11))
 	ev := &nostr.Event{ID: randHex(r), PubKey: randHex(r), Kind: 1, CreatedAt: 1}
-	id, _ := neg.DecodeID(ev.ID)
+	id, _ := event.DecodeID(ev.ID)
 	x := mustNew(t, DefaultOptions())
 	if x.SeenID(id) || x.MarkSeenID(id) {
 		t.Fatal("an id not indexed is marked")
@@ -205,7 +206,7 @@ func TestAddNewMarksFilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{false, true, true} {
-		k, _ := neg.DecodeID(evs[i].ID)
+		k, _ := event.DecodeID(evs[i].ID)
 		if !x.Has(evs[i].ID) || x.Filled(evs[i].ID) != want || !x.SeenID(k) {
 			t.Errorf("event %d: indexed %v, filled %v (want %v), seen %v", i, x.Has(evs[i].ID), x.Filled(evs[i].ID), want, x.SeenID(k))
 		}

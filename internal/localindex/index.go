@@ -14,7 +14,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 var (
@@ -145,7 +145,7 @@ func New(opt Options, reg prometheus.Registerer) (*Index, error) {
 			Help: "Events not indexed because the local index was full.",
 		}),
 	}
-	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries.at(slot).id })
+	x.ids = newKeyTable(func(slot uint32) *event.ID { return &x.entries.at(slot).id })
 	if reg != nil {
 		for _, c := range []prometheus.Collector{x.events, x.full, x.dropped} {
 			if err := reg.Register(c); err != nil {
@@ -176,12 +176,26 @@ func (x *Index) Add(ev *nostr.Event) error { return x.add(ev, flagSeenCur) }
 // the own relay per batch of new roots on a first sync.
 func (x *Index) AddNew(ev *nostr.Event) error { return x.add(ev, flagSeenCur|flagFilled) }
 
+// AddID is Add, or AddNew when fresh, of an event whose id its caller
+// has decoded already (event.Incoming): id must be ev's.
+func (x *Index) AddID(id event.ID, ev *nostr.Event, fresh bool) error {
+	marks := uint32(flagSeenCur)
+	if fresh {
+		marks |= flagFilled
+	}
+	return x.addID(id, ev, marks)
+}
+
 func (x *Index) add(ev *nostr.Event, marks uint32) error {
-	id, ok := neg.DecodeID(ev.ID)
+	id, ok := event.DecodeID(ev.ID)
 	if !ok {
 		return fmt.Errorf("%w: id %q", ErrInvalidEvent, ev.ID)
 	}
-	author, ok := neg.DecodeID(ev.PubKey)
+	return x.addID(id, ev, marks)
+}
+
+func (x *Index) addID(id event.ID, ev *nostr.Event, marks uint32) error {
+	author, ok := event.DecodeID(ev.PubKey)
 	if !ok {
 		return fmt.Errorf("%w: pubkey %q", ErrInvalidEvent, ev.PubKey)
 	}
@@ -267,7 +281,7 @@ func containsRef(refs []uint32, ref uint32) bool {
 }
 
 func (x *Index) internValue(code uint32, v string) uint32 {
-	if k, ok := neg.DecodeID(v); ok {
+	if k, ok := event.DecodeID(v); ok {
 		return code<<29 | refHexBit | x.hexVals.intern(&k)
 	}
 	return code<<29 | x.strVals.intern(v)
@@ -284,7 +298,7 @@ func (x *Index) releaseRef(ref uint32) {
 // Remove drops the event with the given hex id and reports whether it was
 // indexed.
 func (x *Index) Remove(id string) bool {
-	k, ok := neg.DecodeID(id)
+	k, ok := event.DecodeID(id)
 	if !ok {
 		return false
 	}
@@ -293,7 +307,7 @@ func (x *Index) Remove(id string) bool {
 	return x.removeLocked(&k)
 }
 
-func (x *Index) removeLocked(k *[32]byte) bool {
+func (x *Index) removeLocked(k *event.ID) bool {
 	slot, ok := x.ids.find(k)
 	if !ok {
 		return false
@@ -338,7 +352,7 @@ func (x *Index) compactTags() {
 
 // Has reports whether the event with the given hex id is indexed.
 func (x *Index) Has(id string) bool {
-	k, ok := neg.DecodeID(id)
+	k, ok := event.DecodeID(id)
 	if !ok {
 		return false
 	}

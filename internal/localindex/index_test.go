@@ -14,6 +14,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/testkit"
 )
@@ -351,9 +352,9 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestKeyTableAgainstMap(t *testing.T) {
-	var keys [][32]byte
-	kt := newKeyTable(func(i uint32) *[32]byte { return &keys[i] })
-	present := map[[32]byte]uint32{}
+	var keys []event.ID
+	kt := newKeyTable(func(i uint32) *event.ID { return &keys[i] })
+	present := map[event.ID]uint32{}
 	r := rand.New(rand.NewPCG(10, 10))
 	for i := range 20_000 {
 		if r.IntN(3) == 0 && len(present) > 0 {
@@ -367,7 +368,7 @@ func TestKeyTableAgainstMap(t *testing.T) {
 			}
 			continue
 		}
-		var k [32]byte
+		var k event.ID
 		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(r.IntN(4)) // few distinct bits: long probe runs
 		if _, ok := present[k]; ok {
 			continue
@@ -384,7 +385,7 @@ func TestKeyTableAgainstMap(t *testing.T) {
 	if kt.n != len(present) {
 		t.Errorf("n = %d, want %d", kt.n, len(present))
 	}
-	var absent [32]byte
+	var absent event.ID
 	absent[31] = 0xff
 	if _, ok := kt.find(&absent); ok {
 		t.Error("found an absent key")
@@ -482,9 +483,9 @@ func BenchmarkAppendMatching100k(b *testing.B) {
 func BenchmarkKeyTableFind(b *testing.B) {
 	const n = 1_000_000
 	r := rand.New(rand.NewPCG(21, 21))
-	keys := make([][32]byte, n)
-	absent := make([][32]byte, n)
-	kt := newKeyTable(func(i uint32) *[32]byte { return &keys[i] })
+	keys := make([]event.ID, n)
+	absent := make([]event.ID, n)
+	kt := newKeyTable(func(i uint32) *event.ID { return &keys[i] })
 	for i := range keys {
 		for j := 0; j < 32; j += 8 {
 			binary.LittleEndian.PutUint64(keys[i][j:], r.Uint64())

@@ -1,6 +1,10 @@
 package localindex
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
+)
 
 // keyInterner stores each distinct 32-byte value (pubkeys, hex event ids in
 // tags) once, with a reference count, and hands out small indexes. The
@@ -12,20 +16,20 @@ type keyInterner struct {
 }
 
 type internedKey struct {
-	key  [32]byte
+	key  event.ID
 	refs uint32
 }
 
 func newKeyInterner() *keyInterner {
 	ki := &keyInterner{}
-	ki.t = newKeyTable(func(idx uint32) *[32]byte { return &ki.vals.at(idx).key })
+	ki.t = newKeyTable(func(idx uint32) *event.ID { return &ki.vals.at(idx).key })
 	return ki
 }
 
 // val is the value of idx.
-func (ki *keyInterner) val(idx uint32) *[32]byte { return &ki.vals.at(idx).key }
+func (ki *keyInterner) val(idx uint32) *event.ID { return &ki.vals.at(idx).key }
 
-func (ki *keyInterner) intern(k *[32]byte) uint32 {
+func (ki *keyInterner) intern(k *event.ID) uint32 {
 	if idx, ok := ki.t.find(k); ok {
 		ki.vals.at(idx).refs++
 		return idx
@@ -42,14 +46,14 @@ func (ki *keyInterner) intern(k *[32]byte) uint32 {
 	return idx
 }
 
-func (ki *keyInterner) lookup(k *[32]byte) (uint32, bool) { return ki.t.find(k) }
+func (ki *keyInterner) lookup(k *event.ID) (uint32, bool) { return ki.t.find(k) }
 
 func (ki *keyInterner) release(idx uint32) {
 	v := ki.vals.at(idx)
 	v.refs--
 	if v.refs == 0 {
 		ki.t.remove(&v.key)
-		v.key = [32]byte{}
+		v.key = event.ID{}
 		ki.free = append(ki.free, idx)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // The journal lets the index be persisted without rewriting it: once
@@ -26,7 +28,7 @@ import (
 // repository addresses and root ids are stored once per chunk.
 type journal struct {
 	added   []uint32
-	removed [][32]byte
+	removed []event.ID
 }
 
 const chunkVersion = 1
@@ -128,7 +130,7 @@ func (t *chunkTables) ref(m map[uint32]uint64, list *[]uint32, idx uint32) uint6
 	return c
 }
 
-func (x *Index) encodeLocked(removed [][32]byte, slots []uint32) []byte {
+func (x *Index) encodeLocked(removed []event.ID, slots []uint32) []byte {
 	t := chunkTables{authors: map[uint32]uint64{}, hex: map[uint32]uint64{}, str: map[uint32]uint64{}}
 	body := make([]byte, 0, len(slots)*48)
 	body = binary.AppendUvarint(body, uint64(len(slots)))
@@ -245,13 +247,13 @@ func (x *Index) LoadChunk(chunk []byte) error {
 		return fmt.Errorf("%w: version", ErrBadChunk)
 	}
 	nRem := r.count(32)
-	removed := make([][32]byte, nRem)
+	removed := make([]event.ID, nRem)
 	for i := range removed {
 		copy(removed[i][:], r.bytes(32))
 	}
-	readKeys := func() [][32]byte {
+	readKeys := func() []event.ID {
 		n := r.count(32)
-		out := make([][32]byte, n)
+		out := make([]event.ID, n)
 		for i := range out {
 			copy(out[i][:], r.bytes(32))
 		}
@@ -359,7 +361,7 @@ func (x *Index) Clear() {
 	x.tags, x.tagGarbage = tagArena{}, 0
 	x.postings, x.truncated = newPostingMap(), map[uint32]struct{}{}
 	x.bigCreated, x.bigKinds = nil, nil
-	x.ids = newKeyTable(func(slot uint32) *[32]byte { return &x.entries.at(slot).id })
+	x.ids = newKeyTable(func(slot uint32) *event.ID { return &x.entries.at(slot).id })
 	x.events.Set(0)
 	x.full.Set(0)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 )
 
@@ -36,7 +37,7 @@ func (x *Index) compile(f nostr.Filter) (query, error) {
 	if f.Authors != nil {
 		q.authors = make(map[uint32]struct{}, len(f.Authors))
 		for _, a := range f.Authors {
-			if k, ok := neg.DecodeID(a); ok {
+			if k, ok := event.DecodeID(a); ok {
 				if idx, ok := x.authors.lookup(&k); ok {
 					q.authors[idx] = struct{}{}
 				}
@@ -56,7 +57,7 @@ func (x *Index) compile(f nostr.Filter) (query, error) {
 		}
 		set := make(map[uint32]struct{}, len(vals))
 		for _, v := range vals {
-			if k, ok := neg.DecodeID(v); ok {
+			if k, ok := event.DecodeID(v); ok {
 				if idx, ok := x.hexVals.lookup(&k); ok {
 					set[code<<29|refHexBit|idx] = struct{}{}
 				}
@@ -118,7 +119,7 @@ func (x *Index) AppendMatching(dst []neg.Item, f nostr.Filter) ([]neg.Item, erro
 	}
 	if f.IDs != nil {
 		for _, id := range f.IDs {
-			k, ok := neg.DecodeID(id)
+			k, ok := event.DecodeID(id)
 			if !ok {
 				continue
 			}

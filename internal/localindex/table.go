@@ -2,6 +2,8 @@ package localindex
 
 import (
 	"hash/maphash"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // keyTable is an open-addressing hash set of uint32 indexes whose 32-byte
@@ -18,7 +20,7 @@ type keyTable struct {
 	seed  maphash.Seed
 	slots []uint32 // tag<<slotIdxBits | index+1; 0 = empty
 	n     int
-	key   func(idx uint32) *[32]byte
+	key   func(idx uint32) *event.ID
 }
 
 const (
@@ -26,18 +28,18 @@ const (
 	slotIdxMask = 1<<slotIdxBits - 1
 )
 
-func newKeyTable(key func(uint32) *[32]byte) keyTable {
+func newKeyTable(key func(uint32) *event.ID) keyTable {
 	return keyTable{seed: maphash.MakeSeed(), slots: make([]uint32, 16), key: key}
 }
 
 // hash returns k's home slot and its tag bits (already shifted into place).
-func (t *keyTable) hash(k *[32]byte) (int, uint32) {
+func (t *keyTable) hash(k *event.ID) (int, uint32) {
 	h := maphash.Bytes(t.seed, k[:])
 	return int(h & uint64(len(t.slots)-1)), uint32(h>>(64-(32-slotIdxBits))) << slotIdxBits
 }
 
 // find returns the index stored for k.
-func (t *keyTable) find(k *[32]byte) (uint32, bool) {
+func (t *keyTable) find(k *event.ID) (uint32, bool) {
 	mask := len(t.slots) - 1
 	i, tag := t.hash(k)
 	for ; ; i = (i + 1) & mask {
@@ -83,7 +85,7 @@ func (t *keyTable) grow() {
 }
 
 // remove deletes k and reports whether it was present.
-func (t *keyTable) remove(k *[32]byte) bool {
+func (t *keyTable) remove(k *event.ID) bool {
 	mask := len(t.slots) - 1
 	i, tag := t.hash(k)
 	for {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 const (
@@ -273,7 +275,7 @@ func (w *hexWriter) bytes(p []byte) {
 	encodeInto(w.b[n:], p)
 }
 
-func (w *hexWriter) id(id *[idSize]byte) { w.bytes(id[:]) }
+func (w *hexWriter) id(id *event.ID) { w.bytes(id[:]) }
 
 // String returns the message; the writer must not be used afterwards.
 func (w *hexWriter) String() string {
@@ -288,34 +290,8 @@ func (w *hexWriter) String() string {
 	return unsafe.String(&w.b[0], len(w.b))
 }
 
-// DecodeID decodes a 64-character lower-case hex string (the canonical
-// form of event ids and pubkeys; upper case is refused) in one pass. It is
-// the one id decoder of the dedupe set, the indexes and the fetch claims.
-func DecodeID(s string) ([32]byte, bool) {
-	var k [32]byte
-	if len(s) != 64 {
-		return k, false
-	}
-	for i := range k {
-		hi, lo := hexNibble[s[2*i]], hexNibble[s[2*i+1]]
-		if hi|lo > 0x0f {
-			return k, false
-		}
-		k[i] = hi<<4 | lo
-	}
-	return k, true
-}
-
-// hexNibble maps '0'–'9' and 'a'–'f' to their values, anything else to 0xff.
-var hexNibble = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c - 'a' + 10)
-	}
-	return t
-}()
+// DecodeID decodes a 64-character lower-case hex id (event.DecodeID).
+//
+// Deprecated: use event.DecodeID; this forwarder stays only until the
+// last callers outside the pipeline packages move to it.
+func DecodeID(s string) ([32]byte, bool) { return event.DecodeID(s) }

@@ -20,13 +20,15 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77/negentropy"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // Item is one element of a negentropy set: an event's created_at and its
 // 32-byte id.
 type Item struct {
 	CreatedAt nostr.Timestamp
-	ID        [32]byte
+	ID        event.ID
 }
 
 // Compare orders items by created_at, then id bytes, as NIP-77 requires.
@@ -54,7 +56,7 @@ func ItemFromHex(createdAt nostr.Timestamp, id string) (Item, error) {
 // 256-bit numbers, modulo 2^256).
 type sum256 [4]uint64
 
-func (s sum256) add(id *[32]byte) sum256 {
+func (s sum256) add(id *event.ID) sum256 {
 	var r sum256
 	var c uint64
 	for i := range 4 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/nbd-wtf/go-nostr"
@@ -14,7 +15,12 @@ import (
 
 // entry is one held event.
 type entry struct {
-	ev         *nostr.Event
+	ev *nostr.Event
+	// id is ev's id decoded, once, when it was taken in; idOK is false
+	// when it is not lower-case hex (such an entry is left out of
+	// negentropy's local set).
+	id         event.ID
+	idOK       bool
 	identifier string
 	onOwnRelay bool
 	added      time.Time
@@ -68,6 +74,7 @@ func parseEntry(ev *nostr.Event, maxURLs int) (*entry, error) {
 		return nil, bad("bad id or pubkey")
 	}
 	e := &entry{ev: ev}
+	e.id, e.idOK = event.IDOf(ev)
 	switch ev.Kind {
 	case KindState:
 		e.identifier = ev.Tags.GetD()

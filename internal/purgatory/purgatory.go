@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
@@ -44,11 +45,13 @@ var (
 	ErrDisabled = errors.New("purgatory: disabled (no git directory)")
 	// ErrInvalidEvent: a tag the purgatory relies on is missing or malformed.
 	ErrInvalidEvent = errors.New("purgatory: invalid event")
-	// ErrFull: MaxEntries events are held already.
-	ErrFull = errors.New("purgatory: full")
+	// ErrFull: MaxEntries events are held already (event.ErrFull, which
+	// ingest acts on without importing this package).
+	ErrFull = event.ErrFull
 	// ErrNotHosted: no accepted announcement of a repository the event
-	// belongs to lists this service (GRASP-01); the event is not held.
-	ErrNotHosted = errors.New("purgatory: repository not hosted")
+	// belongs to lists this service (GRASP-01); the event is not held
+	// (event.ErrNotHosted).
+	ErrNotHosted = event.ErrNotHosted
 	// ErrStale: a newer state event from the same author is already known;
 	// the event must not be published.
 	ErrStale = errors.New("purgatory: newer state from this author known")
@@ -57,6 +60,9 @@ var (
 // Publisher sends a released event to the own relay and blocks until the
 // relay accepted it (nil, also for "duplicate:") or refused it (error). An
 // event whose publish fails stays held and is retried until it expires.
+// The wiring passes an *event.Releases, which ingest reads: released
+// events go back through ingest's queue, and the purgatory never calls
+// into ingest.
 type Publisher interface {
 	Publish(ctx context.Context, ev *nostr.Event) error
 }
@@ -388,9 +394,11 @@ func (p *Purgatory) Has(id string) bool {
 // AppendHeld adds the held events to a negentropy local set (a
 // localindex.Source): we have them.
 func (p *Purgatory) AppendHeld(dst []neg.Item, _ nostr.Filter) []neg.Item {
-	for _, h := range p.Held() {
-		if it, err := neg.ItemFromHex(h.CreatedAt, h.ID); err == nil {
-			dst = append(dst, it)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.byID {
+		if e.idOK {
+			dst = append(dst, neg.Item{CreatedAt: e.ev.CreatedAt, ID: e.id})
 		}
 	}
 	return dst

@@ -15,6 +15,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
@@ -257,7 +258,9 @@ const (
 // marker, or the relay's CLOSED with its reason. Events before EOSE are
 // stored events; events after it are live.
 type SubMsg struct {
-	Type   MsgType
+	Type MsgType
+	// idOK: id holds Event's id, decoded by the read loop.
+	idOK   bool
 	Event  *nostr.Event
 	Size   int    // bytes of the EVENT frame
 	Reason string // CLOSED reason
@@ -266,6 +269,11 @@ type SubMsg struct {
 	// connection dialled with Options.NoRaw). It is
 	// forwarded as is (Conn.Send with raw) instead of re-encoding Event.
 	Raw []byte
+	// id is Event's id as the read loop decoded it (Subscription.Incoming
+	// hands it on). A message stays this small, with no relay URL or
+	// subscription id of its own, as every subscription's queue is
+	// allocated whole.
+	id event.ID
 }
 
 // Subscription is an open REQ.

@@ -12,6 +12,8 @@ import (
 	"github.com/nbd-wtf/go-nostr/nip77"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 func (c *Conn) pingLoop() {
@@ -293,7 +295,7 @@ func (c *Conn) handleEvent(data []byte) {
 	if !c.opts.NoRaw && countKey(obj, `"id"`) == 1 {
 		raw = bytes.Clone(obj)
 	}
-	c.deliver(sub, SubMsg{Type: MsgEvent, Event: ev, Size: len(data), Raw: raw})
+	c.deliverEvent(sub, ev, len(data), raw)
 }
 
 // Reasons given to Options.OnDropped.
@@ -329,7 +331,16 @@ func (c *Conn) handleEventSlow(data []byte) {
 	if !c.opts.NoRaw {
 		raw = bytes.Clone(eventJSON(data, *env.SubscriptionID))
 	}
-	c.deliver(sub, SubMsg{Type: MsgEvent, Event: &ev, Size: len(data), Raw: raw})
+	c.deliverEvent(sub, &ev, len(data), raw)
+}
+
+// deliverEvent hands a decoded event to sub with its id decoded, here and
+// once: the stages after the read loop take it from the message
+// (Subscription.Incoming).
+func (c *Conn) deliverEvent(sub *Subscription, ev *nostr.Event, size int, raw []byte) {
+	m := SubMsg{Type: MsgEvent, Event: ev, Size: size, Raw: raw}
+	m.id, m.idOK = event.DecodeID(ev.ID)
+	c.deliver(sub, m)
 }
 
 // frameLabel extracts the first JSON string of a relay message cheaply.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 // Subscribe sends REQ with the given id and filters. Options.BeforeRequest,
@@ -74,6 +76,17 @@ func (c *Conn) unsubscribe(sub *Subscription, sendClose bool) {
 			_ = c.write(context.Background(), msg)
 		}
 	})
+}
+
+// Incoming returns m, a MsgEvent of s, as the event.Incoming the stages
+// after the read loop take: the event with the id the read loop decoded,
+// the bytes it arrived in, the relay's URL and the subscription's id.
+func (s *Subscription) Incoming(m SubMsg) event.Incoming {
+	in := event.Incoming{Event: m.Event, Size: m.Size, Relay: s.conn.url, Sub: s.ID, Raw: m.Raw}
+	if m.Event == nil || m.Type != MsgEvent {
+		return in
+	}
+	return in.WithDecodedID(m.id, m.idOK)
 }
 
 // deliver hands msg to sub, waiting while its buffer is full. Only the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
@@ -129,8 +130,24 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	if err := s.openState(local); err != nil {
 		return nil, err
 	}
+	// Each stage is built once, with what it needs, in the direction events
+	// flow: the purgatory first, with the queue it hands released events
+	// back through; then the handler, which reads that queue and holds
+	// events in the purgatory; then the sync engine, which feeds the
+	// handler.
+	var holder ingest.Holder
+	var releases *event.Releases
+	if cfg.PurgatoryActive() {
+		releases = event.NewReleases()
+		purg, err := newPurgatory(cfg, d, pol, relays, ropts, releases)
+		if err != nil {
+			return nil, err
+		}
+		s.purg, holder = purg, purg
+		s.restorePurgatory()
+	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
-		Publisher: pub, Present: present, Clock: d.Clock,
+		Publisher: pub, Holder: holder, Released: releases, Present: present, Clock: d.Clock,
 		Log: d.Log.Named("ingest"), Registry: d.Registry,
 	})
 	if err != nil {
@@ -151,54 +168,8 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	if signer != nil {
 		deps.Sign = signer
 	}
-
-	if cfg.PurgatoryActive() {
-		pc := cfg.Purgatory.Config
-		pc.GitDir = cfg.GitDir
-		pc.OwnDomain = cfg.ServiceDomain
-		pc.HostAll = cfg.Sync.HostAll
-		// The policy's git guard checks every remote against --dial.allow
-		// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
-		pc.AllowPrivateAddresses = true
-		git := d.Git
-		if git == nil {
-			x := gitx.NewExec(pc.GitTimeout)
-			x.OutputCap = pc.GitOutputCap
-			git = x
-		}
-		// nostr:// clone URLs are resolved on the URL's relay hints and
-		// the bootstrap relays, dialled under the relay address policy.
-		nostrURLs := &purgatory.NostrResolver{
-			Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
-				return relays.Dial(ctx, url, ropts)
-			},
-			Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
-			MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
-			Clock: d.Clock,
-		}
-		// A NIP-05 owner's nostr.json is fetched over HTTPS from a domain
-		// named in an event: dialled under the policy (kind nip05).
-		nip05 := &purgatory.NIP05Lookup{
-			Client:  pol.HTTPClientFor(netpolicy.KindNIP05, cfg.Purgatory.NIP05Timeout),
-			Timeout: cfg.Purgatory.NIP05Timeout, MaxBody: purgatory.DefaultNIP05MaxBody,
-			MaxRelays: purgatory.DefaultNIP05MaxRelays, TTL: cfg.Purgatory.NostrURLCacheTTL, Clock: d.Clock,
-		}
-		nostrURLs.NIP05 = nip05.Lookup
-		purg, err := purgatory.New(pc, purgatory.Options{
-			Publisher: in, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
-			Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
-			CheckCloneURL: pol.CheckCloneURL,
-			ResolveNostr:  nostrURLs.Resolve,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("purgatory: %w", err)
-		}
-		s.purg = purg
-		s.restorePurgatory()
-		in.UsePurgatory(purg)
-		if local != nil {
-			deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(purg.AppendHeld))
-		}
+	if s.purg != nil && local != nil {
+		deps.ExtraLocal = append(deps.ExtraLocal, localindex.SourceFunc(s.purg.AppendHeld))
 	}
 
 	deps.LocalRestored = s.localRestored
@@ -213,6 +184,53 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newPurgatory builds the purgatory: git under the outbound address
+// policy, nostr:// clone URLs and NIP-05 owners resolved through it, and
+// released events handed back through releases (which ingest reads).
+func newPurgatory(cfg *config.Config, d Deps, pol *netpolicy.Policy, relays *netpolicy.Relays, ropts relay.Options, releases *event.Releases) (*purgatory.Purgatory, error) {
+	pc := cfg.Purgatory.Config
+	pc.GitDir = cfg.GitDir
+	pc.OwnDomain = cfg.ServiceDomain
+	pc.HostAll = cfg.Sync.HostAll
+	// The policy's git guard checks every remote against --dial.allow
+	// (hosts and CIDRs), so purgatory's own all-or-nothing check is off.
+	pc.AllowPrivateAddresses = true
+	git := d.Git
+	if git == nil {
+		x := gitx.NewExec(pc.GitTimeout)
+		x.OutputCap = pc.GitOutputCap
+		git = x
+	}
+	// nostr:// clone URLs are resolved on the URL's relay hints and
+	// the bootstrap relays, dialled under the relay address policy.
+	nostrURLs := &purgatory.NostrResolver{
+		Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
+			return relays.Dial(ctx, url, ropts)
+		},
+		Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
+		MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
+		Clock: d.Clock,
+	}
+	// A NIP-05 owner's nostr.json is fetched over HTTPS from a domain
+	// named in an event: dialled under the policy (kind nip05).
+	nip05 := &purgatory.NIP05Lookup{
+		Client:  pol.HTTPClientFor(netpolicy.KindNIP05, cfg.Purgatory.NIP05Timeout),
+		Timeout: cfg.Purgatory.NIP05Timeout, MaxBody: purgatory.DefaultNIP05MaxBody,
+		MaxRelays: purgatory.DefaultNIP05MaxRelays, TTL: cfg.Purgatory.NostrURLCacheTTL, Clock: d.Clock,
+	}
+	nostrURLs.NIP05 = nip05.Lookup
+	purg, err := purgatory.New(pc, purgatory.Options{
+		Publisher: releases, Logger: d.Log.Named("purgatory"), Registerer: d.Registry,
+		Git: pol.GitRunner(git), Resolver: pol.Resolver(netpolicy.KindClone),
+		CheckCloneURL: pol.CheckCloneURL,
+		ResolveNostr:  nostrURLs.Resolve,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("purgatory: %w", err)
+	}
+	return purg, nil
 }
 
 // Metric names of the sidecar as a whole.
@@ -387,6 +405,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	start("publisher", pubCtx, s.pub.Run)
 	if s.purg != nil {
 		start("purgatory", pubCtx, s.purg.Run)
+		// Released events are published for as long as the purgatory runs.
+		start("released", pubCtx, s.ingest.RunReleased)
 	}
 	start("progress", engCtx, s.runProgress)
 	if s.store != nil {
