@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
@@ -72,7 +72,7 @@ func TestPurgatoryPRFromNIP05Fork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lookup := &purgatory.NIP05Lookup{Client: nip05Client(pol, web), Timeout: 5 * time.Second, TTL: time.Minute}
+	lookup := &nostrurl.NIP05Lookup{Client: nip05Client(pol, web), Timeout: 5 * time.Second, TTL: time.Minute}
 	nostrURL := "nostr://alice@" + strings.TrimPrefix(web.URL, "https://") + "/" + forkD
 	releaseNostrForkPR(t, own, owner, contributor, d, nostrURL, forkSrv.CloneURL(contributor.rel(t, forkD)), tip, nostrResolver(lookup.Lookup).Resolve)
 	if hits.Load() == 0 {
@@ -93,7 +93,7 @@ func TestNIP05LookupRefusedAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lookup := &purgatory.NIP05Lookup{Client: nip05Client(pol, web), Timeout: 5 * time.Second, TTL: time.Minute}
+	lookup := &nostrurl.NIP05Lookup{Client: nip05Client(pol, web), Timeout: 5 * time.Second, TTL: time.Minute}
 	u := "alice@" + strings.TrimPrefix(web.URL, "https://")
 	_, _, err = lookup.Lookup(context.Background(), u)
 	if !errors.Is(err, netpolicy.ErrRefused) || netpolicy.Reason(err) != netpolicy.ReasonLoopback {

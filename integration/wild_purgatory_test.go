@@ -12,6 +12,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -44,9 +45,9 @@ func TestPurgatoryPRFromNostrFork(t *testing.T) {
 
 // nostrResolver is the sidecar's nostr:// resolver for these tests
 // (relays dialled with the sidecar's options), with nip05 when set.
-func nostrResolver(nip05 func(context.Context, string) (string, []string, error)) *purgatory.NostrResolver {
+func nostrResolver(nip05 func(context.Context, string) (string, []string, error)) *nostrurl.NostrResolver {
 	ropts := sidecar.RelayOptions(config.Default())
-	return &purgatory.NostrResolver{
+	return &nostrurl.NostrResolver{
 		Dial:    func(ctx context.Context, u string) (*relay.Conn, error) { return relay.Dial(ctx, u, ropts) },
 		Timeout: 5 * time.Second, MaxRelays: 4, TTL: time.Minute, NIP05: nip05,
 	}

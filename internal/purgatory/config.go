@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
@@ -77,10 +78,10 @@ type Config struct {
 
 	// NostrURLCacheTTL is how long a nostr:// clone URL's resolution is
 	// remembered (NostrResolver.TTL, NIP05Lookup.TTL). Default
-	// DefaultNostrResolveTTL.
+	// nostrurl.DefaultNostrResolveTTL.
 	NostrURLCacheTTL time.Duration `yaml:"nostr_url_cache_ttl" help:"How long a nostr:// clone URL's resolution (the named owner's announcement and GRASP list, read from relays) is remembered."`
 	// NIP05Timeout bounds one NIP-05 document request (NIP05Lookup).
-	// Default DefaultNIP05Timeout.
+	// Default nostrurl.DefaultNIP05Timeout.
 	NIP05Timeout time.Duration `yaml:"nip05_timeout" help:"Timeout of the HTTPS request for a NIP-05 owner's /.well-known/nostr.json (nostr://name@domain/... clone URLs; the domain is dialled under the outbound address policy, redirects are refused)."`
 
 	// GitOutputCap bounds captured stdout/stderr of a git command. Default 16 MiB.
@@ -109,8 +110,8 @@ func DefaultConfig() Config {
 		GitTimeout:              gitx.DefaultTimeout,
 		GitOutputCap:            gitx.DefaultOutputCap,
 		MaxEntries:              10000,
-		NostrURLCacheTTL:        DefaultNostrResolveTTL,
-		NIP05Timeout:            DefaultNIP05Timeout,
+		NostrURLCacheTTL:        nostrurl.DefaultNostrResolveTTL,
+		NIP05Timeout:            nostrurl.DefaultNIP05Timeout,
 		MaxAnnouncements:        50000,
 		MaxCloneURLs:            32,
 		MaxDomainLabels:         50,

@@ -22,6 +22,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
+	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
@@ -205,20 +206,20 @@ func newPurgatory(cfg *config.Config, d Deps, pol *netpolicy.Policy, relays *net
 	}
 	// nostr:// clone URLs are resolved on the URL's relay hints and
 	// the bootstrap relays, dialled under the relay address policy.
-	nostrURLs := &purgatory.NostrResolver{
+	nostrURLs := &nostrurl.NostrResolver{
 		Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
 			return relays.Dial(ctx, url, ropts)
 		},
 		Relays: cfg.BootstrapRelays, Timeout: cfg.Sync.EOSETimeout,
-		MaxRelays: purgatory.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
+		MaxRelays: nostrurl.DefaultNostrResolveRelays, TTL: cfg.Purgatory.NostrURLCacheTTL,
 		Clock: d.Clock,
 	}
 	// A NIP-05 owner's nostr.json is fetched over HTTPS from a domain
 	// named in an event: dialled under the policy (kind nip05).
-	nip05 := &purgatory.NIP05Lookup{
+	nip05 := &nostrurl.NIP05Lookup{
 		Client:  pol.HTTPClientFor(netpolicy.KindNIP05, cfg.Purgatory.NIP05Timeout),
-		Timeout: cfg.Purgatory.NIP05Timeout, MaxBody: purgatory.DefaultNIP05MaxBody,
-		MaxRelays: purgatory.DefaultNIP05MaxRelays, TTL: cfg.Purgatory.NostrURLCacheTTL, Clock: d.Clock,
+		Timeout: cfg.Purgatory.NIP05Timeout, MaxBody: nostrurl.DefaultNIP05MaxBody,
+		MaxRelays: nostrurl.DefaultNIP05MaxRelays, TTL: cfg.Purgatory.NostrURLCacheTTL, Clock: d.Clock,
 	}
 	nostrURLs.NIP05 = nip05.Lookup
 	purg, err := purgatory.New(pc, purgatory.Options{

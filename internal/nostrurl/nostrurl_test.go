@@ -1,4 +1,4 @@
-package purgatory_test
+package nostrurl_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
-	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
@@ -22,7 +22,7 @@ func TestNostrResolverTTLOnManualClock(t *testing.T) {
 	alice := harness.NewKey()
 	r.Inject(alice.Announcement("fork", harness.WithClone("https://git.example.com/fork.git"), harness.WithCreatedAt(1000)))
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-	res := &purgatory.NostrResolver{
+	res := &nostrurl.NostrResolver{
 		Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
 			return relay.Dial(ctx, url, relay.DefaultOptions())
 		},

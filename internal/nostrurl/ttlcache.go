@@ -1,4 +1,4 @@
-package purgatory
+package nostrurl
 
 import (
 	"sync"

@@ -1,4 +1,9 @@
-package purgatory
+// Package nostrurl resolves nostr:// clone URLs (NIP-34) to clone URLs git
+// can fetch, through the named owner's announcement and GRASP list read from
+// relays, and a NIP-05 owner through one HTTPS lookup; the purgatory asks it
+// before fetching, and the caller screens what it returns under the address
+// policy.
+package nostrurl
 
 import (
 	"context"
