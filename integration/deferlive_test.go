@@ -10,8 +10,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestDeferredLiveFiltersCatchUp: during a relay's first sync the live

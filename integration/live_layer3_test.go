@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestLiveLayer3ByKind: after a quick reconnect the live Layer 3 asks

@@ -12,11 +12,11 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // resyncBytes re-syncs a set the client already holds in full from a real

@@ -18,12 +18,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
-	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/internal/version"
+	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // recordingRegistry is a registry that remembers every collector

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
 // The seed's scenario: three state events for one repository from three

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
 // 40 identifiers whose data lives on one domain: the server never sees more

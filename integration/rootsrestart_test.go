@@ -7,8 +7,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestRootsPendingAtStopLearnedAfterRestart: roots the sidecar published

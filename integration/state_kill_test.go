@@ -15,12 +15,12 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/bench"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/bench"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // binProc is a grasp-sync process started by a test.

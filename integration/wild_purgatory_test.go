@@ -11,12 +11,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestPurgatoryPRFromNostrFork: a PR whose only clone URL is

@@ -10,10 +10,10 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // Relays as they are (protocol-notes.md, "Relays in the wild"): each test

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 )

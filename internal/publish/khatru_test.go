@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/fiatjaf/khatru"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/nbd-wtf/go-nostr"
 )
 

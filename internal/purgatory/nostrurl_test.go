@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestNostrResolverTTLOnManualClock: a resolution is remembered for TTL on

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fiatjaf/khatru"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/nbd-wtf/go-nostr"
 )
 

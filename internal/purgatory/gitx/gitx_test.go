@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
 func TestValidateIdentifier(t *testing.T) {
