@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -57,8 +57,8 @@ type eventBudget struct {
 	avg atomic.Int64
 }
 
-// newEventBudget bounds size events and maxBytes bytes (0: no byte bound).
-func newEventBudget(size int, maxBytes int64) *eventBudget {
+// NewEventBudget bounds size events and maxBytes bytes (0: no byte bound).
+func NewEventBudget(size int, maxBytes int64) *eventBudget {
 	b := &eventBudget{sem: semaphore.NewWeighted(int64(size)), size: size, maxBytes: maxBytes}
 	b.avg.Store(assumedEventBytes)
 	return b

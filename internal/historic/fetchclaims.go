@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -54,10 +54,10 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 		return nil
 	}
 	slots = max(slots, 1)
-	tally := newFetchTally()
+	tally := NewFetchTally()
 	got := tally.got
-	ctx = withDropNote(ctx, tally.drop)
-	counting := tally.wrap(emit, s.m.fetched.Inc)
+	ctx = WithDropNote(ctx, tally.Drop)
+	counting := tally.Wrap(emit, s.m.fetched.Inc)
 	elsewhere := func(ids []string) {
 		for _, id := range ids {
 			got.add(id)
@@ -70,7 +70,7 @@ func (s *NegSyncer) fetch(ctx context.Context, c *relay.Conn, ids []string, slot
 	for round := 0; round < rounds && len(missing) > 0; round++ {
 		force := round > 0
 		plan := s.claims.plan(missing, per, s.IDState, force)
-		ferr := s.fetchBatches(ctx, c, &plan, force, slots, counting, tally.delivered)
+		ferr := s.fetchBatches(ctx, c, &plan, force, slots, counting, tally.Delivered)
 		// What the round left out, also when it was cut short.
 		s.m.skipped.WithLabelValues("seen").Add(float64(len(plan.settled) + len(plan.inflight)))
 		for _, d := range plan.deferred {
@@ -138,8 +138,8 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, p *claimPla
 		select {
 		case sem <- struct{}{}:
 		default:
-			if lend != nil && lend.borrow() {
-				release = lend.giveBack
+			if lend != nil && lend.Borrow() {
+				release = lend.GiveBack
 				break
 			}
 			select {
@@ -173,18 +173,18 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, p *claimPla
 	return ctx.Err()
 }
 
-// fetchTally is what one fetch had: got, the ids its REQs returned (each
+// FetchTally is what one fetch had: got, the ids its REQs returned (each
 // emitted once), and dropped, those of them its emit dropped before the
 // handler (an event outside the job's filter, a failed emit).
-type fetchTally struct {
+type FetchTally struct {
 	got, dropped *syncSet
 }
 
-func newFetchTally() *fetchTally { return &fetchTally{got: newSyncSet(), dropped: newSyncSet()} }
+func NewFetchTally() *FetchTally { return &FetchTally{got: newSyncSet(), dropped: newSyncSet()} }
 
 // wrap returns emit emitting each id once, counted by count; an id whose
 // emit failed counts as dropped.
-func (t *fetchTally) wrap(emit Emit, count func()) Emit {
+func (t *FetchTally) Wrap(emit Emit, count func()) Emit {
 	return func(ctx context.Context, in ingest.Incoming) error {
 		if !t.got.add(in.Event.ID) {
 			return nil
@@ -199,25 +199,25 @@ func (t *fetchTally) wrap(emit Emit, count func()) Emit {
 }
 
 // drop records that id was dropped before the handler.
-func (t *fetchTally) drop(id string) { t.dropped.add(id) }
+func (t *FetchTally) Drop(id string) { t.dropped.add(id) }
 
 // delivered tells whether id reached the handler: what a claim on it
 // resolves as.
-func (t *fetchTally) delivered(id string) bool { return t.got.has(id) && !t.dropped.has(id) }
+func (t *FetchTally) Delivered(id string) bool { return t.got.has(id) && !t.dropped.has(id) }
 
 // dropNoteKey carries, in a fetch's context, whom an emit tells of an
 // event it drops before the handler.
 type dropNoteKey struct{}
 
-// withDropNote returns ctx telling noteDropped's calls to note.
-func withDropNote(ctx context.Context, note func(id string)) context.Context {
+// WithDropNote returns ctx telling NoteDropped's calls to note.
+func WithDropNote(ctx context.Context, note func(id string)) context.Context {
 	return context.WithValue(ctx, dropNoteKey{}, note)
 }
 
-// noteDropped tells the fetch running in ctx, if any, that its emit
+// NoteDropped tells the fetch running in ctx, if any, that its emit
 // dropped id before the handler: a claim on id does not count it as
 // delivered, and the fetches waiting for the claim fetch it at once.
-func noteDropped(ctx context.Context, id string) {
+func NoteDropped(ctx context.Context, id string) {
 	if note, ok := ctx.Value(dropNoteKey{}).(func(string)); ok {
 		note(id)
 	}

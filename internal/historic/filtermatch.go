@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"slices"
@@ -38,9 +38,9 @@ type tagValues struct {
 	values *valueRuns
 }
 
-// newFilterMatcher compiles fs; byKind, when set, marks the filters it
+// NewFilterMatcher compiles fs; byKind, when set, marks the filters it
 // holds for (nip34.ByKind).
-func newFilterMatcher(fs []nostr.Filter, byKind func(nostr.Filter) bool) filterMatcher {
+func NewFilterMatcher(fs []nostr.Filter, byKind func(nostr.Filter) bool) filterMatcher {
 	var out filterMatcher
 	var groups []*mergeGroup
 	for _, f := range fs {
@@ -132,9 +132,9 @@ func (fm filterMatcher) Match(ev *nostr.Event) bool {
 	return false
 }
 
-// matchSplit tells whether a filter without byKind matches ev, and
+// MatchSplit tells whether a filter without byKind matches ev, and
 // whether one with byKind does.
-func (fm filterMatcher) matchSplit(ev *nostr.Event) (plain, byKind bool) {
+func (fm filterMatcher) MatchSplit(ev *nostr.Event) (plain, byKind bool) {
 	if ev == nil {
 		return false, false
 	}

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 // Fewer round trips per historic job: the filters a job reconciles share
 // their fetches by id (fetchReconciled).
 
-// mergesJobs: the filters of one job share their fetches (jobMerger).
-func (s *NegSyncer) mergesJobs() bool { return s.cfg.Enabled }
+// MergesJobs: the filters of one job share their fetches (JobMerger).
+func (s *NegSyncer) MergesJobs() bool { return s.cfg.Enabled }
 
 // reconciled is one filter's finished reconciliation.
 type reconciled struct {
@@ -89,8 +89,8 @@ func (s *NegSyncer) reconcileAhead(ctx context.Context, c *relay.Conn, fs []nost
 		select {
 		case own <- struct{}{}:
 		default:
-			if lend.borrowReconcile() {
-				release = lend.giveBack
+			if lend.BorrowReconcile() {
+				release = lend.GiveBack
 				break
 			}
 			select {

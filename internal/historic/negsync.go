@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -194,7 +194,7 @@ func (s *NegSyncer) Support(url string) string {
 	return "unsupported"
 }
 
-func (s *NegSyncer) setSupport(url string, ok bool) {
+func (s *NegSyncer) SetSupport(url string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.support[url] = supportEntry{supported: ok, at: s.Clock.Now()}
@@ -236,7 +236,7 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, neg.ErrUnsupported):
-			s.setSupport(url, false)
+			s.SetSupport(url, false)
 			fallback = append(fallback, fs[i:]...)
 		case errors.Is(err, relay.ErrAuthRequired):
 			return errors.Join(append(errs, err)...)
@@ -368,7 +368,7 @@ func (r *fetchRecorder) wrap(emit Emit) Emit {
 					r.per = make([][]neg.Item, len(r.filters))
 					r.match = make([]filterMatcher, len(r.filters))
 					for i, f := range r.filters {
-						r.match[i] = newFilterMatcher([]nostr.Filter{f}, nil)
+						r.match[i] = NewFilterMatcher([]nostr.Filter{f}, nil)
 					}
 				}
 				for i, m := range r.match {
@@ -407,7 +407,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 	f.Limit, f.LimitZero = 0, false
 	opts := s.cfg.Options
 	opts.Clock = s.Clock
-	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), filterBytes(f))
+	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), FilterBytes(f))
 	// The storage of each window reconciled (the last, when one is retried)
 	// tells, with the result, what the relay's set held.
 	windows := map[string]*neg.Storage{}
@@ -444,7 +444,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 		s.m.lastSync.WithLabelValues(url).Set(float64(s.Clock.Now().Unix()))
 	}
 	if res.Sessions > 0 || err == nil {
-		s.setSupport(url, true)
+		s.SetSupport(url, true)
 	}
 	s.m.discovered.Add(float64(len(res.Need)))
 	return res, windows, err
@@ -494,4 +494,26 @@ func (s *syncSet) has(v string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.m[v]
 	return ok
+}
+
+// RestoreSupport records a relay's NIP-77 support learnt in a previous run.
+func (s *NegSyncer) RestoreSupport(url string, ok bool, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.support[url] = supportEntry{supported: ok, at: at}
+}
+
+// SupportOf returns what is known of a relay's NIP-77 support and since
+// when ("" when nothing).
+func (s *NegSyncer) SupportOf(url string) (string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.support[url]
+	if !ok {
+		return "", time.Time{}
+	}
+	if e.supported {
+		return "supported", e.at
+	}
+	return "unsupported", e.at
 }

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // OwnLocalSet is the LocalSet backed by the LocalIndex and filled from the
 // own relay: before a filter is reconciled, the own relay's events for the
 // repositories and root events it names are read into the index once
-// (Phase 0 of negentropy-live-ingestion), so a reconciliation does not
+// (the local set's fill), so a reconciliation does not
 // re-download what the own relay holds. A root the own relay accepted from
 // us as new (its OK, or its live echo: ingest.Handler.OnOwnRelayLive) is
 // not read (its entry carries the filled mark: localindex.Index.AddNew):
@@ -32,15 +32,15 @@ type OwnLocalSet struct {
 	idx   *localindex.Index
 	extra []localindex.Source
 	dial  func(ctx context.Context) (*relay.Conn, error)
-	pager *Pager
+	Pager *Pager
 	mark  func(ev *nostr.Event)
-	// forget, when set, is told of ids CatchUp found the own relay lacks.
-	forget func(id string)
-	// fetched, when set, is told of every event CatchUp fetched.
-	fetched func(ev *nostr.Event)
-	// note, when set, is told of every event read from the own relay
+	// Forget, when set, is told of ids CatchUp found the own relay lacks.
+	Forget func(id string)
+	// Fetched, when set, is told of every event CatchUp fetched.
+	Fetched func(ev *nostr.Event)
+	// Note, when set, is told of every event read from the own relay
 	// before the index has it (the engine notes roots: unapplied.go).
-	note func(ev *nostr.Event)
+	Note func(ev *nostr.Event)
 	log  *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).
 	perFilter int
@@ -107,7 +107,7 @@ func (o *OwnLocalSet) newFilled() filledSet {
 func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), valuesPerFilter, pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
 	o := &OwnLocalSet{
 		idx: idx, extra: extra, dial: dial, mark: mark, log: log, perFilter: valuesPerFilter,
-		pager: &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
+		Pager: &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
 	}
 	o.filled = o.newFilled()
 	return o
@@ -133,7 +133,7 @@ func (o *OwnLocalSet) Storage(f nostr.Filter) (*neg.Storage, error) {
 // FillItems reads the own relay's events for Layer 1 (when l1) and for the
 // given repositories and root events into the index.
 func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []string) error {
-	for _, f := range o.fillFilters(l1, repos, roots) {
+	for _, f := range o.FillFilters(l1, repos, roots) {
 		if err := o.EnsureFilled(ctx, f); err != nil {
 			return err
 		}
@@ -141,8 +141,8 @@ func (o *OwnLocalSet) FillItems(ctx context.Context, l1 bool, repos, roots []str
 	return nil
 }
 
-// fillFilters are the own-relay filters FillItems reads.
-func (o *OwnLocalSet) fillFilters(l1 bool, repos, roots []string) []nostr.Filter {
+// FillFilters are the own-relay filters FillItems reads.
+func (o *OwnLocalSet) FillFilters(l1 bool, repos, roots []string) []nostr.Filter {
 	var fs []nostr.Filter
 	if l1 {
 		fs = append(fs, nip34.Layer1(nil))
@@ -163,7 +163,7 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 		return err
 	}
 	emit := func(_ context.Context, in ingest.Incoming) error { return o.record(in.Event) }
-	if err := o.pager.Sync(ctx, conn, fill, 1, emit); err != nil {
+	if err := o.Pager.Sync(ctx, conn, fill, 1, emit); err != nil {
 		return err
 	}
 	for _, k := range keys {
@@ -179,8 +179,8 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 // into the index: noted first (note), then marked present (mark). A full
 // index is not an error: the event is marked all the same.
 func (o *OwnLocalSet) record(ev *nostr.Event) error {
-	if o.note != nil {
-		o.note(ev)
+	if o.Note != nil {
+		o.Note(ev)
 	}
 	if err := o.idx.Add(ev); err != nil && !errors.Is(err, localindex.ErrFull) {
 		return err
@@ -189,6 +189,15 @@ func (o *OwnLocalSet) record(ev *nostr.Event) error {
 		o.mark(ev)
 	}
 	return nil
+}
+
+// MissingFilters are the own-relay filters EnsureFilled would read for f
+// now (nil when nothing is missing).
+func (o *OwnLocalSet) MissingFilters(f nostr.Filter) []nostr.Filter {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, fs := o.missingLocked(f)
+	return fs
 }
 
 // missingLocked returns the keys not yet filled for f and the own-relay

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"cmp"
@@ -121,7 +121,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 	}
 	boundary := map[string]struct{}{} // ids seen at created_at == *until
 	short, reported := 0, false       // the first page cut below pageSize
-	pageSize := p.pageSize(c.URL())
+	pageSize := p.PageSizeFor(c.URL())
 	for {
 		pf := f
 		pf.Until = until
@@ -204,11 +204,11 @@ func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
 	for i, ev := range page {
 		ts[i] = ev.CreatedAt
 	}
-	return bottomOf(ts, limit)
+	return BottomOf(ts, limit)
 }
 
-// bottomOf is pageBottom of a page's created_at values (ts is reordered).
-func bottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
+// BottomOf is pageBottom of a page's created_at values (ts is reordered).
+func BottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
 	if limit <= 0 || len(ts) <= limit {
 		return slices.Min(ts)
 	}
@@ -217,7 +217,7 @@ func bottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
 }
 
 // pageSize is PageSize, lowered to the relay's announced max_limit.
-func (p *Pager) pageSize(url string) int {
+func (p *Pager) PageSizeFor(url string) int {
 	size := p.PageSize
 	if p.MaxLimit != nil {
 		if l := p.MaxLimit(url); l > 0 && l < size {
@@ -305,7 +305,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	}
 	units := f.Limit
 	if units <= 0 {
-		units = max(len(f.IDs), p.pageSize(c.URL()))
+		units = max(len(f.IDs), p.PageSizeFor(c.URL()))
 	}
 	progress := reqProgressFrom(ctx)
 	progress(true)
@@ -326,7 +326,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	var page []*nostr.Event
 	var arrived []pageEvent // page's events with their sizes and bytes as they arrived (forwarded as is)
 	seen := map[string]bool{}
-	match := newFilterMatcher([]nostr.Filter{f}, nil).Match
+	match := NewFilterMatcher([]nostr.Filter{f}, nil).Match
 	progressed := false
 	outside := 0
 	for {
@@ -399,8 +399,8 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	}
 }
 
-// publishRank orders kinds so dependencies go first.
-func publishRank(kind int) int {
+// PublishRank orders kinds so dependencies go first.
+func PublishRank(kind int) int {
 	switch kind {
 	case 30617:
 		return 0
@@ -415,7 +415,7 @@ func publishRank(kind int) int {
 // publishOrder orders a page so an announcement precedes what tags it
 // and a root precedes its replies (older first within a rank).
 func publishOrder(a, b *nostr.Event) int {
-	if ra, rb := publishRank(a.Kind), publishRank(b.Kind); ra != rb {
+	if ra, rb := PublishRank(a.Kind), PublishRank(b.Kind); ra != rb {
 		return ra - rb
 	}
 	return int(a.CreatedAt) - int(b.CreatedAt)
@@ -427,3 +427,7 @@ type pageEvent struct {
 	size int
 	raw  []byte
 }
+
+// JobMerger is a HistoricSyncer that saves round trips when one job
+// carries several filters.
+type JobMerger interface{ MergesJobs() bool }

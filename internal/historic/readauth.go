@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type authAttempt struct {
 	err  error
 }
 
-func newReadAuth(sign func(*nostr.Event) error, timeout time.Duration, counter *prometheus.CounterVec, log *zap.Logger) *ReadAuth {
+func NewReadAuth(sign func(*nostr.Event) error, timeout time.Duration, counter *prometheus.CounterVec, log *zap.Logger) *ReadAuth {
 	return &ReadAuth{sign: sign, timeout: timeout, log: log, counter: counter,
 		conns: map[*relay.Conn]*authAttempt{}, state: map[string]string{}, warned: map[string]bool{}}
 }
@@ -163,7 +163,7 @@ func (a *ReadAuth) Describe(url string) string {
 	return a.state[url]
 }
 
-func (a *ReadAuth) forget(url string) {
+func (a *ReadAuth) Forget(url string) {
 	if a == nil {
 		return
 	}

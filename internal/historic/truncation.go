@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -39,11 +39,11 @@ func isCommonCap(n, maxLimit int) bool {
 	return false
 }
 
-// reachedCap tells whether a REQ answer of n stored events asked with
+// ReachedCap tells whether a REQ answer of n stored events asked with
 // limit may have been cut by the relay: n reached the limit, is the size
 // of a common cap or of the relay's max_limit (isCommonCap), or the relay
 // was caught truncating REQs before.
-func (p *Pager) reachedCap(url string, n, limit int) bool {
+func (p *Pager) ReachedCap(url string, n, limit int) bool {
 	if n == 0 {
 		return false
 	}
@@ -66,7 +66,7 @@ type Truncation struct {
 	seen map[string]map[string]string // relay → kind → what was seen
 }
 
-func newTruncation(counter *prometheus.CounterVec, log *zap.Logger) *Truncation {
+func NewTruncation(counter *prometheus.CounterVec, log *zap.Logger) *Truncation {
 	return &Truncation{log: log, counter: counter, seen: map[string]map[string]string{}}
 }
 
@@ -117,7 +117,7 @@ func (t *Truncation) Describe(url string) string {
 	return strings.Join(parts, "; ")
 }
 
-func (t *Truncation) forget(url string) {
+func (t *Truncation) Forget(url string) {
 	if t == nil {
 		return
 	}

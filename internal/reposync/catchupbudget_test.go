@@ -6,6 +6,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -59,7 +60,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20, MaxFilters: 3, MaxMessageLength: 20_000})
 	for _, c := range e.catchupChunks(r, repos, roots, &since) {
 		for _, f := range c {
-			if n := filterBytes(f); n > reqBytesLimit(e.d.Health.Limits(url)) {
+			if n := historic.FilterBytes(f); n > historic.ReqBytesLimit(e.d.Health.Limits(url)) {
 				t.Fatalf("a filter of %d bytes, relay takes 20,000-byte messages", n)
 			}
 		}

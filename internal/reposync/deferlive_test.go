@@ -7,6 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -203,20 +204,20 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	h.e.startBatch(h.r, newItems(), fs, false)
 	l := h.e.lender(h.r)
 	budget := h.e.d.Health.SubscriptionBudget(testRelay)
-	if h.r.running != 2 || l.waiting || l.spare != budget-2-1 {
-		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.waiting, l.spare, budget-3)
+	if h.r.running != 2 || l.Waiting() || l.Spare() != budget-2-1 {
+		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.Waiting(), l.Spare(), budget-3)
 	}
-	b := &jobSlotsBorrower{l: l, max: 3}
-	if b.borrow() || !b.borrowReconcile() {
+	b := historic.NewJobSlotsBorrower(l, 3)
+	if b.Borrow() || !b.BorrowReconcile() {
 		t.Fatal("jobs queued for the shared bound: want a slot for a reconciliation and none for a fetch")
 	}
-	b.giveBack()
+	b.GiveBack()
 	for i := range budget - 3 {
 		h.r.live[fmt.Sprintf("l%d", i+2)] = 1
 	}
 	h.e.startJobs(h.r)
-	if !l.waiting || l.spare != 0 {
-		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.waiting, l.spare)
+	if !l.Waiting() || l.Spare() != 0 {
+		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.Waiting(), l.Spare())
 	}
 	h.r.live = map[string]int{}
 	h.drain(t)
@@ -268,7 +269,7 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	// keeps its filters, since included, for the REQ pager.
 	for id, cu := range h.r.since {
 		if id != "l1" {
-			h.e.onSinceFailed(testRelay, h.r.gen, id, cu, ErrSubscriptionClosed)
+			h.e.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
 			break
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -114,7 +115,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 		isOwn = func(norm string) bool { return e.isOwn(norm) || allow(norm) != nil }
 	}
 	// Announcements first, so roots in the same batch find their repos.
-	slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
+	slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return historic.PublishRank(a.Kind) - historic.PublishRank(b.Kind) })
 	// delta collects, per relay, only what this batch adds to its target:
 	// everything older was decided by earlier batches, so compute_actions
 	// needs to look at the new items only (the cost of a batch is its own

@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -92,7 +93,7 @@ type Config struct {
 	MaxTrackedRelays         int
 	MaxRepositories          int
 
-	Negentropy NegConfig
+	Negentropy historic.NegConfig
 	Trusted    TrustedConfig
 }
 
@@ -127,7 +128,7 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: DefaultClaimWait},
+		Negentropy:               historic.NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: historic.DefaultClaimWait},
 		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
 }
@@ -191,7 +192,7 @@ type Deps struct {
 	// seen on the own relay; the caller runs it alongside the engine.
 	Ingest *ingest.Handler
 	// Historic, when nil, is REQ paging.
-	Historic HistoricSyncer
+	Historic historic.HistoricSyncer
 	// Limits, when set, is asked for each relay's NIP-11 limits on connect.
 	Limits LimitsFunc
 	// LocalIndex, when set, enables NIP-77 historic sync: it is our side
@@ -251,11 +252,11 @@ type Engine struct {
 
 	running atomic.Bool
 	ready   atomic.Bool
-	pager   *Pager
+	pager   *historic.Pager
 	// catchup pages catch-up batches (since a disconnect): the REQ pager.
-	catchup     HistoricSyncer
-	neg         *NegSyncer
-	local       *OwnLocalSet
+	catchup     historic.HistoricSyncer
+	neg         *historic.NegSyncer
+	local       *historic.OwnLocalSet
 	ownUp       atomic.Bool
 	snapMu      sync.Mutex
 	snap        status.Snapshot
@@ -341,7 +342,7 @@ type remote struct {
 	jobs    []*job
 	running int
 	// lend lends the slots no job holds to running jobs' id fetches.
-	lend *slotLender
+	lend *historic.SlotLender
 	// Consolidation waiting for pending batches to finish.
 	consolidateBy time.Time
 	// liveDeferredAt is when the earliest item was added whose live
@@ -423,31 +424,31 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.keepRoots = true
 		e.h.OnStored(e.noteRoot)
 	}
-	pager := &Pager{
+	pager := &historic.Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
-		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
-		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
-		Budget:     newEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
+		Truncation: historic.NewTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       historic.NewReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
+		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
 		Clock:      d.Clock,
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
 		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
-		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
+		e.local = historic.NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
-		e.local.forget = e.h.ForgetPresent
-		e.local.pager.Clock = d.Clock
-		e.local.note = e.noteRoot
-		e.local.fetched = func(ev *nostr.Event) {
+		e.local.Forget = e.h.ForgetPresent
+		e.local.Pager.Clock = d.Clock
+		e.local.Note = e.noteRoot
+		e.local.Fetched = func(ev *nostr.Event) {
 			if slices.Contains(cfg.SelfKinds, ev.Kind) {
 				e.caughtMu.Lock()
 				e.caught = append(e.caught, ev)
 				e.caughtMu.Unlock()
 			}
 		}
-		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
+		ns, err := historic.NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
 			return nil, err
 		}

@@ -4,9 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nbd-wtf/go-nostr"
+
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	"github.com/nbd-wtf/go-nostr"
 )
 
 // FuzzParseAnnouncement: relays taken from an announcement are normalized,

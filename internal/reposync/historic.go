@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -173,17 +174,17 @@ func (e *Engine) startJobs(r *remote) {
 		return
 	}
 	lend := e.lender(r)
-	for len(r.jobs) > 0 && r.running+lend.inUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
+	for len(r.jobs) > 0 && r.running+lend.InUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
 		if e.overShare(r) {
 			// The place is another relay's: start its jobs.
 			defer e.startWaitingJobs()
 			break
 		}
-		free := min(e.jobSlots(r)-r.running-lend.inUse(), e.sharePlaces(r))
+		free := min(e.jobSlots(r)-r.running-lend.InUse(), e.sharePlaces(r))
 		j := r.popJob()
 		j.unpack()
 		e.mergeQueued(r, j, free)
-		j.filters = fitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
+		j.filters = historic.FitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
 		r.running++
 		e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
@@ -201,7 +202,7 @@ func (e *Engine) startJobs(r *remote) {
 			e.exec(r, func(*relay.Conn) { close(queued) })
 		}
 		asked := jobMatch(j)
-		ctx := withBorrower(e.ctx, &jobSlotsBorrower{l: lend, max: e.cfg.HistoricFetchSlots - 1})
+		ctx := historic.WithBorrower(e.ctx, historic.NewJobSlotsBorrower(lend, e.cfg.HistoricFetchSlots-1))
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -220,7 +221,7 @@ func (e *Engine) startJobs(r *remote) {
 				if in.Event == nil || !asked(in.Event) {
 					e.h.Invalid("no_match")
 					if in.Event != nil {
-						noteDropped(ctx, in.Event.ID) // a claim on it is not met (fetchclaims.go)
+						historic.NoteDropped(ctx, in.Event.ID) // a claim on it is not met (fetchclaims.go)
 					}
 					return nil
 				}
@@ -235,7 +236,7 @@ func (e *Engine) startJobs(r *remote) {
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.
 			for err != nil && e.ctx.Err() == nil {
-				refit := fitTagValues(j.filters, e.valuesPerFilter(url))
+				refit := historic.FitTagValues(j.filters, e.valuesPerFilter(url))
 				if len(refit) == len(j.filters) {
 					break
 				}
@@ -284,7 +285,7 @@ func (e *Engine) overShare(r *remote) bool {
 		return false
 	}
 	for _, o := range e.relays {
-		if o != r && len(o.jobs) > 0 && o.running < r.running && e.allowed(o) && o.running+e.lender(o).inUse() < e.jobSlots(o) {
+		if o != r && len(o.jobs) > 0 && o.running < r.running && e.allowed(o) && o.running+e.lender(o).InUse() < e.jobSlots(o) {
 			return true
 		}
 	}
@@ -307,10 +308,6 @@ func (e *Engine) sharePlaces(r *remote) int {
 	return max(1, share-r.running)
 }
 
-// jobMerger is a HistoricSyncer that saves round trips when one job
-// carries several filters.
-type jobMerger interface{ mergesJobs() bool }
-
 // maxMergedJobs bounds how many queued jobs one job takes on.
 const maxMergedJobs = 8
 
@@ -325,7 +322,7 @@ const maxMergedJobs = 8
 // through its one slot, and at loopback eight Layer 2 filters' fetches one
 // after another took longer than eight jobs apart.
 func (e *Engine) mergeQueued(r *remote, j *job, free int) {
-	if m, ok := e.d.Historic.(jobMerger); j.run.pager || free <= 0 || !ok || !m.mergesJobs() || !perRoot(j) {
+	if m, ok := e.d.Historic.(historic.JobMerger); j.run.pager || free <= 0 || !ok || !m.MergesJobs() || !perRoot(j) {
 		return
 	}
 	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included

@@ -268,7 +268,7 @@ func (e *Engine) forget(url string) {
 		e.d.Health.Forget(url)
 	}
 	e.m.forgetRelay(url)
-	e.pager.Truncation.forget(url)
-	e.pager.Auth.forget(url)
+	e.pager.Truncation.Forget(url)
+	e.pager.Auth.Forget(url)
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -58,7 +59,7 @@ func referTo(items Items) func(*nostr.Event) bool {
 // batch's items. Called on the loop goroutine (the items are copied).
 func jobMatch(j *job) func(*nostr.Event) bool {
 	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
-		return newFilterMatcher(j.filters, nil).Match
+		return historic.NewFilterMatcher(j.filters, nil).Match
 	}
 	return liveMatch(j.filters, referTo(j.batch.Items))
 }
@@ -69,20 +70,14 @@ func jobMatch(j *job) func(*nostr.Event) bool {
 // scanned).
 func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
 	if refers == nil || !slices.ContainsFunc(fs, nip34.ByKind) {
-		return newFilterMatcher(fs, nil).Match
+		return historic.NewFilterMatcher(fs, nil).Match
 	}
-	m := newFilterMatcher(fs, nip34.ByKind)
+	m := historic.NewFilterMatcher(fs, nip34.ByKind)
 	return func(ev *nostr.Event) bool {
-		plain, byKind := m.matchSplit(ev)
+		plain, byKind := m.MatchSplit(ev)
 		return plain || byKind && refers(ev)
 	}
 }
-
-// maxReqBytes bounds the filters of one REQ message: relays drop the
-// connection on larger messages (strfry's default maxWebsocketPayloadSize is
-// 131072 bytes, khatru's MaxMessageSize 512000), and 100 Layer 3 filters of
-// 100 event ids take about 680 kB.
-const maxReqBytes = 120_000
 
 // openChunked opens fs as subscriptions of at most the relay's max_filters
 // filters and maxReqBytes of filter JSON each (less when the relay
@@ -98,7 +93,7 @@ func (e *Engine) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Ev
 // chunkLive splits fs into the filters of REQs of at most the relay's
 // max_filters filters and maxReqBytes of filter JSON each.
 func (e *Engine) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
-	return e.chunkFilters(r, fitTagValues(fs, e.valuesPerFilter(r.URL)))
+	return e.chunkFilters(r, historic.FitTagValues(fs, e.valuesPerFilter(r.URL)))
 }
 
 // chunkFilters is chunkLive without fitting the filters' tag values.
@@ -109,11 +104,11 @@ func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 	if per <= 0 || per > 100 {
 		per = 100
 	}
-	maxBytes := reqBytesLimit(limits)
+	maxBytes := historic.ReqBytesLimit(limits)
 	for start := 0; start < len(fs); {
 		end, size := start, 0
 		for end < len(fs) && end-start < per {
-			n := filterBytes(fs[end])
+			n := historic.FilterBytes(fs[end])
 			if end > start && size+n > maxBytes {
 				break
 			}
@@ -124,12 +119,6 @@ func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 		start = end
 	}
 	return out
-}
-
-// filterBytes is the size of f's JSON (as Filter.MarshalJSON writes it)
-// and a comma, counted without building it (relay.FilterJSONSize).
-func filterBytes(f nostr.Filter) int {
-	return relay.FilterJSONSize(f) + 1
 }
 
 func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
@@ -190,7 +179,7 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 		if cnt != nil {
 			cu := cnt.sub
 			e.post(func() {
-				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", ErrSubscriptionClosed, reason))
+				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", historic.ErrSubscriptionClosed, reason))
 			})
 		}
 		e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
@@ -205,7 +194,7 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 			}
 			cu := cnt.sub
 			e.post(func() {
-				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", ErrEOSETimeout, e.cfg.EOSETimeout))
+				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", historic.ErrEOSETimeout, e.cfg.EOSETimeout))
 			})
 			cnt = nil // live from here on
 		case <-sub.Done():
@@ -429,7 +418,7 @@ func (e *Engine) addFilters(a AddFilters) {
 	// threshold more than that set), or would use its last subscription:
 	// historic jobs running now hold subscriptions too.
 	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
-	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+e.lender(r).inUse()+1 >= budget {
+	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+e.lender(r).InUse()+1 >= budget {
 		if len(e.pending[r.URL]) > 0 {
 			e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
 				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
@@ -555,11 +544,11 @@ func (e *Engine) catchupChunks(r *remote, repos, roots []string, since *nostr.Ti
 	}
 	chunks := e.chunkLive(r, layers23ByRoot(repos, roots, per, since))
 	limits := e.d.Health.Limits(r.URL)
-	bound, maxBytes := limits.MaxTagValues, reqBytesLimit(limits)
+	bound, maxBytes := limits.MaxTagValues, historic.ReqBytesLimit(limits)
 	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
 		per *= 2
-		fs := fitTagValues(layers23ByRoot(repos, roots, per, since), bound)
-		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return filterBytes(f) > maxBytes }) {
+		fs := historic.FitTagValues(layers23ByRoot(repos, roots, per, since), bound)
+		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return historic.FilterBytes(f) > maxBytes }) {
 			break // one filter alone would be over the relay's message size
 		}
 		wider := e.chunkFilters(r, fs)

@@ -17,9 +17,8 @@ import (
 // a set (the RepoSyncIndex's roots, each relay's confirmed and pending
 // roots) as it was (a map of strings) and as it is (handles: all roots,
 // one in ten as a relay's share, 47 spread ones a repository; per member),
-// the handle table that the sets share (per root, once), and the own-relay
-// fill memory as it is (filledSet) and as it
-// was (a map of strings), in the same run.
+// and the handle table that the sets share (per root, once), in the same
+// run (the own-relay fill memory: historic.BenchmarkFilledBytes).
 //
 //	go test -run '^$' -bench PerRootBytes -count 3 ./internal/reposync/
 func BenchmarkPerRootBytes(b *testing.B) {
@@ -65,20 +64,6 @@ func BenchmarkPerRootBytes(b *testing.B) {
 				in.intern(r)
 			}
 			return in
-		}, 0},
-		{"filled-map-of-strings", func() any {
-			m := map[string]bool{}
-			for _, r := range roots {
-				m[r] = true
-			}
-			return m
-		}, 0},
-		{"filledSet", func() any {
-			f := newFilledSet()
-			for _, r := range roots {
-				f.add(r)
-			}
-			return f
 		}, 0},
 	} {
 		b.Run(v.name, func(b *testing.B) {

@@ -69,7 +69,7 @@ func (e *Engine) RestoreRelays(rs []PersistedRelay) {
 	for _, r := range rs {
 		e.restored[r.URL] = r
 		if e.neg != nil && r.Negentropy != "" && !r.NegentropyAt.IsZero() {
-			e.neg.restoreSupport(r.URL, r.Negentropy == "supported", r.NegentropyAt)
+			e.neg.RestoreSupport(r.URL, r.Negentropy == "supported", r.NegentropyAt)
 		}
 	}
 }
@@ -153,33 +153,11 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now
 		}
 		if e.neg != nil {
-			p.Negentropy, p.NegentropyAt = e.neg.supportOf(r.URL)
+			p.Negentropy, p.NegentropyAt = e.neg.SupportOf(r.URL)
 		}
 		out = append(out, p)
 	}
 	return out
-}
-
-// restoreSupport records a relay's NIP-77 support learnt in a previous run.
-func (s *NegSyncer) restoreSupport(url string, ok bool, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.support[url] = supportEntry{supported: ok, at: at}
-}
-
-// supportOf returns what is known of a relay's NIP-77 support and since
-// when ("" when nothing).
-func (s *NegSyncer) supportOf(url string) (string, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.support[url]
-	if !ok {
-		return "", time.Time{}
-	}
-	if e.supported {
-		return "supported", e.at
-	}
-	return "unsupported", e.at
 }
 
 // PersistedRepos is the repository index as a state store keeps it: the

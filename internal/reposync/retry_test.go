@@ -15,6 +15,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -27,7 +28,7 @@ type scriptedHistoric struct {
 	calls   [][]nostr.Filter
 }
 
-func (s *scriptedHistoric) Sync(_ context.Context, _ *relay.Conn, fs []nostr.Filter, _ int, _ Emit) error {
+func (s *scriptedHistoric) Sync(_ context.Context, _ *relay.Conn, fs []nostr.Filter, _ int, _ historic.Emit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, fs)

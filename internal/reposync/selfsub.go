@@ -12,6 +12,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
@@ -106,7 +107,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		batch = nil
 		// Announcements first: a state or PR the page brought before its
 		// announcement finds its repository hosted.
-		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return publishRank(a.Kind) - publishRank(b.Kind) })
+		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return historic.PublishRank(a.Kind) - historic.PublishRank(b.Kind) })
 		for i, ev := range evs {
 			e.h.OnOwnRelay(ev)
 			evs[i] = batched(ev)
@@ -135,7 +136,7 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		err = e.selfHeads(ctx, conn, since, emit)
 	}
 	flush()
-	if err != nil && errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil {
+	if err != nil && errors.Is(err, historic.ErrSaturatedSecond) && ctx.Err() == nil {
 		// The rest of the history was read; waiting would not get past a
 		// second holding more events than the relay returns per REQ.
 		e.log.Warn("some seconds of the own relay's history hold more announcements or roots than it returns per REQ; those beyond are not seen until they change", zap.Error(err))

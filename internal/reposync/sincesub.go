@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -27,11 +28,11 @@ type sinceSub struct {
 // (nip34.Layer3Live: the kind filters' events are handed on only when they
 // refer to one of items). Together they are one pending catch-up batch:
 // each subscription's EOSE completes its part, a filter whose answer
-// reached the relay's cap (Pager.reachedCap) is paged on below what came
+// reached the relay's cap (Pager.ReachedCap) is paged on below what came
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
 // fails the batch, retried with the REQ pager (Config.HistoricRetry).
 func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
-	limit := e.pager.pageSize(r.URL)
+	limit := e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
 		refers := referTo(items)
@@ -50,7 +51,7 @@ func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *
 // since a time before now − since_buffer. The kind subscription is a part
 // when this opens it; kept open, it has been live all along.
 func (e *Engine) subscribeCatchupBatch(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
-	limit := e.pager.pageSize(r.URL)
+	limit := e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if _, kindOpen := r.live[kindSub]; items.Roots.len() > 0 && !kindOpen {
 		parts = append(parts, sincePart{id: kindSub, filters: withLimit(nip34.Layer3ByKind(&since), limit), refers: e.refsOf(r).refers})
@@ -215,15 +216,15 @@ func (c *sinceCount) silent() bool {
 }
 
 // rest returns the filters whose answer may have been cut
-// (Pager.reachedCap), each bounded by until = the bottom of what it got
-// (bottomOf): the pager fetches what lies below.
-func (c *sinceCount) rest(p *Pager, url string) []nostr.Filter {
+// (Pager.ReachedCap), each bounded by until = the bottom of what it got
+// (BottomOf): the pager fetches what lies below.
+func (c *sinceCount) rest(p *historic.Pager, url string) []nostr.Filter {
 	var out []nostr.Filter
 	for i, f := range c.sub.filters {
-		if !p.reachedCap(url, c.n[i], f.Limit) {
+		if !p.ReachedCap(url, c.n[i], f.Limit) {
 			continue
 		}
-		until := bottomOf(c.ts[i], f.Limit)
+		until := historic.BottomOf(c.ts[i], f.Limit)
 		f.Until = &until
 		out = append(out, f)
 	}

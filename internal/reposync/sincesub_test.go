@@ -8,6 +8,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -134,7 +135,7 @@ func TestSinceSubscriptionFailed(t *testing.T) {
 			h.e.onSinceEOSE(testRelay, h.r.gen, oid, o, nil)
 		}
 	}
-	h.e.onSinceFailed(testRelay, h.r.gen, id, cu, ErrSubscriptionClosed)
+	h.e.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
 	if h.r.Status != ConnectedHistoricSyncFailures || len(h.r.failed) != 1 {
 		t.Fatalf("after a CLOSED: %v with %d failed batches, want connected_historic_sync_failures", h.r.Status, len(h.r.failed))
 	}

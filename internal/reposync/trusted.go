@@ -150,7 +150,7 @@ func (e *Engine) trustedCycle(ctx context.Context, url string, shared bool, log 
 			budget -= min(n, budget)
 		}
 		if errors.Is(err, neg.ErrUnsupported) {
-			e.neg.setSupport(url, false)
+			e.neg.SetSupport(url, false)
 			closed(url)
 			return err
 		}

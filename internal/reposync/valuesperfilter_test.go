@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
@@ -57,11 +58,11 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 	if e.local == nil {
 		t.Fatal("no local set built with a LocalIndex")
 	}
-	check("FillItems", e.local.fillFilters(false, repos, roots), wantRepos+wantRoots)
-	check("FillItems with layer 1", e.local.fillFilters(true, repos, roots), 1+wantRepos+wantRoots)
-	_, fs := e.local.missingLocked(nostr.Filter{Tags: nostr.TagMap{"a": repos}})
+	check("FillItems", e.local.FillFilters(false, repos, roots), wantRepos+wantRoots)
+	check("FillItems with layer 1", e.local.FillFilters(true, repos, roots), 1+wantRepos+wantRoots)
+	fs := e.local.MissingFilters(nostr.Filter{Tags: nostr.TagMap{"a": repos}})
 	check("EnsureFilled repositories", fs, wantRepos)
-	_, fs = e.local.missingLocked(nostr.Filter{Tags: nostr.TagMap{"e": roots}})
+	fs = e.local.MissingFilters(nostr.Filter{Tags: nostr.TagMap{"e": roots}})
 	check("EnsureFilled roots", fs, wantRoots)
 
 	needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
@@ -93,10 +94,10 @@ func TestFitTagValues(t *testing.T) {
 		{Tags: nostr.TagMap{"e": {"1", "2", "3", "4", "5"}}, Since: &since},
 		{Tags: nostr.TagMap{"a": {"x", "y", "z"}, "k": {"1", "2"}}},
 	}
-	if got := fitTagValues(fs, 5); len(got) != 3 {
+	if got := historic.FitTagValues(fs, 5); len(got) != 3 {
 		t.Fatalf("within the bound: %d filters, want 3", len(got))
 	}
-	got := fitTagValues(fs, 2)
+	got := historic.FitTagValues(fs, 2)
 	// 1 + ceil(5/2) + ceil(3/2)*1 = 1 + 3 + 2
 	if len(got) != 6 {
 		t.Fatalf("%d filters, want 6: %v", len(got), got)

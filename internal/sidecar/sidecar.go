@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -348,7 +349,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
 	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
 	scfg.MaxRepositories = cfg.Limits.MaxRepositories
-	scfg.Negentropy = reposync.NegConfig{
+	scfg.Negentropy = historic.NegConfig{
 		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
 		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
 		ClaimWait: cfg.Negentropy.ClaimWait,

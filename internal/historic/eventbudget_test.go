@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 // takes the whole budget, a waiting request gets its units when enough come
 // back, and one whose context ends gives up without taking any.
 func TestEventBudget(t *testing.T) {
-	b := newEventBudget(1000, 0)
+	b := NewEventBudget(1000, 0)
 	ctx := context.Background()
 	a, err := b.acquire(ctx, 600)
 	if err != nil || a.events != 600 || b.inUse() != 600 {
@@ -55,7 +55,7 @@ func TestEventBudget(t *testing.T) {
 func TestEventBudgetBytes(t *testing.T) {
 	const floor = floorEvents * assumedEventBytes
 	const maxBytes = 10 * floor
-	b := newEventBudget(32000, maxBytes)
+	b := NewEventBudget(32000, maxBytes)
 	ctx := context.Background()
 	// ten small REQs fit (a Layer 3 filter returns a handful of events)
 	var small []*budgetGrant
@@ -104,7 +104,7 @@ func TestEventBudgetBytes(t *testing.T) {
 		t.Fatalf("everything released: charged %d, held %d, events %d", b.bytesCharged(), b.bytesHeld(), b.inUse())
 	}
 	// a REQ is always sent into an empty budget, whatever its floor
-	tiny := newEventBudget(100, 10)
+	tiny := NewEventBudget(100, 10)
 	if g, err := tiny.acquire(ctx, 100); err != nil || g.charge != 10 {
 		t.Fatalf("a REQ into an empty budget smaller than its floor: %+v, %v", g, err)
 	}

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // TestReadAuthUnansweredTimesOut: a relay that sends an AUTH challenge and
@@ -36,7 +36,7 @@ func TestReadAuthUnansweredTimesOut(t *testing.T) {
 	// the attempt is still running when that caller has given up, however
 	// late this goroutine runs again on a loaded machine.
 	const timeout = 3 * time.Second
-	a := newReadAuth(func(ev *nostr.Event) error { return ev.Sign(sk) }, timeout, counter, zap.NewNop())
+	a := NewReadAuth(func(ev *nostr.Event) error { return ev.Sign(sk) }, timeout, counter, zap.NewNop())
 
 	impatient, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 )
 
-// filterBytes measures exactly what Filter.MarshalJSON writes, escapes
+// FilterBytes measures exactly what Filter.MarshalJSON writes, escapes
 // and all, and a comma, for small filters and large ones.
 func TestFilterBytesIsTheJSONSize(t *testing.T) {
 	since, until := nostr.Timestamp(1700000000), nostr.Timestamp(1800000000)
@@ -32,8 +32,8 @@ func TestFilterBytesIsTheJSONSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := filterBytes(f); got != len(b)+1 {
-			t.Errorf("filter %d: filterBytes %d, its JSON %d bytes and a comma", i, got, len(b))
+		if got := FilterBytes(f); got != len(b)+1 {
+			t.Errorf("filter %d: FilterBytes %d, its JSON %d bytes and a comma", i, got, len(b))
 		}
 	}
 }
@@ -58,7 +58,7 @@ func BenchmarkFilterBytes(b *testing.B) {
 	})
 	b.Run("counted", func(b *testing.B) {
 		for b.Loop() {
-			if filterBytes(f) == 0 {
+			if FilterBytes(f) == 0 {
 				b.Fatal("empty")
 			}
 		}

@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"encoding/hex"
@@ -62,11 +62,11 @@ func TestBuildRemoteSet(t *testing.T) {
 func TestMessageLimits(t *testing.T) {
 	strfry := relay.Limits{}
 	small := relay.Limits{MaxMessageLength: 20_000}
-	if got := reqBytesLimit(strfry); got != maxReqBytes {
-		t.Errorf("reqBytesLimit(unannounced) = %d, want %d", got, maxReqBytes)
+	if got := ReqBytesLimit(strfry); got != maxReqBytes {
+		t.Errorf("ReqBytesLimit(unannounced) = %d, want %d", got, maxReqBytes)
 	}
-	if got := reqBytesLimit(small); got != 20_000-1024 {
-		t.Errorf("reqBytesLimit(20000) = %d", got)
+	if got := ReqBytesLimit(small); got != 20_000-1024 {
+		t.Errorf("ReqBytesLimit(20000) = %d", got)
 	}
 	// a NEG-OPEN of hex frame plus filter fits
 	for _, l := range []relay.Limits{strfry, small} {

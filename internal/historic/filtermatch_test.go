@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"fmt"
@@ -98,7 +98,7 @@ func TestFilterMatcherAgreesWithGoNostr(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 1))
 	for round := 0; round < 3000; round++ {
 		fs := randomFilters(rng)
-		m := newFilterMatcher(fs, nil)
+		m := NewFilterMatcher(fs, nil)
 		for range 40 {
 			ev := randomEvent(rng)
 			if got, want := m.Match(ev), nostr.Filters(fs).Match(ev); got != want {
@@ -117,7 +117,7 @@ func FuzzFilterMatcher(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b uint64) {
 		rng := rand.New(rand.NewPCG(a, b))
 		fs := randomFilters(rng)
-		m := newFilterMatcher(fs, nil)
+		m := NewFilterMatcher(fs, nil)
 		for range 20 {
 			ev := randomEvent(rng)
 			if got, want := m.Match(ev), nostr.Filters(fs).Match(ev); got != want {
@@ -125,64 +125,6 @@ func FuzzFilterMatcher(f *testing.F) {
 			}
 		}
 	})
-}
-
-// scanLiveMatch is liveMatch as it was, with go-nostr's matching: the
-// reference the compiled one is compared with.
-func scanLiveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
-	return func(ev *nostr.Event) bool {
-		checked := false
-		for _, f := range fs {
-			if !f.Matches(ev) {
-				continue
-			}
-			if !nip34.ByKind(f) {
-				return true
-			}
-			if !checked {
-				if refers(ev) {
-					return true
-				}
-				checked = true
-			}
-		}
-		return false
-	}
-}
-
-// TestLiveMatchAgreesWithScan: liveMatch with kind filters decides as the
-// scan over go-nostr's Matches did, on Layers23Live of random items and
-// random events about them.
-func TestLiveMatchAgreesWithScan(t *testing.T) {
-	rng := rand.New(rand.NewPCG(16, 2))
-	kinds := []int{1, 1111, 1617, 1619, 1630}
-	for round := 0; round < 300; round++ {
-		it := newItems()
-		for range rng.IntN(40) {
-			it.Roots.add(fmt.Sprintf("%02x", rng.IntN(80)))
-		}
-		for range rng.IntN(10) {
-			it.Repos.add(fmt.Sprintf("30617:p:%d", rng.IntN(20)))
-		}
-		fs := nip34.Live(nip34.Layers23Live(it.Repos.sorted(), it.Roots.sorted(), 1+rng.IntN(8), nil))
-		got, want := liveMatch(fs, referTo(it)), scanLiveMatch(fs, referTo(it))
-		for range 50 {
-			ev := &nostr.Event{Kind: kinds[rng.IntN(len(kinds))]}
-			for range rng.IntN(4) {
-				v := fmt.Sprintf("%02x", rng.IntN(80))
-				if rng.IntN(3) == 0 {
-					v = fmt.Sprintf("30617:p:%d", rng.IntN(20))
-				}
-				ev.Tags = append(ev.Tags, nostr.Tag{[]string{"e", "E", "q", "a", "A", "K"}[rng.IntN(6)], v})
-			}
-			if rng.IntN(2) == 0 {
-				ev.Tags = append(ev.Tags, nostr.Tag{"K", nip34.RootKindValues[rng.IntN(4)]})
-			}
-			if g, w := got(ev), want(ev); g != w {
-				t.Fatalf("items %v\nevent %v\nliveMatch %v, scan %v", it, ev, g, w)
-			}
-		}
-	}
 }
 
 // BenchmarkJobMatch: the check of an arriving event against a historic
@@ -216,7 +158,7 @@ func BenchmarkJobMatch(b *testing.B) {
 		}
 	}
 	b.Run("go-nostr", run(nostr.Filters(fs).Match))
-	b.Run("compiled", run(newFilterMatcher(fs, nil).Match))
+	b.Run("compiled", run(NewFilterMatcher(fs, nil).Match))
 }
 
 // BenchmarkPageMatch: a page of 500 events checked against its REQ's one
@@ -246,7 +188,7 @@ func BenchmarkPageMatch(b *testing.B) {
 	})
 	b.Run("compiled", func(b *testing.B) {
 		for b.Loop() {
-			match := newFilterMatcher([]nostr.Filter{f}, nil).Match
+			match := NewFilterMatcher([]nostr.Filter{f}, nil).Match
 			for _, ev := range evs {
 				if !match(ev) {
 					b.Fatal("no match")

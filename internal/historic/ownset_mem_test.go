@@ -1,6 +1,7 @@
-package reposync
+package historic
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -118,4 +119,48 @@ func BenchmarkPerEventBytes(b *testing.B) {
 	}
 	runtime.KeepAlive(evs)
 	b.ReportMetric(per, "B/event")
+}
+
+// BenchmarkFilledBytes reports the heap bytes per root id (B/root) of the
+// own-relay fill memory as it is (filledSet) and as it was (a map of
+// strings), in the same run.
+//
+//	go test -run '^$' -bench FilledBytes -count 3 ./internal/historic/
+func BenchmarkFilledBytes(b *testing.B) {
+	const n = 200_000
+	roots := make([]string, n)
+	for i := range roots {
+		roots[i] = fmt.Sprintf("%064x", i)
+	}
+	for _, v := range []struct {
+		name    string
+		build   func() any
+		members int // 0: n
+	}{
+		{"filled-map-of-strings", func() any {
+			m := map[string]bool{}
+			for _, r := range roots {
+				m[r] = true
+			}
+			return m
+		}, 0},
+		{"filledSet", func() any {
+			f := newFilledSet()
+			for _, r := range roots {
+				f.add(r)
+			}
+			return f
+		}, 0},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			var per float64
+			for b.Loop() {
+				before := testkit.HeapInUse()
+				s := v.build()
+				per = float64(testkit.HeapInUse()-before) / float64(cmp.Or(v.members, n))
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(per, "B/root")
+		})
+	}
 }

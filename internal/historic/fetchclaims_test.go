@@ -1,4 +1,4 @@
-package reposync
+package historic
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
 func claimID(i int) string { return fmt.Sprintf("%064x", i+1) }
@@ -224,13 +223,13 @@ func TestFetchClaimsDroppedNotDelivered(t *testing.T) {
 	a, b, c := claimID(0), claimID(1), claimID(2)
 	p1 := ct.take([]string{a, b, c}, 10, nil, false)
 	p2 := ct.take([]string{a, b, c}, 10, nil, false)
-	tally := newFetchTally()
-	ctx := withDropNote(context.Background(), tally.drop)
+	tally := NewFetchTally()
+	ctx := WithDropNote(context.Background(), tally.Drop)
 	handled := 0
-	emit := tally.wrap(func(ctx context.Context, in ingest.Incoming) error {
+	emit := tally.Wrap(func(ctx context.Context, in ingest.Incoming) error {
 		switch in.Event.ID {
 		case b:
-			noteDropped(ctx, b) // as historic's emit does for no_match
+			NoteDropped(ctx, b) // as historic's emit does for no_match
 			return nil
 		case c:
 			return context.Canceled // the handler's queue gave up
@@ -241,50 +240,13 @@ func TestFetchClaimsDroppedNotDelivered(t *testing.T) {
 	for _, id := range []string{a, b, c} {
 		_ = emit(ctx, ingest.Incoming{Event: &nostr.Event{ID: id}})
 	}
-	ct.resolve(p1.mine[0], tally.delivered, nil)
+	ct.resolve(p1.mine[0], tally.Delivered, nil)
 	w := waitClaims(context.Background(), clock.NewManual(time.Unix(1000, 0)), time.Minute, p2.deferred)
 	if !slices.Equal(w.delivered, []string{a}) || !slices.Equal(w.failed, []string{b, c}) || handled != 1 {
 		t.Errorf("waiter got %+v (handled %d), want a delivered, b and c failed", w, handled)
 	}
 	// Without a fetch in ctx, a drop notice is nobody's business.
-	noteDropped(context.Background(), a)
-}
-
-// droppingHistoric is a HistoricSyncer whose relay answers each job with
-// an event outside the job's filter (as a fetch by id would hand it on)
-// and records what the job's emit told the fetch's tally.
-type droppingHistoric struct {
-	mu        sync.Mutex
-	delivered map[string]bool
-}
-
-func (d *droppingHistoric) Sync(ctx context.Context, _ *relay.Conn, fs []nostr.Filter, _ int, emit Emit) error {
-	tally := newFetchTally()
-	ctx = withDropNote(ctx, tally.drop)
-	ev := &nostr.Event{ID: claimID(7), Kind: 1, CreatedAt: 1000} // refers to no root of fs
-	if err := tally.wrap(emit, func() {})(ctx, ingest.Incoming{Event: ev}); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	d.delivered[ev.ID] = tally.delivered(ev.ID)
-	d.mu.Unlock()
-	return nil
-}
-
-// TestHistoricJobNotesNoMatchDrops: a historic job's emit that drops an
-// event outside the job's filter (no_match) tells the fetch running it,
-// so a claim on the id does not count it as delivered.
-func TestHistoricJobNotesNoMatchDrops(t *testing.T) {
-	h := newHistoricEnv(t)
-	d := &droppingHistoric{delivered: map[string]bool{}}
-	h.e.d.Historic = d
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{{Kinds: []int{1}, Tags: nostr.TagMap{"e": {claimID(1)}}}}, false)
-	h.drain(t)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if got, ok := d.delivered[claimID(7)]; !ok || got {
-		t.Fatalf("the dropped event counts as delivered (%v, ran %v)", got, ok)
-	}
+	NoteDropped(context.Background(), a)
 }
 
 // TestFetchClaimsClaimWhenSent: a REQ claims its ids when it is sent, so
