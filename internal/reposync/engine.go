@@ -21,6 +21,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/ownset"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
@@ -256,7 +257,7 @@ type Engine struct {
 	// catchup pages catch-up batches (since a disconnect): the REQ pager.
 	catchup     historic.HistoricSyncer
 	neg         *historic.NegSyncer
-	local       *historic.OwnLocalSet
+	local       *ownset.OwnLocalSet
 	ownUp       atomic.Bool
 	snapMu      sync.Mutex
 	snap        status.Snapshot
@@ -435,7 +436,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
 		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
-		e.local = historic.NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
+		e.local = ownset.NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		e.local.Forget = e.h.ForgetPresent

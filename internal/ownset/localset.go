@@ -1,4 +1,4 @@
-package historic
+package ownset
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -32,7 +33,7 @@ type OwnLocalSet struct {
 	idx   *localindex.Index
 	extra []localindex.Source
 	dial  func(ctx context.Context) (*relay.Conn, error)
-	Pager *Pager
+	Pager *historic.Pager
 	mark  func(ev *nostr.Event)
 	// Forget, when set, is told of ids CatchUp found the own relay lacks.
 	Forget func(id string)
@@ -107,7 +108,7 @@ func (o *OwnLocalSet) newFilled() filledSet {
 func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*relay.Conn, error), valuesPerFilter, pageSize int, eoseTimeout time.Duration, mark func(*nostr.Event), log *zap.Logger, extra ...localindex.Source) *OwnLocalSet {
 	o := &OwnLocalSet{
 		idx: idx, extra: extra, dial: dial, mark: mark, log: log, perFilter: valuesPerFilter,
-		Pager: &Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
+		Pager: &historic.Pager{PageSize: pageSize, EOSETimeout: eoseTimeout},
 	}
 	o.filled = o.newFilled()
 	return o

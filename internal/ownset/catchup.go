@@ -1,4 +1,4 @@
-package historic
+package ownset
 
 import (
 	"context"
