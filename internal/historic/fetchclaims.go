@@ -132,7 +132,7 @@ func (s *NegSyncer) fetchBatches(ctx context.Context, c *relay.Conn, p *claimPla
 	lend := borrowerFrom(ctx)
 	bs := p.mine
 	for i, b := range bs {
-		// A slot of our own, else one the relay lends (fetchslots.go),
+		// A slot of our own, else one the relay lends (slotlender.go),
 		// else wait for one of our own.
 		release := func() { <-sem }
 		select {

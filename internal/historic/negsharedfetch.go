@@ -70,7 +70,7 @@ type reconcileOutcome struct {
 }
 
 // reconcileAhead reconciles the filters of a merged job at once, each in a
-// subscription slot its relay lends (fetchslots.go) beside the job's own,
+// subscription slot its relay lends (slotlender.go) beside the job's own,
 // and returns their outcomes in order; nil when the job has one filter or
 // no slot to borrow (the filters are then reconciled one after another).
 // A merged job's Layer 3 filters otherwise cost one round trip each in a

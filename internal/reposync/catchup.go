@@ -2,6 +2,8 @@ package reposync
 
 import (
 	"context"
+
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // startEarlyCatchUp starts the NIP-77 catch-up of a restored local index
@@ -22,7 +24,7 @@ func (e *Engine) startEarlyCatchUp(ctx context.Context) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		ok := e.catchUp(ctx, repos, roots.sorted())
+		ok := e.catchUp(ctx, repos, roots.Sorted())
 		e.catchUpOK.Store(ok)
 		close(e.catchUpDone)
 		done <- ok
@@ -32,18 +34,18 @@ func (e *Engine) startEarlyCatchUp(ctx context.Context) {
 // reposAndRoots are every repository of the index and their roots, and
 // the orphan roots' repositories with them: before the self-subscription
 // read the announcements, the restored roots wait there (RestoreRepos).
-func (e *Engine) reposAndRoots() ([]string, set) {
+func (e *Engine) reposAndRoots() ([]string, repoindex.Set) {
 	repos := make([]string, 0, len(e.repos)+len(e.orphans))
-	roots := newSet()
+	roots := repoindex.NewSet()
 	for ref, n := range e.repos {
 		repos = append(repos, ref)
-		roots.addAll(n.Roots)
+		roots.AddAll(n.Roots)
 	}
 	for ref, o := range e.orphans {
 		if _, ok := e.repos[ref]; !ok {
 			repos = append(repos, ref)
 		}
-		roots.addAll(o)
+		roots.AddAll(o)
 	}
 	return repos, roots
 }

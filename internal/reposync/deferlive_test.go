@@ -10,13 +10,14 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // rootsItems are n root ids starting at from, as items.
-func rootsItems(from, n int) Items {
-	items := newItems()
+func rootsItems(from, n int) repoindex.Items {
+	items := repoindex.NewItems()
 	for i := range n {
-		items.Roots.add(fmt.Sprintf("%064x", from+i))
+		items.Roots.Add(fmt.Sprintf("%064x", from+i))
 	}
 	return items
 }
@@ -68,7 +69,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.d.Health.SetLimits(testRelay, relay.Limits{MaxFilters: 1})
 	h.e.subscribeLayer1(h.r) // as a fresh sync does
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 
 	first := h.clk.Now()
 	peak := 0
@@ -90,7 +91,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := h.e.cfg.HistoricMaxJobs; peak < want {
 		t.Fatalf("at most %d historic jobs ran at once, want %d (HistoricMaxJobs): live subscriptions took the slots", peak, want)
 	}
-	if h.r.Confirmed.Roots.len() != 0 || len(h.consolidationsSince()) != 0 {
+	if h.r.Confirmed.Roots.Len() != 0 || len(h.consolidationsSince()) != 0 {
 		t.Fatal("roots confirmed, or subscriptions consolidated, before any job reported")
 	}
 
@@ -112,9 +113,9 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := first.Add(-h.e.cfg.SinceBuffer); len(since) != 1 || !since[0].Equal(want) {
 		t.Fatalf("consolidations since %v, want one since %v (the first deferred item − since_buffer)", since, want)
 	}
-	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.len() != 600 {
+	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.Len() != 600 {
 		t.Fatalf("after the batches: deferred since %v, %v, historic done %v, %d roots confirmed",
-			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, h.r.Confirmed.Roots.len())
+			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, h.r.Confirmed.Roots.Len())
 	}
 
 	// Steady state: a new root with no batch pending is live at once.
@@ -137,7 +138,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 func TestLiveDeferralBounded(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.subscribeLayer1(h.r)
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
 	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(h.e.cfg.LiveDeferMax - time.Second)
@@ -162,7 +163,7 @@ func TestLiveDeferralBounded(t *testing.T) {
 
 	h = newHistoricEnv(t)
 	h.e.cfg.LiveDeferMax = 0
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	if perRootLive(h.r) == 0 {
 		t.Fatal("LiveDeferMax 0: live filters not opened at once")
@@ -177,7 +178,7 @@ func TestLiveDeferralBounded(t *testing.T) {
 func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.batch(t) // the repository is confirmed: a quick reconnect is possible
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
 	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(2 * time.Minute)
@@ -201,7 +202,7 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	for i := range 10 {
 		fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"a": {fmt.Sprintf("30617:%064x:r", i)}}})
 	}
-	h.e.startBatch(h.r, newItems(), fs, false)
+	h.e.startBatch(h.r, repoindex.NewItems(), fs, false)
 	l := h.e.lender(h.r)
 	budget := h.e.d.Health.SubscriptionBudget(testRelay)
 	if h.r.running != 2 || l.Waiting() || l.Spare() != budget-2-1 {
@@ -233,7 +234,7 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.subscribeLayer1(h.r)
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.drain(t)
 	h.eoses(t)

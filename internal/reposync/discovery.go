@@ -1,9 +1,6 @@
 package reposync
 
 import (
-	"errors"
-	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -13,98 +10,8 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
-
-// relayHost returns host[:port] of a normalized relay URL.
-func relayHost(norm string) string {
-	u, err := url.Parse(norm)
-	if err != nil {
-		return ""
-	}
-	return u.Host
-}
-
-// Announcement is what the sync engine reads from a kind 30617 event.
-type Announcement struct {
-	Ref       string // 30617:<pubkey>:<d>
-	CreatedAt int64
-	Relays    []string // normalized, deduplicated
-	Dropped   int      // relay URLs refused or over the limit
-}
-
-// ParseAnnouncement reads the relay URLs of an announcement: the values of
-// its `relays` tags plus relays derived from `clone` URLs of GRASP servers
-// (https://host/<npub>/<d>.git → wss://host). own is excluded (the own
-// relay and service domain), at most maxRelays are taken.
-func ParseAnnouncement(ev *nostr.Event, isOwn func(string) bool, maxRelays int) (Announcement, error) {
-	if ev.Kind != nip34.KindRepoAnnouncement {
-		return Announcement{}, fmt.Errorf("kind %d is not an announcement", ev.Kind)
-	}
-	d := ev.Tags.GetD()
-	if d == "" {
-		return Announcement{}, errors.New("announcement without d tag")
-	}
-	a := Announcement{Ref: nip34.RepoRef(ev.PubKey, d), CreatedAt: int64(ev.CreatedAt)}
-	// A plain map, not a set: a set interns its members for the process's
-	// life, and an announcement may name any number of URLs it is refused.
-	seen := map[string]struct{}{}
-	consider := func(raw string) {
-		norm, err := relay.NormalizeURL(raw)
-		if _, dup := seen[norm]; err != nil || dup {
-			if err != nil {
-				a.Dropped++
-			}
-			return
-		}
-		seen[norm] = struct{}{}
-		if isOwn != nil && isOwn(norm) {
-			return
-		}
-		if maxRelays > 0 && len(a.Relays) >= maxRelays {
-			a.Dropped++
-			return
-		}
-		a.Relays = append(a.Relays, norm)
-	}
-	for _, tag := range ev.Tags {
-		if len(tag) < 2 {
-			continue
-		}
-		switch tag[0] {
-		case "relays":
-			for _, v := range tag[1:] {
-				consider(v)
-			}
-		case "clone":
-			for _, v := range tag[1:] {
-				if r, ok := graspRelayFromClone(v, d); ok {
-					consider(r)
-				}
-			}
-		}
-	}
-	return a, nil
-}
-
-// graspRelayFromClone derives the relay of a GRASP server from one of its
-// clone URLs: http(s)://host/<npub1…>/<d>.git → ws(s)://host.
-func graspRelayFromClone(clone, d string) (string, bool) {
-	u, err := url.Parse(strings.TrimSpace(clone))
-	if err != nil || u.Host == "" {
-		return "", false
-	}
-	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	if len(parts) != 2 || !strings.HasPrefix(parts[0], "npub1") || parts[1] != d+".git" {
-		return "", false
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-		return "wss://" + u.Host, true
-	case "http":
-		return "ws://" + u.Host, true
-	}
-	return "", false
-}
 
 // applySelfBatch updates the RepoSyncIndex from events seen on the own
 // relay and starts whatever sync they call for.
@@ -120,11 +27,11 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 	// everything older was decided by earlier batches, so compute_actions
 	// needs to look at the new items only (the cost of a batch is its own
 	// size, not the size of the whole index).
-	delta := map[string]Items{}
-	add := func(url string) Items {
+	delta := map[string]repoindex.Items{}
+	add := func(url string) repoindex.Items {
 		it, ok := delta[url]
 		if !ok {
-			it = newItems()
+			it = repoindex.NewItems()
 			delta[url] = it
 		}
 		return it
@@ -137,7 +44,7 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 			if !e.hosts(ev) {
 				continue
 			}
-			a, err := ParseAnnouncement(ev, isOwn, e.cfg.MaxRelaysPerAnnouncement)
+			a, err := repoindex.ParseAnnouncement(ev, isOwn, e.cfg.MaxRelaysPerAnnouncement)
 			if err != nil {
 				continue
 			}
@@ -150,26 +57,26 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 					e.h.LimitHit("repositories")
 					continue
 				}
-				needs = &RepoNeeds{Relays: newSet(), Roots: newSet()}
+				needs = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 				e.repos[a.Ref] = needs
 				if o := e.orphans[a.Ref]; o != nil {
-					needs.Roots.addAll(o)
-					e.orphanCount -= o.len()
+					needs.Roots.AddAll(o)
+					e.orphanCount -= o.Len()
 					delete(e.orphans, a.Ref)
 				}
 				for _, url := range boot {
-					add(url).Repos.add(a.Ref)
-					add(url).Roots.addAll(needs.Roots)
+					add(url).Repos.Add(a.Ref)
+					add(url).Roots.AddAll(needs.Roots)
 				}
 			}
 			if a.CreatedAt >= needs.AnnouncedAt {
 				needs.AnnouncedAt = a.CreatedAt
-				relays := setOf(a.Relays...)
-				for url := range relays.all() {
-					if !needs.Relays.has(url) {
+				relays := repoindex.SetOf(a.Relays...)
+				for url := range relays.All() {
+					if !needs.Relays.Has(url) {
 						it := add(url)
-						it.Repos.add(a.Ref)
-						it.Roots.addAll(needs.Roots)
+						it.Repos.Add(a.Ref)
+						it.Roots.AddAll(needs.Roots)
 					}
 				}
 				needs.Relays = relays
@@ -185,15 +92,15 @@ func (e *Engine) applySelfBatch(evs []*nostr.Event) {
 					e.addOrphan(ref, ev.ID)
 					continue
 				}
-				if needs.Roots.has(ev.ID) {
+				if needs.Roots.Has(ev.ID) {
 					continue
 				}
-				needs.Roots.add(ev.ID)
-				for url := range needs.Relays.all() {
-					add(url).Roots.add(ev.ID)
+				needs.Roots.Add(ev.ID)
+				for url := range needs.Relays.All() {
+					add(url).Roots.Add(ev.ID)
 				}
 				for _, url := range boot {
-					add(url).Roots.add(ev.ID)
+					add(url).Roots.Add(ev.ID)
 				}
 			}
 		}
@@ -217,7 +124,7 @@ const (
 // history has been read (dropOrphans).
 func (e *Engine) addOrphan(ref, id string) {
 	o := e.orphans[ref]
-	if o.has(id) {
+	if o.Has(id) {
 		return
 	}
 	if !validRepoRef(ref) {
@@ -228,10 +135,10 @@ func (e *Engine) addOrphan(ref, id string) {
 		return
 	}
 	if o == nil {
-		o = newSet()
+		o = repoindex.NewSet()
 		e.orphans[ref] = o
 	}
-	o.add(id)
+	o.Add(id)
 	e.orphanCount++
 }
 
@@ -275,30 +182,18 @@ func (e *Engine) isOwn(norm string) bool {
 		return true
 	}
 	if e.cfg.ServiceDomain != "" {
-		host := relayHost(norm)
-		if host == e.cfg.ServiceDomain || hostOnly(host) == e.cfg.ServiceDomain {
+		host := repoindex.RelayHost(norm)
+		if host == e.cfg.ServiceDomain || repoindex.HostOnly(host) == e.cfg.ServiceDomain {
 			return true
 		}
 	}
 	return false
 }
 
-func hostOnly(hostport string) string {
-	for i := len(hostport) - 1; i >= 0; i-- {
-		if hostport[i] == ':' {
-			return hostport[:i]
-		}
-		if hostport[i] == ']' {
-			break
-		}
-	}
-	return hostport
-}
-
 // applyDelta makes sure every relay a batch added items for is tracked,
 // runs compute_actions over those items and connects what is due. Relays
 // that are not up get their whole target on connect (recomputeRelay).
-func (e *Engine) applyDelta(delta map[string]Items) {
+func (e *Engine) applyDelta(delta map[string]repoindex.Items) {
 	urls := make([]string, 0, len(delta))
 	for url := range delta {
 		urls = append(urls, url)
@@ -348,7 +243,7 @@ func (e *Engine) track(url string, bootstrap bool) {
 	if e.relays[url] != nil {
 		return
 	}
-	r := &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: newItems()}}
+	r := &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: repoindex.NewItems()}}
 	e.applyRestored(r)
 	e.relays[url] = r
 	e.d.Health.Track(url)
@@ -357,7 +252,7 @@ func (e *Engine) track(url string, bootstrap bool) {
 
 // runActions is the decision point: compute_actions over all relays and
 // AddFilters for each result.
-func (e *Engine) runActions(targets map[string]Target) {
+func (e *Engine) runActions(targets map[string]repoindex.Target) {
 	rs := make(map[string]*RelayState, len(e.relays))
 	for url, r := range e.relays {
 		rs[url] = &r.RelayState

@@ -23,6 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/ownset"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -231,12 +232,12 @@ type Engine struct {
 	wg    sync.WaitGroup
 
 	// Owned by the Run goroutine.
-	repos RepoSyncIndex
+	repos repoindex.RepoSyncIndex
 	// orphans holds root events seen on the own relay before their
 	// repository's announcement (the self-subscription streams newest
 	// first, so a batch can end between a root and its announcement),
 	// by repository reference; attached when the announcement arrives.
-	orphans     map[string]set
+	orphans     map[string]repoindex.Set
 	orphanCount int
 	relays      map[string]*remote
 	// historicJobs are the historic jobs running over all relays
@@ -413,8 +414,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock, h: d.Ingest,
 		inbox:       make(chan func(), 1024),
-		repos:       RepoSyncIndex{},
-		orphans:     map[string]set{},
+		repos:       repoindex.RepoSyncIndex{},
+		orphans:     map[string]repoindex.Set{},
 		relays:      map[string]*remote{},
 		pending:     map[string][]*PendingBatch{},
 		bootstrapOK: map[string]bool{},

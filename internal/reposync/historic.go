@@ -13,6 +13,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // batchRun collects the outcomes of a batch's jobs.
@@ -28,7 +29,7 @@ type batchRun struct {
 }
 
 // startBatch queues a batch of items with its filters.
-func (e *Engine) startBatch(r *remote, items Items, fs []nostr.Filter, catchup bool) {
+func (e *Engine) startBatch(r *remote, items repoindex.Items, fs []nostr.Filter, catchup bool) {
 	e.queueJob(r, &PendingBatch{Items: items, Catchup: catchup}, fs, false)
 }
 
@@ -50,7 +51,7 @@ func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager b
 func (e *Engine) addPending(r *remote, b *PendingBatch) {
 	e.nextBatch++
 	b.ID = e.nextBatch
-	b.repos, b.roots = b.Items.Repos.len(), b.Items.Roots.len()
+	b.repos, b.roots = b.Items.Repos.Len(), b.Items.Roots.Len()
 	r.pendingRepos += b.repos
 	r.pendingRoots += b.roots
 	e.pending[r.URL] = append(e.pending[r.URL], b)
@@ -422,8 +423,8 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	// consolidation that ends the pending batches opens them with since
 	// reaching back to when they were deferred; the retry fetches their
 	// history.
-	r.Confirmed.Repos.addAll(b.Items.Repos)
-	r.Confirmed.Roots.addAll(b.Items.Roots)
+	r.Confirmed.Repos.AddAll(b.Items.Repos)
+	r.Confirmed.Roots.AddAll(b.Items.Roots)
 	r.confirmedGen++
 	if len(e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
 		// One consolidation opens the live filters that waited (for the
@@ -468,7 +469,7 @@ func (e *Engine) updateRelayState(r *remote) {
 	if !wasDone && r.Status != Syncing {
 		r.HistoricDone = true
 		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
-			zap.Int("repos", r.Confirmed.Repos.len()), zap.Int("roots", r.Confirmed.Roots.len()), zap.Uint64("events", r.received.Load()))
+			zap.Int("repos", r.Confirmed.Repos.Len()), zap.Int("roots", r.Confirmed.Roots.Len()), zap.Uint64("events", r.received.Load()))
 	}
 	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
 }

@@ -1,6 +1,10 @@
 package reposync
 
-import "github.com/nbd-wtf/go-nostr"
+import (
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+)
 
 // Queued historic jobs hold their filter in handles (packedFilter): a
 // relay's first batch queues one job per filter for every root and
@@ -45,7 +49,7 @@ func (p packedFilter) filter() nostr.Filter {
 	if vs == nil {
 		vs = make([]string, len(c.values))
 		for i, h := range c.values {
-			vs[i] = names.name(h)
+			vs[i] = repoindex.NameOf(h)
 		}
 	}
 	if c.left--; c.left > 0 {
@@ -72,7 +76,7 @@ func (e *Engine) queueFilters(r *remote, b *PendingBatch, run *batchRun, fs []no
 		if &vs[0] != lastFirst || len(vs) != len(last.values) {
 			last = &packedChunk{values: make([]uint32, len(vs))}
 			for k, v := range vs {
-				last.values[k] = names.intern(v)
+				last.values[k] = repoindex.Intern(v)
 			}
 			lastFirst = &vs[0]
 		}

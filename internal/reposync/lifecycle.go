@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // connectDue starts a dial for every tracked, disconnected relay whose
@@ -176,7 +177,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.catchup, r.catchupFrom = nil, time.Time{}
 		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
 		e.subscribeLayer1(r)
-		e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+		e.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
 		// Live subscriptions for what is confirmed, opened with since =
 		// disconnect − since_buffer (disconnectedAt is earlier when a
@@ -188,9 +189,9 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		// batches keep waiting for their retry.
 		since := nostr.Timestamp(disconnectedAt.Add(-e.cfg.SinceBuffer).Unix())
 		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
-		items := newItems()
-		items.Repos.addAll(r.Confirmed.Repos)
-		items.Roots.addAll(r.Confirmed.Roots)
+		items := repoindex.NewItems()
+		items.Repos.AddAll(r.Confirmed.Repos)
+		items.Roots.AddAll(r.Confirmed.Roots)
 		r.catchup, r.catchupFrom = e.subscribeSince(r, items, since), disconnectedAt
 		r.baseline = e.filtersOpen(r)
 	}

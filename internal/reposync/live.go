@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // exec queues a command for the relay's writer goroutine. A relay whose
@@ -47,11 +48,11 @@ func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
 
 // referTo is the arrival check of kind filters: the event refers to one of
 // items (a copy, read by the subscriptions' goroutines).
-func referTo(items Items) func(*nostr.Event) bool {
-	repos, roots := newSet(), newSet()
-	repos.addAll(items.Repos)
-	roots.addAll(items.Roots)
-	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.has, roots.has) }
+func referTo(items repoindex.Items) func(*nostr.Event) bool {
+	repos, roots := repoindex.NewSet(), repoindex.NewSet()
+	repos.AddAll(items.Repos)
+	roots.AddAll(items.Roots)
+	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.Has, roots.Has) }
 }
 
 // jobMatch is a historic job's check of what arrives: its filters, and for
@@ -396,7 +397,7 @@ func (e *Engine) addFilters(a AddFilters) {
 		r.deferred = true
 		return
 	}
-	repos, roots := a.Items.Repos.sorted(), a.Items.Roots.sorted()
+	repos, roots := a.Items.Repos.Sorted(), a.Items.Roots.Sorted()
 	e.refsOf(r).add(a.Items)
 	if e.deferLive(r) {
 		// The relay is still syncing history: its budget goes to the
@@ -488,12 +489,12 @@ func (e *Engine) consolidate(r *remote) {
 	}
 	r.consolidateBy = time.Time{}
 	r.rebuildLive = false
-	items := newItems()
-	items.Repos.addAll(r.Confirmed.Repos)
-	items.Roots.addAll(r.Confirmed.Roots)
+	items := repoindex.NewItems()
+	items.Repos.AddAll(r.Confirmed.Repos)
+	items.Roots.AddAll(r.Confirmed.Roots)
 	for _, b := range e.pending[r.URL] {
-		items.Repos.addAll(b.Items.Repos)
-		items.Roots.addAll(b.Items.Roots)
+		items.Repos.AddAll(b.Items.Repos)
+		items.Roots.AddAll(b.Items.Roots)
 	}
 	e.refsOf(r).add(items)
 	if deferredFrom.IsZero() {
@@ -516,12 +517,12 @@ func (e *Engine) consolidate(r *remote) {
 // with since: stored events since then, then live. Layer 3 is asked per
 // root by `e` and `q` and by kind in the relay's kind subscription, opened
 // with since unless it is open already (livekinds.go).
-func (e *Engine) subscribeCatchup(r *remote, items Items, since nostr.Timestamp) {
+func (e *Engine) subscribeCatchup(r *remote, items repoindex.Items, since nostr.Timestamp) {
 	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
-	if items.Roots.len() > 0 {
+	if items.Roots.Len() > 0 {
 		e.openKindSub(r, since)
 	}
-	for _, c := range e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since) {
+	for _, c := range e.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
 		r.liveSeq++
 		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
 	}

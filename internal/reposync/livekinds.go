@@ -6,6 +6,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // Live Layer 3 by kind in consolidations: a consolidation opens the
@@ -27,17 +28,17 @@ const kindSub = "lk"
 // read by the subscription's.
 type liveRefs struct {
 	mu    sync.RWMutex
-	repos set
-	roots set
+	repos repoindex.Set
+	roots repoindex.Set
 }
 
-func newLiveRefs() *liveRefs { return &liveRefs{repos: newSet(), roots: newSet()} }
+func newLiveRefs() *liveRefs { return &liveRefs{repos: repoindex.NewSet(), roots: repoindex.NewSet()} }
 
 // add records items.
-func (l *liveRefs) add(items Items) {
+func (l *liveRefs) add(items repoindex.Items) {
 	l.mu.Lock()
-	l.repos.addAll(items.Repos)
-	l.roots.addAll(items.Roots)
+	l.repos.AddAll(items.Repos)
+	l.roots.AddAll(items.Roots)
 	l.mu.Unlock()
 }
 
@@ -45,7 +46,7 @@ func (l *liveRefs) add(items Items) {
 func (l *liveRefs) refers(ev *nostr.Event) bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return nip34.RefersTo(ev, l.repos.has, l.roots.has)
+	return nip34.RefersTo(ev, l.repos.Has, l.roots.Has)
 }
 
 // refsOf returns r's liveRefs for its current connection.

@@ -8,17 +8,18 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestLiveMatchByKind: the kind filters of Layer 3 hand on only events
 // about known roots or repositories; per-root filters stay literal.
 func TestLiveMatchByKind(t *testing.T) {
-	items := newItems()
-	items.Roots.add("aa")
-	items.Repos.add("30617:p:d")
-	fs := nip34.Live(nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), 100, nil))
+	items := repoindex.NewItems()
+	items.Roots.Add("aa")
+	items.Repos.Add("30617:p:d")
+	fs := nip34.Live(nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), 100, nil))
 	match := liveMatch(fs, referTo(items))
-	items.Roots.add("ff") // the check works on a copy taken at open
+	items.Roots.Add("ff") // the check works on a copy taken at open
 	cases := []struct {
 		name string
 		ev   *nostr.Event
@@ -39,7 +40,7 @@ func TestLiveMatchByKind(t *testing.T) {
 		}
 	}
 	// Without kind filters the check is the filters themselves.
-	plain := nip34.Live(nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), 100, nil))
+	plain := nip34.Live(nip34.Layers23(items.Repos.Sorted(), items.Roots.Sorted(), 100, nil))
 	if !liveMatch(plain, referTo(items))(&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}}}) {
 		t.Fatal("per-root E filter no longer matches")
 	}
@@ -75,14 +76,14 @@ func TestLiveMatchAgreesWithScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 2))
 	kinds := []int{1, 1111, 1617, 1619, 1630}
 	for round := 0; round < 300; round++ {
-		it := newItems()
+		it := repoindex.NewItems()
 		for range rng.IntN(40) {
-			it.Roots.add(fmt.Sprintf("%02x", rng.IntN(80)))
+			it.Roots.Add(fmt.Sprintf("%02x", rng.IntN(80)))
 		}
 		for range rng.IntN(10) {
-			it.Repos.add(fmt.Sprintf("30617:p:%d", rng.IntN(20)))
+			it.Repos.Add(fmt.Sprintf("30617:p:%d", rng.IntN(20)))
 		}
-		fs := nip34.Live(nip34.Layers23Live(it.Repos.sorted(), it.Roots.sorted(), 1+rng.IntN(8), nil))
+		fs := nip34.Live(nip34.Layers23Live(it.Repos.Sorted(), it.Roots.Sorted(), 1+rng.IntN(8), nil))
 		got, want := liveMatch(fs, referTo(it)), scanLiveMatch(fs, referTo(it))
 		for range 50 {
 			ev := &nostr.Event{Kind: kinds[rng.IntN(len(kinds))]}

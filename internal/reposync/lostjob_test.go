@@ -11,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
@@ -33,8 +34,8 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	h.r.conn = conn
 	h.hs.set(true) // the syncer fails, as on a closed connection
 
-	items := newItems()
-	items.Repos.add(h.ref)
+	items := repoindex.NewItems()
+	items.Repos.Add(h.ref)
 	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
 	// The jobs report before the disconnect does.
 	for h.e.historicJobs > 0 {
@@ -48,7 +49,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	if len(h.r.failed) != 0 || h.r.HistoricFailed {
 		t.Fatalf("a job on an ended connection failed its batch: %d retries waiting, status %v", len(h.r.failed), h.r.Status)
 	}
-	if h.r.Confirmed.Repos.has(h.ref) {
+	if h.r.Confirmed.Repos.Has(h.ref) {
 		t.Fatal("the repository is confirmed though its history was never read")
 	}
 
@@ -67,7 +68,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	}) {
 		t.Fatalf("the reconnect asked %v, want the repository's history", h.callsSince(before))
 	}
-	if h.r.Status != Connected || !h.r.Confirmed.Repos.has(h.ref) {
-		t.Fatalf("after the reconnect: %v, confirmed %v", h.r.Status, h.r.Confirmed.Repos.has(h.ref))
+	if h.r.Status != Connected || !h.r.Confirmed.Repos.Has(h.ref) {
+		t.Fatalf("after the reconnect: %v, confirmed %v", h.r.Status, h.r.Confirmed.Repos.Has(h.ref))
 	}
 }

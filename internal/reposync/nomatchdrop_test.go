@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // droppingHistoric is a HistoricSyncer whose relay answers each job with
@@ -41,7 +42,7 @@ func TestHistoricJobNotesNoMatchDrops(t *testing.T) {
 	h := newHistoricEnv(t)
 	d := &droppingHistoric{delivered: map[string]bool{}}
 	h.e.d.Historic = d
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{{Kinds: []int{1}, Tags: nostr.TagMap{"e": {claimID(1)}}}}, false)
+	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{{Kinds: []int{1}, Tags: nostr.TagMap{"e": {claimID(1)}}}}, false)
 	h.drain(t)
 	d.mu.Lock()
 	defer d.mu.Unlock()

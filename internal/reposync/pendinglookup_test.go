@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // pendingBatches makes n batches of per roots (and one repository each)
@@ -11,10 +13,10 @@ import (
 func pendingBatches(rng *rand.Rand, n, per, pool int) []*PendingBatch {
 	var out []*PendingBatch
 	for i := 0; i < n; i++ {
-		b := &PendingBatch{ID: uint64(i), Items: newItems()}
-		b.Items.Repos.add(fmt.Sprintf("30617:%064x:lookup-%d", 0, rng.IntN(pool)))
+		b := &PendingBatch{ID: uint64(i), Items: repoindex.NewItems()}
+		b.Items.Repos.Add(fmt.Sprintf("30617:%064x:lookup-%d", 0, rng.IntN(pool)))
 		for j := 0; j < per; j++ {
-			b.Items.Roots.add(fmt.Sprintf("%064x", 1<<50+rng.IntN(pool)))
+			b.Items.Roots.Add(fmt.Sprintf("%064x", 1<<50+rng.IntN(pool)))
 		}
 		out = append(out, b)
 	}
@@ -37,7 +39,7 @@ func TestPendingLookupAgreesWithBatches(t *testing.T) {
 				} else {
 					name = fmt.Sprintf("%064x", 1<<50+rng.IntN(600))
 				}
-				h := names.intern(name)
+				h := repoindex.Intern(name)
 				if got, want := l.has(h), pendingHasH(batches, h, repo); got != want {
 					t.Fatalf("round %d (repo %v, %d batches, union %v): has(%s) = %v, the batches say %v",
 						round, repo, len(batches), l.union != nil, name, got, want)
@@ -69,30 +71,30 @@ func BenchmarkComputeActionsPending(b *testing.B) {
 	const url = "wss://bench-pending"
 	rng := rand.New(rand.NewPCG(1, 2))
 	batches := pendingBatches(rng, 2000, 100, 1_000_000)
-	target := Target{Repos: newSet(), Roots: newSet()}
+	target := repoindex.Target{Repos: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	for i := 0; i < 1000; i++ {
-		target.Roots.add(fmt.Sprintf("%064x", 1<<52+i))
+		target.Roots.Add(fmt.Sprintf("%064x", 1<<52+i))
 	}
-	st := &RelayState{URL: url, Status: Connected, Confirmed: newItems()}
+	st := &RelayState{URL: url, Status: Connected, Confirmed: repoindex.NewItems()}
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
-			add := newItems()
-			for h := range target.Roots.handles() {
-				if !st.Confirmed.Roots.hasH(h) && !pendingHasH(batches, h, false) {
-					add.Roots.addH(h)
+			add := repoindex.NewItems()
+			for h := range target.Roots.Handles() {
+				if !st.Confirmed.Roots.HasH(h) && !pendingHasH(batches, h, false) {
+					add.Roots.AddH(h)
 				}
 			}
-			if add.Roots.len() != 1000 {
-				b.Fatal(add.Roots.len())
+			if add.Roots.Len() != 1000 {
+				b.Fatal(add.Roots.Len())
 			}
 		}
 	})
 	b.Run("lookup", func(b *testing.B) {
-		targets := map[string]Target{url: target}
+		targets := map[string]repoindex.Target{url: target}
 		pending := map[string][]*PendingBatch{url: batches}
 		relays := map[string]*RelayState{url: st}
 		for b.Loop() {
-			if acts := computeActions(targets, pending, relays); len(acts) != 1 || acts[0].Items.Roots.len() != 1000 {
+			if acts := computeActions(targets, pending, relays); len(acts) != 1 || acts[0].Items.Roots.Len() != 1000 {
 				b.Fatal(acts)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // PersistedRelay is one remote relay's sync state as a state store keeps
@@ -82,10 +83,10 @@ func (e *Engine) applyRestored(r *remote) {
 	}
 	delete(e.restored, r.URL)
 	for _, v := range p.Repos {
-		r.Confirmed.Repos.add(v)
+		r.Confirmed.Repos.Add(v)
 	}
 	for _, v := range p.Roots {
-		r.Confirmed.Roots.add(v)
+		r.Confirmed.Roots.Add(v)
 	}
 	r.confirmedGen++
 	r.LastConnected = p.LastConnected
@@ -112,9 +113,9 @@ type confirmedCache struct {
 	rootList []string
 }
 
-func keys(s set) []string {
-	out := make([]string, 0, s.len())
-	for k := range s.all() {
+func keys(s repoindex.Set) []string {
+	out := make([]string, 0, s.Len())
+	for k := range s.All() {
 		out = append(out, k)
 	}
 	return out
@@ -205,12 +206,12 @@ func (e *Engine) RestoreRepos(p PersistedRepos) {
 		}
 		o := e.orphans[ref]
 		if o == nil {
-			o = newSet()
+			o = repoindex.NewSet()
 			e.orphans[ref] = o
 		}
 		for _, id := range roots {
-			if !o.has(id) {
-				o.add(id)
+			if !o.Has(id) {
+				o.Add(id)
 				e.orphanCount++ // not bounded by maxOrphanRoots: all were accepted before
 			}
 		}

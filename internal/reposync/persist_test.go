@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // A relay restored with a downtime inside the quick-reconnect window keeps
@@ -32,7 +34,7 @@ func TestRestoredRelayResumesLikeADroppedConnection(t *testing.T) {
 	if fresh("wss://inside.example") {
 		t.Error("a relay down one minute would sync afresh, want a quick reconnect")
 	}
-	if r := e.relays["wss://inside.example"]; !r.Confirmed.Repos.has("30617:x:y") || !r.Confirmed.Roots.has(root) {
+	if r := e.relays["wss://inside.example"]; !r.Confirmed.Repos.Has("30617:x:y") || !r.Confirmed.Roots.Has(root) {
 		t.Error("confirmed items not restored")
 	}
 	if !fresh("wss://outside.example") {
@@ -56,7 +58,7 @@ func TestRestoredReposAndSelfHistoryFilters(t *testing.T) {
 	ref := "30617:" + strings.Repeat("a", 64) + ":proj"
 	seen := e.clock.Now().Add(-time.Hour)
 	e.RestoreRepos(PersistedRepos{Roots: map[string][]string{ref: {strings.Repeat("1", 64), strings.Repeat("2", 64)}}, SelfSeen: seen})
-	if e.orphanCount != 2 || e.orphans[ref].len() != 2 {
+	if e.orphanCount != 2 || e.orphans[ref].Len() != 2 {
 		t.Fatalf("restored roots: %d orphans", e.orphanCount)
 	}
 	if !e.restoredSelfSeen.Equal(seen) {
@@ -120,20 +122,20 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 		repos int
 	}{
 		{"a confirmed batch", func() {
-			items := newItems()
-			items.Repos.add("30617:" + strings.Repeat("b", 64) + ":other")
+			items := repoindex.NewItems()
+			items.Repos.Add("30617:" + strings.Repeat("b", 64) + ":other")
 			e.onBatchDone(e.relays[url], &PendingBatch{ID: 1, Items: items}, &batchRun{})
 		}, 2},
 		{"a clear", func() { e.relays[url].ClearConfirmed() }, 0},
 		{"a clear and as many items again", func() {
 			r := e.relays[url]
 			r.ClearConfirmed()
-			r.Confirmed.Repos.add(ref) // as Confirmed changes only with a bump
+			r.Confirmed.Repos.Add(ref) // as Confirmed changes only with a bump
 			r.confirmedGen++
 			e.storeRelaySnapshot()
 			r.ClearConfirmed()
-			items := newItems()
-			items.Repos.add("30617:" + strings.Repeat("c", 64) + ":third")
+			items := repoindex.NewItems()
+			items.Repos.Add("30617:" + strings.Repeat("c", 64) + ":third")
 			e.onBatchDone(r, &PendingBatch{ID: 3, Items: items}, &batchRun{})
 		}, 1},
 		{"forgotten and tracked again", func() {
@@ -160,7 +162,7 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 func TestRepoIndexCopiedOnlyWhenAskedFor(t *testing.T) {
 	e := newBareEngine(t)
 	ref := "30617:" + strings.Repeat("a", 64) + ":proj"
-	e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: setOf(strings.Repeat("1", 64))}
+	e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.SetOf(strings.Repeat("1", 64))}
 	e.reposGen++
 	e.refreshSnapshot()
 	if e.reposSnap.Roots != nil {

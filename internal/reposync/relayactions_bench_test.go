@@ -3,6 +3,8 @@ package reposync
 import (
 	"fmt"
 	"testing"
+
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // BenchmarkRelayActions times one relay's recomputation at steady state
@@ -12,21 +14,21 @@ import (
 //	go test -run '^$' -bench RelayActions -count 3 ./internal/reposync/
 func BenchmarkRelayActions(b *testing.B) {
 	const url = "wss://bench-relay-actions"
-	repos := RepoSyncIndex{}
-	st := &RelayState{URL: url, Status: Connected, Confirmed: newItems()}
+	repos := repoindex.RepoSyncIndex{}
+	st := &RelayState{URL: url, Status: Connected, Confirmed: repoindex.NewItems()}
 	for i := 0; i < 10_000; i++ {
 		ref := fmt.Sprintf("30617:%064x:bench-%d", i, i)
-		needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
+		needs := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 		if i%10 == 0 {
-			needs.Relays.add(url)
+			needs.Relays.Add(url)
 		}
 		for j := 0; j < 47; j++ {
-			needs.Roots.add(fmt.Sprintf("%064x", 1<<48+i*47+j))
+			needs.Roots.Add(fmt.Sprintf("%064x", 1<<48+i*47+j))
 		}
 		repos[ref] = needs
 		if i%10 == 0 {
-			st.Confirmed.Repos.add(ref)
-			st.Confirmed.Roots.addAll(needs.Roots)
+			st.Confirmed.Repos.Add(ref)
+			st.Confirmed.Roots.AddAll(needs.Roots)
 		}
 	}
 	for b.Loop() {

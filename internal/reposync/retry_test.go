@@ -18,6 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // scriptedHistoric fails every Sync while failing is set and records the
@@ -74,7 +75,7 @@ func newHistoricEnv(t *testing.T) *historicEnv {
 	e := newBareEngineDeps(t, cfg, func(d *Deps) { d.Clock, d.Historic, d.Log = clk, hs, zap.New(core) })
 	e.catchup = hs
 	ref := nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "repo")
-	e.repos[ref] = &RepoNeeds{Relays: setOf(testRelay), Roots: newSet()}
+	e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.SetOf(testRelay), Roots: repoindex.NewSet()}
 	e.track(testRelay, false)
 	r := e.relays[testRelay]
 	r.gen, r.Status, r.LastConnected, r.live = 1, Syncing, clk.Now(), map[string]int{}
@@ -129,8 +130,8 @@ func (h *historicEnv) sinceFilters() []nostr.Filter {
 
 func (h *historicEnv) batch(t *testing.T) {
 	t.Helper()
-	items := newItems()
-	items.Repos.add(h.ref)
+	items := repoindex.NewItems()
+	items.Repos.Add(h.ref)
 	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
 	h.drain(t)
 }
@@ -231,9 +232,9 @@ func TestHistoricSyncCompleteOnce(t *testing.T) {
 		t.Fatalf("after the first batch: %v", h.r.Status)
 	}
 	for i := range 3 {
-		items := newItems()
-		items.Repos.add(nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "later"))
-		h.e.startBatch(h.r, items, nip34.Layer2(items.Repos.sorted(), 100, nil), false)
+		items := repoindex.NewItems()
+		items.Repos.Add(nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "later"))
+		h.e.startBatch(h.r, items, nip34.Layer2(items.Repos.Sorted(), 100, nil), false)
 		h.e.updateRelayState(h.r)
 		if h.r.Status != Connected {
 			t.Fatalf("batch %d for a newly discovered repository: %v, want connected", i, h.r.Status)

@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 func newBareEngine(t *testing.T) *Engine {
@@ -97,7 +98,7 @@ func TestSelfBatchRootBeforeAnnouncement(t *testing.T) {
 		t.Fatal("announcement not applied")
 	}
 	for _, r := range roots {
-		if !needs.Roots.has(r.ID) {
+		if !needs.Roots.Has(r.ID) {
 			t.Errorf("root %s seen before its announcement was lost", r.ID[:8])
 		}
 	}
@@ -105,9 +106,9 @@ func TestSelfBatchRootBeforeAnnouncement(t *testing.T) {
 		t.Errorf("orphans left: %d in %d repos", e.orphanCount, len(e.orphans))
 	}
 	// The relay the announcement lists is asked about the roots too.
-	target, _ := deriveRelayTarget(e.repos, "wss://relay.example.com", false)
-	if target.Roots.len() != len(roots) {
-		t.Errorf("relay target has %d roots, want %d", target.Roots.len(), len(roots))
+	target, _ := repoindex.DeriveRelayTarget(e.repos, "wss://relay.example.com", false)
+	if target.Roots.Len() != len(roots) {
+		t.Errorf("relay target has %d roots, want %d", target.Roots.Len(), len(roots))
 	}
 }
 

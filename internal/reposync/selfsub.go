@@ -287,7 +287,7 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 				case <-ctx.Done():
 				}
 			} else {
-				caughtUp = e.catchUp(ctx, repos, roots.sorted())
+				caughtUp = e.catchUp(ctx, repos, roots.Sorted())
 			}
 			if caughtUp {
 				e.ready.Store(true)
@@ -303,13 +303,13 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 		}
 		start := e.clock.Now()
 		e.local.Reset()
-		if err := e.local.FillItems(ctx, true, repos, roots.sorted()); err != nil {
+		if err := e.local.FillItems(ctx, true, repos, roots.Sorted()); err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("filling the local set from the own relay failed; reconciliations will fill it per filter", zap.Error(err))
 			}
 		} else {
 			e.log.Info("local set filled from the own relay", zap.Int("events", e.local.Index().Len()),
-				zap.Int("repos", len(repos)), zap.Int("roots", roots.len()), zap.Duration("took", e.clock.Now().Sub(start)))
+				zap.Int("repos", len(repos)), zap.Int("roots", roots.Len()), zap.Duration("took", e.clock.Now().Sub(start)))
 		}
 		e.ready.Store(true)
 		e.post(e.connectDue) // remote relays waited for this

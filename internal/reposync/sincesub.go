@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // sinceSub is one live subscription opened with since on a quick
@@ -31,10 +32,10 @@ type sinceSub struct {
 // reached the relay's cap (Pager.ReachedCap) is paged on below what came
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
 // fails the batch, retried with the REQ pager (Config.HistoricRetry).
-func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
+func (e *Engine) subscribeSince(r *remote, items repoindex.Items, since nostr.Timestamp) *PendingBatch {
 	limit := e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
-	if fs := nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
+	if fs := nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
 		refers := referTo(items)
 		for _, c := range e.chunkLive(r, withLimit(fs, limit)) {
 			parts = append(parts, sincePart{filters: c, refers: refers})
@@ -50,13 +51,13 @@ func (e *Engine) subscribeSince(r *remote, items Items, since nostr.Timestamp) *
 // consolidation that opens live filters deferred, or closed by the relay,
 // since a time before now − since_buffer. The kind subscription is a part
 // when this opens it; kept open, it has been live all along.
-func (e *Engine) subscribeCatchupBatch(r *remote, items Items, since nostr.Timestamp) *PendingBatch {
+func (e *Engine) subscribeCatchupBatch(r *remote, items repoindex.Items, since nostr.Timestamp) *PendingBatch {
 	limit := e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
-	if _, kindOpen := r.live[kindSub]; items.Roots.len() > 0 && !kindOpen {
+	if _, kindOpen := r.live[kindSub]; items.Roots.Len() > 0 && !kindOpen {
 		parts = append(parts, sincePart{id: kindSub, filters: withLimit(nip34.Layer3ByKind(&since), limit), refers: e.refsOf(r).refers})
 	}
-	for _, c := range e.catchupChunks(r, items.Repos.sorted(), items.Roots.sorted(), &since) {
+	for _, c := range e.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
 		parts = append(parts, sincePart{filters: withLimit(c, limit)})
 	}
 	return e.openSinceBatch(r, items, parts)
@@ -73,7 +74,7 @@ type sincePart struct {
 
 // openSinceBatch opens parts as one pending catch-up batch of items, one
 // sinceSub each: each part's EOSE completes it.
-func (e *Engine) openSinceBatch(r *remote, items Items, parts []sincePart) *PendingBatch {
+func (e *Engine) openSinceBatch(r *remote, items repoindex.Items, parts []sincePart) *PendingBatch {
 	b := &PendingBatch{Items: items, Catchup: true}
 	e.addPending(r, b)
 	run := &batchRun{left: len(parts), pager: true}

@@ -19,12 +19,12 @@ func (e *Engine) refreshSnapshot() {
 		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.ownUp.Load(), SelfSubscriptionEOSE: e.ready.Load()},
 	}
 	for _, n := range e.repos {
-		s.RootEvents += n.Roots.len()
+		s.RootEvents += n.Roots.Len()
 	}
 	for _, r := range e.relays {
 		rs := status.Relay{
 			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
-			ReposConfirmed: r.Confirmed.Repos.len(), RootsConfirmed: r.Confirmed.Roots.len(),
+			ReposConfirmed: r.Confirmed.Repos.Len(), RootsConfirmed: r.Confirmed.Roots.Len(),
 			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,

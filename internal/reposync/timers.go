@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 func (e *Engine) onTick() {
@@ -35,8 +36,8 @@ func (e *Engine) onTick() {
 		if every := e.cfg.ProgressLogInterval; every > 0 && r.Status == Syncing && now.Sub(r.progressLogged) >= every {
 			if !r.progressLogged.IsZero() {
 				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
-					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", r.Confirmed.Repos.len()),
-					zap.Int("roots_confirmed", r.Confirmed.Roots.len()), zap.Uint64("events_received", r.received.Load()))
+					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", r.Confirmed.Repos.Len()),
+					zap.Int("roots_confirmed", r.Confirmed.Roots.Len()), zap.Uint64("events_received", r.received.Load()))
 			}
 			r.progressLogged = now
 		}
@@ -74,18 +75,18 @@ func (e *Engine) fullResync(r *remote) {
 	r.baseline, r.refs = 0, nil
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
 	e.subscribeLayer1(r)
-	e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	e.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	e.recomputeRelay(r.URL)
 }
 
 // dropEmptyRelays disconnects relays nothing points at any more.
 func (e *Engine) dropEmptyRelays() {
-	wanted := wantedRelays(e.repos, e.bootstrap23())
+	wanted := repoindex.WantedRelays(e.repos, e.bootstrap23())
 	for url, r := range e.relays {
 		if r.Bootstrap || len(e.pending[url]) > 0 {
 			continue
 		}
-		if !wanted.has(url) {
+		if !wanted.Has(url) {
 			e.forget(url)
 		}
 	}
@@ -95,7 +96,7 @@ func (e *Engine) updateIndexMetrics() {
 	if e.rootsCountedGen != e.reposGen+1 {
 		roots := 0
 		for _, n := range e.repos {
-			roots += n.Roots.len()
+			roots += n.Roots.Len()
 		}
 		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.reposGen+1
 	}

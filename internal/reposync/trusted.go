@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TrustedConfig configures periodic reconciliation with trusted archive
@@ -80,12 +81,12 @@ func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
 	var repos, roots []string
 	done := make(chan struct{})
 	e.post(func() {
-		all := newSet()
+		all := repoindex.NewSet()
 		for ref, n := range e.repos {
 			repos = append(repos, ref)
-			all.addAll(n.Roots)
+			all.AddAll(n.Roots)
 		}
-		roots = all.sorted()
+		roots = all.Sorted()
 		close(done)
 	})
 	select {

@@ -96,7 +96,7 @@ func (e *Engine) pruneUnapplied() {
 	defer u.mu.Unlock()
 	for id, refs := range u.roots {
 		for _, ref := range refs {
-			if n := e.repos[ref]; (n != nil && n.Roots.has(id)) || e.orphans[ref].has(id) {
+			if n := e.repos[ref]; (n != nil && n.Roots.Has(id)) || e.orphans[ref].Has(id) {
 				delete(u.roots, id)
 				u.gen++
 				break

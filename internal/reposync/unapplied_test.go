@@ -10,6 +10,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 func acceptedResult(ev *nostr.Event) publish.Result {
@@ -39,7 +40,7 @@ func TestUnappliedRootsSaved(t *testing.T) {
 		t.Fatalf("saved before the first snapshot: %+v", got)
 	}
 
-	e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: newSet()}
+	e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	e.reposGen++
 	e.refreshSnapshot()
 	before := e.RepoState()

@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestValuesPerFilterReachesEveryChunking: a non-default ValuesPerFilter
@@ -65,16 +66,16 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 	fs = e.local.MissingFilters(nostr.Filter{Tags: nostr.TagMap{"e": roots}})
 	check("EnsureFilled roots", fs, wantRoots)
 
-	needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
+	needs := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	for _, id := range roots {
-		needs.Roots.add(id)
+		needs.Roots.Add(id)
 	}
 	for i, ref := range repos {
 		if i == 0 {
 			e.repos[ref] = needs
 			continue
 		}
-		e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: newSet()}
+		e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	}
 	go func() { (<-e.inbox)() }() // trustedFilters asks the Run goroutine
 	fs, ok := e.trustedFilters(context.Background())

@@ -1,4 +1,4 @@
-package reposync
+package repoindex
 
 import (
 	"strings"

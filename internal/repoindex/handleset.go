@@ -1,4 +1,4 @@
-package reposync
+package repoindex
 
 import (
 	"iter"
@@ -8,18 +8,19 @@ import (
 
 // Per-root state in handles: every root id, repository address and relay
 // URL the engine keeps in a set is interned once as a uint32 handle
-// (names), and a set holds handles. The large profile's ~475,000 roots are
-// members of many sets at once (the repository index, each relay's
-// confirmed items, its pending batches, the kind subscription's refs); a
-// map of strings paid ~35 bytes per membership, a handle set pays ~10 in a
-// small map and one bit of its span once dense.
+// (names), and a set holds handles. A root is a member of many sets at
+// once (the repository index, each relay's confirmed items, its pending
+// batches, the kind subscription's refs), so what one membership costs is
+// what the sync's memory grows with: a handle in a small map, one bit of
+// its span once dense, instead of a string header in a map of strings
+// (BenchmarkPerRootBytes compares them).
 
-// hset is a set of interned strings (set). It starts as a sorted slice of
+// HandleSet is a set of interned strings (Set). It starts as a sorted slice of
 // handles (a repository's roots, its relays), becomes a map of handles
 // past maxSmall members, and a bitset over the span of its handles once
 // that is smaller (denseBitsPerItem). Not safe for concurrent use (as a
 // map).
-type hset struct {
+type HandleSet struct {
 	small  []uint32 // sorted; while sparse and dense are nil
 	sparse map[uint32]struct{}
 	// dense, once non-nil: bit h-64*base of words is handle h.
@@ -32,40 +33,40 @@ type hset struct {
 	denseAt int
 }
 
-// set is a set of strings, held as handles; nil is an empty set for
+// Set is a Set of strings, held as handles; nil is an empty Set for
 // reading.
-type set = *hset
+type Set = *HandleSet
 
 // denseBitsPerItem: a sparse set turns dense once its handles' span is at
-// most this many bits per member (a map of handles is ~10 bytes a member).
+// most this many bits per member (a map of handles costs several bytes a member).
 const denseBitsPerItem = 64
 
 // maxSmall is the most members a set keeps in its sorted slice (an insert
 // moves up to that many handles).
 const maxSmall = 256
 
-// newSet returns an empty set.
-func newSet() set { return &hset{} }
+// NewSet returns an empty set.
+func NewSet() Set { return &HandleSet{} }
 
-// len is the number of members.
-func (s *hset) len() int {
+// Len is the number of members.
+func (s *HandleSet) Len() int {
 	if s == nil {
 		return 0
 	}
 	return s.n
 }
 
-// has tells whether v is a member.
-func (s *hset) has(v string) bool {
+// Has tells whether v is a member.
+func (s *HandleSet) Has(v string) bool {
 	if s == nil || s.n == 0 {
 		return false
 	}
 	h, ok := names.lookup(v)
-	return ok && s.hasH(h)
+	return ok && s.HasH(h)
 }
 
-// hasH tells whether handle h is a member.
-func (s *hset) hasH(h uint32) bool {
+// HasH tells whether handle h is a member.
+func (s *HandleSet) HasH(h uint32) bool {
 	if s == nil || s.n == 0 {
 		return false
 	}
@@ -81,10 +82,10 @@ func (s *hset) hasH(h uint32) bool {
 	return ok
 }
 
-// add adds v.
-func (s *hset) add(v string) { s.addH(names.intern(v)) }
+// Add adds v.
+func (s *HandleSet) Add(v string) { s.AddH(names.intern(v)) }
 
-func (s *hset) addH(h uint32) {
+func (s *HandleSet) AddH(h uint32) {
 	if s.dense != nil {
 		if !s.denseCovers(h) {
 			s.toSparse()
@@ -121,7 +122,7 @@ func (s *hset) addH(h uint32) {
 }
 
 // setBit sets h's bit, growing the words to cover it.
-func (s *hset) setBit(h uint32) {
+func (s *HandleSet) setBit(h uint32) {
 	w := h / 64
 	switch {
 	case w < s.base:
@@ -142,7 +143,7 @@ func (s *hset) setBit(h uint32) {
 // denseBitsPerItem bits a member: handles only grow, so a set that turned
 // dense early would otherwise pay the span of every handle issued since
 // for one late member.
-func (s *hset) denseCovers(h uint32) bool {
+func (s *HandleSet) denseCovers(h uint32) bool {
 	w := uint64(h / 64)
 	lo, hi := uint64(s.base), uint64(s.base)+uint64(len(s.dense))-1
 	if w >= lo && w <= hi {
@@ -153,7 +154,7 @@ func (s *hset) denseCovers(h uint32) bool {
 }
 
 // toSparse turns a dense set back into a map of handles.
-func (s *hset) toSparse() {
+func (s *HandleSet) toSparse() {
 	s.sparse = make(map[uint32]struct{}, s.n+1)
 	for i, word := range s.dense {
 		for word != 0 {
@@ -167,7 +168,7 @@ func (s *hset) toSparse() {
 }
 
 // maybeDense turns a sparse set dense when the bitset is the smaller.
-func (s *hset) maybeDense() {
+func (s *HandleSet) maybeDense() {
 	lo, hi := ^uint32(0), uint32(0)
 	for h := range s.sparse {
 		lo, hi = min(lo, h), max(hi, h)
@@ -184,7 +185,7 @@ func (s *hset) maybeDense() {
 }
 
 // handles yields the members' handles.
-func (s *hset) handles() iter.Seq[uint32] {
+func (s *HandleSet) Handles() iter.Seq[uint32] {
 	return func(yield func(uint32) bool) {
 		if s == nil {
 			return
@@ -218,9 +219,9 @@ func (s *hset) handles() iter.Seq[uint32] {
 }
 
 // all yields the members.
-func (s *hset) all() iter.Seq[string] {
+func (s *HandleSet) All() iter.Seq[string] {
 	return func(yield func(string) bool) {
-		for h := range s.handles() {
+		for h := range s.Handles() {
 			if !yield(names.name(h)) {
 				return
 			}
@@ -228,8 +229,8 @@ func (s *hset) all() iter.Seq[string] {
 	}
 }
 
-// addAll adds o's members.
-func (s *hset) addAll(o set) {
+// AddAll adds o's members.
+func (s *HandleSet) AddAll(o Set) {
 	if o == nil || o.n == 0 {
 		return
 	}
@@ -252,25 +253,25 @@ func (s *hset) addAll(o set) {
 		s.dense, s.base, s.n = slices.Clone(o.dense), o.base, o.n
 		return
 	}
-	for h := range o.handles() {
-		s.addH(h)
+	for h := range o.Handles() {
+		s.AddH(h)
 	}
 }
 
 // sorted returns the members in order.
-func (s *hset) sorted() []string {
-	out := make([]string, 0, s.len())
-	for v := range s.all() {
+func (s *HandleSet) Sorted() []string {
+	out := make([]string, 0, s.Len())
+	for v := range s.All() {
 		out = append(out, v)
 	}
 	slices.Sort(out)
 	return out
 }
 
-func setOf(vs ...string) set {
-	s := newSet()
+func SetOf(vs ...string) Set {
+	s := NewSet()
 	for _, v := range vs {
-		s.add(v)
+		s.Add(v)
 	}
 	return s
 }

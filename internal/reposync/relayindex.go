@@ -5,38 +5,15 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
-
-// RepoNeeds is what one repository asks of the network: the relays its
-// announcement lists and the root events that reference it.
-type RepoNeeds struct {
-	// AnnouncedAt is created_at of the announcement the relay set came from;
-	// an older announcement never replaces a newer one's relays.
-	AnnouncedAt int64
-	Relays      set
-	Roots       set
-}
-
-// RepoSyncIndex is what we want: repository address ("30617:<pubkey>:<d>")
-// to its needs. It is owned by the engine's Run goroutine.
-type RepoSyncIndex map[string]*RepoNeeds
-
-// Items is a set of repositories and root events.
-type Items struct {
-	Repos set
-	Roots set
-}
-
-func newItems() Items { return Items{Repos: newSet(), Roots: newSet()} }
-
-// Empty tells whether there is nothing in it.
-func (it Items) Empty() bool { return it.Repos.len() == 0 && it.Roots.len() == 0 }
 
 // PendingBatch is a set of items whose historic sync is in flight on one
 // relay. Each batch confirms on its own when its historic job ends.
 type PendingBatch struct {
 	ID    uint64
-	Items Items
+	Items repoindex.Items
 	// Catchup batches re-fetch confirmed items with since; they confirm
 	// nothing new but keep the relay in Syncing until done.
 	Catchup bool
@@ -52,7 +29,7 @@ type PendingBatch struct {
 // Its items are confirmed (their live subscriptions are open, or deferred
 // until the consolidation: deferLive); only their history is missing.
 type retryJob struct {
-	items    Items
+	items    repoindex.Items
 	filters  []nostr.Filter
 	pager    bool
 	failures int
@@ -94,7 +71,7 @@ func (s RelayStatus) IsUp() bool { return s >= Syncing }
 // lifecycle (the seed's RelaySyncIndex entry).
 type RelayState struct {
 	URL            string
-	Confirmed      Items
+	Confirmed      repoindex.Items
 	Bootstrap      bool
 	Status         RelayStatus
 	LastConnected  time.Time
@@ -112,102 +89,47 @@ type RelayState struct {
 }
 
 // ClearConfirmed forgets what was confirmed (fresh sync).
-func (r *RelayState) ClearConfirmed() { r.Confirmed = newItems(); r.confirmedGen++ }
-
-// Target is what we want from one relay.
-type Target = Items
+func (r *RelayState) ClearConfirmed() { r.Confirmed = repoindex.NewItems(); r.confirmedGen++ }
 
 // AddFilters is one decision of computeActions: start syncing these new
 // items from this relay.
 type AddFilters struct {
 	Relay string
-	Items Items
+	Items repoindex.Items
 }
 
-// deriveRelayTargets inverts repo→relays into relay→(repos, roots).
-// Bootstrap relays are asked about every repository.
-func deriveRelayTargets(repos RepoSyncIndex, bootstrap []string) map[string]Target {
-	targets := make(map[string]Target)
-	get := func(url string) Target {
-		t, ok := targets[url]
-		if !ok {
-			t = newItems()
-			targets[url] = t
-		}
-		return t
-	}
-	for ref, needs := range repos {
-		for url := range needs.Relays.all() {
-			t := get(url)
-			t.Repos.add(ref)
-			t.Roots.addAll(needs.Roots)
-		}
-		for _, url := range bootstrap {
-			t := get(url)
-			t.Repos.add(ref)
-			t.Roots.addAll(needs.Roots)
-		}
-	}
-	for _, url := range bootstrap {
-		get(url)
-	}
-	return targets
-}
-
-// wantedRelays is the relays deriveRelayTargets has a target for, without
-// building the targets (every relay's copy of its roots).
-func wantedRelays(repos RepoSyncIndex, bootstrap []string) set {
-	out := setOf(bootstrap...)
-	for _, needs := range repos {
-		out.addAll(needs.Relays)
-	}
-	return out
-}
-
-// deriveRelayTarget is deriveRelayTargets for one relay.
-func deriveRelayTarget(repos RepoSyncIndex, url string, bootstrap bool) (Target, bool) {
-	t := newItems()
-	for ref, needs := range repos {
-		if bootstrap || needs.Relays.has(url) {
-			t.Repos.add(ref)
-			t.Roots.addAll(needs.Roots)
-		}
-	}
-	return t, bootstrap || !t.Empty()
-}
-
-// relayActions is computeActions(deriveRelayTarget(...)) for one relay
+// relayActions is computeActions(DeriveRelayTarget(...)) for one relay
 // without building the target: the relay's copy of every root its
 // repositories name (an insert per root, ~50,000 at the medium profile,
 // on every recomputation) is what that cost. Items are looked up in what is
 // confirmed first (most of them, once a relay's history is read), then in
 // what is pending; the result is empty when nothing is new.
-func relayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*PendingBatch, st *RelayState) Items {
-	add := newItems()
+func relayActions(repos repoindex.RepoSyncIndex, url string, bootstrap bool, pending []*PendingBatch, st *RelayState) repoindex.Items {
+	add := repoindex.NewItems()
 	if st == nil || !st.Status.IsUp() {
 		return add
 	}
 	repoChecks, rootChecks := 0, 0
 	if len(pending) >= 2 { // fewer are asked directly: no need to count
 		for _, needs := range repos {
-			if bootstrap || needs.Relays.has(url) {
+			if bootstrap || needs.Relays.Has(url) {
 				repoChecks++
-				rootChecks += needs.Roots.len()
+				rootChecks += needs.Roots.Len()
 			}
 		}
 	}
 	inRepos := newPendingLookup(pending, true, repoChecks)
 	inRoots := newPendingLookup(pending, false, rootChecks)
 	for ref, needs := range repos {
-		if !bootstrap && !needs.Relays.has(url) {
+		if !bootstrap && !needs.Relays.Has(url) {
 			continue
 		}
-		if !st.Confirmed.Repos.has(ref) && !inRepos.hasName(ref) {
-			add.Repos.add(ref)
+		if !st.Confirmed.Repos.Has(ref) && !inRepos.hasName(ref) {
+			add.Repos.Add(ref)
 		}
-		for h := range needs.Roots.handles() { // handles: no lookup of the string per check
-			if !st.Confirmed.Roots.hasH(h) && !add.Roots.hasH(h) && !inRoots.has(h) {
-				add.Roots.addH(h)
+		for h := range needs.Roots.Handles() { // handles: no lookup of the string per check
+			if !st.Confirmed.Roots.HasH(h) && !add.Roots.HasH(h) && !inRoots.has(h) {
+				add.Roots.AddH(h)
 			}
 		}
 	}
@@ -217,24 +139,24 @@ func relayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*Pe
 // computeActions is the three-way diff target − pending − confirmed, per
 // relay, skipping relays that are not up. It is the only place that decides
 // new Layer 2/3 subscriptions. The result is sorted by relay URL.
-func computeActions(targets map[string]Target, pending map[string][]*PendingBatch, relays map[string]*RelayState) []AddFilters {
+func computeActions(targets map[string]repoindex.Target, pending map[string][]*PendingBatch, relays map[string]*RelayState) []AddFilters {
 	var out []AddFilters
 	for url, target := range targets {
 		st := relays[url]
 		if st == nil || !st.Status.IsUp() {
 			continue
 		}
-		add := newItems()
-		inRepos := newPendingLookup(pending[url], true, target.Repos.len())
-		for h := range target.Repos.handles() {
-			if !st.Confirmed.Repos.hasH(h) && !inRepos.has(h) {
-				add.Repos.addH(h)
+		add := repoindex.NewItems()
+		inRepos := newPendingLookup(pending[url], true, target.Repos.Len())
+		for h := range target.Repos.Handles() {
+			if !st.Confirmed.Repos.HasH(h) && !inRepos.has(h) {
+				add.Repos.AddH(h)
 			}
 		}
-		inRoots := newPendingLookup(pending[url], false, target.Roots.len())
-		for h := range target.Roots.handles() {
-			if !st.Confirmed.Roots.hasH(h) && !inRoots.has(h) {
-				add.Roots.addH(h)
+		inRoots := newPendingLookup(pending[url], false, target.Roots.Len())
+		for h := range target.Roots.Handles() {
+			if !st.Confirmed.Roots.HasH(h) && !inRoots.has(h) {
+				add.Roots.AddH(h)
 			}
 		}
 		if !add.Empty() {
@@ -257,7 +179,7 @@ func computeActions(targets map[string]Target, pending map[string][]*PendingBatc
 // repositories (repo) or roots.
 func pendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
 	for _, b := range batches {
-		if repo && b.Items.Repos.hasH(h) || !repo && b.Items.Roots.hasH(h) {
+		if repo && b.Items.Repos.HasH(h) || !repo && b.Items.Roots.HasH(h) {
 			return true
 		}
 	}
@@ -273,7 +195,7 @@ func pendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
 type pendingLookup struct {
 	batches []*PendingBatch
 	repo    bool
-	union   set // nil: ask the batches
+	union   repoindex.Set // nil: ask the batches
 }
 
 // newPendingLookup prepares about checks lookups of repositories (repo) or
@@ -283,7 +205,7 @@ func newPendingLookup(batches []*PendingBatch, repo bool, checks int) pendingLoo
 	if len(batches) < 2 || checks == 0 {
 		return l
 	}
-	items := func(b *PendingBatch) set {
+	items := func(b *PendingBatch) repoindex.Set {
 		if repo {
 			return b.Items.Repos
 		}
@@ -291,15 +213,15 @@ func newPendingLookup(batches []*PendingBatch, repo bool, checks int) pendingLoo
 	}
 	total := 0
 	for _, b := range batches {
-		total += items(b).len()
+		total += items(b).Len()
 	}
 	if checks*len(batches) <= total {
 		return l
 	}
-	l.union = newSet()
+	l.union = repoindex.NewSet()
 	for _, b := range batches {
-		for h := range items(b).handles() {
-			l.union.addH(h)
+		for h := range items(b).Handles() {
+			l.union.AddH(h)
 		}
 	}
 	return l
@@ -307,13 +229,13 @@ func newPendingLookup(batches []*PendingBatch, repo bool, checks int) pendingLoo
 
 // hasName is has of a string (one that was never interned is in no set).
 func (l pendingLookup) hasName(v string) bool {
-	h, ok := names.lookup(v)
+	h, ok := repoindex.Lookup(v)
 	return ok && l.has(h)
 }
 
 func (l pendingLookup) has(h uint32) bool {
 	if l.union != nil {
-		return l.union.hasH(h)
+		return l.union.HasH(h)
 	}
 	return pendingHasH(l.batches, h, l.repo)
 }

@@ -1,4 +1,4 @@
-package reposync
+package repoindex
 
 import (
 	"encoding/binary"
@@ -14,9 +14,9 @@ import (
 //
 // The strings live in pointer-free pages of bytes, each behind its length
 // (one byte for a root id), not as strings of their own in a []string: a
-// root costs ~84 bytes here (BenchmarkPerRootBytes/names) where it cost
-// ~90, and the collector neither marks one object per root nor scans a
-// table of pointers at each cycle (the large profile has ~500,000 roots).
+// root costs less here (BenchmarkPerRootBytes/names), and the collector
+// neither marks one object per root nor scans a table of pointers at each
+// cycle (a large deployment has hundreds of thousands of roots).
 // A root id is not kept in binary: the names are shared by whoever reads
 // them (a relay's live filters and their matchers hold its roots' names),
 // and names made when read would each be a copy.
@@ -168,3 +168,12 @@ func (in *interner) addPage(p []byte) int {
 	in.pages.Store(&grown)
 	return len(old)
 }
+
+// Intern returns s's handle in the process's one table, adding s once.
+func Intern(s string) uint32 { return names.intern(s) }
+
+// NameOf returns handle h's string.
+func NameOf(h uint32) string { return names.name(h) }
+
+// Lookup returns s's handle when s was ever interned.
+func Lookup(s string) (uint32, bool) { return names.lookup(s) }

@@ -1,4 +1,4 @@
-package reposync
+package repoindex
 
 import (
 	"fmt"
@@ -18,26 +18,26 @@ func TestHandleSetMatchesMap(t *testing.T) {
 		pool[i] = fmt.Sprintf("handles-test-%064x", i)
 	}
 	for _, spread := range []int{1, 10, 200} { // dense, mixed, sparse
-		s, want := newSet(), map[string]bool{}
-		other, wantOther := newSet(), map[string]bool{}
+		s, want := NewSet(), map[string]bool{}
+		other, wantOther := NewSet(), map[string]bool{}
 		for i := 0; i < 3000; i++ {
 			v := pool[rng.IntN(len(pool)/spread+1)*spread%len(pool)]
-			s.add(v)
+			s.Add(v)
 			want[v] = true
 			if i%3 == 0 {
 				w := pool[rng.IntN(len(pool))]
-				other.add(w)
+				other.Add(w)
 				wantOther[w] = true
 			}
 		}
-		check := func(name string, s set, want map[string]bool) {
+		check := func(name string, s Set, want map[string]bool) {
 			t.Helper()
-			if s.len() != len(want) {
-				t.Fatalf("spread %d %s: len %d, want %d", spread, name, s.len(), len(want))
+			if s.Len() != len(want) {
+				t.Fatalf("spread %d %s: len %d, want %d", spread, name, s.Len(), len(want))
 			}
 			for _, v := range pool {
-				if s.has(v) != want[v] {
-					t.Fatalf("spread %d %s: has(%s) = %v", spread, name, v, s.has(v))
+				if s.Has(v) != want[v] {
+					t.Fatalf("spread %d %s: has(%s) = %v", spread, name, v, s.Has(v))
 				}
 			}
 			var keys []string
@@ -45,42 +45,42 @@ func TestHandleSetMatchesMap(t *testing.T) {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
-			if !slices.Equal(s.sorted(), keys) {
+			if !slices.Equal(s.Sorted(), keys) {
 				t.Fatalf("spread %d %s: members differ", spread, name)
 			}
 		}
 		check("set", s, want)
 		check("other", other, wantOther)
-		u := newSet()
-		u.addAll(s)
-		u.addAll(other)
+		u := NewSet()
+		u.AddAll(s)
+		u.AddAll(other)
 		for k := range wantOther {
 			want[k] = true
 		}
 		check("union", u, want)
 	}
 	// Members far apart in the handle space stay a map past maxSmall.
-	far, wantFar := newSet(), map[string]bool{}
+	far, wantFar := NewSet(), map[string]bool{}
 	for i := 0; i < 400; i++ {
 		v := fmt.Sprintf("handles-test-far-%d", i)
 		for k := 0; k < 100; k++ {
 			names.intern(fmt.Sprintf("handles-test-filler-%d-%d", i, k))
 		}
-		far.add(v)
+		far.Add(v)
 		wantFar[v] = true
 	}
 	if far.sparse == nil || far.dense != nil {
 		t.Fatal("a set of members far apart is not a map")
 	}
 	for v := range wantFar {
-		if !far.has(v) {
+		if !far.Has(v) {
 			t.Fatalf("far set lacks %s", v)
 		}
 	}
-	if far.len() != 400 || len(far.sorted()) != 400 {
+	if far.Len() != 400 || len(far.Sorted()) != 400 {
 		t.Fatal("far set has the wrong size")
 	}
-	if newSet().has("never-added-to-any-set") || (*hset)(nil).len() != 0 {
+	if NewSet().Has("never-added-to-any-set") || (*HandleSet)(nil).Len() != 0 {
 		t.Fatal("empty sets have members")
 	}
 }
@@ -111,22 +111,22 @@ func TestInterner(t *testing.T) {
 // would otherwise pay every handle issued since for one late root); it
 // turns back into a map and keeps every member.
 func TestDenseSetStaysBoundedForAFarMember(t *testing.T) {
-	s := newSet()
+	s := NewSet()
 	for h := uint32(0); h < 400; h++ {
-		s.addH(h)
+		s.AddH(h)
 	}
 	if s.dense == nil {
 		t.Fatal("400 consecutive handles are not dense")
 	}
-	s.addH(8_000_000)
+	s.AddH(8_000_000)
 	if len(s.dense) > 100 {
-		t.Fatalf("%d words for %d members", len(s.dense), s.len())
+		t.Fatalf("%d words for %d members", len(s.dense), s.Len())
 	}
-	if s.len() != 401 || !s.hasH(8_000_000) || !s.hasH(0) || !s.hasH(399) || s.hasH(400) {
-		t.Fatalf("len %d, members lost after the turn", s.len())
+	if s.Len() != 401 || !s.HasH(8_000_000) || !s.HasH(0) || !s.HasH(399) || s.HasH(400) {
+		t.Fatalf("len %d, members lost after the turn", s.Len())
 	}
-	s.addH(400) // adds after the turn
-	if s.len() != 402 || !s.hasH(400) {
+	s.AddH(400) // adds after the turn
+	if s.Len() != 402 || !s.HasH(400) {
 		t.Fatal("add after the turn lost")
 	}
 }
