@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -23,7 +23,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/ownset"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -99,7 +98,7 @@ type Config struct {
 	Trusted    TrustedConfig
 }
 
-// DefaultConfig returns the design's defaults (DESIGN.md §4). The tick is
+// DefaultConfig returns the defaults (docs/ARCHITECTURE.md). The tick is
 // the health tracker's and the connect timeout the relay package's.
 func DefaultConfig() Config {
 	return Config{
@@ -198,7 +197,7 @@ type Deps struct {
 	// Limits, when set, is asked for each relay's NIP-11 limits on connect.
 	Limits LimitsFunc
 	// LocalIndex, when set, enables NIP-77 historic sync: it is our side
-	// of every reconciliation, filled from the own relay (Phase 0) and
+	// of every reconciliation, filled from the own relay before remote relays connect and
 	// kept current by the ingest handler. ExtraLocal adds items we hold
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
@@ -231,15 +230,9 @@ type Engine struct {
 	ctx   context.Context
 	wg    sync.WaitGroup
 
-	// Owned by the Run goroutine.
-	repos repoindex.RepoSyncIndex
-	// orphans holds root events seen on the own relay before their
-	// repository's announcement (the self-subscription streams newest
-	// first, so a batch can end between a root and its announcement),
-	// by repository reference; attached when the announcement arrives.
-	orphans     map[string]repoindex.Set
-	orphanCount int
-	relays      map[string]*remote
+	// Owned by the Run goroutine (disc's index too: Discovery.Repos).
+	disc   *discovery.Discovery
+	relays map[string]*remote
 	// historicJobs are the historic jobs running over all relays
 	// (Config.HistoricMaxJobs).
 	historicJobs int
@@ -253,13 +246,11 @@ type Engine struct {
 	startingAll bool
 
 	running atomic.Bool
-	ready   atomic.Bool
 	pager   *historic.Pager
 	// catchup pages catch-up batches (since a disconnect): the REQ pager.
 	catchup     historic.HistoricSyncer
 	neg         *historic.NegSyncer
 	local       *ownset.OwnLocalSet
-	ownUp       atomic.Bool
 	snapMu      sync.Mutex
 	snap        status.Snapshot
 	startedAt   time.Time
@@ -267,59 +258,15 @@ type Engine struct {
 	// trustedOK are the trusted relays (normalized): their health stays
 	// tracked when the engine stops syncing them.
 	trustedOK map[string]bool
-	// catchUpTried: the restored local index was reconciled (or tried).
-	catchUpTried bool
-	// earlyCatchUp is the outcome of the catch-up started with Run
-	// (startEarlyCatchUp), until the initial fill takes it.
-	earlyCatchUp <-chan bool
-	// catchUpDone is closed when the early catch-up ended, catchUpOK its
-	// outcome; caught are the self-kind events it fetched (caughtMu).
-	catchUpDone chan struct{}
-	catchUpOK   atomic.Bool
-	caughtMu    sync.Mutex
-	caught      []*nostr.Event
-	// unapplied are roots on the own relay whose batch may not be applied
-	// yet (keepRoots: Deps.KeepHeads).
-	unapplied unappliedRoots
-	keepRoots bool
-	// heads are the current announcements and states (Deps.KeepHeads),
-	// kept as JSON by address (headKey); headsGen counts their changes;
-	// restoredHeads are the previous run's (sharing their JSON).
-	heads         map[string]head
-	headsGen      uint64
-	restoredHeads []Head
-	// restoredKnown are the ids of the restored heads, until the restart's
-	// paging compared them with the restored local index.
-	restoredKnown map[[32]byte]struct{}
-	// caughtIDs are the self-kind events the catch-up fetched and handed
-	// on (written before catchUpDone is closed).
-	caughtIDs map[[32]byte]struct{}
 	// restored are relay states of the previous run not yet applied;
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay
 	relaySnap      []PersistedRelay
 	confirmedLists map[string]*confirmedCache
 	confirmedGen   uint64
-	// reposGen counts changes of repos and orphans; reposSnap is the last
-	// persistable copy (under snapMu). restoredSelfSeen is how far the
-	// previous run had read the own relay's history; selfSeen is this
-	// run's (unix nanoseconds).
-	reposGen         uint64
-	reposSnap        PersistedRepos
-	restoredSelfSeen time.Time
-	selfSeen         atomic.Int64
-	selfLive         atomic.Bool // history read and the self-subscription live
-	// historyBatches are the self history's batches posted to the Run
-	// goroutine and not applied yet: the saved cursor does not pass them.
-	historyBatches atomic.Int64
-
 	// rootsCounted is the root events of repos counted at reposGen
 	// rootsCountedGen−1 (updateIndexMetrics, at every tick).
 	rootsCounted, rootsCountedGen uint64
-
-	// reposWanted is set once RepoState was asked (a state store): only
-	// then does the status refresh copy the repository index.
-	reposWanted atomic.Bool
 }
 
 // remote is the engine's record of one remote relay.
@@ -414,17 +361,11 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock, h: d.Ingest,
 		inbox:       make(chan func(), 1024),
-		repos:       repoindex.RepoSyncIndex{},
-		orphans:     map[string]repoindex.Set{},
 		relays:      map[string]*remote{},
 		pending:     map[string][]*PendingBatch{},
 		bootstrapOK: map[string]bool{},
 		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
-	}
-	if d.KeepHeads {
-		e.keepRoots = true
-		e.h.OnStored(e.noteRoot)
 	}
 	pager := &historic.Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
@@ -442,14 +383,6 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		e.local.Forget = e.h.ForgetPresent
 		e.local.Pager.Clock = d.Clock
-		e.local.Note = e.noteRoot
-		e.local.Fetched = func(ev *nostr.Event) {
-			if slices.Contains(cfg.SelfKinds, ev.Kind) {
-				e.caughtMu.Lock()
-				e.caught = append(e.caught, ev)
-				e.caughtMu.Unlock()
-			}
-		}
 		ns, err := historic.NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
 			return nil, err
@@ -474,16 +407,44 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		}
 		e.bootstrapOK[norm] = true
 	}
+	disc, err := discovery.New(discovery.Settings{
+		OwnRelay: cfg.OwnRelay, ServiceDomain: cfg.ServiceDomain, HostAll: cfg.HostAll,
+		Bootstrap23: e.bootstrap23(), SelfKinds: cfg.SelfKinds,
+		BatchWindow: cfg.BatchWindow, BatchQuiet: cfg.BatchQuiet, SinceBuffer: cfg.SinceBuffer,
+		ConnectTimeout: cfg.ConnectTimeout, OwnReconnectBase: cfg.OwnReconnectBase, OwnReconnectMax: cfg.OwnReconnectMax,
+		MaxRelaysPerAnnouncement: cfg.MaxRelaysPerAnnouncement, MaxRepositories: cfg.MaxRepositories,
+		Negentropy: cfg.Negentropy,
+	}, discovery.Deps{
+		Log: e.log, Clock: d.Clock, Ingest: e.h, Pager: pager, Local: e.local,
+		DialOwn: d.DialOwn, RelayOptions: d.RelayOptions, AllowRelay: d.AllowRelay,
+		KeepHeads: d.KeepHeads, LocalRestored: d.LocalRestored,
+		Post:            e.post,
+		Applied:         e.applyDelta,
+		Ready:           e.connectDue,
+		ForgetConfirmed: e.forgetConfirmed,
+		Refresh:         func() { e.onRunGoroutine(e.refreshSnapshot) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.disc = disc
+	if d.KeepHeads {
+		e.h.OnStored(disc.NoteRoot)
+	}
+	if e.local != nil {
+		e.local.Note = disc.NoteRoot
+		e.local.Fetched = disc.NoteFetched
+	}
 	return e, nil
 }
 
 // Ready tells whether the own relay is connected and the
 // self-subscription's first EOSE was processed.
-func (e *Engine) Ready() bool { return e.ready.Load() && e.ownUp.Load() }
+func (e *Engine) Ready() bool { return e.disc.Ready() && e.disc.OwnUp() }
 
 // OwnConnected tells whether the self-subscription's connection to the own
 // relay is up.
-func (e *Engine) OwnConnected() bool { return e.ownUp.Load() }
+func (e *Engine) OwnConnected() bool { return e.disc.OwnUp() }
 
 // post hands fn to the Run goroutine. It gives up when the engine stops.
 func (e *Engine) post(fn func()) {
@@ -500,9 +461,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.ctx = ctx
 	e.running.Store(true)
 	defer e.running.Store(false)
-	e.startEarlyCatchUp(ctx)
-	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
+	e.disc.Start(ctx)
 	for _, url := range e.cfg.Trusted.Relays {
 		if norm, err := relay.NormalizeURL(url); err == nil {
 			url = norm // the health tracker's key, as for discovered relays
@@ -530,6 +489,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.dropConnection(url)
 			}
 			e.wg.Wait()
+			e.disc.Wait()
 			if e.local != nil {
 				e.local.Close()
 			}

@@ -17,7 +17,7 @@ import (
 // connectDue starts a dial for every tracked, disconnected relay whose
 // backoff has elapsed.
 func (e *Engine) connectDue() {
-	if !e.ready.Load() {
+	if !e.disc.Ready() {
 		// Remote relays wait until the own relay's history has been read
 		// and the local set filled: publishing meanwhile would put events
 		// with old created_at into the range being paged, and a relay
@@ -152,7 +152,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	e.connectOrReconnect(r)
 }
 
-// connectOrReconnect is the unified handler of the seed: fresh sync for a
+// connectOrReconnect is the one handler of every connection: fresh sync for a
 // first connection or after a long absence, catch-up with since for a quick
 // reconnect; then compute_actions for new items.
 func (e *Engine) connectOrReconnect(r *remote) {

@@ -4,10 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
@@ -161,131 +160,6 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 	return out
 }
 
-// PersistedRepos is the repository index as a state store keeps it: the
-// root events of each repository (and the orphans waiting for their
-// announcement), and how far the own relay's history was read. A restart
-// pages the own relay's announcements and states in full (few, and the
-// purgatory needs them) and its root events only since SelfSeen −
-// since_buffer; the restored roots wait as orphans for their announcement,
-// as roots paged before their announcement do.
-type PersistedRepos struct {
-	Roots    map[string][]string `json:"roots"`
-	SelfSeen time.Time           `json:"self_seen,omitzero"`
-	// Gen changes whenever Roots changes, so a store rewrites it only then.
-	Gen uint64 `json:"-"`
-	// Heads are the current announcements and states as their JSON
-	// (Deps.KeepHeads; shared with the engine, read-only); HeadsGen
-	// changes whenever they change. With them a restart pages announcements and states only since SelfSeen −
-	// since_buffer too, and applies the heads the catch-up finds still on
-	// the own relay.
-	Heads    []Head `json:"heads,omitempty"`
-	HeadsGen uint64 `json:"-"`
-}
-
-// RepoState returns the persistable repository index as of the last status
-// refresh, with the roots on the own relay its batches had not applied
-// (unapplied.go). Until it is first asked the index is not copied at all (a copy
-// of every root at each refresh is memory only a state store needs); the
-// first call refreshes at once when the engine is running.
-func (e *Engine) RepoState() PersistedRepos {
-	if !e.reposWanted.Swap(true) {
-		e.onRunGoroutine(e.refreshSnapshot)
-	}
-	return e.repoStateWithUnapplied()
-}
-
-// RestoreRepos hands the engine the previous run's repository index; call
-// it before Run.
-func (e *Engine) RestoreRepos(p PersistedRepos) {
-	if p.SelfSeen.IsZero() || len(p.Roots) == 0 {
-		return // nothing to resume from: the history is read in full
-	}
-	for ref, roots := range p.Roots {
-		if !validRepoRef(ref) {
-			continue
-		}
-		o := e.orphans[ref]
-		if o == nil {
-			o = repoindex.NewSet()
-			e.orphans[ref] = o
-		}
-		for _, id := range roots {
-			if !o.Has(id) {
-				o.Add(id)
-				e.orphanCount++ // not bounded by maxOrphanRoots: all were accepted before
-			}
-		}
-	}
-	e.restoredSelfSeen = p.SelfSeen
-	e.reposGen++
-	e.restoreHeads(p.Heads)
-}
-
-// snapshotRepos copies the repository index when it changed since the
-// last copy.
-func (e *Engine) snapshotRepos() (PersistedRepos, bool) {
-	last := e.reposSnapCopy()
-	if e.reposGen == last.Gen && e.headsGen == last.HeadsGen {
-		return PersistedRepos{}, false
-	}
-	p := PersistedRepos{Gen: e.reposGen, HeadsGen: e.headsGen, Roots: last.Roots, Heads: last.Heads}
-	if e.headsGen != last.HeadsGen {
-		p.Heads = e.headList()
-	}
-	if e.reposGen == last.Gen {
-		return p, true
-	}
-	p.Roots = make(map[string][]string, len(e.repos)+len(e.orphans))
-	for ref, n := range e.repos {
-		p.Roots[ref] = keys(n.Roots)
-	}
-	for ref, o := range e.orphans {
-		p.Roots[ref] = append(p.Roots[ref], keys(o)...)
-	}
-	return p, true
-}
-
-func (e *Engine) reposSnapCopy() PersistedRepos {
-	e.snapMu.Lock()
-	defer e.snapMu.Unlock()
-	return e.reposSnap
-}
-
-func (e *Engine) selfSeenTime() time.Time {
-	if e.selfLive.Load() && e.historyBatches.Load() == 0 {
-		return e.clock.Now()
-	}
-	if ns := e.selfSeen.Load(); ns != 0 {
-		return time.Unix(0, ns)
-	}
-	return e.restoredSelfSeen
-}
-
-// selfHistoryFilters are the own-relay filters of a self-subscription's
-// paging: everything since since; after a restore without usable heads
-// (headsUsable), announcements and states in full.
-func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nostr.Filter {
-	if !restored || since == nil || e.headsUsable() {
-		return []nostr.Filter{{Kinds: e.cfg.SelfKinds, Since: since}}
-	}
-	var full, rest []int
-	for _, k := range e.cfg.SelfKinds {
-		if k == nip34.KindRepoAnnouncement || k == nip34.KindRepoState {
-			full = append(full, k)
-		} else {
-			rest = append(rest, k)
-		}
-	}
-	var fs []nostr.Filter
-	if len(full) > 0 {
-		fs = append(fs, nostr.Filter{Kinds: full})
-	}
-	if len(rest) > 0 {
-		fs = append(fs, nostr.Filter{Kinds: rest, Since: since})
-	}
-	return fs
-}
-
 // needsFreshSync tells a fresh sync (a first connection, a relay whose
 // first historic sync did not complete — a catch-up since the disconnect
 // would not cover its history —, or a downtime longer than the
@@ -293,11 +167,6 @@ func (e *Engine) selfHistoryFilters(since *nostr.Timestamp, restored bool) []nos
 func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
 	return r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
 }
-
-// lostMin: a catch-up finding the own relay lacks more than this many
-// indexed events (or a tenth of the index) means it lost data while the
-// sidecar was down (a wiped or restored database).
-const lostMin = 1000
 
 // forgetConfirmed makes every remote relay sync afresh: what the previous
 // run confirmed is no longer on the own relay, and a quick reconnect would
@@ -320,3 +189,12 @@ func (e *Engine) forgetConfirmed(ctx context.Context, lost int) {
 	case <-ctx.Done():
 	}
 }
+
+// RepoState returns the persistable repository index as of the last status
+// refresh, with the roots on the own relay its batches had not applied
+// (discovery.Discovery.RepoState).
+func (e *Engine) RepoState() discovery.PersistedRepos { return e.disc.RepoState() }
+
+// RestoreRepos hands the engine the previous run's repository index; call
+// it before Run.
+func (e *Engine) RestoreRepos(p discovery.PersistedRepos) { e.disc.RestoreRepos(p) }

@@ -68,7 +68,7 @@ func (s RelayStatus) String() string {
 func (s RelayStatus) IsUp() bool { return s >= Syncing }
 
 // RelayState is the confirmed state of one relay plus its connection
-// lifecycle (the seed's RelaySyncIndex entry).
+// lifecycle (one entry of the relay side of the index).
 type RelayState struct {
 	URL            string
 	Confirmed      repoindex.Items

@@ -75,7 +75,7 @@ func newHistoricEnv(t *testing.T) *historicEnv {
 	e := newBareEngineDeps(t, cfg, func(d *Deps) { d.Clock, d.Historic, d.Log = clk, hs, zap.New(core) })
 	e.catchup = hs
 	ref := nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "repo")
-	e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.SetOf(testRelay), Roots: repoindex.NewSet()}
+	e.disc.Repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.SetOf(testRelay), Roots: repoindex.NewSet()}
 	e.track(testRelay, false)
 	r := e.relays[testRelay]
 	r.gen, r.Status, r.LastConnected, r.live = 1, Syncing, clk.Now(), map[string]int{}

@@ -81,7 +81,7 @@ func (e *Engine) fullResync(r *remote) {
 
 // dropEmptyRelays disconnects relays nothing points at any more.
 func (e *Engine) dropEmptyRelays() {
-	wanted := repoindex.WantedRelays(e.repos, e.bootstrap23())
+	wanted := repoindex.WantedRelays(e.disc.Repos, e.bootstrap23())
 	for url, r := range e.relays {
 		if r.Bootstrap || len(e.pending[url]) > 0 {
 			continue
@@ -93,12 +93,12 @@ func (e *Engine) dropEmptyRelays() {
 }
 
 func (e *Engine) updateIndexMetrics() {
-	if e.rootsCountedGen != e.reposGen+1 {
+	if e.rootsCountedGen != e.disc.ReposGen()+1 {
 		roots := 0
-		for _, n := range e.repos {
+		for _, n := range e.disc.Repos {
 			roots += n.Roots.Len()
 		}
-		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.reposGen+1
+		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.disc.ReposGen()+1
 	}
 	roots := e.rootsCounted
 	connected := 0
@@ -107,7 +107,7 @@ func (e *Engine) updateIndexMetrics() {
 			connected++
 		}
 	}
-	e.m.repositories.Set(float64(len(e.repos)))
+	e.m.repositories.Set(float64(len(e.disc.Repos)))
 	e.m.rootEvents.Set(float64(roots))
 	e.m.relaysTracked.Set(float64(len(e.relays)))
 	e.m.relaysConnected.Set(float64(connected))

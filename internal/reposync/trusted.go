@@ -82,7 +82,7 @@ func (e *Engine) trustedFilters(ctx context.Context) ([]nostr.Filter, bool) {
 	done := make(chan struct{})
 	e.post(func() {
 		all := repoindex.NewSet()
-		for ref, n := range e.repos {
+		for ref, n := range e.disc.Repos {
 			repos = append(repos, ref)
 			all.AddAll(n.Roots)
 		}

@@ -72,10 +72,10 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 	}
 	for i, ref := range repos {
 		if i == 0 {
-			e.repos[ref] = needs
+			e.disc.Repos[ref] = needs
 			continue
 		}
-		e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
+		e.disc.Repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	}
 	go func() { (<-e.inbox)() }() // trustedFilters asks the Run goroutine
 	fs, ok := e.trustedFilters(context.Background())

@@ -8,7 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/grasp-sync/grasp-sync/internal/reposync"
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 )
 
 // The current announcements and states round-trip with the repository
@@ -19,14 +19,14 @@ func TestHeadsRoundTrip(t *testing.T) {
 	s, _ := open(t, dir, ownA)
 	state := stateEvent(t)
 	seen := time.Unix(1_700_000_000, 0).UTC()
-	p := reposync.PersistedRepos{Roots: map[string][]string{"30617:x:repo": {"r1"}}, SelfSeen: seen, Gen: 1, Heads: []reposync.Head{headOf(t, state)}, HeadsGen: 1}
-	if err := s.Flush(Sources{Repos: func() reposync.PersistedRepos { return p }}); err != nil {
+	p := discovery.PersistedRepos{Roots: map[string][]string{"30617:x:repo": {"r1"}}, SelfSeen: seen, Gen: 1, Heads: []discovery.Head{headOf(t, state)}, HeadsGen: 1}
+	if err := s.Flush(Sources{Repos: func() discovery.PersistedRepos { return p }}); err != nil {
 		t.Fatal(err)
 	}
 	// Same generation, other heads: not rewritten.
 	q := p
 	q.Heads = nil
-	if err := s.FlushFinal(Sources{Repos: func() reposync.PersistedRepos { return q }}); err != nil {
+	if err := s.FlushFinal(Sources{Repos: func() discovery.PersistedRepos { return q }}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -52,8 +52,8 @@ func TestHeadsRoundTrip(t *testing.T) {
 	// A new generation without the state deletes it (and the unreadable
 	// key); another head is added.
 	other := stateEvent(t)
-	r := reposync.PersistedRepos{Roots: p.Roots, SelfSeen: seen, Gen: 1, Heads: []reposync.Head{headOf(t, other)}, HeadsGen: 2}
-	if err := s2.FlushFinal(Sources{Repos: func() reposync.PersistedRepos { return r }}); err != nil {
+	r := discovery.PersistedRepos{Roots: p.Roots, SelfSeen: seen, Gen: 1, Heads: []discovery.Head{headOf(t, other)}, HeadsGen: 2}
+	if err := s2.FlushFinal(Sources{Repos: func() discovery.PersistedRepos { return r }}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = s2.LoadRepos()
@@ -62,16 +62,16 @@ func TestHeadsRoundTrip(t *testing.T) {
 	}
 }
 
-func headOf(t *testing.T, ev *nostr.Event) reposync.Head {
+func headOf(t *testing.T, ev *nostr.Event) discovery.Head {
 	t.Helper()
 	raw, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reposync.Head{ID: ev.ID, JSON: raw}
+	return discovery.Head{ID: ev.ID, JSON: raw}
 }
 
-func decodeHead(t *testing.T, h reposync.Head) *nostr.Event {
+func decodeHead(t *testing.T, h discovery.Head) *nostr.Event {
 	t.Helper()
 	ev := &nostr.Event{}
 	if err := json.Unmarshal(h.JSON, ev); err != nil {

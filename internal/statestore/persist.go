@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
@@ -31,7 +32,7 @@ type Sources struct {
 	Relays      func() []reposync.PersistedRelay
 	Confirmable func() bool
 	// Repos returns the repository index (roots per repository).
-	Repos func() reposync.PersistedRepos
+	Repos func() discovery.PersistedRepos
 	// Health returns the remote relays' health (failures, penalties).
 	Health func() []health.Persisted
 	// Rejected is the RejectedIndex (saved when it changed, at most every
@@ -306,7 +307,7 @@ func (s *Store) flush(src Sources, final bool) error {
 	if relays != nil && !beat && !w.relaysChanged(relays) {
 		relays = nil
 	}
-	var repos reposync.PersistedRepos
+	var repos discovery.PersistedRepos
 	saveRoots, saveHeads, saveSeen := false, false, false
 	if src.Repos != nil {
 		repos = src.Repos()

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
@@ -182,7 +183,7 @@ var (
 // putRepos writes the repository index's roots and the current
 // announcements and states (each when changed) and how far the own relay's
 // history was read.
-func (s *Store) putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots, heads bool) (int, error) {
+func (s *Store) putRepos(tx *bolt.Tx, p discovery.PersistedRepos, roots, heads bool) (int, error) {
 	b := tx.Bucket(bucketRepos)
 	written := 0
 	if heads {
@@ -210,8 +211,8 @@ func (s *Store) putRepos(tx *bolt.Tx, p reposync.PersistedRepos, roots, heads bo
 }
 
 // LoadRepos returns the persisted repository index.
-func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
-	var p reposync.PersistedRepos
+func (s *Store) LoadRepos() (discovery.PersistedRepos, error) {
+	var p discovery.PersistedRepos
 	err := guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketRepos)
@@ -232,7 +233,7 @@ func (s *Store) LoadRepos() (reposync.PersistedRepos, error) {
 		})
 	})
 	if errors.Is(err, errDamaged) {
-		return reposync.PersistedRepos{}, s.replaceDamaged(err)
+		return discovery.PersistedRepos{}, s.replaceDamaged(err)
 	}
 	return p, err
 }
@@ -287,7 +288,7 @@ func (s *Store) LoadRejected() (st ingest.RejectedState, ok bool, err error) {
 // last write (one key per event id) and deletes those gone, so a change
 // rewrites one event, not all. The ids written are recorded in the writer
 // by headsWritten once the transaction committed.
-func (s *Store) putHeads(tx *bolt.Tx, heads []reposync.Head) (int, error) {
+func (s *Store) putHeads(tx *bolt.Tx, heads []discovery.Head) (int, error) {
 	b := tx.Bucket(bucketHeads)
 	had := s.w().headIDs
 	if had == nil {
@@ -322,8 +323,8 @@ func (s *Store) putHeads(tx *bolt.Tx, heads []reposync.Head) (int, error) {
 // loadHeads reads the persisted announcements and states as their JSON
 // (copied out of the store's pages); an unreadable one is skipped with a
 // WARN (a restart fetches it again: the local index holds its id).
-func (s *Store) loadHeads(tx *bolt.Tx) []reposync.Head {
-	var out []reposync.Head
+func (s *Store) loadHeads(tx *bolt.Tx) []discovery.Head {
+	var out []discovery.Head
 	ids := map[string]bool{}
 	_ = tx.Bucket(bucketHeads).ForEach(func(k, v []byte) error {
 		ids[string(k)] = true
@@ -334,7 +335,7 @@ func (s *Store) loadHeads(tx *bolt.Tx) []reposync.Head {
 			s.log.Warn("skipping an unreadable persisted announcement or state", zap.ByteString("id", k), zap.Error(err))
 			return nil
 		}
-		out = append(out, reposync.Head{ID: ev.ID, JSON: bytes.Clone(v)})
+		out = append(out, discovery.Head{ID: ev.ID, JSON: bytes.Clone(v)})
 		return nil
 	})
 	s.w().headIDs = ids

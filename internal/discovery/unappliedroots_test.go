@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"slices"
@@ -23,7 +23,7 @@ func acceptedResult(ev *nostr.Event) publish.Result {
 // whose announcement is not applied yet stays too. Events that are not
 // roots are not kept, nor is anything saved before the first snapshot.
 func TestUnappliedRootsSaved(t *testing.T) {
-	e := newBareEngineDeps(t, DefaultConfig(), func(d *Deps) { d.KeepHeads = true })
+	e := newTestDiscovery(t, func(_ *Settings, d *Deps) { d.KeepHeads = true })
 	sk := nostr.GeneratePrivateKey()
 	pk, _ := nostr.GetPublicKey(sk)
 	ref, later := nip34.RepoRef(pk, "repo"), nip34.RepoRef(pk, "later")
@@ -40,9 +40,9 @@ func TestUnappliedRootsSaved(t *testing.T) {
 		t.Fatalf("saved before the first snapshot: %+v", got)
 	}
 
-	e.repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
+	e.Repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	e.reposGen++
-	e.refreshSnapshot()
+	e.PublishRepos()
 	before := e.RepoState()
 	reply := sign(nostr.Event{Kind: nip34.KindPatch, CreatedAt: 2, Tags: nostr.Tags{{"a", ref}, {"e", issue.ID}}})
 	comment := sign(nostr.Event{Kind: 1111, CreatedAt: 3, Tags: nostr.Tags{{"E", issue.ID}}})
@@ -50,7 +50,7 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	e.h.Settle(reply, acceptedResult(reply))
 	e.h.Settle(comment, acceptedResult(comment))
 	e.h.Settle(pr, acceptedResult(pr))
-	e.refreshSnapshot()
+	e.PublishRepos()
 	got := e.RepoState()
 	if !slices.Equal(got.Roots[ref], []string{issue.ID}) || !slices.Equal(got.Roots[later], []string{pr.ID}) {
 		t.Fatalf("saved roots %v, want the issue and the PR of a repository not applied yet", got.Roots)
@@ -64,8 +64,8 @@ func TestUnappliedRootsSaved(t *testing.T) {
 
 	// The batches apply them (the PR as an orphan until its
 	// announcement): the refresh forgets them, the index keeps them.
-	e.applySelfBatch([]*nostr.Event{issue, pr})
-	e.refreshSnapshot()
+	e.ApplyBatch([]*nostr.Event{issue, pr})
+	e.PublishRepos()
 	if n := len(e.unapplied.roots); n != 0 {
 		t.Fatalf("%d applied roots still kept as unapplied", n)
 	}
@@ -77,7 +77,7 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	// A root seen on the self-subscription is noted as well (others'
 	// roots, and a relay's GRASP purgatory releasing ours).
 	live := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 5, Tags: nostr.Tags{{"a", ref}}})
-	e.noteRoot(live)
+	e.NoteRoot(live)
 	if got := e.RepoState(); !slices.Contains(got.Roots[ref], live.ID) {
 		t.Fatalf("saved roots %v, want the live root too", got.Roots[ref])
 	}
@@ -85,7 +85,7 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	// When the own relay's history is read, roots of repositories without
 	// an announcement are dropped with the orphans; the others stay.
 	lost := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 6, Tags: nostr.Tags{{"a", nip34.RepoRef(pk, "never")}}})
-	e.noteRoot(lost)
+	e.NoteRoot(lost)
 	e.dropOrphans()
 	if _, ok := e.unapplied.roots[lost.ID]; ok {
 		t.Fatal("a root of a repository without an announcement kept after the orphans were dropped")
@@ -98,12 +98,12 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	// root with none would wait for a snapshot that never holds it, saved
 	// with every state.
 	bad := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 7, Tags: nostr.Tags{{"a", "30617:not-a-pubkey:repo"}}})
-	e.noteRoot(bad)
+	e.NoteRoot(bad)
 	if _, ok := e.unapplied.roots[bad.ID]; ok {
 		t.Fatal("a root with only a malformed reference is waiting to be applied")
 	}
 	mixed := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 8, Tags: nostr.Tags{{"a", "30617:not-a-pubkey:repo"}, {"a", ref}}})
-	e.noteRoot(mixed)
+	e.NoteRoot(mixed)
 	if refs := e.unapplied.roots[mixed.ID]; !slices.Equal(refs, []string{ref}) {
 		t.Fatalf("a root with a malformed and a hosted reference noted under %v, want the hosted one", refs)
 	}
@@ -113,7 +113,7 @@ func TestUnappliedRootsSaved(t *testing.T) {
 // batches until they are applied: a restart pages them again.
 func TestSelfCursorWaitsForHistoryBatches(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-	e := newBareEngineDeps(t, DefaultConfig(), func(d *Deps) { d.Clock = clk })
+	e := newTestDiscovery(t, func(_ *Settings, d *Deps) { d.Clock = clk })
 	before := time.Unix(1_600_000_000, 0)
 	e.restoredSelfSeen = before
 	e.selfLive.Store(true)

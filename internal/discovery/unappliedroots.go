@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"maps"
@@ -50,10 +50,10 @@ type unappliedRoots struct {
 	warned bool   // the bound was logged
 }
 
-// noteRoot records ev, when it is a root, before the local index records
+// NoteRoot records ev, when it is a root, before the local index records
 // it as present. Any goroutine; it does not block for long.
-func (e *Engine) noteRoot(ev *nostr.Event) {
-	if !e.keepRoots || !slices.Contains(e.cfg.SelfKinds, ev.Kind) {
+func (d *Discovery) NoteRoot(ev *nostr.Event) {
+	if !d.keepRoots || !slices.Contains(d.cfg.SelfKinds, ev.Kind) {
 		return
 	}
 	refs, ok := nip34.RootRefs(ev)
@@ -66,7 +66,7 @@ func (e *Engine) noteRoot(ev *nostr.Event) {
 	if len(refs) == 0 {
 		return
 	}
-	u := &e.unapplied
+	u := &d.unapplied
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if _, ok := u.roots[ev.ID]; ok {
@@ -75,7 +75,7 @@ func (e *Engine) noteRoot(ev *nostr.Event) {
 	if len(u.roots) >= maxUnappliedRoots {
 		if !u.warned {
 			u.warned = true
-			e.log.Warn("too many roots wait for their self batch; a stop before it is applied leaves the newest unknown to the restart",
+			d.log.Warn("too many roots wait for their self batch; a stop before it is applied leaves the newest unknown to the restart",
 				zap.Int("waiting", len(u.roots)))
 		}
 		return
@@ -90,13 +90,13 @@ func (e *Engine) noteRoot(ev *nostr.Event) {
 // pruneUnapplied forgets the roots the repository index has now, as a
 // root or as an orphan under any of their references. Run
 // goroutine, after the snapshot that holds them is published.
-func (e *Engine) pruneUnapplied() {
-	u := &e.unapplied
+func (d *Discovery) pruneUnapplied() {
+	u := &d.unapplied
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for id, refs := range u.roots {
 		for _, ref := range refs {
-			if n := e.repos[ref]; (n != nil && n.Roots.Has(id)) || e.orphans[ref].Has(id) {
+			if n := d.Repos[ref]; (n != nil && n.Roots.Has(id)) || d.orphans[ref].Has(id) {
 				delete(u.roots, id)
 				u.gen++
 				break
@@ -108,12 +108,12 @@ func (e *Engine) pruneUnapplied() {
 // dropUnhostedUnapplied forgets the roots of which no repository is
 // hosted: the orphans were dropped (dropOrphans), they would wait
 // forever. Run goroutine.
-func (e *Engine) dropUnhostedUnapplied() {
-	u := &e.unapplied
+func (d *Discovery) dropUnhostedUnapplied() {
+	u := &d.unapplied
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for id, refs := range u.roots {
-		if !slices.ContainsFunc(refs, func(ref string) bool { return e.repos[ref] != nil }) {
+		if !slices.ContainsFunc(refs, func(ref string) bool { return d.Repos[ref] != nil }) {
 			delete(u.roots, id)
 			u.gen++
 		}
@@ -122,10 +122,10 @@ func (e *Engine) dropUnhostedUnapplied() {
 
 // repoStateWithUnapplied is the last published repository snapshot with
 // the unapplied roots added (a copy when there are any), read together.
-func (e *Engine) repoStateWithUnapplied() PersistedRepos {
-	u := &e.unapplied
+func (d *Discovery) repoStateWithUnapplied() PersistedRepos {
+	u := &d.unapplied
 	u.mu.Lock()
-	p := e.reposSnapCopy()
+	p := d.reposSnapCopy()
 	if p.Gen == 0 {
 		// No snapshot yet: nothing to save (the roots' batches are
 		// waiting too).

@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ func headEvent(kind int, pub, d string, at nostr.Timestamp, id string) *nostr.Ev
 // newest (at equal created_at the lower id, as NIP-01), and counts a
 // change only when what is kept changes; without KeepHeads it keeps none.
 func TestNoteHead(t *testing.T) {
-	e := &Engine{d: Deps{KeepHeads: true}}
+	e := &Discovery{deps: Deps{KeepHeads: true}}
 	ann := headEvent(nip34.KindRepoAnnouncement, "p", "r", 10, "bb")
 	e.noteHead(ann)
 	e.noteHead(headEvent(nip34.KindRepoState, "p", "r", 5, "cc"))
@@ -45,7 +45,7 @@ func TestNoteHead(t *testing.T) {
 	if err := json.Unmarshal(e.headList()[0].JSON, &back); err != nil || back.ID != "cc" || back.Kind != nip34.KindRepoState || back.CreatedAt != 5 || back.Tags.GetD() != "r" {
 		t.Fatalf("kept JSON: %+v %v", back, err)
 	}
-	off := &Engine{}
+	off := &Discovery{}
 	off.noteHead(ann)
 	if off.heads != nil {
 		t.Fatal("heads kept without KeepHeads")
@@ -55,13 +55,13 @@ func TestNoteHead(t *testing.T) {
 // restoreHeads keeps the persisted heads by address as they are (their
 // JSON shared, not copied) and skips what does not decode to its id.
 func TestRestoreHeads(t *testing.T) {
-	e := &Engine{d: Deps{KeepHeads: true}}
+	e := &Discovery{deps: Deps{KeepHeads: true}}
 	ann := headEvent(nip34.KindRepoAnnouncement, "p", "r", 10, strings.Repeat("b", 64))
 	st := headEvent(nip34.KindRepoState, "p", "r", 5, strings.Repeat("c", 64))
 	e.noteHead(ann)
 	e.noteHead(st)
 	hs := append(e.headList(), Head{ID: strings.Repeat("d", 64), JSON: []byte("{bad")})
-	r := &Engine{d: Deps{KeepHeads: true}}
+	r := &Discovery{deps: Deps{KeepHeads: true}}
 	r.restoreHeads(hs)
 	if len(r.heads) != 2 || len(r.restoredHeads) != 2 || len(r.restoredKnown) != 2 {
 		t.Fatalf("restored %v %v %v", r.heads, r.restoredHeads, r.restoredKnown)

@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"encoding/json"
@@ -71,7 +71,7 @@ func BenchmarkHeadBytes(b *testing.B) {
 			return m
 		}},
 		{"json", func() any {
-			e := &Engine{d: Deps{KeepHeads: true}}
+			e := &Discovery{deps: Deps{KeepHeads: true}}
 			for _, raw := range raws {
 				e.noteHead(decode(raw))
 			}

@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"context"
@@ -30,14 +30,14 @@ func isHeadKind(k int) bool {
 }
 
 func headKey(ev *nostr.Event) string {
-	d := ""
+	dTag := ""
 	if t := ev.Tags.GetFirst([]string{"d", ""}); t != nil && len(*t) > 1 {
-		d = (*t)[1]
+		dTag = (*t)[1]
 	}
 	var b strings.Builder
 	b.WriteString(ev.PubKey)
 	b.WriteByte(':')
-	b.WriteString(d)
+	b.WriteString(dTag)
 	if ev.Kind == nip34.KindRepoState {
 		return "s:" + b.String()
 	}
@@ -62,15 +62,15 @@ type head struct {
 // noteHead records an announcement or state the self-subscription applied
 // when it replaces what is kept for its address (newer, or as old with a
 // lower id, as NIP-01 orders replaceable events). Run goroutine.
-func (e *Engine) noteHead(ev *nostr.Event) {
-	if !e.d.KeepHeads || !isHeadKind(ev.Kind) {
+func (d *Discovery) noteHead(ev *nostr.Event) {
+	if !d.deps.KeepHeads || !isHeadKind(ev.Kind) {
 		return
 	}
-	if e.heads == nil {
-		e.heads = map[string]head{}
+	if d.heads == nil {
+		d.heads = map[string]head{}
 	}
 	k := headKey(ev)
-	old, had := e.heads[k]
+	old, had := d.heads[k]
 	if had && (old.at > ev.CreatedAt || (old.at == ev.CreatedAt && old.ID <= ev.ID)) {
 		return
 	}
@@ -78,29 +78,29 @@ func (e *Engine) noteHead(ev *nostr.Event) {
 	if err != nil {
 		return // not persisted: a restart fetches it by id (indexedUnknown)
 	}
-	e.heads[k] = head{Head: Head{ID: ev.ID, JSON: raw}, at: ev.CreatedAt}
-	e.headsGen++
+	d.heads[k] = head{Head: Head{ID: ev.ID, JSON: raw}, at: ev.CreatedAt}
+	d.headsGen++
 }
 
 // dropHeads forgets kept heads the own relay no longer holds. Run goroutine.
-func (e *Engine) dropHeads(gone []string) {
+func (d *Discovery) dropHeads(gone []string) {
 	ids := make(map[string]bool, len(gone))
 	for _, id := range gone {
 		ids[id] = true
 	}
-	for k, h := range e.heads {
+	for k, h := range d.heads {
 		if ids[h.ID] {
-			delete(e.heads, k)
-			e.headsGen++
+			delete(d.heads, k)
+			d.headsGen++
 		}
 	}
 }
 
 // headList is the kept heads, sorted by id (a stable store value); it
 // shares their ids and JSON with the engine.
-func (e *Engine) headList() []Head {
-	out := make([]Head, 0, len(e.heads))
-	for _, h := range e.heads {
+func (d *Discovery) headList() []Head {
+	out := make([]Head, 0, len(d.heads))
+	for _, h := range d.heads {
 		out = append(out, h.Head)
 	}
 	slices.SortFunc(out, func(a, b Head) int { return strings.Compare(a.ID, b.ID) })
@@ -112,11 +112,11 @@ func (e *Engine) headList() []Head {
 // its address, then kept as its JSON. Their ids are kept until the
 // restart's paging compared them with the restored local index
 // (indexedUnknown).
-func (e *Engine) restoreHeads(hs []Head) {
-	if !e.d.KeepHeads {
+func (d *Discovery) restoreHeads(hs []Head) {
+	if !d.deps.KeepHeads {
 		return
 	}
-	e.restoredKnown = map[[32]byte]struct{}{}
+	d.restoredKnown = map[[32]byte]struct{}{}
 	for _, h := range hs {
 		var ev nostr.Event
 		if err := json.Unmarshal(h.JSON, &ev); err != nil || ev.ID != h.ID {
@@ -124,16 +124,16 @@ func (e *Engine) restoreHeads(hs []Head) {
 		}
 		var k [32]byte
 		if _, err := hex.Decode(k[:], []byte(h.ID)); err == nil {
-			e.restoredKnown[k] = struct{}{}
+			d.restoredKnown[k] = struct{}{}
 		}
 		if !isHeadKind(ev.Kind) || len(ev.ID) != 64 {
 			continue
 		}
-		if e.heads == nil {
-			e.heads = map[string]head{}
+		if d.heads == nil {
+			d.heads = map[string]head{}
 		}
-		e.heads[headKey(&ev)] = head{Head: h, at: ev.CreatedAt}
-		e.restoredHeads = append(e.restoredHeads, h)
+		d.heads[headKey(&ev)] = head{Head: h, at: ev.CreatedAt}
+		d.restoredHeads = append(d.restoredHeads, h)
 	}
 }
 
@@ -141,33 +141,33 @@ func (e *Engine) restoreHeads(hs []Head) {
 // and states before the read point to the persisted heads: they were
 // restored and a NIP-77 catch-up of the restored local index runs to tell
 // which of them the own relay still holds.
-func (e *Engine) headsUsable() bool {
-	return len(e.restoredHeads) > 0 && e.catchUpDone != nil
+func (d *Discovery) headsUsable() bool {
+	return len(d.restoredHeads) > 0 && d.catchUpDone != nil
 }
 
 // verifiedHeads waits for the catch-up and returns the restored heads the
 // own relay still holds (ok false when the catch-up failed: the caller
 // pages announcements and states in full). Heads it lost are forgotten.
-func (e *Engine) verifiedHeads(ctx context.Context) (keep []Head, ok bool) {
+func (d *Discovery) verifiedHeads(ctx context.Context) (keep []Head, ok bool) {
 	select {
-	case <-e.catchUpDone:
+	case <-d.catchUpDone:
 	case <-ctx.Done():
 		return nil, false
 	}
-	if !e.catchUpOK.Load() || e.local.Index().Full() {
+	if !d.catchUpOK.Load() || d.local.Index().Full() {
 		return nil, false
 	}
 	var gone []string
-	for _, h := range e.restoredHeads {
-		if e.local.Index().Has(h.ID) {
+	for _, h := range d.restoredHeads {
+		if d.local.Index().Has(h.ID) {
 			keep = append(keep, h)
 		} else {
 			gone = append(gone, h.ID)
 		}
 	}
 	if len(gone) > 0 {
-		e.log.Info("announcements or states of the previous run are gone from the own relay", zap.Int("events", len(gone)))
-		e.post(func() { e.dropHeads(gone) })
+		d.log.Info("announcements or states of the previous run are gone from the own relay", zap.Int("events", len(gone)))
+		d.deps.Post(func() { d.dropHeads(gone) })
 	}
 	return keep, true
 }
@@ -175,26 +175,26 @@ func (e *Engine) verifiedHeads(ctx context.Context) (keep []Head, ok bool) {
 // caughtUpSelf hands the self-subscription's kinds among the events the
 // catch-up fetched (another writer's, whatever their created_at) to the
 // self-subscription's handling, as its paging would have.
-func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
+func (d *Discovery) caughtUpSelf(evs []*nostr.Event) {
 	var self []*nostr.Event
 	seen := map[string]bool{} // the fetch's pages repeat their edge second
 	for _, ev := range evs {
-		if slices.Contains(e.cfg.SelfKinds, ev.Kind) && !seen[ev.ID] {
+		if slices.Contains(d.cfg.SelfKinds, ev.Kind) && !seen[ev.ID] {
 			seen[ev.ID] = true
 			var k [32]byte
 			if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
-				if e.caughtIDs == nil {
-					e.caughtIDs = map[[32]byte]struct{}{}
+				if d.caughtIDs == nil {
+					d.caughtIDs = map[[32]byte]struct{}{}
 				}
-				e.caughtIDs[k] = struct{}{}
+				d.caughtIDs[k] = struct{}{}
 			}
-			e.h.OnOwnRelay(ev) // the catch-up noted its roots (unapplied.go)
+			d.h.OnOwnRelay(ev) // the catch-up noted its roots (unapplied.go)
 			self = append(self, ev)
 		}
 	}
 	if len(self) > 0 {
-		e.log.Info("the catch-up found announcements, states or roots added to the own relay meanwhile", zap.Int("events", len(self)))
-		e.post(func() { e.applySelfBatch(self) })
+		d.log.Info("the catch-up found announcements, states or roots added to the own relay meanwhile", zap.Int("events", len(self)))
+		d.deps.Post(func() { d.ApplyBatch(self) })
 	}
 }
 
@@ -202,20 +202,20 @@ func (e *Engine) caughtUpSelf(evs []*nostr.Event) {
 // persisted heads the own relay still holds are emitted as paged events;
 // when the catch-up could not tell which those are, announcements and
 // states are paged in full instead.
-func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, emit func(context.Context, ingest.Incoming) error) error {
-	keep, ok := e.verifiedHeads(ctx)
+func (d *Discovery) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, emit func(context.Context, ingest.Incoming) error) error {
+	keep, ok := d.verifiedHeads(ctx)
 	if !ok {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		e.log.Info("the persisted announcements and states cannot be checked against the own relay; paging them in full")
+		d.log.Info("the persisted announcements and states cannot be checked against the own relay; paging them in full")
 		var kinds []int
-		for _, k := range e.cfg.SelfKinds {
+		for _, k := range d.cfg.SelfKinds {
 			if isHeadKind(k) {
 				kinds = append(kinds, k)
 			}
 		}
-		return e.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: kinds}}, 1, emit)
+		return d.pager.Sync(ctx, conn, []nostr.Filter{{Kinds: kinds}}, 1, emit)
 	}
 	for _, h := range keep {
 		ev := &nostr.Event{} // decoded for this paging only
@@ -226,36 +226,36 @@ func (e *Engine) selfHeads(ctx context.Context, conn *relay.Conn, since *nostr.T
 			return err
 		}
 	}
-	e.log.Info("applied the persisted announcements and states", zap.Int("events", len(keep)))
+	d.log.Info("applied the persisted announcements and states", zap.Int("events", len(keep)))
 	// The local index and the heads are saved by separate snapshots: an
 	// announcement or state the index holds (the previous run's catch-up
 	// fetched it, say) but the saved heads lack, dated before the read
 	// point, is fetched by id. (Every one the own relay holds is a head:
 	// they are replaceable. Root kinds cannot be told apart so: the index
 	// also holds their non-root events.)
-	missing, err := e.indexedUnknown(*since)
+	missing, err := d.indexedUnknown(*since)
 	if err != nil {
 		return err
 	}
 	if len(missing) > 0 {
-		e.log.Info("fetching announcements, states or roots the local index holds and the saved repository index lacks", zap.Int("events", len(missing)))
+		d.log.Info("fetching announcements, states or roots the local index holds and the saved repository index lacks", zap.Int("events", len(missing)))
 	}
-	batch := max(e.cfg.Negentropy.FetchBatch, 1)
+	batch := max(d.cfg.Negentropy.FetchBatch, 1)
 	for s := 0; s < len(missing); s += batch {
-		if err := e.pager.Sync(ctx, conn, []nostr.Filter{{IDs: missing[s:min(s+batch, len(missing))]}}, 1, emit); err != nil {
+		if err := d.pager.Sync(ctx, conn, []nostr.Filter{{IDs: missing[s:min(s+batch, len(missing))]}}, 1, emit); err != nil {
 			return err
 		}
 	}
-	e.restoredKnown = nil
+	d.restoredKnown = nil
 	return nil
 }
 
 // indexedUnknown are the ids of announcements and states created until
 // since that the local index holds and neither the restored heads name nor
 // the catch-up fetched (it runs after the catch-up: verifiedHeads).
-func (e *Engine) indexedUnknown(since nostr.Timestamp) ([]string, error) {
+func (d *Discovery) indexedUnknown(since nostr.Timestamp) ([]string, error) {
 	var kinds []int
-	for _, k := range e.cfg.SelfKinds {
+	for _, k := range d.cfg.SelfKinds {
 		if isHeadKind(k) {
 			kinds = append(kinds, k)
 		}
@@ -263,14 +263,14 @@ func (e *Engine) indexedUnknown(since nostr.Timestamp) ([]string, error) {
 	if len(kinds) == 0 {
 		return nil, nil
 	}
-	items, err := e.local.Index().AppendMatching(nil, nostr.Filter{Kinds: kinds, Until: &since})
+	items, err := d.local.Index().AppendMatching(nil, nostr.Filter{Kinds: kinds, Until: &since})
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, it := range items {
-		_, known := e.restoredKnown[it.ID]
-		_, caught := e.caughtIDs[it.ID]
+		_, known := d.restoredKnown[it.ID]
+		_, caught := d.caughtIDs[it.ID]
 		if !known && !caught {
 			out = append(out, hex.EncodeToString(it.ID[:]))
 		}

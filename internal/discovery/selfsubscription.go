@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"context"
@@ -23,52 +23,52 @@ import (
 // that define what we sync, reconnecting with capped backoff. The first
 // connection asks for everything; later ones for since = last seen −
 // since_buffer.
-func (e *Engine) runSelfSubscriber(ctx context.Context) {
-	log := e.log.Named("self")
-	lastSeen := e.restoredSelfSeen // zero without a state store
+func (d *Discovery) runSelfSubscriber(ctx context.Context) {
+	log := d.log.Named("self")
+	lastSeen := d.restoredSelfSeen // zero without a state store
 	restored := !lastSeen.IsZero()
-	retry := backoff.Policy{Base: e.cfg.OwnReconnectBase, Max: e.cfg.OwnReconnectMax}
+	retry := backoff.Policy{Base: d.cfg.OwnReconnectBase, Max: d.cfg.OwnReconnectMax}
 	failures := 0
 	for ctx.Err() == nil {
-		opts := e.d.RelayOptions
+		opts := d.deps.RelayOptions
 		opts.Logger = log
-		dctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
-		conn, err := e.d.DialOwn(dctx, e.cfg.OwnRelay, opts)
+		dctx, cancel := context.WithTimeout(ctx, d.cfg.ConnectTimeout)
+		conn, err := d.deps.DialOwn(dctx, d.cfg.OwnRelay, opts)
 		cancel()
 		if err != nil {
 			failures++
 			if failures == 1 || failures%10 == 0 {
-				log.Warn("cannot connect to own relay", zap.String("relay", e.cfg.OwnRelay), zap.Int("failures", failures), zap.Error(err))
+				log.Warn("cannot connect to own relay", zap.String("relay", d.cfg.OwnRelay), zap.Int("failures", failures), zap.Error(err))
 			}
-			if e.sleep(ctx, retry.Delay(failures, 0)) != nil {
+			if d.sleep(ctx, retry.Delay(failures, 0)) != nil {
 				return
 			}
 			continue
 		}
 		if failures > 0 || !lastSeen.IsZero() {
-			log.Info("connected to own relay", zap.String("relay", e.cfg.OwnRelay))
+			log.Info("connected to own relay", zap.String("relay", d.cfg.OwnRelay))
 		}
 		failures = 0
-		e.ownUp.Store(true)
+		d.ownUp.Store(true)
 		var since *nostr.Timestamp
 		if !lastSeen.IsZero() {
-			ts := nostr.Timestamp(lastSeen.Add(-e.cfg.SinceBuffer).Unix())
+			ts := nostr.Timestamp(lastSeen.Add(-d.cfg.SinceBuffer).Unix())
 			since = &ts
 		}
-		complete, err := e.selfSession(ctx, conn, since, restored)
-		e.ownUp.Store(false)
-		e.selfLive.Store(false)
+		complete, err := d.selfSession(ctx, conn, since, restored)
+		d.ownUp.Store(false)
+		d.selfLive.Store(false)
 		if complete {
 			restored = false
-			e.restoredHeads = nil // applied; a replaced one's JSON is not pinned
+			d.restoredHeads = nil // applied; a replaced one's JSON is not pinned
 			// Everything stored up to the session's start was paged and the
 			// live subscription saw the rest: the next session may start
 			// from here. After an incomplete paging it pages the same range
 			// again (everything, on a first start). Not past history
 			// batches still waiting to be applied (selfSeenTime).
-			if e.historyBatches.Load() == 0 {
-				lastSeen = e.clock.Now()
-				e.selfSeen.Store(lastSeen.UnixNano())
+			if d.historyBatches.Load() == 0 {
+				lastSeen = d.clock.Now()
+				d.selfSeen.Store(lastSeen.UnixNano())
 			}
 		}
 		conn.Close()
@@ -79,7 +79,7 @@ func (e *Engine) runSelfSubscriber(ctx context.Context) {
 	}
 }
 
-// batched is ev as a self batch keeps it until applySelfBatch: without the
+// batched is ev as a self batch keeps it until ApplyBatch: without the
 // content of the roots (a patch's diff), which it does not read;
 // announcements and states stay whole (noteHead keeps them as JSON).
 func batched(ev *nostr.Event) *nostr.Event {
@@ -98,8 +98,8 @@ const selfHistoryBatch = 1000
 // self-subscriber kinds (since, when set) and applies them in batches.
 // Pages come newest first, so roots can precede their announcement; the
 // engine keeps such roots until the announcement arrives.
-func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) error {
-	start := e.clock.Now()
+func (d *Discovery) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) error {
+	start := d.clock.Now()
 	var batch []*nostr.Event
 	total := 0
 	flush := func() {
@@ -109,17 +109,17 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		// announcement finds its repository hosted.
 		slices.SortStableFunc(evs, func(a, b *nostr.Event) int { return historic.PublishRank(a.Kind) - historic.PublishRank(b.Kind) })
 		for i, ev := range evs {
-			e.h.OnOwnRelay(ev)
+			d.h.OnOwnRelay(ev)
 			evs[i] = batched(ev)
 		}
 		if len(evs) > 0 {
 			// Not noted as unapplied roots: until the batch is applied the
 			// saved cursor stays before the paging (selfSeenTime), and a
 			// restart pages them again.
-			e.historyBatches.Add(1)
-			e.post(func() {
-				e.applySelfBatch(evs)
-				e.historyBatches.Add(-1)
+			d.historyBatches.Add(1)
+			d.deps.Post(func() {
+				d.ApplyBatch(evs)
+				d.historyBatches.Add(-1)
 			})
 		}
 	}
@@ -131,21 +131,21 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 		}
 		return nil
 	}
-	err := e.pager.Sync(ctx, conn, e.selfHistoryFilters(since, restored), 1, emit)
-	if err == nil && restored && since != nil && e.headsUsable() {
-		err = e.selfHeads(ctx, conn, since, emit)
+	err := d.pager.Sync(ctx, conn, d.selfHistoryFilters(since, restored), 1, emit)
+	if err == nil && restored && since != nil && d.headsUsable() {
+		err = d.selfHeads(ctx, conn, since, emit)
 	}
 	flush()
 	if err != nil && errors.Is(err, historic.ErrSaturatedSecond) && ctx.Err() == nil {
 		// The rest of the history was read; waiting would not get past a
 		// second holding more events than the relay returns per REQ.
-		e.log.Warn("some seconds of the own relay's history hold more announcements or roots than it returns per REQ; those beyond are not seen until they change", zap.Error(err))
+		d.log.Warn("some seconds of the own relay's history hold more announcements or roots than it returns per REQ; those beyond are not seen until they change", zap.Error(err))
 		err = nil
 	}
 	if err != nil {
 		return fmt.Errorf("paging the own relay's announcements and roots: %w", err)
 	}
-	e.log.Info("read the own relay's announcements and roots", zap.Int("events", total), zap.Duration("took", e.clock.Now().Sub(start)))
+	d.log.Info("read the own relay's announcements and roots", zap.Int("events", total), zap.Duration("took", d.clock.Now().Sub(start)))
 	return nil
 }
 
@@ -161,8 +161,8 @@ func (e *Engine) selfHistory(ctx context.Context, conn *relay.Conn, since *nostr
 // latest BatchWindow after its first event (a burst is applied in bulk).
 //
 // complete reports whether the paging finished.
-func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) (complete bool, err error) {
-	sub, err := conn.Subscribe(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: e.cfg.SelfKinds}}))
+func (d *Discovery) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) (complete bool, err error) {
+	sub, err := conn.Subscribe(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: d.cfg.SelfKinds}}))
 	if err != nil {
 		return false, err
 	}
@@ -170,16 +170,16 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	history := make(chan error, 1)
-	e.wg.Add(1)
+	d.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
-		err := e.selfHistory(hctx, conn, since, restored)
+		defer d.wg.Done()
+		err := d.selfHistory(hctx, conn, since, restored)
 		if err == nil {
-			e.post(func() {
+			d.deps.Post(func() {
 				// Roots still waiting now have no announcement on the own
 				// relay: they would wait forever.
-				e.dropOrphans()
-				e.startInitialFill(ctx)
+				d.dropOrphans()
+				d.startInitialFill(ctx)
 			})
 		}
 		history <- err
@@ -201,7 +201,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			quiet, quietC = nil, nil
 		}
 		if len(evs) > 0 {
-			e.post(func() { e.applySelfBatch(evs) })
+			d.deps.Post(func() { d.ApplyBatch(evs) })
 		}
 	}
 	defer flush()
@@ -220,7 +220,7 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 				return false, err // a new session pages again
 			}
 			complete = true
-			e.selfLive.Store(true) // history read, the live subscription sees the rest
+			d.selfLive.Store(true) // history read, the live subscription sees the rest
 		case <-window:
 			flush()
 		case <-quietC:
@@ -233,28 +233,28 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 			case relay.MsgEOSE:
 				live = true
 			case relay.MsgEvent:
-				e.noteRoot(m.Event) // before the local index has it
+				d.NoteRoot(m.Event) // before the local index has it
 				if live {
-					e.h.OnOwnRelayLive(m.Event)
+					d.h.OnOwnRelayLive(m.Event)
 				} else {
 					// Stored before: a relay that ignores limit 0.
-					e.h.OnOwnRelay(m.Event)
+					d.h.OnOwnRelay(m.Event)
 				}
 				batch = append(batch, batched(m.Event))
 				if timer == nil {
-					timer = e.clock.NewTimer(e.cfg.BatchWindow)
+					timer = d.clock.NewTimer(d.cfg.BatchWindow)
 					window = timer.C()
 				}
-				if q := e.cfg.BatchQuiet; q > 0 {
+				if q := d.cfg.BatchQuiet; q > 0 {
 					if quiet == nil {
-						quiet = e.clock.NewTimer(q)
+						quiet = d.clock.NewTimer(q)
 						quietC = quiet.C()
 					} else {
 						quiet.Reset(q)
 					}
 				}
 			case relay.MsgClosed:
-				e.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
+				d.log.Warn("own relay closed the self-subscription", zap.String("reason", m.Reason))
 				return complete, nil
 			}
 		}
@@ -262,23 +262,23 @@ func (e *Engine) selfSession(ctx context.Context, conn *relay.Conn, since *nostr
 }
 
 // startInitialFill reads the own relay's events for everything the sync
-// layers cover into the local set (negentropy's Phase 0), then declares the
+// layers cover into the local set (the fill before any reconciliation), then declares the
 // sidecar ready. Without a local set it is ready at once. It runs on the
 // Run goroutine; the fill itself on its own.
-func (e *Engine) startInitialFill(ctx context.Context) {
-	if e.local == nil {
-		e.ready.Store(true)
-		e.connectDue()
+func (d *Discovery) startInitialFill(ctx context.Context) {
+	if d.local == nil {
+		d.ready.Store(true)
+		d.deps.Ready()
 		return
 	}
-	repos, roots := e.reposAndRoots()
-	restored := e.d.LocalRestored && !e.catchUpTried
-	e.catchUpTried = true
-	early := e.earlyCatchUp
-	e.earlyCatchUp = nil
-	e.wg.Add(1)
+	repos, roots := d.reposAndRoots()
+	restored := d.deps.LocalRestored && !d.catchUpTried
+	d.catchUpTried = true
+	early := d.earlyCatchUp
+	d.earlyCatchUp = nil
+	d.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
+		defer d.wg.Done()
 		if restored || early != nil {
 			caughtUp := false
 			if early != nil {
@@ -287,11 +287,11 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 				case <-ctx.Done():
 				}
 			} else {
-				caughtUp = e.catchUp(ctx, repos, roots.Sorted())
+				caughtUp = d.catchUp(ctx, repos, roots.Sorted())
 			}
 			if caughtUp {
-				e.ready.Store(true)
-				e.post(e.connectDue)
+				d.ready.Store(true)
+				d.deps.Post(d.deps.Ready)
 				return
 			}
 			if ctx.Err() != nil {
@@ -299,47 +299,47 @@ func (e *Engine) startInitialFill(ctx context.Context) {
 			}
 			// What the restored index holds cannot be checked: an event
 			// it lists that the own relay lost would never be fetched.
-			e.local.Index().Clear()
+			d.local.Index().Clear()
 		}
-		start := e.clock.Now()
-		e.local.Reset()
-		if err := e.local.FillItems(ctx, true, repos, roots.Sorted()); err != nil {
+		start := d.clock.Now()
+		d.local.Reset()
+		if err := d.local.FillItems(ctx, true, repos, roots.Sorted()); err != nil {
 			if ctx.Err() == nil {
-				e.log.Warn("filling the local set from the own relay failed; reconciliations will fill it per filter", zap.Error(err))
+				d.log.Warn("filling the local set from the own relay failed; reconciliations will fill it per filter", zap.Error(err))
 			}
 		} else {
-			e.log.Info("local set filled from the own relay", zap.Int("events", e.local.Index().Len()),
-				zap.Int("repos", len(repos)), zap.Int("roots", roots.Len()), zap.Duration("took", e.clock.Now().Sub(start)))
+			d.log.Info("local set filled from the own relay", zap.Int("events", d.local.Index().Len()),
+				zap.Int("repos", len(repos)), zap.Int("roots", roots.Len()), zap.Duration("took", d.clock.Now().Sub(start)))
 		}
-		e.ready.Store(true)
-		e.post(e.connectDue) // remote relays waited for this
+		d.ready.Store(true)
+		d.deps.Post(d.deps.Ready) // remote relays waited for this
 	}()
 }
 
 // catchUp reconciles the restored local index against the own relay; it
 // reports false when the caller must read back instead.
-func (e *Engine) catchUp(ctx context.Context, repos, roots []string) bool {
-	opts := e.cfg.Negentropy.Options
-	opts.Clock = e.clock
-	before := e.local.Index().Len()
-	removed, err := e.local.CatchUp(ctx, opts, e.cfg.Negentropy.FetchBatch, true, repos, roots)
-	e.caughtMu.Lock()
-	caught := e.caught
-	e.caught = nil
-	e.caughtMu.Unlock()
-	e.caughtUpSelf(caught)
+func (d *Discovery) catchUp(ctx context.Context, repos, roots []string) bool {
+	opts := d.cfg.Negentropy.Options
+	opts.Clock = d.clock
+	before := d.local.Index().Len()
+	removed, err := d.local.CatchUp(ctx, opts, d.cfg.Negentropy.FetchBatch, true, repos, roots)
+	d.caughtMu.Lock()
+	caught := d.caught
+	d.caught = nil
+	d.caughtMu.Unlock()
+	d.caughtUpSelf(caught)
 	switch {
 	case err == nil:
 		if removed > max(lostMin, before/10) {
-			e.forgetConfirmed(ctx, removed)
+			d.deps.ForgetConfirmed(ctx, removed)
 		}
 		return true
 	case ctx.Err() != nil:
 		return false
 	case errors.Is(err, neg.ErrUnsupported):
-		e.log.Info("the own relay does not speak NIP-77; filling the restored local index by reading its events back")
+		d.log.Info("the own relay does not speak NIP-77; filling the restored local index by reading its events back")
 	default:
-		e.log.Warn("catching up with the own relay by NIP-77 failed; reading its events back", zap.Error(err))
+		d.log.Warn("catching up with the own relay by NIP-77 failed; reading its events back", zap.Error(err))
 	}
 	return false
 }

@@ -1,4 +1,4 @@
-package reposync
+package discovery
 
 import (
 	"context"
@@ -12,21 +12,21 @@ import (
 // time to ready is the longer of the two, not their sum): it reconciles
 // the whole own relay, and the restored repository index names what its
 // per-filter fallback asks. startInitialFill waits for its outcome.
-func (e *Engine) startEarlyCatchUp(ctx context.Context) {
-	if e.local == nil || !e.d.LocalRestored || e.catchUpTried {
+func (d *Discovery) startEarlyCatchUp(ctx context.Context) {
+	if d.local == nil || !d.deps.LocalRestored || d.catchUpTried {
 		return
 	}
-	e.catchUpTried = true
-	repos, roots := e.reposAndRoots()
+	d.catchUpTried = true
+	repos, roots := d.reposAndRoots()
 	done := make(chan bool, 1)
-	e.earlyCatchUp = done
-	e.catchUpDone = make(chan struct{})
-	e.wg.Add(1)
+	d.earlyCatchUp = done
+	d.catchUpDone = make(chan struct{})
+	d.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
-		ok := e.catchUp(ctx, repos, roots.Sorted())
-		e.catchUpOK.Store(ok)
-		close(e.catchUpDone)
+		defer d.wg.Done()
+		ok := d.catchUp(ctx, repos, roots.Sorted())
+		d.catchUpOK.Store(ok)
+		close(d.catchUpDone)
 		done <- ok
 	}()
 }
@@ -34,15 +34,15 @@ func (e *Engine) startEarlyCatchUp(ctx context.Context) {
 // reposAndRoots are every repository of the index and their roots, and
 // the orphan roots' repositories with them: before the self-subscription
 // read the announcements, the restored roots wait there (RestoreRepos).
-func (e *Engine) reposAndRoots() ([]string, repoindex.Set) {
-	repos := make([]string, 0, len(e.repos)+len(e.orphans))
+func (d *Discovery) reposAndRoots() ([]string, repoindex.Set) {
+	repos := make([]string, 0, len(d.Repos)+len(d.orphans))
 	roots := repoindex.NewSet()
-	for ref, n := range e.repos {
+	for ref, n := range d.Repos {
 		repos = append(repos, ref)
 		roots.AddAll(n.Roots)
 	}
-	for ref, o := range e.orphans {
-		if _, ok := e.repos[ref]; !ok {
+	for ref, o := range d.orphans {
+		if _, ok := d.Repos[ref]; !ok {
 			repos = append(repos, ref)
 		}
 		roots.AddAll(o)
