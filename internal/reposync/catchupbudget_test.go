@@ -9,6 +9,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestCatchupChunksWithinBudget: a consolidation of 600 roots on a relay
@@ -24,7 +25,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	const url = "ws://budget.example"
 	e.d.Health.Track(url)
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20, MaxFilters: 3})
-	r := &remote{RelayState: RelayState{URL: url}}
+	r := &remote{RelayState: repoindex.RelayState{URL: url}}
 	repos := []string{nip34.RepoRef(fmt.Sprintf("%064x", 1), "d")}
 	var roots []string
 	for i := range 600 {

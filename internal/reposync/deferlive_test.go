@@ -74,7 +74,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	first := h.clk.Now()
 	peak := 0
 	for i := range 6 {
-		h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
+		h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
 		peak = max(peak, h.r.running)
 		if n := perRootLive(h.r); n != 0 {
 			t.Fatalf("batch %d: %d live per-root subscriptions opened while batches are pending, want none", i, n)
@@ -82,7 +82,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 		if _, ok := h.r.live["l1"]; !ok {
 			t.Fatal("Layer 1 is not live")
 		}
-		if h.r.HistoricDone || h.r.Status != Syncing {
+		if h.r.HistoricDone || h.r.Status != repoindex.Syncing {
 			t.Fatalf("batch %d: %v (historic done %v) while batches are pending", i, h.r.Status, h.r.HistoricDone)
 		}
 		h.clk.Advance(time.Second)
@@ -99,7 +99,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	// The consolidation's subscriptions are one catch-up batch: the relay
 	// is synced once their stored events (since the first deferred item)
 	// are in, not when the REQs go out.
-	if h.r.HistoricDone || h.r.Status != Syncing || len(h.r.since) == 0 {
+	if h.r.HistoricDone || h.r.Status != repoindex.Syncing || len(h.r.since) == 0 {
 		t.Fatalf("before the catch-up's EOSEs: %v, historic done %v, %d since subscriptions", h.r.Status, h.r.HistoricDone, len(h.r.since))
 	}
 	h.eoses(t)
@@ -113,14 +113,14 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := first.Add(-h.e.cfg.SinceBuffer); len(since) != 1 || !since[0].Equal(want) {
 		t.Fatalf("consolidations since %v, want one since %v (the first deferred item − since_buffer)", since, want)
 	}
-	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.Len() != 600 {
+	if !h.r.liveDeferredAt.IsZero() || h.r.Status != repoindex.Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.Len() != 600 {
 		t.Fatalf("after the batches: deferred since %v, %v, historic done %v, %d roots confirmed",
 			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, h.r.Confirmed.Roots.Len())
 	}
 
 	// Steady state: a new root with no batch pending is live at once.
 	before := perRootLive(h.r)
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
+	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
 	if perRootLive(h.r) <= before || !h.r.liveDeferredAt.IsZero() {
 		t.Fatalf("a root added with nothing pending: %d live per-root subscriptions (had %d), deferred since %v",
 			perRootLive(h.r), before, h.r.liveDeferredAt)
@@ -140,7 +140,7 @@ func TestLiveDeferralBounded(t *testing.T) {
 	h.e.subscribeLayer1(h.r)
 	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(h.e.cfg.LiveDeferMax - time.Second)
 	h.e.onTick()
 	if perRootLive(h.r) != 0 {
@@ -157,14 +157,14 @@ func TestLiveDeferralBounded(t *testing.T) {
 	}
 	h.drain(t)
 	h.eoses(t)
-	if len(h.consolidationsSince()) != 1 || h.r.Status != Connected {
+	if len(h.consolidationsSince()) != 1 || h.r.Status != repoindex.Connected {
 		t.Fatalf("%d consolidations, %v: the batches' end had nothing left to open", len(h.consolidationsSince()), h.r.Status)
 	}
 
 	h = newHistoricEnv(t)
 	h.e.cfg.LiveDeferMax = 0
 	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	if perRootLive(h.r) == 0 {
 		t.Fatal("LiveDeferMax 0: live filters not opened at once")
 	}
@@ -180,7 +180,7 @@ func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 	h.batch(t) // the repository is confirmed: a quick reconnect is possible
 	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(2 * time.Minute)
 	if ps := h.e.snapshotRelays(); len(ps) != 1 || !ps[0].DisconnectedAt.Equal(first) {
 		t.Fatalf("saved state %+v, want disconnected_at %v", ps, first)
@@ -235,10 +235,10 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.subscribeLayer1(h.r)
 	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.drain(t)
 	h.eoses(t)
-	if h.r.Status != Connected || perRootLive(h.r) == 0 {
+	if h.r.Status != repoindex.Connected || perRootLive(h.r) == 0 {
 		t.Fatalf("after the first sync: %v, %d live per-root subscriptions", h.r.Status, perRootLive(h.r))
 	}
 	var perRoot string
@@ -279,7 +279,7 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 		t.Fatal("a refused catch-up REQ left no failed batch")
 	}
 	for _, rj := range h.r.failed {
-		for _, f := range rj.filters {
+		for _, f := range rj.Filters {
 			if f.Since == nil || f.Since.Time().After(want) {
 				t.Fatalf("the failed catch-up keeps %v, want since %v", f, want)
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/ownset"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 )
 
@@ -236,7 +237,7 @@ type Engine struct {
 	// historicJobs are the historic jobs running over all relays
 	// (Config.HistoricMaxJobs).
 	historicJobs int
-	pending      map[string][]*PendingBatch
+	pending      map[string][]*repoindex.PendingBatch
 	nextBatch    uint64
 	nextGen      uint64
 	lastEmpty    time.Time
@@ -271,7 +272,7 @@ type Engine struct {
 
 // remote is the engine's record of one remote relay.
 type remote struct {
-	RelayState
+	repoindex.RelayState
 	gen     uint64
 	conn    *relay.Conn
 	cancel  context.CancelFunc
@@ -285,7 +286,7 @@ type remote struct {
 	// catchupFrom the disconnection it catches up from: a connection lost
 	// (or a sidecar stopped) before it completed catches up from there
 	// again, not from the later disconnection.
-	catchup     *PendingBatch
+	catchup     *repoindex.PendingBatch
 	catchupFrom time.Time
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
@@ -319,7 +320,7 @@ type remote struct {
 	rateLimitedAt time.Time
 	// failed are historic jobs that failed, retried with backoff; they
 	// survive a quick reconnect and are dropped by a fresh sync.
-	failed []*retryJob
+	failed []*repoindex.RetryJob
 
 	// pendingRepos and pendingRoots total the items of the relay's pending
 	// batches (PendingBatch.repos, roots), kept as they come and go: the
@@ -328,7 +329,7 @@ type remote struct {
 }
 
 type job struct {
-	batch   *PendingBatch
+	batch   *repoindex.PendingBatch
 	filters []nostr.Filter
 	// packed is the filter of a queued job, in handles (unpack).
 	packed *packedFilter
@@ -362,7 +363,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock, h: d.Ingest,
 		inbox:       make(chan func(), 1024),
 		relays:      map[string]*remote{},
-		pending:     map[string][]*PendingBatch{},
+		pending:     map[string][]*repoindex.PendingBatch{},
 		bootstrapOK: map[string]bool{},
 		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),

@@ -30,14 +30,14 @@ type batchRun struct {
 
 // startBatch queues a batch of items with its filters.
 func (e *Engine) startBatch(r *remote, items repoindex.Items, fs []nostr.Filter, catchup bool) {
-	e.queueJob(r, &PendingBatch{Items: items, Catchup: catchup}, fs, false)
+	e.queueJob(r, &repoindex.PendingBatch{Items: items, Catchup: catchup}, fs, false)
 }
 
 // queueJob registers b as pending and queues it as one job per filter: the
 // jobs of all batches run concurrently within the relay's subscription
 // budget (jobSlots), so the round trips of one relay overlap instead of
 // following each other. pager runs them with the REQ pager.
-func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager bool) {
+func (e *Engine) queueJob(r *remote, b *repoindex.PendingBatch, fs []nostr.Filter, pager bool) {
 	e.addPending(r, b)
 	run := &batchRun{left: max(1, len(fs)), pager: pager}
 	if len(fs) == 0 {
@@ -48,12 +48,12 @@ func (e *Engine) queueJob(r *remote, b *PendingBatch, fs []nostr.Filter, pager b
 }
 
 // addPending registers b as a pending batch of r.
-func (e *Engine) addPending(r *remote, b *PendingBatch) {
+func (e *Engine) addPending(r *remote, b *repoindex.PendingBatch) {
 	e.nextBatch++
 	b.ID = e.nextBatch
-	b.repos, b.roots = b.Items.Repos.Len(), b.Items.Roots.Len()
-	r.pendingRepos += b.repos
-	r.pendingRoots += b.roots
+	b.NRepos, b.NRoots = b.Items.Repos.Len(), b.Items.Roots.Len()
+	r.pendingRepos += b.NRepos
+	r.pendingRoots += b.NRoots
 	e.pending[r.URL] = append(e.pending[r.URL], b)
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
 }
@@ -65,9 +65,9 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 		return
 	}
 	keep := r.failed[:0]
-	var due []*retryJob
+	var due []*repoindex.RetryJob
 	for _, rj := range r.failed {
-		if now.Before(rj.at) {
+		if now.Before(rj.At) {
 			keep = append(keep, rj)
 		} else {
 			due = append(due, rj)
@@ -76,8 +76,8 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 	clear(r.failed[len(keep):]) // the array would keep the due ones
 	r.failed = keep
 	for _, rj := range due {
-		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.failures))
-		e.queueJob(r, &PendingBatch{Items: rj.items, Catchup: true, retry: rj}, rj.filters, rj.pager)
+		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.Failures))
+		e.queueJob(r, &repoindex.PendingBatch{Items: rj.Items, Catchup: true, Retry: rj}, rj.Filters, rj.Pager)
 	}
 }
 
@@ -85,8 +85,8 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 // ends (a quick reconnect runs them again; a fresh sync drops them).
 func (e *Engine) parkRetries(r *remote) {
 	for _, b := range e.pending[r.URL] {
-		if b.retry != nil {
-			r.failed = append(r.failed, b.retry)
+		if b.Retry != nil {
+			r.failed = append(r.failed, b.Retry)
 		}
 	}
 }
@@ -106,7 +106,7 @@ func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
 // runDone records the outcome of one part of a batch (a job, or a since
 // subscription's stored events) asking fs; the batch is done with its
 // last part.
-func (e *Engine) runDone(r *remote, b *PendingBatch, run *batchRun, fs []nostr.Filter, err error) {
+func (e *Engine) runDone(r *remote, b *repoindex.PendingBatch, run *batchRun, fs []nostr.Filter, err error) {
 	if err != nil {
 		run.errs = append(run.errs, err)
 		run.failed = append(run.failed, fs...)
@@ -379,15 +379,15 @@ func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time
 // relay's historic sync is complete. A failed batch is retried with
 // backoff (Config.HistoricRetry) until it succeeds; meanwhile the relay is
 // ConnectedHistoricSyncFailures.
-func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
+func (e *Engine) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun) {
 	url := r.URL
 	err := errors.Join(run.errs...)
 	batches := e.pending[url]
 	for i, x := range batches {
 		if x == b {
 			e.pending[url] = append(batches[:i:i], batches[i+1:]...)
-			r.pendingRepos -= b.repos
-			r.pendingRoots -= b.roots
+			r.pendingRepos -= b.NRepos
+			r.pendingRoots -= b.NRoots
 			break
 		}
 	}
@@ -398,24 +398,24 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 		r.catchup, r.catchupFrom = nil, time.Time{}
 	}
 	if err != nil {
-		rj := b.retry
+		rj := b.Retry
 		if rj == nil {
-			rj = &retryJob{items: b.Items, pager: run.pager}
+			rj = &repoindex.RetryJob{Items: b.Items, Pager: run.pager}
 		}
-		rj.filters = run.failed
-		rj.failures++
-		wait := e.cfg.HistoricRetry.Delay(rj.failures, backoff.Rand())
-		rj.at = e.clock.Now().Add(wait)
+		rj.Filters = run.failed
+		rj.Failures++
+		wait := e.cfg.HistoricRetry.Delay(rj.Failures, backoff.Rand())
+		rj.At = e.clock.Now().Add(wait)
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
 		e.m.historicBatches.WithLabelValues("failed").Inc()
 		e.log.Warn("historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
-			zap.Int("failures", rj.failures), zap.Duration("retry_in", wait), zap.Error(err))
+			zap.Int("failures", rj.Failures), zap.Duration("retry_in", wait), zap.Error(err))
 	} else {
 		e.m.historicBatches.WithLabelValues("ok").Inc()
-		if b.retry != nil {
+		if b.Retry != nil {
 			e.log.Info("failed historic sync batch retried successfully", zap.String("relay", url),
-				zap.Int("failures", b.retry.failures))
+				zap.Int("failures", b.Retry.Failures))
 		}
 	}
 	// Items are confirmed even when the batch failed: their live
@@ -425,7 +425,7 @@ func (e *Engine) onBatchDone(r *remote, b *PendingBatch, run *batchRun) {
 	// history.
 	r.Confirmed.Repos.AddAll(b.Items.Repos)
 	r.Confirmed.Roots.AddAll(b.Items.Roots)
-	r.confirmedGen++
+	r.ConfirmedGen++
 	if len(e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
 		// One consolidation opens the live filters that waited (for the
 		// consolidation, or deferred: deferLive).
@@ -451,7 +451,7 @@ func (e *Engine) updateRelayState(r *remote) {
 	wasDone := r.HistoricDone
 	syncing, retrying := false, false
 	for _, b := range e.pending[r.URL] {
-		if b.retry != nil {
+		if b.Retry != nil {
 			retrying = true
 		} else {
 			syncing = true
@@ -460,13 +460,13 @@ func (e *Engine) updateRelayState(r *remote) {
 	r.HistoricFailed = len(r.failed) > 0 || retrying
 	switch {
 	case syncing && !r.HistoricDone:
-		r.Status = Syncing
+		r.Status = repoindex.Syncing
 	case r.HistoricFailed:
-		r.Status = ConnectedHistoricSyncFailures
+		r.Status = repoindex.ConnectedHistoricSyncFailures
 	default:
-		r.Status = Connected
+		r.Status = repoindex.Connected
 	}
-	if !wasDone && r.Status != Syncing {
+	if !wasDone && r.Status != repoindex.Syncing {
 		r.HistoricDone = true
 		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
 			zap.Int("repos", r.Confirmed.Repos.Len()), zap.Int("roots", r.Confirmed.Roots.Len()), zap.Uint64("events", r.received.Load()))

@@ -36,11 +36,11 @@ func BenchmarkTrackedRepoMemory(b *testing.B) {
 // trackedIndexes builds a RepoSyncIndex of n repositories, each listing 3
 // of relayCount relays and 5 root events, and relay states with half of
 // each relay's targets confirmed.
-func trackedIndexes(n, relayCount int) (repoindex.RepoSyncIndex, map[string]*RelayState) {
+func trackedIndexes(n, relayCount int) (repoindex.RepoSyncIndex, map[string]*repoindex.RelayState) {
 	repos := repoindex.RepoSyncIndex{}
-	relays := map[string]*RelayState{}
+	relays := map[string]*repoindex.RelayState{}
 	for r := 0; r < relayCount; r++ {
-		relays[fmt.Sprintf("wss://relay%03d.example", r)] = &RelayState{Status: Connected, Confirmed: repoindex.NewItems()}
+		relays[fmt.Sprintf("wss://relay%03d.example", r)] = &repoindex.RelayState{Status: repoindex.Connected, Confirmed: repoindex.NewItems()}
 	}
 	root := make([]byte, 32)
 	for i := 0; i < n; i++ {

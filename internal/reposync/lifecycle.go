@@ -27,7 +27,7 @@ func (e *Engine) connectDue() {
 	}
 	for _, url := range e.d.Health.Due() {
 		r := e.relays[url]
-		if r == nil || r.Status != Disconnected {
+		if r == nil || r.Status != repoindex.Disconnected {
 			continue
 		}
 		e.dial(r)
@@ -38,8 +38,8 @@ func (e *Engine) dial(r *remote) {
 	e.nextGen++
 	gen := e.nextGen
 	r.gen = gen
-	r.Status = Connecting
-	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(Connecting))
+	r.Status = repoindex.Connecting
+	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(repoindex.Connecting))
 	e.d.Health.AttemptStarted(r.URL)
 	timeout := min(e.d.Health.ConnectTimeout(r.URL), e.cfg.ConnectTimeout)
 	if timeout <= 0 {
@@ -97,14 +97,14 @@ func (e *Engine) remoteOptions(url string) relay.Options {
 
 func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	r := e.relays[url]
-	if r == nil || r.gen != gen || r.Status != Connecting {
+	if r == nil || r.gen != gen || r.Status != repoindex.Connecting {
 		if conn != nil {
 			conn.Close()
 		}
 		return
 	}
 	if err != nil {
-		r.Status = Disconnected
+		r.Status = repoindex.Disconnected
 		r.failures++
 		r.lastError = err.Error()
 		if r.DisconnectedAt.IsZero() {
@@ -112,7 +112,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		}
 		e.d.Health.Failed(url, err)
 		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
-		e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+		e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
 		// The health tracker logs the failure (once, with its backoff).
 		return
 	}
@@ -165,7 +165,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.failed = nil
 		r.HistoricDone = false
 	}
-	r.Status = Syncing
+	r.Status = repoindex.Syncing
 	r.LastConnected = now
 	r.DisconnectedAt = time.Time{}
 	r.lastError = ""
@@ -218,13 +218,13 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	// live filters, catch up from then.
 	from := catchUpFrom(r, e.clock.Now())
 	e.teardown(r)
-	r.Status = Disconnected
+	r.Status = repoindex.Disconnected
 	r.DisconnectedAt = from
 	if err != nil {
 		r.lastError = err.Error()
 	}
 	e.d.Health.Failed(url, err)
-	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
 	// The health tracker logs "relay disconnected" with its backoff.
 }
 
@@ -258,7 +258,7 @@ func (e *Engine) dropConnection(url string) {
 		return
 	}
 	e.teardown(r)
-	r.Status = Disconnected
+	r.Status = repoindex.Disconnected
 }
 
 // forget disconnects a relay and stops tracking it.

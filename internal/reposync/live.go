@@ -388,7 +388,7 @@ func (e *Engine) allowed(r *remote) bool {
 // addFilters starts syncing new items from a relay: live subscriptions and
 // a historic batch, consolidating first when the relay would carry too
 // many filters or subscriptions.
-func (e *Engine) addFilters(a AddFilters) {
+func (e *Engine) addFilters(a repoindex.AddFilters) {
 	r := e.relays[a.Relay]
 	if r == nil || !r.Status.IsUp() {
 		return

@@ -58,7 +58,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	h.e.onDisconnected(testRelay, h.r.gen, errors.New("closed: message too big"))
 	h.clk.Advance(time.Second)
 	h.hs.set(false)
-	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
+	h.r.gen, h.r.Status, h.r.live = 2, repoindex.Connecting, map[string]int{} // as onDialed does
 	before := h.hs.count()
 	h.e.connectOrReconnect(h.r)
 	h.drain(t)
@@ -68,7 +68,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	}) {
 		t.Fatalf("the reconnect asked %v, want the repository's history", h.callsSince(before))
 	}
-	if h.r.Status != Connected || !h.r.Confirmed.Repos.Has(h.ref) {
+	if h.r.Status != repoindex.Connected || !h.r.Confirmed.Repos.Has(h.ref) {
 		t.Fatalf("after the reconnect: %v, confirmed %v", h.r.Status, h.r.Confirmed.Repos.Has(h.ref))
 	}
 }

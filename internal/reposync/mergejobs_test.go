@@ -80,7 +80,7 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 					t.Fatalf("filter %v asked %d times, want once", f, asked[f.String()])
 				}
 			}
-			if len(h.e.pending[testRelay]) != 0 || h.r.Status != Connected {
+			if len(h.e.pending[testRelay]) != 0 || h.r.Status != repoindex.Connected {
 				t.Fatalf("after the batch: %d pending, %v", len(h.e.pending[testRelay]), h.r.Status)
 			}
 		})
@@ -98,7 +98,7 @@ func TestHistoricJobsSharedAmongRelays(t *testing.T) {
 	const other = "wss://other.example.com"
 	h.e.track(other, false)
 	r2 := h.e.relays[other]
-	r2.gen, r2.Status, r2.live = 1, Syncing, map[string]int{}
+	r2.gen, r2.Status, r2.live = 1, repoindex.Syncing, map[string]int{}
 	filters := func(prefix string) []nostr.Filter {
 		var fs []nostr.Filter
 		for i := range 20 {
@@ -154,7 +154,7 @@ func TestHistoricFreedPlacesGoToRelaysBelow(t *testing.T) {
 	for _, url := range []string{"wss://other1.example.com", "wss://other2.example.com"} {
 		h.e.track(url, false)
 		r := h.e.relays[url]
-		r.gen, r.Status, r.live = 1, Syncing, map[string]int{}
+		r.gen, r.Status, r.live = 1, repoindex.Syncing, map[string]int{}
 		rs = append(rs, r)
 	}
 	filters := func(prefix string) []nostr.Filter {

@@ -87,7 +87,7 @@ func (e *Engine) applyRestored(r *remote) {
 	for _, v := range p.Roots {
 		r.Confirmed.Roots.Add(v)
 	}
-	r.confirmedGen++
+	r.ConfirmedGen++
 	r.LastConnected = p.LastConnected
 	r.DisconnectedAt = p.DisconnectedAt
 	if r.DisconnectedAt.IsZero() {
@@ -106,7 +106,7 @@ func (e *Engine) applyRestored(r *remote) {
 // forgotten and tracked again (another *remote).
 type confirmedCache struct {
 	r        *remote
-	seen     uint64 // r.confirmedGen the lists were built at
+	seen     uint64 // r.ConfirmedGen the lists were built at
 	gen      uint64 // the engine-wide generation handed to the store
 	repoList []string
 	rootList []string
@@ -135,9 +135,9 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 	}
 	for _, r := range e.relays {
 		c := e.confirmedLists[r.URL]
-		if c == nil || c.r != r || c.seen != r.confirmedGen {
+		if c == nil || c.r != r || c.seen != r.ConfirmedGen {
 			e.confirmedGen++
-			c = &confirmedCache{r: r, seen: r.confirmedGen, gen: e.confirmedGen,
+			c = &confirmedCache{r: r, seen: r.ConfirmedGen, gen: e.confirmedGen,
 				repoList: keys(r.Confirmed.Repos), rootList: keys(r.Confirmed.Roots)}
 			e.confirmedLists[r.URL] = c
 		}

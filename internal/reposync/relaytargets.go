@@ -52,21 +52,21 @@ func (e *Engine) track(url string, bootstrap bool) {
 	if e.relays[url] != nil {
 		return
 	}
-	r := &remote{RelayState: RelayState{URL: url, Bootstrap: bootstrap, Confirmed: repoindex.NewItems()}}
+	r := &remote{RelayState: repoindex.RelayState{URL: url, Bootstrap: bootstrap, Confirmed: repoindex.NewItems()}}
 	e.applyRestored(r)
 	e.relays[url] = r
 	e.d.Health.Track(url)
-	e.m.relayConnected.WithLabelValues(url).Set(float64(Disconnected))
+	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
 }
 
 // runActions is the decision point: compute_actions over all relays and
 // AddFilters for each result.
 func (e *Engine) runActions(targets map[string]repoindex.Target) {
-	rs := make(map[string]*RelayState, len(e.relays))
+	rs := make(map[string]*repoindex.RelayState, len(e.relays))
 	for url, r := range e.relays {
 		rs[url] = &r.RelayState
 	}
-	for _, a := range computeActions(targets, e.pending, rs) {
+	for _, a := range repoindex.ComputeActions(targets, e.pending, rs) {
 		e.addFilters(a)
 	}
 }
@@ -85,8 +85,8 @@ func (e *Engine) recomputeRelay(url string) {
 		r.deferred = true
 		return
 	}
-	add := relayActions(e.disc.Repos, url, e.bootstrapOK[url] && e.cfg.BootstrapAllLayers, e.pending[url], &r.RelayState)
+	add := repoindex.RelayActions(e.disc.Repos, url, e.bootstrapOK[url] && e.cfg.BootstrapAllLayers, e.pending[url], &r.RelayState)
 	if !add.Empty() {
-		e.addFilters(AddFilters{Relay: url, Items: add})
+		e.addFilters(repoindex.AddFilters{Relay: url, Items: add})
 	}
 }

@@ -19,7 +19,7 @@ import (
 // a catch-up batch, so each filter goes to the relay once for the catch-up
 // and the live tail alike.
 type sinceSub struct {
-	batch   *PendingBatch
+	batch   *repoindex.PendingBatch
 	run     *batchRun
 	filters []nostr.Filter // as sent: since, and limit the pager's page size
 }
@@ -32,7 +32,7 @@ type sinceSub struct {
 // reached the relay's cap (Pager.ReachedCap) is paged on below what came
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
 // fails the batch, retried with the REQ pager (Config.HistoricRetry).
-func (e *Engine) subscribeSince(r *remote, items repoindex.Items, since nostr.Timestamp) *PendingBatch {
+func (e *Engine) subscribeSince(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
 	limit := e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if fs := nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
@@ -51,7 +51,7 @@ func (e *Engine) subscribeSince(r *remote, items repoindex.Items, since nostr.Ti
 // consolidation that opens live filters deferred, or closed by the relay,
 // since a time before now − since_buffer. The kind subscription is a part
 // when this opens it; kept open, it has been live all along.
-func (e *Engine) subscribeCatchupBatch(r *remote, items repoindex.Items, since nostr.Timestamp) *PendingBatch {
+func (e *Engine) subscribeCatchupBatch(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
 	limit := e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if _, kindOpen := r.live[kindSub]; items.Roots.Len() > 0 && !kindOpen {
@@ -74,8 +74,8 @@ type sincePart struct {
 
 // openSinceBatch opens parts as one pending catch-up batch of items, one
 // sinceSub each: each part's EOSE completes it.
-func (e *Engine) openSinceBatch(r *remote, items repoindex.Items, parts []sincePart) *PendingBatch {
-	b := &PendingBatch{Items: items, Catchup: true}
+func (e *Engine) openSinceBatch(r *remote, items repoindex.Items, parts []sincePart) *repoindex.PendingBatch {
+	b := &repoindex.PendingBatch{Items: items, Catchup: true}
 	e.addPending(r, b)
 	run := &batchRun{left: len(parts), pager: true}
 	for _, p := range parts {

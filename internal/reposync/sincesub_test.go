@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // quickReconnect confirms h's repository, drops the connection for a
@@ -20,7 +21,7 @@ func (h *historicEnv) quickReconnect(t *testing.T) nostr.Timestamp {
 	h.batch(t)
 	h.e.onDisconnected(testRelay, h.r.gen, errors.New("connection reset"))
 	h.clk.Advance(time.Minute)
-	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
+	h.r.gen, h.r.Status, h.r.live = 2, repoindex.Connecting, map[string]int{} // as onDialed does
 	h.e.connectOrReconnect(h.r)
 	return nostr.Timestamp(h.clk.Now().Add(-time.Minute - h.e.cfg.SinceBuffer).Unix())
 }
@@ -89,7 +90,7 @@ func TestSinceSubscriptionPagedPastCap(t *testing.T) {
 					t.Fatalf("paged %v, want the #a filter with since %d and until %d", asked, since, wantUntil)
 				}
 			}
-			if len(h.e.pending[testRelay]) != 0 || h.r.Status != Connected {
+			if len(h.e.pending[testRelay]) != 0 || h.r.Status != repoindex.Connected {
 				t.Fatalf("after EOSE: %d pending batches, %v", len(h.e.pending[testRelay]), h.r.Status)
 			}
 		})
@@ -118,7 +119,7 @@ func TestSinceSubscriptionClosedByUs(t *testing.T) {
 			t.Fatalf("paged %v: since %v, want %d", f, f.Since, since)
 		}
 	}
-	if len(h.e.pending[testRelay]) != 0 || h.r.Status != Connected {
+	if len(h.e.pending[testRelay]) != 0 || h.r.Status != repoindex.Connected {
 		t.Fatalf("after the pages: %d pending batches, %v", len(h.e.pending[testRelay]), h.r.Status)
 	}
 }
@@ -136,7 +137,7 @@ func TestSinceSubscriptionFailed(t *testing.T) {
 		}
 	}
 	h.e.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
-	if h.r.Status != ConnectedHistoricSyncFailures || len(h.r.failed) != 1 {
+	if h.r.Status != repoindex.ConnectedHistoricSyncFailures || len(h.r.failed) != 1 {
 		t.Fatalf("after a CLOSED: %v with %d failed batches, want connected_historic_sync_failures", h.r.Status, len(h.r.failed))
 	}
 	before := h.hs.count()
@@ -152,7 +153,7 @@ func TestSinceSubscriptionFailed(t *testing.T) {
 			t.Fatalf("the retry paged %v: since %v, want %d", f, f.Since, since)
 		}
 	}
-	if h.r.Status != Connected {
+	if h.r.Status != repoindex.Connected {
 		t.Fatalf("after the retry: %v", h.r.Status)
 	}
 }
@@ -173,7 +174,7 @@ func TestIncompleteCatchUpKeepsItsSince(t *testing.T) {
 		h.e.onDisconnected(testRelay, h.r.gen, errors.New("connection reset"))
 		h.clk.Advance(5 * time.Minute)
 		h.r.gen++
-		h.r.Status, h.r.live = Connecting, map[string]int{} // as onDialed does
+		h.r.Status, h.r.live = repoindex.Connecting, map[string]int{} // as onDialed does
 		h.e.connectOrReconnect(h.r)
 	}
 	reconnect()

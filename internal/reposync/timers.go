@@ -33,7 +33,7 @@ func (e *Engine) onTick() {
 		}
 		e.retryFailed(r, now)
 		e.startJobs(r)
-		if every := e.cfg.ProgressLogInterval; every > 0 && r.Status == Syncing && now.Sub(r.progressLogged) >= every {
+		if every := e.cfg.ProgressLogInterval; every > 0 && r.Status == repoindex.Syncing && now.Sub(r.progressLogged) >= every {
 			if !r.progressLogged.IsZero() {
 				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
 					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", r.Confirmed.Repos.Len()),

@@ -1,12 +1,10 @@
-package reposync
+package repoindex
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
-
-	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestRelayActionsAgreesWithComputeActions: the one-relay diff without the
@@ -17,9 +15,9 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 4))
 	urls := []string{"wss://a", "wss://b", "wss://c", "wss://d"}
 	for round := 0; round < 300; round++ {
-		repos := repoindex.RepoSyncIndex{}
+		repos := RepoSyncIndex{}
 		for i := 0; i < rng.IntN(30); i++ {
-			needs := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
+			needs := &RepoNeeds{Relays: NewSet(), Roots: NewSet()}
 			for _, u := range urls {
 				if rng.IntN(3) == 0 {
 					needs.Relays.Add(u)
@@ -33,7 +31,7 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 		relays := map[string]*RelayState{}
 		pending := map[string][]*PendingBatch{}
 		for _, u := range urls {
-			st := &RelayState{URL: u, Status: RelayStatus(rng.IntN(5)), Confirmed: repoindex.NewItems()}
+			st := &RelayState{URL: u, Status: RelayStatus(rng.IntN(5)), Confirmed: NewItems()}
 			relays[u] = st
 			for ref, needs := range repos {
 				if rng.IntN(2) == 0 {
@@ -44,7 +42,7 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 					case 0:
 						st.Confirmed.Roots.Add(id)
 					case 1:
-						b := &PendingBatch{Items: repoindex.NewItems()}
+						b := &PendingBatch{Items: NewItems()}
 						b.Items.Roots.Add(id)
 						if rng.IntN(2) == 0 {
 							b.Items.Repos.Add(ref)
@@ -56,10 +54,10 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 		}
 		for _, u := range urls {
 			boot := u == "wss://d" && rng.IntN(2) == 0
-			got := relayActions(repos, u, boot, pending[u], relays[u])
-			want := repoindex.NewItems()
-			if tg, ok := repoindex.DeriveRelayTarget(repos, u, boot); ok {
-				if acts := computeActions(map[string]repoindex.Target{u: tg}, pending, relays); len(acts) == 1 {
+			got := RelayActions(repos, u, boot, pending[u], relays[u])
+			want := NewItems()
+			if tg, ok := DeriveRelayTarget(repos, u, boot); ok {
+				if acts := ComputeActions(map[string]Target{u: tg}, pending, relays); len(acts) == 1 {
 					want = acts[0].Items
 				}
 			}
@@ -77,9 +75,9 @@ func TestRelayActionsAgreesWithComputeActions(t *testing.T) {
 // direct is relayActions.
 func BenchmarkRecomputeRelay(b *testing.B) {
 	const url = "wss://relay003.example"
-	repos := repoindex.RepoSyncIndex{}
+	repos := RepoSyncIndex{}
 	for i := 0; i < 2000; i++ {
-		needs := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
+		needs := &RepoNeeds{Relays: NewSet(), Roots: NewSet()}
 		for j := 0; j < 3; j++ {
 			needs.Relays.Add(fmt.Sprintf("wss://relay%03d.example", (i+j*3)%10))
 		}
@@ -88,7 +86,7 @@ func BenchmarkRecomputeRelay(b *testing.B) {
 		}
 		repos[fmt.Sprintf("30617:%064x:repo-%d", i, i)] = needs
 	}
-	st := &RelayState{URL: url, Status: Syncing, Confirmed: repoindex.NewItems()}
+	st := &RelayState{URL: url, Status: Syncing, Confirmed: NewItems()}
 	var pending []*PendingBatch
 	n := 0
 	for ref, needs := range repos {
@@ -96,7 +94,7 @@ func BenchmarkRecomputeRelay(b *testing.B) {
 			continue
 		}
 		if n++; n <= 4 {
-			pending = append(pending, &PendingBatch{Items: repoindex.Items{Repos: repoindex.SetOf(ref), Roots: needs.Roots}})
+			pending = append(pending, &PendingBatch{Items: Items{Repos: SetOf(ref), Roots: needs.Roots}})
 			continue
 		}
 		if n == 5 {
@@ -108,15 +106,15 @@ func BenchmarkRecomputeRelay(b *testing.B) {
 	relays := map[string]*RelayState{url: st}
 	b.Run("target", func(b *testing.B) {
 		for b.Loop() {
-			t, _ := repoindex.DeriveRelayTarget(repos, url, false)
-			if acts := computeActions(map[string]repoindex.Target{url: t}, map[string][]*PendingBatch{url: pending}, relays); len(acts) != 1 || acts[0].Items.Roots.Len() != 25 {
+			t, _ := DeriveRelayTarget(repos, url, false)
+			if acts := ComputeActions(map[string]Target{url: t}, map[string][]*PendingBatch{url: pending}, relays); len(acts) != 1 || acts[0].Items.Roots.Len() != 25 {
 				b.Fatalf("actions %v", acts)
 			}
 		}
 	})
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {
-			if add := relayActions(repos, url, false, pending, st); add.Roots.Len() != 25 {
+			if add := RelayActions(repos, url, false, pending, st); add.Roots.Len() != 25 {
 				b.Fatalf("actions %v", add)
 			}
 		}

@@ -1,10 +1,8 @@
-package reposync
+package repoindex
 
 import (
 	"fmt"
 	"testing"
-
-	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // BenchmarkRelayActions times one relay's recomputation at steady state
@@ -14,11 +12,11 @@ import (
 //	go test -run '^$' -bench RelayActions -count 3 ./internal/reposync/
 func BenchmarkRelayActions(b *testing.B) {
 	const url = "wss://bench-relay-actions"
-	repos := repoindex.RepoSyncIndex{}
-	st := &RelayState{URL: url, Status: Connected, Confirmed: repoindex.NewItems()}
+	repos := RepoSyncIndex{}
+	st := &RelayState{URL: url, Status: Connected, Confirmed: NewItems()}
 	for i := 0; i < 10_000; i++ {
 		ref := fmt.Sprintf("30617:%064x:bench-%d", i, i)
-		needs := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
+		needs := &RepoNeeds{Relays: NewSet(), Roots: NewSet()}
 		if i%10 == 0 {
 			needs.Relays.Add(url)
 		}
@@ -32,7 +30,7 @@ func BenchmarkRelayActions(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		if add := relayActions(repos, url, false, nil, st); !add.Empty() {
+		if add := RelayActions(repos, url, false, nil, st); !add.Empty() {
 			b.Fatal("new items at steady state")
 		}
 	}

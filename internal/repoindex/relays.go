@@ -1,39 +1,38 @@
-package reposync
+package repoindex
 
 import (
 	"slices"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-
-	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // PendingBatch is a set of items whose historic sync is in flight on one
 // relay. Each batch confirms on its own when its historic job ends.
 type PendingBatch struct {
 	ID    uint64
-	Items repoindex.Items
+	Items Items
 	// Catchup batches re-fetch confirmed items with since; they confirm
 	// nothing new but keep the relay in Syncing until done.
 	Catchup bool
-	// retry, when set, is the failed job this batch runs again; the relay
+	// Retry, when set, is the failed job this batch runs again; the relay
 	// stays in ConnectedHistoricSyncFailures (not Syncing) meanwhile.
-	retry *retryJob
-	// repos and roots are how many items it had when it was registered
-	// (Engine.addPending): what the relay's pending totals count of it.
-	repos, roots int
+	Retry *RetryJob
+	// NRepos and NRoots are how many items it had when the engine
+	// registered it: what the relay's pending totals count of it.
+	NRepos, NRoots int
 }
 
-// retryJob is a historic job that failed, waiting for its next attempt.
+// RetryJob is a historic job that failed, waiting for its next attempt.
 // Its items are confirmed (their live subscriptions are open, or deferred
 // until the consolidation: deferLive); only their history is missing.
-type retryJob struct {
-	items    repoindex.Items
-	filters  []nostr.Filter
-	pager    bool
-	failures int
-	at       time.Time
+type RetryJob struct {
+	Items   Items
+	Filters []nostr.Filter
+	// Pager: the batch ran with the REQ pager even with NIP-77 on.
+	Pager    bool
+	Failures int
+	At       time.Time // when it is due again
 }
 
 // RelayStatus is a relay's connection state as the sync engine sees it.
@@ -71,7 +70,7 @@ func (s RelayStatus) IsUp() bool { return s >= Syncing }
 // lifecycle (one entry of the relay side of the index).
 type RelayState struct {
 	URL            string
-	Confirmed      repoindex.Items
+	Confirmed      Items
 	Bootstrap      bool
 	Status         RelayStatus
 	LastConnected  time.Time
@@ -83,29 +82,29 @@ type RelayState struct {
 	// last fresh sync) completed: later batches for new items do not turn
 	// it back to Syncing.
 	HistoricDone bool
-	// confirmedGen counts changes of Confirmed (bumped by whoever changes
+	// ConfirmedGen counts changes of Confirmed (bumped by whoever changes
 	// it), so the state store's copy is rebuilt only then.
-	confirmedGen uint64
+	ConfirmedGen uint64
 }
 
 // ClearConfirmed forgets what was confirmed (fresh sync).
-func (r *RelayState) ClearConfirmed() { r.Confirmed = repoindex.NewItems(); r.confirmedGen++ }
+func (r *RelayState) ClearConfirmed() { r.Confirmed = NewItems(); r.ConfirmedGen++ }
 
-// AddFilters is one decision of computeActions: start syncing these new
+// AddFilters is one decision of ComputeActions: start syncing these new
 // items from this relay.
 type AddFilters struct {
 	Relay string
-	Items repoindex.Items
+	Items Items
 }
 
-// relayActions is computeActions(DeriveRelayTarget(...)) for one relay
+// RelayActions is ComputeActions(DeriveRelayTarget(...)) for one relay
 // without building the target: the relay's copy of every root its
 // repositories name (an insert per root, ~50,000 at the medium profile,
 // on every recomputation) is what that cost. Items are looked up in what is
 // confirmed first (most of them, once a relay's history is read), then in
 // what is pending; the result is empty when nothing is new.
-func relayActions(repos repoindex.RepoSyncIndex, url string, bootstrap bool, pending []*PendingBatch, st *RelayState) repoindex.Items {
-	add := repoindex.NewItems()
+func RelayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*PendingBatch, st *RelayState) Items {
+	add := NewItems()
 	if st == nil || !st.Status.IsUp() {
 		return add
 	}
@@ -118,17 +117,17 @@ func relayActions(repos repoindex.RepoSyncIndex, url string, bootstrap bool, pen
 			}
 		}
 	}
-	inRepos := newPendingLookup(pending, true, repoChecks)
-	inRoots := newPendingLookup(pending, false, rootChecks)
+	inRepos := NewPendingLookup(pending, true, repoChecks)
+	inRoots := NewPendingLookup(pending, false, rootChecks)
 	for ref, needs := range repos {
 		if !bootstrap && !needs.Relays.Has(url) {
 			continue
 		}
-		if !st.Confirmed.Repos.Has(ref) && !inRepos.hasName(ref) {
+		if !st.Confirmed.Repos.Has(ref) && !inRepos.HasName(ref) {
 			add.Repos.Add(ref)
 		}
 		for h := range needs.Roots.Handles() { // handles: no lookup of the string per check
-			if !st.Confirmed.Roots.HasH(h) && !add.Roots.HasH(h) && !inRoots.has(h) {
+			if !st.Confirmed.Roots.HasH(h) && !add.Roots.HasH(h) && !inRoots.Has(h) {
 				add.Roots.AddH(h)
 			}
 		}
@@ -136,26 +135,26 @@ func relayActions(repos repoindex.RepoSyncIndex, url string, bootstrap bool, pen
 	return add
 }
 
-// computeActions is the three-way diff target − pending − confirmed, per
+// ComputeActions is the three-way diff target − pending − confirmed, per
 // relay, skipping relays that are not up. It is the only place that decides
 // new Layer 2/3 subscriptions. The result is sorted by relay URL.
-func computeActions(targets map[string]repoindex.Target, pending map[string][]*PendingBatch, relays map[string]*RelayState) []AddFilters {
+func ComputeActions(targets map[string]Target, pending map[string][]*PendingBatch, relays map[string]*RelayState) []AddFilters {
 	var out []AddFilters
 	for url, target := range targets {
 		st := relays[url]
 		if st == nil || !st.Status.IsUp() {
 			continue
 		}
-		add := repoindex.NewItems()
-		inRepos := newPendingLookup(pending[url], true, target.Repos.Len())
+		add := NewItems()
+		inRepos := NewPendingLookup(pending[url], true, target.Repos.Len())
 		for h := range target.Repos.Handles() {
-			if !st.Confirmed.Repos.HasH(h) && !inRepos.has(h) {
+			if !st.Confirmed.Repos.HasH(h) && !inRepos.Has(h) {
 				add.Repos.AddH(h)
 			}
 		}
-		inRoots := newPendingLookup(pending[url], false, target.Roots.Len())
+		inRoots := NewPendingLookup(pending[url], false, target.Roots.Len())
 		for h := range target.Roots.Handles() {
-			if !st.Confirmed.Roots.HasH(h) && !inRoots.has(h) {
+			if !st.Confirmed.Roots.HasH(h) && !inRoots.Has(h) {
 				add.Roots.AddH(h)
 			}
 		}
@@ -175,9 +174,9 @@ func computeActions(targets map[string]repoindex.Target, pending map[string][]*P
 	return out
 }
 
-// pendingHasH tells whether one of batches holds handle h among its
+// PendingHasH tells whether one of batches holds handle h among its
 // repositories (repo) or roots.
-func pendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
+func PendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
 	for _, b := range batches {
 		if repo && b.Items.Repos.HasH(h) || !repo && b.Items.Roots.HasH(h) {
 			return true
@@ -186,26 +185,26 @@ func pendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
 	return false
 }
 
-// pendingLookup is pendingHasH for many handles against one relay's
+// PendingLookup is PendingHasH for many handles against one relay's
 // pending batches. A relay waiting for its subscription budget can have
 // thousands of batches, and asking each of them for every handle of a
-// target cost more than the rest of computeActions (the large profile:
+// target cost more than the rest of ComputeActions (the large profile:
 // 7 % of the sidecar's CPU): when the checks times the batches outnumber
 // the batches' items, their union is built once instead.
-type pendingLookup struct {
+type PendingLookup struct {
 	batches []*PendingBatch
 	repo    bool
-	union   repoindex.Set // nil: ask the batches
+	union   Set // nil: ask the batches
 }
 
-// newPendingLookup prepares about checks lookups of repositories (repo) or
+// NewPendingLookup prepares about checks lookups of repositories (repo) or
 // roots in batches.
-func newPendingLookup(batches []*PendingBatch, repo bool, checks int) pendingLookup {
-	l := pendingLookup{batches: batches, repo: repo}
+func NewPendingLookup(batches []*PendingBatch, repo bool, checks int) PendingLookup {
+	l := PendingLookup{batches: batches, repo: repo}
 	if len(batches) < 2 || checks == 0 {
 		return l
 	}
-	items := func(b *PendingBatch) repoindex.Set {
+	items := func(b *PendingBatch) Set {
 		if repo {
 			return b.Items.Repos
 		}
@@ -218,7 +217,7 @@ func newPendingLookup(batches []*PendingBatch, repo bool, checks int) pendingLoo
 	if checks*len(batches) <= total {
 		return l
 	}
-	l.union = repoindex.NewSet()
+	l.union = NewSet()
 	for _, b := range batches {
 		for h := range items(b).Handles() {
 			l.union.AddH(h)
@@ -227,15 +226,15 @@ func newPendingLookup(batches []*PendingBatch, repo bool, checks int) pendingLoo
 	return l
 }
 
-// hasName is has of a string (one that was never interned is in no set).
-func (l pendingLookup) hasName(v string) bool {
-	h, ok := repoindex.Lookup(v)
-	return ok && l.has(h)
+// HasName is has of a string (one that was never interned is in no set).
+func (l PendingLookup) HasName(v string) bool {
+	h, ok := Lookup(v)
+	return ok && l.Has(h)
 }
 
-func (l pendingLookup) has(h uint32) bool {
+func (l PendingLookup) Has(h uint32) bool {
 	if l.union != nil {
 		return l.union.HasH(h)
 	}
-	return pendingHasH(l.batches, h, l.repo)
+	return PendingHasH(l.batches, h, l.repo)
 }

@@ -1,11 +1,9 @@
-package reposync
+package repoindex
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // pendingBatches makes n batches of per roots (and one repository each)
@@ -13,7 +11,7 @@ import (
 func pendingBatches(rng *rand.Rand, n, per, pool int) []*PendingBatch {
 	var out []*PendingBatch
 	for i := 0; i < n; i++ {
-		b := &PendingBatch{ID: uint64(i), Items: repoindex.NewItems()}
+		b := &PendingBatch{ID: uint64(i), Items: NewItems()}
 		b.Items.Repos.Add(fmt.Sprintf("30617:%064x:lookup-%d", 0, rng.IntN(pool)))
 		for j := 0; j < per; j++ {
 			b.Items.Roots.Add(fmt.Sprintf("%064x", 1<<50+rng.IntN(pool)))
@@ -31,7 +29,7 @@ func TestPendingLookupAgreesWithBatches(t *testing.T) {
 		batches := pendingBatches(rng, rng.IntN(40), rng.IntN(20), 500)
 		for _, repo := range []bool{false, true} {
 			checks := []int{0, 1, 10, 1000}[rng.IntN(4)]
-			l := newPendingLookup(batches, repo, checks)
+			l := NewPendingLookup(batches, repo, checks)
 			for k := 0; k < 200; k++ {
 				var name string
 				if repo {
@@ -39,12 +37,12 @@ func TestPendingLookupAgreesWithBatches(t *testing.T) {
 				} else {
 					name = fmt.Sprintf("%064x", 1<<50+rng.IntN(600))
 				}
-				h := repoindex.Intern(name)
-				if got, want := l.has(h), pendingHasH(batches, h, repo); got != want {
+				h := Intern(name)
+				if got, want := l.Has(h), PendingHasH(batches, h, repo); got != want {
 					t.Fatalf("round %d (repo %v, %d batches, union %v): has(%s) = %v, the batches say %v",
 						round, repo, len(batches), l.union != nil, name, got, want)
 				}
-				if got, want := l.hasName(name), pendingHasH(batches, h, repo); got != want {
+				if got, want := l.HasName(name), PendingHasH(batches, h, repo); got != want {
 					t.Fatalf("round %d: hasName(%s) = %v, want %v", round, name, got, want)
 				}
 			}
@@ -52,10 +50,10 @@ func TestPendingLookupAgreesWithBatches(t *testing.T) {
 	}
 	// Many checks against many batches take the union; few do not.
 	batches := pendingBatches(rng, 100, 10, 5000)
-	if l := newPendingLookup(batches, false, 1000); l.union == nil {
+	if l := NewPendingLookup(batches, false, 1000); l.union == nil {
 		t.Error("1,000 checks against 100 batches of 10 roots asked each batch")
 	}
-	if l := newPendingLookup(batches, false, 5); l.union != nil {
+	if l := NewPendingLookup(batches, false, 5); l.union != nil {
 		t.Error("5 checks against 100 batches of 10 roots built their union")
 	}
 }
@@ -71,16 +69,16 @@ func BenchmarkComputeActionsPending(b *testing.B) {
 	const url = "wss://bench-pending"
 	rng := rand.New(rand.NewPCG(1, 2))
 	batches := pendingBatches(rng, 2000, 100, 1_000_000)
-	target := repoindex.Target{Repos: repoindex.NewSet(), Roots: repoindex.NewSet()}
+	target := Target{Repos: NewSet(), Roots: NewSet()}
 	for i := 0; i < 1000; i++ {
 		target.Roots.Add(fmt.Sprintf("%064x", 1<<52+i))
 	}
-	st := &RelayState{URL: url, Status: Connected, Confirmed: repoindex.NewItems()}
+	st := &RelayState{URL: url, Status: Connected, Confirmed: NewItems()}
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
-			add := repoindex.NewItems()
+			add := NewItems()
 			for h := range target.Roots.Handles() {
-				if !st.Confirmed.Roots.HasH(h) && !pendingHasH(batches, h, false) {
+				if !st.Confirmed.Roots.HasH(h) && !PendingHasH(batches, h, false) {
 					add.Roots.AddH(h)
 				}
 			}
@@ -90,11 +88,11 @@ func BenchmarkComputeActionsPending(b *testing.B) {
 		}
 	})
 	b.Run("lookup", func(b *testing.B) {
-		targets := map[string]repoindex.Target{url: target}
+		targets := map[string]Target{url: target}
 		pending := map[string][]*PendingBatch{url: batches}
 		relays := map[string]*RelayState{url: st}
 		for b.Loop() {
-			if acts := computeActions(targets, pending, relays); len(acts) != 1 || acts[0].Items.Roots.Len() != 1000 {
+			if acts := ComputeActions(targets, pending, relays); len(acts) != 1 || acts[0].Items.Roots.Len() != 1000 {
 				b.Fatal(acts)
 			}
 		}
