@@ -25,6 +25,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
 // Config holds the engine's settings; every duration is configurable so
@@ -96,7 +97,7 @@ type Config struct {
 	MaxRepositories          int
 
 	Negentropy historic.NegConfig
-	Trusted    TrustedConfig
+	Trusted    trusted.Config
 }
 
 // DefaultConfig returns the defaults (docs/ARCHITECTURE.md). The tick is
@@ -131,7 +132,7 @@ func DefaultConfig() Config {
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
 		Negentropy:               historic.NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: historic.DefaultClaimWait},
-		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
+		Trusted:                  trusted.Config{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
 }
 
@@ -257,8 +258,9 @@ type Engine struct {
 	startedAt   time.Time
 	bootstrapOK map[string]bool
 	// trustedOK are the trusted relays (normalized): their health stays
-	// tracked when the engine stops syncing them.
+	// tracked when the engine stops syncing them; trusted reconciles them.
 	trustedOK map[string]bool
+	trusted   *trusted.Syncer
 	// restored are relay states of the previous run not yet applied;
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay
@@ -408,6 +410,13 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		}
 		e.bootstrapOK[norm] = true
 	}
+	e.trusted = trusted.New(cfg.Trusted, trusted.Deps{
+		Log: e.log.Named("trusted"), Clock: d.Clock, Health: d.Health, Neg: e.neg, Ingest: e.h,
+		Dial: d.Dial, Options: e.remoteOptions,
+		Received: func(url string) prometheus.Counter { return m.eventsReceived.WithLabelValues(url) },
+		Ready:    e.Ready, Hosted: e.hostedItems,
+		Tick: cfg.Tick, ConnectTimeout: cfg.ConnectTimeout, ValuesPerFilter: cfg.ValuesPerFilter,
+	})
 	disc, err := discovery.New(discovery.Settings{
 		OwnRelay: cfg.OwnRelay, ServiceDomain: cfg.ServiceDomain, HostAll: cfg.HostAll,
 		Bootstrap23: e.bootstrap23(), SelfKinds: cfg.SelfKinds,
@@ -471,7 +480,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	for url := range e.trustedOK {
 		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.runTrusted(ctx, url) }()
+		go func() { defer e.wg.Done(); e.trusted.Run(ctx, url) }()
 	}
 	for url := range e.bootstrapOK {
 		e.track(url, true)
@@ -500,5 +509,27 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-tick.C():
 			e.onTick()
 		}
+	}
+}
+
+// hostedItems are the hosted repositories and their roots (sorted), read
+// on the Run goroutine for a trusted relay's cycle; false when ctx ended
+// first.
+func (e *Engine) hostedItems(ctx context.Context) (repos, roots []string, ok bool) {
+	done := make(chan struct{})
+	e.post(func() {
+		all := repoindex.NewSet()
+		for ref, n := range e.disc.Repos {
+			repos = append(repos, ref)
+			all.AddAll(n.Roots)
+		}
+		roots = all.Sorted()
+		close(done)
+	})
+	select {
+	case <-done:
+		return repos, roots, true
+	case <-ctx.Done():
+		return nil, nil, false
 	}
 }

@@ -77,8 +77,8 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 		}
 		e.disc.Repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	}
-	go func() { (<-e.inbox)() }() // trustedFilters asks the Run goroutine
-	fs, ok := e.trustedFilters(context.Background())
+	go func() { (<-e.inbox)() }() // the trusted filters ask the Run goroutine
+	fs, ok := e.trusted.Filters(context.Background())
 	if !ok {
 		t.Fatal("trustedFilters gave up")
 	}

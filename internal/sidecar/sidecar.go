@@ -29,6 +29,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
 // Deps are what the caller provides besides the configuration.
@@ -354,7 +355,7 @@ func syncConfig(cfg *config.Config) reposync.Config {
 		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
 		ClaimWait: cfg.Negentropy.ClaimWait,
 	}
-	scfg.Trusted = reposync.TrustedConfig{
+	scfg.Trusted = trusted.Config{
 		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
 		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
 	}
