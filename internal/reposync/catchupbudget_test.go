@@ -32,7 +32,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 		roots = append(roots, fmt.Sprintf("%064x", i+2))
 	}
 	since := nostr.Timestamp(1000)
-	chunks := e.catchupChunks(r, repos, roots, &since)
+	chunks := e.subs.catchupChunks(r, repos, roots, &since)
 	if len(chunks) > 20-3 {
 		t.Fatalf("%d REQs besides Layer 1, budget 20", len(chunks))
 	}
@@ -59,7 +59,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	// A relay taking 20,000-byte messages: no filter is widened past what
 	// one REQ may carry.
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20, MaxFilters: 3, MaxMessageLength: 20_000})
-	for _, c := range e.catchupChunks(r, repos, roots, &since) {
+	for _, c := range e.subs.catchupChunks(r, repos, roots, &since) {
 		for _, f := range c {
 			if n := historic.FilterBytes(f); n > historic.ReqBytesLimit(e.d.Health.Limits(url)) {
 				t.Fatalf("a filter of %d bytes, relay takes 20,000-byte messages", n)
@@ -71,7 +71,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	// then, and no filter over the bound.
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20})
 	e.d.Health.Learn(url, relay.Limits{MaxTagValues: 4}, "test")
-	for _, c := range e.catchupChunks(r, repos, roots, &since) {
+	for _, c := range e.subs.catchupChunks(r, repos, roots, &since) {
 		for _, f := range c {
 			for tag, vs := range f.Tags {
 				if len(vs) > 4 {

@@ -39,7 +39,7 @@ func (h *historicEnv) eoses(t *testing.T) {
 	t.Helper()
 	for len(h.r.since) > 0 {
 		for id, cu := range h.r.since {
-			h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
+			h.e.subs.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
 		}
 		h.drain(t)
 	}
@@ -68,13 +68,13 @@ func (h *historicEnv) consolidationsSince() []time.Time {
 func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.d.Health.SetLimits(testRelay, relay.Limits{MaxFilters: 1})
-	h.e.subscribeLayer1(h.r) // as a fresh sync does
-	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.subscribeLayer1(h.r) // as a fresh sync does
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 
 	first := h.clk.Now()
 	peak := 0
 	for i := range 6 {
-		h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
+		h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
 		peak = max(peak, h.r.running)
 		if n := perRootLive(h.r); n != 0 {
 			t.Fatalf("batch %d: %d live per-root subscriptions opened while batches are pending, want none", i, n)
@@ -120,7 +120,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 
 	// Steady state: a new root with no batch pending is live at once.
 	before := perRootLive(h.r)
-	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
 	if perRootLive(h.r) <= before || !h.r.liveDeferredAt.IsZero() {
 		t.Fatalf("a root added with nothing pending: %d live per-root subscriptions (had %d), deferred since %v",
 			perRootLive(h.r), before, h.r.liveDeferredAt)
@@ -137,10 +137,10 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 // since_buffer. With LiveDeferMax 0 they are opened at once.
 func TestLiveDeferralBounded(t *testing.T) {
 	h := newHistoricEnv(t)
-	h.e.subscribeLayer1(h.r)
-	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.subscribeLayer1(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
-	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(h.e.cfg.LiveDeferMax - time.Second)
 	h.e.onTick()
 	if perRootLive(h.r) != 0 {
@@ -163,8 +163,8 @@ func TestLiveDeferralBounded(t *testing.T) {
 
 	h = newHistoricEnv(t)
 	h.e.cfg.LiveDeferMax = 0
-	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
-	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	if perRootLive(h.r) == 0 {
 		t.Fatal("LiveDeferMax 0: live filters not opened at once")
 	}
@@ -178,9 +178,9 @@ func TestLiveDeferralBounded(t *testing.T) {
 func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.batch(t) // the repository is confirmed: a quick reconnect is possible
-	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
-	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(2 * time.Minute)
 	if ps := h.e.snapshotRelays(); len(ps) != 1 || !ps[0].DisconnectedAt.Equal(first) {
 		t.Fatalf("saved state %+v, want disconnected_at %v", ps, first)
@@ -202,8 +202,8 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	for i := range 10 {
 		fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"a": {fmt.Sprintf("30617:%064x:r", i)}}})
 	}
-	h.e.startBatch(h.r, repoindex.NewItems(), fs, false)
-	l := h.e.lender(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), fs, false)
+	l := h.e.sched.lender(h.r)
 	budget := h.e.d.Health.SubscriptionBudget(testRelay)
 	if h.r.running != 2 || l.Waiting() || l.Spare() != budget-2-1 {
 		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.Waiting(), l.Spare(), budget-3)
@@ -216,7 +216,7 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	for i := range budget - 3 {
 		h.r.live[fmt.Sprintf("l%d", i+2)] = 1
 	}
-	h.e.startJobs(h.r)
+	h.e.sched.startJobs(h.r)
 	if !l.Waiting() || l.Spare() != 0 {
 		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.Waiting(), l.Spare())
 	}
@@ -233,9 +233,9 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 // full resync.
 func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	h := newHistoricEnv(t)
-	h.e.subscribeLayer1(h.r)
-	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
-	h.e.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.subs.subscribeLayer1(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.drain(t)
 	h.eoses(t)
 	if h.r.Status != repoindex.Connected || perRootLive(h.r) == 0 {
@@ -250,8 +250,8 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 
 	// The relay closes it; a long batch keeps the rebuild waiting.
 	closedAt := h.clk.Now()
-	h.e.onLiveClosed(testRelay, h.r.gen, perRoot, "error: shutting down idle subscription")
-	h.e.startBatch(h.r, rootsItems(100, 1), nip34.Layer3([]string{fmt.Sprintf("%064x", 100)}, 100, nil), false)
+	h.e.subs.onLiveClosed(testRelay, h.r.gen, perRoot, "error: shutting down idle subscription")
+	h.e.sched.startBatch(h.r, rootsItems(100, 1), nip34.Layer3([]string{fmt.Sprintf("%064x", 100)}, 100, nil), false)
 	h.clk.Advance(2 * h.e.cfg.SinceBuffer)
 	h.e.onTick()
 	h.drain(t)
@@ -270,7 +270,7 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	// keeps its filters, since included, for the REQ pager.
 	for id, cu := range h.r.since {
 		if id != "l1" {
-			h.e.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
+			h.e.subs.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
 			break
 		}
 	}

@@ -247,6 +247,13 @@ type Engine struct {
 	// a place to others starts their jobs through it, once).
 	startingAll bool
 
+	// subs manages the live subscriptions, sched the historic jobs: the
+	// engine's own state seen from those two sides, owned by the same Run
+	// goroutine. lim are the limits learned of remote relays.
+	subs  liveSubs
+	sched jobScheduler
+	lim   learnedLimits
+
 	running atomic.Bool
 	pager   *historic.Pager
 	// catchup pages catch-up batches (since a disconnect): the REQ pager.
@@ -271,6 +278,18 @@ type Engine struct {
 	// rootsCountedGen−1 (updateIndexMetrics, at every tick).
 	rootsCounted, rootsCountedGen uint64
 }
+
+// liveSubs is the engine seen from its live subscriptions: opening,
+// reading, consolidating and closing them, and the since subscriptions of
+// catch-up batches (live.go, livekinds.go, sincesub.go). Its methods run
+// on the Run goroutine, like the engine's, unless they say otherwise.
+type liveSubs struct{ e *Engine }
+
+// jobScheduler is the engine seen from its historic jobs: batches, their
+// jobs' queue and places (Config.HistoricMaxJobs, each relay's slots),
+// retries and outcomes (historic.go, jobpack.go, fetchslots.go). Its
+// methods run on the Run goroutine; the jobs themselves on their own.
+type jobScheduler struct{ e *Engine }
 
 // remote is the engine's record of one remote relay.
 type remote struct {
@@ -370,6 +389,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
 	}
+	e.subs, e.sched = liveSubs{e}, jobScheduler{e}
+	e.lim = learnedLimits{cfg: &e.cfg, health: d.Health}
 	pager := &historic.Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
@@ -531,5 +552,15 @@ func (e *Engine) hostedItems(ctx context.Context) (repos, roots []string, ok boo
 		return repos, roots, true
 	case <-ctx.Done():
 		return nil, nil, false
+	}
+}
+
+// sleep waits d on the engine's clock, or until ctx is done.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.clock.After(d):
+		return nil
 	}
 }

@@ -7,9 +7,9 @@ import "github.com/grasp-sync/grasp-sync/internal/historic"
 // lent, decided on the Run goroutine.
 
 // lender returns r's lender for its current connection.
-func (e *Engine) lender(r *remote) *historic.SlotLender {
+func (js jobScheduler) lender(r *remote) *historic.SlotLender {
 	if r.lend == nil || r.lend.Gen() != r.gen {
-		r.lend = historic.NewSlotLender(r.gen, func() { e.post(e.startWaitingJobs) })
+		r.lend = historic.NewSlotLender(r.gen, func() { js.e.post(js.startWaitingJobs) })
 	}
 	return r.lend
 }
@@ -22,13 +22,13 @@ func (e *Engine) lender(r *remote) *historic.SlotLender {
 // slot kept back takes the next of them, and with its live filters
 // deferred (deferLive) a distant relay's slots would otherwise sit idle
 // while a merged job reconciles one filter per round trip.
-func (e *Engine) relend(r *remote) {
-	l := e.lender(r)
+func (js jobScheduler) relend(r *remote) {
+	l := js.lender(r)
 	spare := 0
-	waiting := len(r.jobs) > 0 && r.running+l.InUse() >= e.jobSlots(r)-1
+	waiting := len(r.jobs) > 0 && r.running+l.InUse() >= js.jobSlots(r)-1
 	queued := len(r.jobs) > 0
-	if !waiting && e.allowed(r) && e.cfg.HistoricFetchSlots > 1 {
-		spare = e.jobSlots(r) - r.running - l.InUse() - 1
+	if !waiting && js.e.subs.allowed(r) && js.e.cfg.HistoricFetchSlots > 1 {
+		spare = js.jobSlots(r) - r.running - l.InUse() - 1
 	}
 	l.Lend(spare, waiting, queued)
 }

@@ -29,39 +29,39 @@ type batchRun struct {
 }
 
 // startBatch queues a batch of items with its filters.
-func (e *Engine) startBatch(r *remote, items repoindex.Items, fs []nostr.Filter, catchup bool) {
-	e.queueJob(r, &repoindex.PendingBatch{Items: items, Catchup: catchup}, fs, false)
+func (js jobScheduler) startBatch(r *remote, items repoindex.Items, fs []nostr.Filter, catchup bool) {
+	js.queueJob(r, &repoindex.PendingBatch{Items: items, Catchup: catchup}, fs, false)
 }
 
 // queueJob registers b as pending and queues it as one job per filter: the
 // jobs of all batches run concurrently within the relay's subscription
 // budget (jobSlots), so the round trips of one relay overlap instead of
 // following each other. pager runs them with the REQ pager.
-func (e *Engine) queueJob(r *remote, b *repoindex.PendingBatch, fs []nostr.Filter, pager bool) {
-	e.addPending(r, b)
+func (js jobScheduler) queueJob(r *remote, b *repoindex.PendingBatch, fs []nostr.Filter, pager bool) {
+	js.addPending(r, b)
 	run := &batchRun{left: max(1, len(fs)), pager: pager}
 	if len(fs) == 0 {
 		r.jobs = append(r.jobs, &job{batch: b, run: run})
 	}
-	e.queueFilters(r, b, run, fs)
-	e.startJobs(r)
+	js.queueFilters(r, b, run, fs)
+	js.startJobs(r)
 }
 
 // addPending registers b as a pending batch of r.
-func (e *Engine) addPending(r *remote, b *repoindex.PendingBatch) {
-	e.nextBatch++
-	b.ID = e.nextBatch
+func (js jobScheduler) addPending(r *remote, b *repoindex.PendingBatch) {
+	js.e.nextBatch++
+	b.ID = js.e.nextBatch
 	b.NRepos, b.NRoots = b.Items.Repos.Len(), b.Items.Roots.Len()
 	r.pendingRepos += b.NRepos
 	r.pendingRoots += b.NRoots
-	e.pending[r.URL] = append(e.pending[r.URL], b)
-	e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(e.pending[r.URL])))
+	js.e.pending[r.URL] = append(js.e.pending[r.URL], b)
+	js.e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(js.e.pending[r.URL])))
 }
 
 // retryFailed queues the failed historic jobs of r whose backoff is over
 // (the tick calls it).
-func (e *Engine) retryFailed(r *remote, now time.Time) {
-	if len(r.failed) == 0 || !e.allowed(r) {
+func (js jobScheduler) retryFailed(r *remote, now time.Time) {
+	if len(r.failed) == 0 || !js.e.subs.allowed(r) {
 		return
 	}
 	keep := r.failed[:0]
@@ -76,15 +76,15 @@ func (e *Engine) retryFailed(r *remote, now time.Time) {
 	clear(r.failed[len(keep):]) // the array would keep the due ones
 	r.failed = keep
 	for _, rj := range due {
-		e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.Failures))
-		e.queueJob(r, &repoindex.PendingBatch{Items: rj.Items, Catchup: true, Retry: rj}, rj.Filters, rj.Pager)
+		js.e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.Failures))
+		js.queueJob(r, &repoindex.PendingBatch{Items: rj.Items, Catchup: true, Retry: rj}, rj.Filters, rj.Pager)
 	}
 }
 
 // parkRetries keeps the retries of r's pending batches when its connection
 // ends (a quick reconnect runs them again; a fresh sync drops them).
-func (e *Engine) parkRetries(r *remote) {
-	for _, b := range e.pending[r.URL] {
+func (js jobScheduler) parkRetries(r *remote) {
+	for _, b := range js.e.pending[r.URL] {
 		if b.Retry != nil {
 			r.failed = append(r.failed, b.Retry)
 		}
@@ -93,29 +93,29 @@ func (e *Engine) parkRetries(r *remote) {
 
 // jobDone records one job's outcome; the batch is done (onBatchDone) with
 // its last job, failed if any job failed.
-func (e *Engine) jobDone(url string, gen uint64, j *job, err error) {
-	r := e.relays[url]
+func (js jobScheduler) jobDone(url string, gen uint64, j *job, err error) {
+	r := js.e.relays[url]
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return
 	}
 	r.running--
 	j.run.left -= j.merged // the queued jobs it took on (mergeQueued)
-	e.runDone(r, j.batch, j.run, j.filters, err)
+	js.runDone(r, j.batch, j.run, j.filters, err)
 }
 
 // runDone records the outcome of one part of a batch (a job, or a since
 // subscription's stored events) asking fs; the batch is done with its
 // last part.
-func (e *Engine) runDone(r *remote, b *repoindex.PendingBatch, run *batchRun, fs []nostr.Filter, err error) {
+func (js jobScheduler) runDone(r *remote, b *repoindex.PendingBatch, run *batchRun, fs []nostr.Filter, err error) {
 	if err != nil {
 		run.errs = append(run.errs, err)
 		run.failed = append(run.failed, fs...)
 	}
 	if run.left--; run.left > 0 {
-		e.startJobs(r)
+		js.startJobs(r)
 		return
 	}
-	e.onBatchDone(r, b, run)
+	js.onBatchDone(r, b, run)
 }
 
 // jobSlots is how many historic subscriptions may run beside the live ones:
@@ -124,8 +124,8 @@ func (e *Engine) runDone(r *remote, b *repoindex.PendingBatch, run *batchRun, fs
 // consolidates (or waits) otherwise, so a kept slot was never used while
 // jobs ran, and it halved the jobs of a distant relay whose live
 // subscriptions hold all but two of its slots.
-func (e *Engine) jobSlots(r *remote) int {
-	return max(1, e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
+func (js jobScheduler) jobSlots(r *remote) int {
+	return max(1, js.e.d.Health.SubscriptionBudget(r.URL)-len(r.live))
 }
 
 // connEnded reports whether c is a connection that has ended.
@@ -144,20 +144,20 @@ func connEnded(c *relay.Conn) bool {
 // startWaitingJobs starts queued jobs of every relay, up to the bounds,
 // until none starts: a relay that left a place to one running fewer jobs
 // (overShare) is asked again once that one took it.
-func (e *Engine) startWaitingJobs() {
-	if e.startingAll {
+func (js jobScheduler) startWaitingJobs() {
+	if js.e.startingAll {
 		return
 	}
-	e.startingAll = true
-	defer func() { e.startingAll = false }()
+	js.e.startingAll = true
+	defer func() { js.e.startingAll = false }()
 	for {
-		started := e.historicJobs
-		for _, r := range e.relays {
+		started := js.e.historicJobs
+		for _, r := range js.e.relays {
 			if len(r.jobs) > 0 {
-				e.startJobs(r)
+				js.startJobs(r)
 			}
 		}
-		if e.historicJobs == started {
+		if js.e.historicJobs == started {
 			return
 		}
 	}
@@ -169,27 +169,27 @@ func (e *Engine) startWaitingJobs() {
 // of events until its EOSE, so memory stays bounded however many relays and
 // batches there are, while enough run to overlap the round trips of
 // distant relays. Then it sets what r's running jobs may borrow (relend).
-func (e *Engine) startJobs(r *remote) {
-	defer e.relend(r)
-	if !e.allowed(r) {
+func (js jobScheduler) startJobs(r *remote) {
+	defer js.relend(r)
+	if !js.e.subs.allowed(r) {
 		return
 	}
-	lend := e.lender(r)
-	for len(r.jobs) > 0 && r.running+lend.InUse() < e.jobSlots(r) && e.historicJobs < e.cfg.HistoricMaxJobs {
-		if e.overShare(r) {
+	lend := js.lender(r)
+	for len(r.jobs) > 0 && r.running+lend.InUse() < js.jobSlots(r) && js.e.historicJobs < js.e.cfg.HistoricMaxJobs {
+		if js.overShare(r) {
 			// The place is another relay's: start its jobs.
-			defer e.startWaitingJobs()
+			defer js.startWaitingJobs()
 			break
 		}
-		free := min(e.jobSlots(r)-r.running-lend.InUse(), e.sharePlaces(r))
+		free := min(js.jobSlots(r)-r.running-lend.InUse(), js.sharePlaces(r))
 		j := r.popJob()
 		j.unpack()
-		e.mergeQueued(r, j, free)
-		j.filters = historic.FitTagValues(j.filters, e.valuesPerFilter(r.URL)) // learned limits
+		js.mergeQueued(r, j, free)
+		j.filters = historic.FitTagValues(j.filters, js.e.lim.valuesPerFilter(r.URL)) // learned limits
 		r.running++
-		e.historicJobs++
+		js.e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
-		started := e.clock.Now()
+		started := js.e.clock.Now()
 		// The job's REQ goes out after the live-subscription commands
 		// queued before it (the CLOSEs of a consolidation): otherwise
 		// closed-but-not-yet-sent subscriptions and the new job overlap on
@@ -200,44 +200,44 @@ func (e *Engine) startJobs(r *remote) {
 			close(queued)
 		} else {
 			connDone = conn.Done()
-			e.exec(r, func(*relay.Conn) { close(queued) })
+			js.e.subs.exec(r, func(*relay.Conn) { close(queued) })
 		}
 		asked := jobMatch(j)
-		ctx := historic.WithBorrower(e.ctx, historic.NewJobSlotsBorrower(lend, e.cfg.HistoricFetchSlots-1))
-		e.wg.Add(1)
+		ctx := historic.WithBorrower(js.e.ctx, historic.NewJobSlotsBorrower(lend, js.e.cfg.HistoricFetchSlots-1))
+		js.e.wg.Add(1)
 		go func() {
-			defer e.wg.Done()
+			defer js.e.wg.Done()
 			select {
 			case <-queued:
 			case <-connDone:
-			case <-e.ctx.Done():
+			case <-js.e.ctx.Done():
 			}
-			hs := e.d.Historic
+			hs := js.e.d.Historic
 			if j.run.pager {
-				hs = e.catchup
+				hs = js.e.catchup
 			}
 			emit := func(ctx context.Context, in ingest.Incoming) error {
-				e.m.eventsReceived.WithLabelValues(url).Inc()
+				js.e.m.eventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked(in.Event) {
-					e.h.Invalid("no_match")
+					js.e.h.Invalid("no_match")
 					if in.Event != nil {
 						historic.NoteDropped(ctx, in.Event.ID) // a claim on it is not met (fetchclaims.go)
 					}
 					return nil
 				}
-				return e.h.Handle(ctx, in)
+				return js.e.h.Handle(ctx, in)
 			}
-			began := e.clock.Now()
+			began := js.e.clock.Now()
 			err := hs.Sync(ctx, conn, j.filters, 1, emit)
-			if ce := e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
+			if ce := js.e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
 				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", jobLabel(j.filters)),
-					zap.Duration("waited", began.Sub(started)), zap.Duration("took", e.clock.Now().Sub(began)), zap.Error(err))
+					zap.Duration("waited", began.Sub(started)), zap.Duration("took", js.e.clock.Now().Sub(began)), zap.Error(err))
 			}
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.
-			for err != nil && e.ctx.Err() == nil {
-				refit := historic.FitTagValues(j.filters, e.valuesPerFilter(url))
+			for err != nil && js.e.ctx.Err() == nil {
+				refit := historic.FitTagValues(j.filters, js.e.lim.valuesPerFilter(url))
 				if len(refit) == len(j.filters) {
 					break
 				}
@@ -251,12 +251,12 @@ func (e *Engine) startJobs(r *remote) {
 			// wait for the HistoricRetry backoff (30 s) or not, depending
 			// on which of the two reached the Run goroutine first.
 			lost := err != nil && connEnded(conn)
-			e.post(func() {
-				e.historicJobs--
-				if !lost && (err == nil || !e.requeueRateLimited(url, gen, j, started)) {
-					e.jobDone(url, gen, j, err)
+			js.e.post(func() {
+				js.e.historicJobs--
+				if !lost && (err == nil || !js.requeueRateLimited(url, gen, j, started)) {
+					js.jobDone(url, gen, j, err)
 				}
-				e.startWaitingJobs()
+				js.startWaitingJobs()
 			})
 		}()
 	}
@@ -271,22 +271,22 @@ func (e *Engine) startJobs(r *remote) {
 // places that do not divide evenly (6 of 16 among 10 relays) would stay
 // with whichever relay held them first. So freed places go to the relays
 // running fewest jobs; a relay takes idle places when nobody waits.
-func (e *Engine) overShare(r *remote) bool {
+func (js jobScheduler) overShare(r *remote) bool {
 	if r.running == 0 {
 		return false
 	}
 	wanting := 0
-	for _, o := range e.relays {
+	for _, o := range js.e.relays {
 		if len(o.jobs) > 0 || o.running > 0 {
 			wanting++
 		}
 	}
-	share := max(1, e.cfg.HistoricMaxJobs/max(1, wanting))
+	share := max(1, js.e.cfg.HistoricMaxJobs/max(1, wanting))
 	if r.running < share {
 		return false
 	}
-	for _, o := range e.relays {
-		if o != r && len(o.jobs) > 0 && o.running < r.running && e.allowed(o) && o.running+e.lender(o).InUse() < e.jobSlots(o) {
+	for _, o := range js.e.relays {
+		if o != r && len(o.jobs) > 0 && o.running < r.running && js.e.subs.allowed(o) && o.running+js.lender(o).InUse() < js.jobSlots(o) {
 			return true
 		}
 	}
@@ -298,14 +298,14 @@ func (e *Engine) overShare(r *remote) bool {
 // (deferLive) a relay's subscriptions no longer limit its jobs, the shared
 // bound does (16 over 10 relays), and a relay's queued Layer 3 jobs are
 // merged to its places as they were to its one free subscription.
-func (e *Engine) sharePlaces(r *remote) int {
+func (js jobScheduler) sharePlaces(r *remote) int {
 	wanting := 0
-	for _, o := range e.relays {
+	for _, o := range js.e.relays {
 		if len(o.jobs) > 0 || o.running > 0 {
 			wanting++
 		}
 	}
-	share := max(1, e.cfg.HistoricMaxJobs/max(1, wanting))
+	share := max(1, js.e.cfg.HistoricMaxJobs/max(1, wanting))
 	return max(1, share-r.running)
 }
 
@@ -322,8 +322,8 @@ const maxMergedJobs = 8
 // (sharePlaces); Layer 2 filters are never merged: a merged job fetches
 // through its one slot, and at loopback eight Layer 2 filters' fetches one
 // after another took longer than eight jobs apart.
-func (e *Engine) mergeQueued(r *remote, j *job, free int) {
-	if m, ok := e.d.Historic.(historic.JobMerger); j.run.pager || free <= 0 || !ok || !m.MergesJobs() || !perRoot(j) {
+func (js jobScheduler) mergeQueued(r *remote, j *job, free int) {
+	if m, ok := js.e.d.Historic.(historic.JobMerger); j.run.pager || free <= 0 || !ok || !m.MergesJobs() || !perRoot(j) {
 		return
 	}
 	want := min(maxMergedJobs, (len(r.jobs)+free)/free) // jobs per slot, j included
@@ -359,19 +359,19 @@ func perRoot(j *job) bool {
 // CLOSED's cooldown is visible before rateLimitedAt is), and the job runs again
 // once the cooldown is over instead of leaving its history to the full
 // resync.
-func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time.Time) bool {
-	r := e.relays[url]
+func (js jobScheduler) requeueRateLimited(url string, gen uint64, j *job, started time.Time) bool {
+	r := js.e.relays[url]
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return false
 	}
-	if r.rateLimitedAt.Before(started) && e.d.Health.CooldownRemaining(url) <= 0 {
+	if r.rateLimitedAt.Before(started) && js.e.d.Health.CooldownRemaining(url) <= 0 {
 		return false
 	}
 	r.running--
 	r.jobs = append([]*job{j}, r.jobs...)
-	e.log.Info("historic sync batch hit a rate limit; retrying after the cooldown",
-		zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.Duration("cooldown", e.d.Health.CooldownRemaining(url)))
-	e.startJobs(r)
+	js.e.log.Info("historic sync batch hit a rate limit; retrying after the cooldown",
+		zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.Duration("cooldown", js.e.d.Health.CooldownRemaining(url)))
+	js.startJobs(r)
 	return true
 }
 
@@ -379,19 +379,19 @@ func (e *Engine) requeueRateLimited(url string, gen uint64, j *job, started time
 // relay's historic sync is complete. A failed batch is retried with
 // backoff (Config.HistoricRetry) until it succeeds; meanwhile the relay is
 // ConnectedHistoricSyncFailures.
-func (e *Engine) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun) {
+func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun) {
 	url := r.URL
 	err := errors.Join(run.errs...)
-	batches := e.pending[url]
+	batches := js.e.pending[url]
 	for i, x := range batches {
 		if x == b {
-			e.pending[url] = append(batches[:i:i], batches[i+1:]...)
+			js.e.pending[url] = append(batches[:i:i], batches[i+1:]...)
 			r.pendingRepos -= b.NRepos
 			r.pendingRoots -= b.NRoots
 			break
 		}
 	}
-	e.m.pendingBatches.WithLabelValues(url).Set(float64(len(e.pending[url])))
+	js.e.m.pendingBatches.WithLabelValues(url).Set(float64(len(js.e.pending[url])))
 	if b == r.catchup {
 		// Done, or failed and kept as a retry with its since: later
 		// disconnections count from their own time again.
@@ -404,17 +404,17 @@ func (e *Engine) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun
 		}
 		rj.Filters = run.failed
 		rj.Failures++
-		wait := e.cfg.HistoricRetry.Delay(rj.Failures, backoff.Rand())
-		rj.At = e.clock.Now().Add(wait)
+		wait := js.e.cfg.HistoricRetry.Delay(rj.Failures, backoff.Rand())
+		rj.At = js.e.clock.Now().Add(wait)
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
-		e.m.historicBatches.WithLabelValues("failed").Inc()
-		e.log.Warn("historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
+		js.e.m.historicBatches.WithLabelValues("failed").Inc()
+		js.e.log.Warn("historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
 			zap.Int("failures", rj.Failures), zap.Duration("retry_in", wait), zap.Error(err))
 	} else {
-		e.m.historicBatches.WithLabelValues("ok").Inc()
+		js.e.m.historicBatches.WithLabelValues("ok").Inc()
 		if b.Retry != nil {
-			e.log.Info("failed historic sync batch retried successfully", zap.String("relay", url),
+			js.e.log.Info("failed historic sync batch retried successfully", zap.String("relay", url),
 				zap.Int("failures", b.Retry.Failures))
 		}
 	}
@@ -426,17 +426,17 @@ func (e *Engine) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun
 	r.Confirmed.Repos.AddAll(b.Items.Repos)
 	r.Confirmed.Roots.AddAll(b.Items.Roots)
 	r.ConfirmedGen++
-	if len(e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
+	if len(js.e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
 		// One consolidation opens the live filters that waited (for the
 		// consolidation, or deferred: deferLive).
-		e.consolidate(r)
+		js.e.subs.consolidate(r)
 	}
-	e.startJobs(r)
+	js.startJobs(r)
 	if r.deferred {
 		r.deferred = false
-		e.recomputeRelay(url)
+		js.e.recomputeRelay(url)
 	}
-	e.updateRelayState(r)
+	js.updateRelayState(r)
 }
 
 // updateRelayState derives Syncing / Connected / ConnectedHistoricSyncFailures.
@@ -444,13 +444,13 @@ func (e *Engine) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun
 // items discovered later (announcements still round-tripping through the
 // own relay) and retries of failed batches do not turn it back, so
 // "historic sync complete" is reported once per fresh sync.
-func (e *Engine) updateRelayState(r *remote) {
+func (js jobScheduler) updateRelayState(r *remote) {
 	if !r.Status.IsUp() {
 		return
 	}
 	wasDone := r.HistoricDone
 	syncing, retrying := false, false
-	for _, b := range e.pending[r.URL] {
+	for _, b := range js.e.pending[r.URL] {
 		if b.Retry != nil {
 			retrying = true
 		} else {
@@ -468,10 +468,10 @@ func (e *Engine) updateRelayState(r *remote) {
 	}
 	if !wasDone && r.Status != repoindex.Syncing {
 		r.HistoricDone = true
-		e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
+		js.e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
 			zap.Int("repos", r.Confirmed.Repos.Len()), zap.Int("roots", r.Confirmed.Roots.Len()), zap.Uint64("events", r.received.Load()))
 	}
-	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
+	js.e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
 }
 
 // jobLabel names a job's filters for the debug log: the tag they select

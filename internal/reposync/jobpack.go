@@ -61,7 +61,7 @@ func (p packedFilter) filter() nostr.Filter {
 }
 
 // queueFilters queues one job of b per filter of fs, packed when it can be.
-func (e *Engine) queueFilters(r *remote, b *repoindex.PendingBatch, run *batchRun, fs []nostr.Filter) {
+func (js jobScheduler) queueFilters(r *remote, b *repoindex.PendingBatch, run *batchRun, fs []nostr.Filter) {
 	var lastFirst *string // the chunk the last handles were made of
 	var last *packedChunk
 	for i := range fs {

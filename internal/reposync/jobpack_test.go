@@ -24,7 +24,7 @@ func TestQueuedJobsAskTheirFilters(t *testing.T) {
 	fs := append(append(nip34.Layers23(repos, roots, 100, &since), nip34.Layer1(nil)), nip34.Layer3ByKind(nil)...)
 	e := &Engine{}
 	r := &remote{}
-	e.queueFilters(r, &repoindex.PendingBatch{}, &batchRun{}, fs)
+	e.sched.queueFilters(r, &repoindex.PendingBatch{}, &batchRun{}, fs)
 	if len(r.jobs) != len(fs) {
 		t.Fatalf("%d jobs for %d filters", len(r.jobs), len(fs))
 	}
@@ -51,7 +51,7 @@ func TestQueuedJobsShareChunks(t *testing.T) {
 		roots = append(roots, fmt.Sprintf("%064x", 5000+i))
 	}
 	e, r := &Engine{}, &remote{}
-	e.queueFilters(r, &repoindex.PendingBatch{}, &batchRun{}, nip34.Layer3(roots, 100, nil))
+	e.sched.queueFilters(r, &repoindex.PendingBatch{}, &batchRun{}, nip34.Layer3(roots, 100, nil))
 	if len(r.jobs) != 6 {
 		t.Fatalf("%d jobs, want 6", len(r.jobs))
 	}

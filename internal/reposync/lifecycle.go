@@ -73,21 +73,21 @@ func (e *Engine) dial(r *remote) {
 // REQ or NEG-OPEN is sent while the cooldown runs.
 func (e *Engine) remoteOptions(url string) relay.Options {
 	opts := e.d.RelayOptions
-	opts.OnNotice = func(text string) { e.onNotice(url, text) }
-	opts.BeforeRequest = func(ctx context.Context) error { return e.waitCooldown(ctx, url) }
-	opts.OnClosed = func(_, reason string) { e.onReason(url, health.SourceClosed, reason) }
+	opts.OnNotice = func(text string) { e.subs.onNotice(url, text) }
+	opts.BeforeRequest = func(ctx context.Context) error { return e.subs.waitCooldown(ctx, url) }
+	opts.OnClosed = func(_, reason string) { e.subs.onReason(url, health.SourceClosed, reason) }
 	opts.OnClosedTagValues = func(reason string, most int) {
 		if health.ClassifyMessage(reason) == health.SignalTooManyTagValues {
-			e.learnTagValues(url, most, "CLOSED: "+reason)
+			e.lim.learnTagValues(url, most, "CLOSED: "+reason)
 		}
 	}
-	opts.OnNegErr = func(_, reason string) { e.onReason(url, health.SourceNegErr, reason) }
+	opts.OnNegErr = func(_, reason string) { e.subs.onReason(url, health.SourceNegErr, reason) }
 	opts.OnOK = func(_ string, ok bool, reason string) {
 		if !ok {
-			e.onReason(url, health.SourceOK, reason)
+			e.subs.onReason(url, health.SourceOK, reason)
 		}
 	}
-	opts.OnChallenge = func(string) { e.post(func() { e.onChallenge(url) }) }
+	opts.OnChallenge = func(string) { e.post(func() { e.subs.onChallenge(url) }) }
 	if e.h != nil {
 		opts.OnDropped = e.h.Invalid
 	}
@@ -119,7 +119,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
 	e.d.Health.Connected(url)
 	if conn.Challenge() != "" {
-		defer e.onChallenge(url) // a relay that challenges at once
+		defer e.subs.onChallenge(url) // a relay that challenges at once
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	r.conn, r.cancel = conn, cancel
@@ -144,7 +144,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		select {
 		case <-conn.Done():
 			err := conn.Err()
-			e.learnMessageSize(url, conn, err)
+			e.lim.learnMessageSize(url, conn, err)
 			e.post(func() { e.onDisconnected(url, gen, err) })
 		case <-ctx.Done():
 		}
@@ -176,8 +176,8 @@ func (e *Engine) connectOrReconnect(r *remote) {
 	if fresh {
 		r.catchup, r.catchupFrom = nil, time.Time{}
 		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
-		e.subscribeLayer1(r)
-		e.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+		e.subs.subscribeLayer1(r)
+		e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
 		// Live subscriptions for what is confirmed, opened with since =
 		// disconnect − since_buffer (disconnectedAt is earlier when a
@@ -192,11 +192,11 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		items := repoindex.NewItems()
 		items.Repos.AddAll(r.Confirmed.Repos)
 		items.Roots.AddAll(r.Confirmed.Roots)
-		r.catchup, r.catchupFrom = e.subscribeSince(r, items, since), disconnectedAt
-		r.baseline = e.filtersOpen(r)
+		r.catchup, r.catchupFrom = e.subs.subscribeSince(r, items, since), disconnectedAt
+		r.baseline = e.subs.filtersOpen(r)
 	}
 	e.recomputeRelay(r.URL)
-	e.updateRelayState(r)
+	e.sched.updateRelayState(r)
 }
 
 func (e *Engine) fullResyncInterval() time.Duration {
@@ -231,7 +231,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 // teardown stops a relay's connection goroutines and clears its pending
 // batches and live subscriptions.
 func (e *Engine) teardown(r *remote) {
-	e.parkRetries(r)
+	e.sched.parkRetries(r)
 	if r.cancel != nil {
 		r.cancel()
 	}

@@ -21,29 +21,29 @@ import (
 
 // exec queues a command for the relay's writer goroutine. A relay whose
 // command queue is full is not reading: it is disconnected.
-func (e *Engine) exec(r *remote, fn func(*relay.Conn)) {
+func (ls liveSubs) exec(r *remote, fn func(*relay.Conn)) {
 	if r.cmds == nil {
 		return
 	}
 	select {
 	case r.cmds <- fn:
 	default:
-		e.log.Warn("relay command queue full; disconnecting", zap.String("relay", r.URL))
-		e.onDisconnected(r.URL, r.gen, errors.New("command queue full"))
+		ls.e.log.Warn("relay command queue full; disconnecting", zap.String("relay", r.URL))
+		ls.e.onDisconnected(r.URL, r.gen, errors.New("command queue full"))
 	}
 }
 
-func (e *Engine) subscribeLayer1(r *remote) {
-	e.openLive(r, "l1", nip34.Live([]nostr.Filter{nip34.Layer1(nil)}))
+func (ls liveSubs) subscribeLayer1(r *remote) {
+	ls.openLive(r, "l1", nip34.Live([]nostr.Filter{nip34.Layer1(nil)}))
 }
 
 // subscribeLive opens live subscriptions (limit 0) for fs, split into REQs
 // of at most the relay's max_filters.
-func (e *Engine) subscribeLive(r *remote, fs []nostr.Filter) {
+func (ls liveSubs) subscribeLive(r *remote, fs []nostr.Filter) {
 	if len(fs) == 0 {
 		return
 	}
-	e.openChunked(r, nip34.Live(fs), nil)
+	ls.openChunked(r, nip34.Live(fs), nil)
 }
 
 // referTo is the arrival check of kind filters: the event refers to one of
@@ -84,23 +84,23 @@ func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Ev
 // filters and maxReqBytes of filter JSON each (less when the relay
 // announces a smaller max_message_length). refers, when set, is the
 // arrival check of the kind filters among fs (liveMatch).
-func (e *Engine) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
-	for _, c := range e.chunkLive(r, fs) {
+func (ls liveSubs) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+	for _, c := range ls.chunkLive(r, fs) {
 		r.liveSeq++
-		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, refers, nil)
+		ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, refers, nil)
 	}
 }
 
 // chunkLive splits fs into the filters of REQs of at most the relay's
 // max_filters filters and maxReqBytes of filter JSON each.
-func (e *Engine) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
-	return e.chunkFilters(r, historic.FitTagValues(fs, e.valuesPerFilter(r.URL)))
+func (ls liveSubs) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
+	return ls.chunkFilters(r, historic.FitTagValues(fs, ls.e.lim.valuesPerFilter(r.URL)))
 }
 
 // chunkFilters is chunkLive without fitting the filters' tag values.
-func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
+func (ls liveSubs) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 	var out [][]nostr.Filter
-	limits := e.d.Health.Limits(r.URL)
+	limits := ls.e.d.Health.Limits(r.URL)
 	per := limits.MaxFilters
 	if per <= 0 || per > 100 {
 		per = 100
@@ -122,8 +122,8 @@ func (e *Engine) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
 	return out
 }
 
-func (e *Engine) openLive(r *remote, id string, fs []nostr.Filter) {
-	e.openLiveMatch(r, id, fs, nil, nil)
+func (ls liveSubs) openLive(r *remote, id string, fs []nostr.Filter) {
+	ls.openLiveMatch(r, id, fs, nil, nil)
 }
 
 // liveBuffer is the queue of a live subscription: most are idle, and a
@@ -134,9 +134,9 @@ const liveBuffer = 32
 // openLiveMatch opens a live subscription whose events are checked with
 // liveMatch(fs, refers). With cu, fs carry since and the stored events
 // before EOSE are cu's catch-up (sinceSub).
-func (e *Engine) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool, cu *sinceSub) {
+func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool, cu *sinceSub) {
 	if _, open := r.live[id]; open {
-		e.closeLive(r, id)
+		ls.closeLive(r, id)
 	}
 	r.live[id] = len(fs)
 	if cu != nil {
@@ -145,45 +145,45 @@ func (e *Engine) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers f
 		}
 		r.since[id] = cu
 	}
-	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
-	url, gen, ctx, count := r.URL, r.gen, e.ctx, &r.received
+	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
+	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
 	match := liveMatch(fs, refers)
-	e.exec(r, func(c *relay.Conn) {
+	ls.exec(r, func(c *relay.Conn) {
 		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
 		if err != nil {
 			if cu != nil && !connEnded(c) { // a catch-up part never asked (an ended connection drops it)
-				e.post(func() { e.onSinceFailed(url, gen, id, cu, err) })
+				ls.e.post(func() { ls.onSinceFailed(url, gen, id, cu, err) })
 			}
 			return // the watcher reports the broken connection
 		}
-		e.wg.Add(1)
+		ls.e.wg.Add(1)
 		go func() {
-			defer e.wg.Done()
-			e.readLive(ctx, url, gen, sub, match, count, e.newSinceCount(cu, c))
+			defer ls.e.wg.Done()
+			ls.readLive(ctx, url, gen, sub, match, count, ls.newSinceCount(cu, c))
 		}()
 	})
 }
 
-func (e *Engine) closeLive(r *remote, id string) {
-	e.sinceClosed(r, id)
+func (ls liveSubs) closeLive(r *remote, id string) {
+	ls.sinceClosed(r, id)
 	delete(r.live, id)
-	e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(e.filtersOpen(r)))
-	e.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
+	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
+	ls.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
 }
 
 // readLive forwards a live subscription's events to the handler. cnt,
 // when set, counts a since subscription's stored events until its EOSE
 // (sinceCount).
-func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cnt *sinceCount) {
-	recv := e.m.eventsReceived.WithLabelValues(url)
+func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cnt *sinceCount) {
+	recv := ls.e.m.eventsReceived.WithLabelValues(url)
 	closed := func(reason string) {
 		if cnt != nil {
 			cu := cnt.sub
-			e.post(func() {
-				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", historic.ErrSubscriptionClosed, reason))
+			ls.e.post(func() {
+				ls.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", historic.ErrSubscriptionClosed, reason))
 			})
 		}
-		e.post(func() { e.onLiveClosed(url, gen, sub.ID, reason) })
+		ls.e.post(func() { ls.onLiveClosed(url, gen, sub.ID, reason) })
 	}
 	for {
 		select {
@@ -194,8 +194,8 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 				continue
 			}
 			cu := cnt.sub
-			e.post(func() {
-				e.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", historic.ErrEOSETimeout, e.cfg.EOSETimeout))
+			ls.e.post(func() {
+				ls.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", historic.ErrEOSETimeout, ls.e.cfg.EOSETimeout))
 			})
 			cnt = nil // live from here on
 		case <-sub.Done():
@@ -216,8 +216,8 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 			switch m.Type {
 			case relay.MsgEOSE:
 				if cnt != nil {
-					cu, rest := cnt.sub, cnt.rest(e.pager, url)
-					e.post(func() { e.onSinceEOSE(url, gen, sub.ID, cu, rest) })
+					cu, rest := cnt.sub, cnt.rest(ls.e.pager, url)
+					ls.e.post(func() { ls.onSinceEOSE(url, gen, sub.ID, cu, rest) })
 					cnt = nil
 				}
 			case relay.MsgEvent:
@@ -228,10 +228,10 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 					// Answers we did not ask for, and kind filters' events
 					// about foreign roots, are dropped before they cost a
 					// queue slot or a signature check.
-					e.h.Invalid("no_match")
+					ls.e.h.Invalid("no_match")
 					continue
 				}
-				if err := e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url, Raw: m.Raw}); err != nil {
+				if err := ls.e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url, Raw: m.Raw}); err != nil {
 					return
 				}
 			case relay.MsgClosed:
@@ -244,8 +244,8 @@ func (e *Engine) readLive(ctx context.Context, url string, gen uint64, sub *rela
 
 // onLiveClosed: the relay closed a live subscription. It is rebuilt once
 // the relay allows new REQs.
-func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
-	r := e.relays[url]
+func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
+	r := ls.e.relays[url]
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return
 	}
@@ -257,22 +257,22 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 	r.lastError = "CLOSED: " + reason
 	// Its filters are not live from now until the rebuild, which may wait
 	// for the relay's pending batches: the rebuild catches up from here.
-	if now := e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
+	if now := ls.e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
 		r.liveDeferredAt = now
 	}
 	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
-		e.learnFilters(url, filters, "CLOSED: "+reason)
+		ls.e.lim.learnFilters(url, filters, "CLOSED: "+reason)
 	}
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
 		// NIP-42: rebuild once the connection authenticated; without a key
 		// (or refused) the relay is reported as needing one, not retried.
 		conn := r.conn
-		e.wg.Add(1)
+		ls.e.wg.Add(1)
 		go func() {
-			defer e.wg.Done()
-			if err := e.pager.Auth.Ensure(e.ctx, conn); err == nil {
-				e.post(func() {
-					if r := e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
+			defer ls.e.wg.Done()
+			if err := ls.e.pager.Auth.Ensure(ls.e.ctx, conn); err == nil {
+				ls.e.post(func() {
+					if r := ls.e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
 						r.rebuildLive = true
 					}
 				})
@@ -281,23 +281,23 @@ func (e *Engine) onLiveClosed(url string, gen uint64, id, reason string) {
 		return
 	}
 	r.rebuildLive = true
-	e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+	ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
 }
 
 // onChallenge: the relay sent a NIP-42 AUTH challenge. With a key the
 // connection authenticates before the relay has to refuse a read (the
 // reference implementation answers with the relay owner's key); without
 // one nothing happens until a read is refused.
-func (e *Engine) onChallenge(url string) {
-	r := e.relays[url]
-	if r == nil || r.conn == nil || e.d.Sign == nil {
+func (ls liveSubs) onChallenge(url string) {
+	r := ls.e.relays[url]
+	if r == nil || r.conn == nil || ls.e.d.Sign == nil {
 		return
 	}
 	conn := r.conn
-	e.wg.Add(1)
+	ls.e.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
-		_ = e.pager.Auth.Ensure(e.ctx, conn)
+		defer ls.e.wg.Done()
+		_ = ls.e.pager.Auth.Ensure(ls.e.ctx, conn)
 	}()
 }
 
@@ -305,40 +305,40 @@ func (e *Engine) onChallenge(url string) {
 // remote relay from its reader before the subscription, session or
 // publisher does, so that a rate limit starts the cooldown before anyone
 // retries.
-func (e *Engine) onReason(url string, source health.MessageSource, reason string) {
-	if e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
-		at := e.clock.Now()
-		e.post(func() {
-			if r := e.relays[url]; r != nil {
+func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
+	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
+		at := ls.e.clock.Now()
+		ls.e.post(func() {
+			if r := ls.e.relays[url]; r != nil {
 				r.rateLimitedAt = at
 			}
 		})
 	}
 }
 
-func (e *Engine) onNotice(url, text string) {
-	sig := e.d.Health.Observe(url, health.SourceNotice, text)
+func (ls liveSubs) onNotice(url, text string) {
+	sig := ls.e.d.Health.Observe(url, health.SourceNotice, text)
 	switch sig {
 	case health.SignalTooManyFilters:
 		// strfry answers a REQ over its filter count with a NOTICE ("bad
 		// req: arr too big") that names none: learn from the largest live
 		// REQ and rebuild them all within the bound.
-		e.post(func() {
-			if r := e.relays[url]; r != nil && r.Status.IsUp() {
+		ls.e.post(func() {
+			if r := ls.e.relays[url]; r != nil && r.Status.IsUp() {
 				most := 0
 				for _, n := range r.live {
 					most = max(most, n)
 				}
-				e.learnFilters(url, most, "NOTICE: "+text)
+				ls.e.lim.learnFilters(url, most, "NOTICE: "+text)
 				r.rebuildLive = true
 			}
 		})
 	case health.SignalTooManySubscriptions, health.SignalRateLimited:
 		// A NOTICE names no subscription: whatever REQ it refused, rebuild
 		// the live ones once the relay allows it.
-		at := e.clock.Now()
-		e.post(func() {
-			if r := e.relays[url]; r != nil && r.Status.IsUp() {
+		at := ls.e.clock.Now()
+		ls.e.post(func() {
+			if r := ls.e.relays[url]; r != nil && r.Status.IsUp() {
 				r.rebuildLive = true
 				if sig == health.SignalRateLimited {
 					r.rateLimitedAt = at
@@ -350,29 +350,19 @@ func (e *Engine) onNotice(url, text string) {
 
 // waitCooldown blocks until url's rate-limit cooldown is over: the relay
 // connection calls it before every REQ and NEG-OPEN.
-func (e *Engine) waitCooldown(ctx context.Context, url string) error {
+func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
 	for {
-		d := e.d.Health.CooldownRemaining(url)
+		d := ls.e.d.Health.CooldownRemaining(url)
 		if d <= 0 {
 			return nil
 		}
-		if err := e.sleep(ctx, d); err != nil {
+		if err := ls.e.sleep(ctx, d); err != nil {
 			return err
 		}
 	}
 }
 
-// sleep waits d on the engine's clock, or until ctx is done.
-func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.clock.After(d):
-		return nil
-	}
-}
-
-func (e *Engine) filtersOpen(r *remote) int {
+func (ls liveSubs) filtersOpen(r *remote) int {
 	n := 0
 	for _, c := range r.live {
 		n += c
@@ -381,59 +371,59 @@ func (e *Engine) filtersOpen(r *remote) int {
 }
 
 // allowed tells whether new REQs may go to the relay now.
-func (e *Engine) allowed(r *remote) bool {
-	return r.Status.IsUp() && e.d.Health.CooldownRemaining(r.URL) <= 0
+func (ls liveSubs) allowed(r *remote) bool {
+	return r.Status.IsUp() && ls.e.d.Health.CooldownRemaining(r.URL) <= 0
 }
 
 // addFilters starts syncing new items from a relay: live subscriptions and
 // a historic batch, consolidating first when the relay would carry too
 // many filters or subscriptions.
-func (e *Engine) addFilters(a repoindex.AddFilters) {
-	r := e.relays[a.Relay]
+func (ls liveSubs) addFilters(a repoindex.AddFilters) {
+	r := ls.e.relays[a.Relay]
 	if r == nil || !r.Status.IsUp() {
 		return
 	}
-	if !e.allowed(r) || !r.consolidateBy.IsZero() {
+	if !ls.allowed(r) || !r.consolidateBy.IsZero() {
 		r.deferred = true
 		return
 	}
 	repos, roots := a.Items.Repos.Sorted(), a.Items.Roots.Sorted()
-	e.refsOf(r).add(a.Items)
-	if e.deferLive(r) {
+	ls.refsOf(r).add(a.Items)
+	if ls.deferLive(r) {
 		// The relay is still syncing history: its budget goes to the
 		// historic jobs, and the live filters of these items wait for
 		// the consolidation that ends the pending batches.
 		if r.liveDeferredAt.IsZero() {
-			r.liveDeferredAt = e.clock.Now()
+			r.liveDeferredAt = ls.e.clock.Now()
 		}
-		e.log.Debug("new items run their history; live subscriptions wait for the pending batches", zap.String("relay", r.URL),
-			zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Int("pending_batches", len(e.pending[r.URL])))
-		e.startBatch(r, a.Items, nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil), false)
-		e.updateRelayState(r)
+		ls.e.log.Debug("new items run their history; live subscriptions wait for the pending batches", zap.String("relay", r.URL),
+			zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Int("pending_batches", len(ls.e.pending[r.URL])))
+		ls.e.sched.startBatch(r, a.Items, nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil), false)
+		ls.e.sched.updateRelayState(r)
 		return
 	}
-	newFilters := nip34.Count23(len(repos), len(roots), e.valuesPerFilter(r.URL))
-	budget := e.d.Health.SubscriptionBudget(r.URL)
+	newFilters := nip34.Count23(len(repos), len(roots), ls.e.lim.valuesPerFilter(r.URL))
+	budget := ls.e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a
 	// threshold more than that set), or would use its last subscription:
 	// historic jobs running now hold subscriptions too.
-	limit := max(e.cfg.ConsolidationThreshold, r.baseline+e.cfg.ConsolidationThreshold/2)
-	if e.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+e.lender(r).InUse()+1 >= budget {
-		if len(e.pending[r.URL]) > 0 {
-			e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
-				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
-			r.consolidateBy = e.clock.Now().Add(e.cfg.ConsolidationWait)
+	limit := max(ls.e.cfg.ConsolidationThreshold, r.baseline+ls.e.cfg.ConsolidationThreshold/2)
+	if ls.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget {
+		if len(ls.e.pending[r.URL]) > 0 {
+			ls.e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
+				zap.Int("pending_batches", len(ls.e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
+			r.consolidateBy = ls.e.clock.Now().Add(ls.e.cfg.ConsolidationWait)
 			r.deferred = true
 			return
 		}
-		e.consolidate(r)
+		ls.consolidate(r)
 	}
 	// One set of filters for both: they share their value slices.
-	fs := nip34.Layers23(repos, roots, e.cfg.ValuesPerFilter, nil)
-	e.subscribeLive(r, fs)
-	e.startBatch(r, a.Items, fs, false)
-	e.updateRelayState(r)
+	fs := nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil)
+	ls.subscribeLive(r, fs)
+	ls.e.sched.startBatch(r, a.Items, fs, false)
+	ls.e.sched.updateRelayState(r)
 }
 
 // deferLive tells whether new items of r open no live per-root
@@ -444,14 +434,14 @@ func (e *Engine) addFilters(a repoindex.AddFilters) {
 // consolidation when the batches are done (or Config.LiveDeferMax after
 // the first deferred item, onTick) opens their live filters with since
 // reaching back to when the first of them was added. Layer 1 stays live.
-func (e *Engine) deferLive(r *remote) bool {
-	return e.cfg.LiveDeferMax > 0 && len(e.pending[r.URL]) > 0
+func (ls liveSubs) deferLive(r *remote) bool {
+	return ls.e.cfg.LiveDeferMax > 0 && len(ls.e.pending[r.URL]) > 0
 }
 
 // liveDeferDue tells whether r's deferred live filters have waited
 // Config.LiveDeferMax: they are opened even though batches are pending.
-func (e *Engine) liveDeferDue(r *remote, now time.Time) bool {
-	return !r.liveDeferredAt.IsZero() && !now.Before(r.liveDeferredAt.Add(e.cfg.LiveDeferMax))
+func (ls liveSubs) liveDeferDue(r *remote, now time.Time) bool {
+	return !r.liveDeferredAt.IsZero() && !now.Before(r.liveDeferredAt.Add(ls.e.cfg.LiveDeferMax))
 }
 
 // catchUpFrom is the earliest time a catch-up of r's confirmed items must
@@ -472,19 +462,19 @@ func catchUpFrom(r *remote, now time.Time) time.Time {
 // filters as possible, with a catch-up batch since now − since_buffer
 // (since the first item whose live filters were deferred − since_buffer,
 // when some were: events that came meanwhile arrive as stored ones).
-func (e *Engine) consolidate(r *remote) {
-	from := e.clock.Now()
+func (ls liveSubs) consolidate(r *remote) {
+	from := ls.e.clock.Now()
 	deferredFrom := r.liveDeferredAt
 	if !deferredFrom.IsZero() && deferredFrom.Before(from) {
 		from = deferredFrom
 	}
 	r.liveDeferredAt = time.Time{}
-	since := nostr.Timestamp(from.Add(-e.cfg.SinceBuffer).Unix())
-	e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", e.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
+	since := nostr.Timestamp(from.Add(-ls.e.cfg.SinceBuffer).Unix())
+	ls.e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", ls.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
 		zap.Time("since", since.Time()))
 	for id := range r.live {
 		if id != kindSub {
-			e.closeLive(r, id)
+			ls.closeLive(r, id)
 		}
 	}
 	r.consolidateBy = time.Time{}
@@ -492,39 +482,39 @@ func (e *Engine) consolidate(r *remote) {
 	items := repoindex.NewItems()
 	items.Repos.AddAll(r.Confirmed.Repos)
 	items.Roots.AddAll(r.Confirmed.Roots)
-	for _, b := range e.pending[r.URL] {
+	for _, b := range ls.e.pending[r.URL] {
 		items.Repos.AddAll(b.Items.Repos)
 		items.Roots.AddAll(b.Items.Roots)
 	}
-	e.refsOf(r).add(items)
+	ls.refsOf(r).add(items)
 	if deferredFrom.IsZero() {
-		e.subscribeCatchup(r, items, since)
+		ls.subscribeCatchup(r, items, since)
 	} else {
 		// Live filters deferred (or closed by the relay) since
 		// deferredFrom: what came since then arrives as stored events,
 		// a catch-up batch like a quick reconnect's, so it is not lost
 		// if a REQ is refused or the connection ends before its EOSE.
-		b := e.subscribeCatchupBatch(r, items, since)
+		b := ls.subscribeCatchupBatch(r, items, since)
 		if r.catchupFrom.IsZero() || deferredFrom.Before(r.catchupFrom) {
 			r.catchupFrom = deferredFrom
 		}
 		r.catchup = b
 	}
-	r.baseline = e.filtersOpen(r)
+	r.baseline = ls.filtersOpen(r)
 }
 
 // subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
 // with since: stored events since then, then live. Layer 3 is asked per
 // root by `e` and `q` and by kind in the relay's kind subscription, opened
 // with since unless it is open already (livekinds.go).
-func (e *Engine) subscribeCatchup(r *remote, items repoindex.Items, since nostr.Timestamp) {
-	e.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
+func (ls liveSubs) subscribeCatchup(r *remote, items repoindex.Items, since nostr.Timestamp) {
+	ls.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
 	if items.Roots.Len() > 0 {
-		e.openKindSub(r, since)
+		ls.openKindSub(r, since)
 	}
-	for _, c := range e.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
+	for _, c := range ls.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
 		r.liveSeq++
-		e.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
+		ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
 	}
 }
 
@@ -537,14 +527,14 @@ func (e *Engine) subscribeCatchup(r *remote, items repoindex.Items, since nostr.
 // historic job and one new live REQ. Over the budget the relay refuses
 // some with CLOSED, which rebuilds the live subscriptions by consolidating
 // again: a loop. What still does not fit is opened and logged.
-func (e *Engine) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
-	room := max(1, e.d.Health.SubscriptionBudget(r.URL)-4)
-	per := e.cfg.ValuesPerFilter
+func (ls liveSubs) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
+	room := max(1, ls.e.d.Health.SubscriptionBudget(r.URL)-4)
+	per := ls.e.cfg.ValuesPerFilter
 	if per <= 0 {
 		per = nip34.DefaultValuesPerFilter
 	}
-	chunks := e.chunkLive(r, layers23ByRoot(repos, roots, per, since))
-	limits := e.d.Health.Limits(r.URL)
+	chunks := ls.chunkLive(r, layers23ByRoot(repos, roots, per, since))
+	limits := ls.e.d.Health.Limits(r.URL)
 	bound, maxBytes := limits.MaxTagValues, historic.ReqBytesLimit(limits)
 	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
 		per *= 2
@@ -552,15 +542,15 @@ func (e *Engine) catchupChunks(r *remote, repos, roots []string, since *nostr.Ti
 		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return historic.FilterBytes(f) > maxBytes }) {
 			break // one filter alone would be over the relay's message size
 		}
-		wider := e.chunkFilters(r, fs)
+		wider := ls.chunkFilters(r, fs)
 		if len(wider) >= len(chunks) {
 			break
 		}
 		chunks = wider
 	}
 	if len(chunks) > room {
-		e.log.Warn("live subscriptions exceed the relay's subscription budget",
-			zap.String("relay", r.URL), zap.Int("subscriptions", 1+len(chunks)), zap.Int("budget", e.d.Health.SubscriptionBudget(r.URL)))
+		ls.e.log.Warn("live subscriptions exceed the relay's subscription budget",
+			zap.String("relay", r.URL), zap.Int("subscriptions", 1+len(chunks)), zap.Int("budget", ls.e.d.Health.SubscriptionBudget(r.URL)))
 	}
 	return chunks
 }

@@ -50,7 +50,7 @@ func (l *liveRefs) refers(ev *nostr.Event) bool {
 }
 
 // refsOf returns r's liveRefs for its current connection.
-func (e *Engine) refsOf(r *remote) *liveRefs {
+func (ls liveSubs) refsOf(r *remote) *liveRefs {
 	if r.refs == nil {
 		r.refs = newLiveRefs()
 	}
@@ -58,11 +58,11 @@ func (e *Engine) refsOf(r *remote) *liveRefs {
 }
 
 // openKindSub opens r's kind subscription with since unless it is open.
-func (e *Engine) openKindSub(r *remote, since nostr.Timestamp) {
+func (ls liveSubs) openKindSub(r *remote, since nostr.Timestamp) {
 	if _, open := r.live[kindSub]; open {
 		return
 	}
-	e.openLiveMatch(r, kindSub, nip34.Layer3ByKind(&since), e.refsOf(r).refers, nil)
+	ls.openLiveMatch(r, kindSub, nip34.Layer3ByKind(&since), ls.refsOf(r).refers, nil)
 }
 
 // layers23ByRoot are the per-root filters of a consolidation: Layer 2 and

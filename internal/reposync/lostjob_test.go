@@ -36,7 +36,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 
 	items := repoindex.NewItems()
 	items.Repos.Add(h.ref)
-	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
+	h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
 	// The jobs report before the disconnect does.
 	for h.e.historicJobs > 0 {
 		select {

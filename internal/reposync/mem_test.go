@@ -36,7 +36,7 @@ func BenchmarkQueuedJobBytes(b *testing.B) {
 				r.jobs = append(r.jobs, &job{filters: fs[i : i+1 : i+1]})
 			}
 		}},
-		{"packed", func(r *remote, fs []nostr.Filter) { (&Engine{}).queueFilters(r, nil, nil, fs) }},
+		{"packed", func(r *remote, fs []nostr.Filter) { (jobScheduler{&Engine{}}).queueFilters(r, nil, nil, fs) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64

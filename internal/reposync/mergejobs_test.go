@@ -61,7 +61,7 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 			for i := range c.live {
 				h.r.live[fmt.Sprintf("l%d", i)] = 17
 			}
-			h.e.startBatch(h.r, repoindex.NewItems(), fs, false)
+			h.e.sched.startBatch(h.r, repoindex.NewItems(), fs, false)
 			h.drain(t)
 			asked := map[string]int{}
 			for _, call := range h.hs.calls {
@@ -106,8 +106,8 @@ func TestHistoricJobsSharedAmongRelays(t *testing.T) {
 		}
 		return fs
 	}
-	h.e.startBatch(h.r, repoindex.NewItems(), filters("a"), false)
-	h.e.startBatch(r2, repoindex.NewItems(), filters("b"), false)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), filters("a"), false)
+	h.e.sched.startBatch(r2, repoindex.NewItems(), filters("b"), false)
 	if h.r.running != 4 || r2.running != 0 {
 		t.Fatalf("running %d and %d, want the first relay's 4 (nothing else waited)", h.r.running, r2.running)
 	}
@@ -165,7 +165,7 @@ func TestHistoricFreedPlacesGoToRelaysBelow(t *testing.T) {
 		return fs
 	}
 	for i, r := range rs {
-		h.e.startBatch(r, repoindex.NewItems(), filters(fmt.Sprint(i)), false)
+		h.e.sched.startBatch(r, repoindex.NewItems(), filters(fmt.Sprint(i)), false)
 	}
 	if rs[0].running != 5 {
 		t.Fatalf("the first relay runs %d, want all 5 places (nothing else waited)", rs[0].running)

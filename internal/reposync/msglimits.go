@@ -1,15 +1,23 @@
 package reposync
 
 import (
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
+// learnedLimits are the limits the engine learns of remote relays from
+// their refusals, kept by the health tracker (which guards them itself).
+type learnedLimits struct {
+	cfg    *Config // the engine's: ValuesPerFilter, the configured sync.values_per_filter
+	health *health.Tracker
+}
+
 // valuesPerFilter is how many tag values one filter to url carries: the
 // configured sync.values_per_filter, lowered to what the relay taught.
-func (e *Engine) valuesPerFilter(url string) int {
-	n := e.cfg.ValuesPerFilter
-	if l := e.d.Health.Limits(url).MaxTagValues; l > 0 && (n <= 0 || l < n) {
-		n = l
+func (l learnedLimits) valuesPerFilter(url string) int {
+	n := l.cfg.ValuesPerFilter
+	if m := l.health.Limits(url).MaxTagValues; m > 0 && (n <= 0 || m < n) {
+		n = m
 	}
 	return n
 }
@@ -18,9 +26,9 @@ func (e *Engine) valuesPerFilter(url string) int {
 // tag carried most values (relay.MostTagValues); half of it is its bound
 // from then on (refusals of REQs built alike teach the same bound, not
 // halves of halves).
-func (e *Engine) learnTagValues(url string, most int, why string) {
+func (l learnedLimits) learnTagValues(url string, most int, why string) {
 	if most > 1 {
-		e.d.Health.Learn(url, relay.Limits{MaxTagValues: most / 2}, why)
+		l.health.Learn(url, relay.Limits{MaxTagValues: most / 2}, why)
 	}
 }
 
@@ -29,9 +37,9 @@ func (e *Engine) learnTagValues(url string, most int, why string) {
 // keeps half of it as the relay's bound, so the REQs rebuilt next fit
 // (halving again if the relay still refuses) instead of failing the same
 // way in a loop.
-func (e *Engine) learnFilters(url string, sent int, why string) {
+func (l learnedLimits) learnFilters(url string, sent int, why string) {
 	if sent > 1 {
-		e.d.Health.Learn(url, relay.Limits{MaxFilters: sent / 2}, why)
+		l.health.Learn(url, relay.Limits{MaxFilters: sent / 2}, why)
 	}
 }
 
@@ -40,11 +48,11 @@ func (e *Engine) learnFilters(url string, sent int, why string) {
 // the largest message sent on it as the relay's message size, so that
 // REQs, NEG-OPENs, NEG-MSGs and fetch-by-id batches are built within it
 // after the reconnect.
-func (e *Engine) learnMessageSize(url string, c *relay.Conn, err error) {
+func (l learnedLimits) learnMessageSize(url string, c *relay.Conn, err error) {
 	if !relay.MessageTooBig(err) {
 		return
 	}
 	if sent := int(c.Stats().MaxFrameOut); sent > 0 {
-		e.d.Health.Learn(url, relay.Limits{MaxMessageLength: sent / 2}, "closed for a message too big: "+err.Error())
+		l.health.Learn(url, relay.Limits{MaxMessageLength: sent / 2}, "closed for a message too big: "+err.Error())
 	}
 }

@@ -42,7 +42,7 @@ func TestHistoricJobNotesNoMatchDrops(t *testing.T) {
 	h := newHistoricEnv(t)
 	d := &droppingHistoric{delivered: map[string]bool{}}
 	h.e.d.Historic = d
-	h.e.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{{Kinds: []int{1}, Tags: nostr.TagMap{"e": {claimID(1)}}}}, false)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{{Kinds: []int{1}, Tags: nostr.TagMap{"e": {claimID(1)}}}}, false)
 	h.drain(t)
 	d.mu.Lock()
 	defer d.mu.Unlock()

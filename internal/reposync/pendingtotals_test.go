@@ -41,7 +41,7 @@ func TestPendingTotalsFollowBatches(t *testing.T) {
 			for j := 0; j <= i; j++ {
 				items.Roots.Add(nostr.GeneratePrivateKey()[:64])
 			}
-			h.e.startBatch(h.r, items, nip34.Layer2([]string{ref}, 100, nil), false)
+			h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{ref}, 100, nil), false)
 		}
 	}
 	start(3)

@@ -88,7 +88,7 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 		{"a confirmed batch", func() {
 			items := repoindex.NewItems()
 			items.Repos.Add("30617:" + strings.Repeat("b", 64) + ":other")
-			e.onBatchDone(e.relays[url], &repoindex.PendingBatch{ID: 1, Items: items}, &batchRun{})
+			e.sched.onBatchDone(e.relays[url], &repoindex.PendingBatch{ID: 1, Items: items}, &batchRun{})
 		}, 2},
 		{"a clear", func() { e.relays[url].ClearConfirmed() }, 0},
 		{"a clear and as many items again", func() {
@@ -100,7 +100,7 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 			r.ClearConfirmed()
 			items := repoindex.NewItems()
 			items.Repos.Add("30617:" + strings.Repeat("c", 64) + ":third")
-			e.onBatchDone(r, &repoindex.PendingBatch{ID: 3, Items: items}, &batchRun{})
+			e.sched.onBatchDone(r, &repoindex.PendingBatch{ID: 3, Items: items}, &batchRun{})
 		}, 1},
 		{"forgotten and tracked again", func() {
 			e.forget(url)

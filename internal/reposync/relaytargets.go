@@ -67,7 +67,7 @@ func (e *Engine) runActions(targets map[string]repoindex.Target) {
 		rs[url] = &r.RelayState
 	}
 	for _, a := range repoindex.ComputeActions(targets, e.pending, rs) {
-		e.addFilters(a)
+		e.subs.addFilters(a)
 	}
 }
 
@@ -78,7 +78,7 @@ func (e *Engine) recomputeRelay(url string) {
 	if r == nil || !r.Status.IsUp() {
 		return
 	}
-	if !e.allowed(r) || !r.consolidateBy.IsZero() {
+	if !e.subs.allowed(r) || !r.consolidateBy.IsZero() {
 		// addFilters would defer whatever the diff holds: a relay waiting
 		// for its consolidation is recomputed once it ran, not at every
 		// batch that ends meanwhile.
@@ -87,6 +87,6 @@ func (e *Engine) recomputeRelay(url string) {
 	}
 	add := repoindex.RelayActions(e.disc.Repos, url, e.bootstrapOK[url] && e.cfg.BootstrapAllLayers, e.pending[url], &r.RelayState)
 	if !add.Empty() {
-		e.addFilters(repoindex.AddFilters{Relay: url, Items: add})
+		e.subs.addFilters(repoindex.AddFilters{Relay: url, Items: add})
 	}
 }

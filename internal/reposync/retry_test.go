@@ -114,7 +114,7 @@ func (h *historicEnv) callsSince(n int) []nostr.Filter {
 func (h *historicEnv) eose(t *testing.T) {
 	t.Helper()
 	for id, cu := range h.r.since {
-		h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
+		h.e.subs.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
 	}
 	h.drain(t)
 }
@@ -132,7 +132,7 @@ func (h *historicEnv) batch(t *testing.T) {
 	t.Helper()
 	items := repoindex.NewItems()
 	items.Repos.Add(h.ref)
-	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
+	h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
 	h.drain(t)
 }
 
@@ -234,8 +234,8 @@ func TestHistoricSyncCompleteOnce(t *testing.T) {
 	for i := range 3 {
 		items := repoindex.NewItems()
 		items.Repos.Add(nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "later"))
-		h.e.startBatch(h.r, items, nip34.Layer2(items.Repos.Sorted(), 100, nil), false)
-		h.e.updateRelayState(h.r)
+		h.e.sched.startBatch(h.r, items, nip34.Layer2(items.Repos.Sorted(), 100, nil), false)
+		h.e.sched.updateRelayState(h.r)
 		if h.r.Status != repoindex.Connected {
 			t.Fatalf("batch %d for a newly discovered repository: %v, want connected", i, h.r.Status)
 		}

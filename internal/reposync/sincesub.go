@@ -32,16 +32,16 @@ type sinceSub struct {
 // reached the relay's cap (Pager.ReachedCap) is paged on below what came
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
 // fails the batch, retried with the REQ pager (Config.HistoricRetry).
-func (e *Engine) subscribeSince(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
-	limit := e.pager.PageSizeFor(r.URL)
+func (ls liveSubs) subscribeSince(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
+	limit := ls.e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
-	if fs := nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
+	if fs := nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), ls.e.cfg.ValuesPerFilter, &since); len(fs) > 0 {
 		refers := referTo(items)
-		for _, c := range e.chunkLive(r, withLimit(fs, limit)) {
+		for _, c := range ls.chunkLive(r, withLimit(fs, limit)) {
 			parts = append(parts, sincePart{filters: c, refers: refers})
 		}
 	}
-	return e.openSinceBatch(r, items, parts)
+	return ls.openSinceBatch(r, items, parts)
 }
 
 // subscribeCatchupBatch is subscribeCatchup as one pending catch-up batch
@@ -51,16 +51,16 @@ func (e *Engine) subscribeSince(r *remote, items repoindex.Items, since nostr.Ti
 // consolidation that opens live filters deferred, or closed by the relay,
 // since a time before now − since_buffer. The kind subscription is a part
 // when this opens it; kept open, it has been live all along.
-func (e *Engine) subscribeCatchupBatch(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
-	limit := e.pager.PageSizeFor(r.URL)
+func (ls liveSubs) subscribeCatchupBatch(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
+	limit := ls.e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if _, kindOpen := r.live[kindSub]; items.Roots.Len() > 0 && !kindOpen {
-		parts = append(parts, sincePart{id: kindSub, filters: withLimit(nip34.Layer3ByKind(&since), limit), refers: e.refsOf(r).refers})
+		parts = append(parts, sincePart{id: kindSub, filters: withLimit(nip34.Layer3ByKind(&since), limit), refers: ls.refsOf(r).refers})
 	}
-	for _, c := range e.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
+	for _, c := range ls.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
 		parts = append(parts, sincePart{filters: withLimit(c, limit)})
 	}
-	return e.openSinceBatch(r, items, parts)
+	return ls.openSinceBatch(r, items, parts)
 }
 
 // sincePart is one live subscription with since of a catch-up batch: its
@@ -74,9 +74,9 @@ type sincePart struct {
 
 // openSinceBatch opens parts as one pending catch-up batch of items, one
 // sinceSub each: each part's EOSE completes it.
-func (e *Engine) openSinceBatch(r *remote, items repoindex.Items, parts []sincePart) *repoindex.PendingBatch {
+func (ls liveSubs) openSinceBatch(r *remote, items repoindex.Items, parts []sincePart) *repoindex.PendingBatch {
 	b := &repoindex.PendingBatch{Items: items, Catchup: true}
-	e.addPending(r, b)
+	ls.e.sched.addPending(r, b)
 	run := &batchRun{left: len(parts), pager: true}
 	for _, p := range parts {
 		id := p.id
@@ -84,7 +84,7 @@ func (e *Engine) openSinceBatch(r *remote, items repoindex.Items, parts []sinceP
 			r.liveSeq++
 			id = fmt.Sprintf("l%d", r.liveSeq+1)
 		}
-		e.openLiveMatch(r, id, p.filters, p.refers, &sinceSub{batch: b, run: run, filters: p.filters})
+		ls.openLiveMatch(r, id, p.filters, p.refers, &sinceSub{batch: b, run: run, filters: p.filters})
 	}
 	return b
 }
@@ -101,8 +101,8 @@ func withLimit(fs []nostr.Filter, limit int) []nostr.Filter {
 
 // sinceOf returns the relay whose since subscription id is still cu, and
 // unregisters it: its EOSE, CLOSED or timeout is handled once.
-func (e *Engine) sinceOf(url string, gen uint64, id string, cu *sinceSub) *remote {
-	r := e.relays[url]
+func (ls liveSubs) sinceOf(url string, gen uint64, id string, cu *sinceSub) *remote {
+	r := ls.e.relays[url]
 	if r == nil || r.gen != gen || !r.Status.IsUp() || cu == nil || r.since[id] != cu {
 		return nil
 	}
@@ -113,46 +113,46 @@ func (e *Engine) sinceOf(url string, gen uint64, id string, cu *sinceSub) *remot
 // onSinceEOSE: a since subscription's stored events are in. The filters
 // whose answer reached the relay's cap (rest, bounded by until) are paged
 // on as jobs of the same batch.
-func (e *Engine) onSinceEOSE(url string, gen uint64, id string, cu *sinceSub, rest []nostr.Filter) {
-	r := e.sinceOf(url, gen, id, cu)
+func (ls liveSubs) onSinceEOSE(url string, gen uint64, id string, cu *sinceSub, rest []nostr.Filter) {
+	r := ls.sinceOf(url, gen, id, cu)
 	if r == nil {
 		return
 	}
 	if len(rest) > 0 {
-		e.log.Info("catch-up subscription reached the relay's cap; paging the rest",
+		ls.e.log.Info("catch-up subscription reached the relay's cap; paging the rest",
 			zap.String("relay", url), zap.String("subscription", id), zap.Int("filters", len(rest)))
-		e.pageRest(r, cu, rest)
+		ls.pageRest(r, cu, rest)
 	}
-	e.runDone(r, cu.batch, cu.run, nil, nil)
+	ls.e.sched.runDone(r, cu.batch, cu.run, nil, nil)
 }
 
 // onSinceFailed: a since subscription was closed by the relay or got no
 // EOSE in time; its filters fail the batch (retried with the REQ pager).
-func (e *Engine) onSinceFailed(url string, gen uint64, id string, cu *sinceSub, err error) {
-	r := e.sinceOf(url, gen, id, cu)
+func (ls liveSubs) onSinceFailed(url string, gen uint64, id string, cu *sinceSub, err error) {
+	r := ls.sinceOf(url, gen, id, cu)
 	if r == nil {
 		return
 	}
-	e.runDone(r, cu.batch, cu.run, cu.filters, fmt.Errorf("catch-up subscription: %w", err))
+	ls.e.sched.runDone(r, cu.batch, cu.run, cu.filters, fmt.Errorf("catch-up subscription: %w", err))
 }
 
 // sinceClosed: we close a since subscription before its EOSE (a
 // consolidation, a full resync): its filters are paged with the REQ pager
 // as jobs of the same batch instead.
-func (e *Engine) sinceClosed(r *remote, id string) {
+func (ls liveSubs) sinceClosed(r *remote, id string) {
 	cu := r.since[id]
 	if cu == nil {
 		return
 	}
 	delete(r.since, id)
-	e.pageRest(r, cu, cu.filters)
+	ls.pageRest(r, cu, cu.filters)
 	cu.run.left-- // the subscription's part is replaced by its jobs
 }
 
 // pageRest queues fs as REQ-pager jobs of cu's batch (started by startJobs).
-func (e *Engine) pageRest(r *remote, cu *sinceSub, fs []nostr.Filter) {
+func (ls liveSubs) pageRest(r *remote, cu *sinceSub, fs []nostr.Filter) {
 	cu.run.left += len(fs)
-	e.queueFilters(r, cu.batch, cu.run, fs)
+	ls.e.sched.queueFilters(r, cu.batch, cu.run, fs)
 }
 
 // sinceCount counts a since subscription's stored events per filter until
@@ -169,13 +169,13 @@ type sinceCount struct {
 	progressed bool
 }
 
-func (e *Engine) newSinceCount(cu *sinceSub, c *relay.Conn) *sinceCount {
+func (ls liveSubs) newSinceCount(cu *sinceSub, c *relay.Conn) *sinceCount {
 	if cu == nil {
 		return nil
 	}
 	return &sinceCount{
 		sub: cu, n: make([]int, len(cu.filters)), ts: make([][]nostr.Timestamp, len(cu.filters)),
-		stalled: c.Stalled, clock: e.clock, wait: e.cfg.EOSETimeout, after: e.clock.After(e.cfg.EOSETimeout),
+		stalled: c.Stalled, clock: ls.e.clock, wait: ls.e.cfg.EOSETimeout, after: ls.e.clock.After(ls.e.cfg.EOSETimeout),
 	}
 }
 

@@ -73,10 +73,10 @@ func TestSinceSubscriptionPagedPastCap(t *testing.T) {
 			rest := cnt.rest(h.e.pager, testRelay)
 			for oid, o := range h.r.since {
 				if oid != id {
-					h.e.onSinceEOSE(testRelay, h.r.gen, oid, o, nil)
+					h.e.subs.onSinceEOSE(testRelay, h.r.gen, oid, o, nil)
 				}
 			}
-			h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, rest)
+			h.e.subs.onSinceEOSE(testRelay, h.r.gen, id, cu, rest)
 			h.drain(t)
 			asked := h.callsSince(before)
 			if !c.paged {
@@ -104,11 +104,11 @@ func TestSinceSubscriptionClosedByUs(t *testing.T) {
 	h := newHistoricEnv(t)
 	since := h.quickReconnect(t)
 	before := h.hs.count()
-	h.e.consolidate(h.r)
+	h.e.subs.consolidate(h.r)
 	if len(h.r.since) != 0 || len(h.e.pending[testRelay]) != 1 {
 		t.Fatalf("after the consolidation: %d since subscriptions, %d pending batches", len(h.r.since), len(h.e.pending[testRelay]))
 	}
-	h.e.startJobs(h.r)
+	h.e.sched.startJobs(h.r)
 	h.drain(t)
 	asked := h.callsSince(before)
 	if len(asked) < 2 {
@@ -133,10 +133,10 @@ func TestSinceSubscriptionFailed(t *testing.T) {
 	id, cu := h.layer2Sub(t)
 	for oid, o := range h.r.since {
 		if oid != id {
-			h.e.onSinceEOSE(testRelay, h.r.gen, oid, o, nil)
+			h.e.subs.onSinceEOSE(testRelay, h.r.gen, oid, o, nil)
 		}
 	}
-	h.e.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
+	h.e.subs.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
 	if h.r.Status != repoindex.ConnectedHistoricSyncFailures || len(h.r.failed) != 1 {
 		t.Fatalf("after a CLOSED: %v with %d failed batches, want connected_historic_sync_failures", h.r.Status, len(h.r.failed))
 	}

@@ -25,7 +25,7 @@ func (e *Engine) refreshSnapshot() {
 		rs := status.Relay{
 			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
 			ReposConfirmed: r.Confirmed.Repos.Len(), RootsConfirmed: r.Confirmed.Roots.Len(),
-			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
+			FiltersOpen: e.subs.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
 			Truncation: e.pager.Truncation.Describe(r.URL),

@@ -17,22 +17,22 @@ func (e *Engine) onTick() {
 			continue
 		}
 		if !r.consolidateBy.IsZero() && !now.Before(r.consolidateBy) {
-			e.consolidate(r)
+			e.subs.consolidate(r)
 			r.deferred = true
 		}
-		if r.rebuildLive && e.allowed(r) && len(e.pending[r.URL]) == 0 {
-			e.consolidate(r)
+		if r.rebuildLive && e.subs.allowed(r) && len(e.pending[r.URL]) == 0 {
+			e.subs.consolidate(r)
 		}
-		if e.liveDeferDue(r, now) && e.allowed(r) {
+		if e.subs.liveDeferDue(r, now) && e.subs.allowed(r) {
 			e.log.Info("live subscriptions waited sync.live_defer_max for the pending batches; consolidating", zap.String("relay", r.URL),
 				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Time("deferred_since", r.liveDeferredAt))
-			e.consolidate(r)
+			e.subs.consolidate(r)
 		}
 		if !r.fullResyncAt.IsZero() && !now.Before(r.fullResyncAt) {
 			e.fullResync(r)
 		}
-		e.retryFailed(r, now)
-		e.startJobs(r)
+		e.sched.retryFailed(r, now)
+		e.sched.startJobs(r)
 		if every := e.cfg.ProgressLogInterval; every > 0 && r.Status == repoindex.Syncing && now.Sub(r.progressLogged) >= every {
 			if !r.progressLogged.IsZero() {
 				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
@@ -41,11 +41,11 @@ func (e *Engine) onTick() {
 			}
 			r.progressLogged = now
 		}
-		if r.deferred && e.allowed(r) && r.consolidateBy.IsZero() {
+		if r.deferred && e.subs.allowed(r) && r.consolidateBy.IsZero() {
 			r.deferred = false
 			e.recomputeRelay(r.URL)
 		}
-		e.updateRelayState(r)
+		e.sched.updateRelayState(r)
 	}
 	if now.Sub(e.lastEmpty) >= e.cfg.EmptyRelayCheck {
 		e.lastEmpty = now
@@ -62,7 +62,7 @@ func (e *Engine) onTick() {
 func (e *Engine) fullResync(r *remote) {
 	e.log.Info("full resync", zap.String("relay", r.URL))
 	for id := range r.live {
-		e.closeLive(r, id)
+		e.subs.closeLive(r, id)
 	}
 	r.jobs = nil
 	delete(e.pending, r.URL)
@@ -74,8 +74,8 @@ func (e *Engine) fullResync(r *remote) {
 	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
 	r.baseline, r.refs = 0, nil
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
-	e.subscribeLayer1(r)
-	e.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	e.subs.subscribeLayer1(r)
+	e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	e.recomputeRelay(r.URL)
 }
 
