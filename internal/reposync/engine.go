@@ -353,7 +353,7 @@ type job struct {
 	batch   *repoindex.PendingBatch
 	filters []nostr.Filter
 	// packed is the filter of a queued job, in handles (unpack).
-	packed *packedFilter
+	packed *repoindex.PackedFilter
 	// run is shared by the jobs of one batch: its filters run as
 	// concurrent jobs, and the batch is done when the last one is.
 	run *batchRun
