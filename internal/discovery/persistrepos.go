@@ -32,7 +32,7 @@ type PersistedRepos struct {
 
 // RepoState returns the persistable repository index as of the last status
 // refresh, with the roots on the own relay its batches had not applied
-// (unapplied.go). Until it is first asked the index is not copied at all (a copy
+// (unappliedroots.go). Until it is first asked the index is not copied at all (a copy
 // of every root at each refresh is memory only a state store needs); the
 // first call refreshes at once when the engine is running.
 func (d *Discovery) RepoState() PersistedRepos {

@@ -40,7 +40,7 @@ type OwnLocalSet struct {
 	// Fetched, when set, is told of every event CatchUp fetched.
 	Fetched func(ev *nostr.Event)
 	// Note, when set, is told of every event read from the own relay
-	// before the index has it (the engine notes roots: unapplied.go).
+	// before the index has it (discovery notes roots: discovery.Discovery.NoteRoot).
 	Note func(ev *nostr.Event)
 	log  *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).

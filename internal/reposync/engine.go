@@ -211,15 +211,16 @@ type Deps struct {
 	// KeepHeads keeps the current announcements and states with their
 	// bodies for the state store (RepoState), so a restart need not page
 	// them all again; and the roots on the own relay whose self batch is
-	// not applied yet, so that a stop before it loses none (unapplied.go).
+	// not applied yet, so that a stop before it loses none (discovery/unappliedroots.go).
 	KeepHeads bool
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
 	Sign func(*nostr.Event) error
 }
 
-// Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
-// indexes and receives every input as a message, so decisions never race.
+// Engine is the GRASP-02 sync engine. One goroutine (Run) owns the
+// indexes (discovery's repository index, the relays' states and pending
+// batches) and receives every input as a message, so decisions never race.
 type Engine struct {
 	cfg   Config
 	d     Deps
@@ -281,13 +282,13 @@ type Engine struct {
 
 // liveSubs is the engine seen from its live subscriptions: opening,
 // reading, consolidating and closing them, and the since subscriptions of
-// catch-up batches (live.go, livekinds.go, sincesub.go). Its methods run
+// catch-up batches (livesubs.go, livekindsub.go, sincesubs.go). Its methods run
 // on the Run goroutine, like the engine's, unless they say otherwise.
 type liveSubs struct{ e *Engine }
 
 // jobScheduler is the engine seen from its historic jobs: batches, their
 // jobs' queue and places (Config.HistoricMaxJobs, each relay's slots),
-// retries and outcomes (historic.go, jobpack.go, fetchslots.go). Its
+// retries and outcomes (historicjobs.go, jobqueue.go, slotlending.go). Its
 // methods run on the Run goroutine; the jobs themselves on their own.
 type jobScheduler struct{ e *Engine }
 

@@ -506,7 +506,7 @@ func (ls liveSubs) consolidate(r *remote) {
 // subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
 // with since: stored events since then, then live. Layer 3 is asked per
 // root by `e` and `q` and by kind in the relay's kind subscription, opened
-// with since unless it is open already (livekinds.go).
+// with since unless it is open already (livekindsub.go).
 func (ls liveSubs) subscribeCatchup(r *remote, items repoindex.Items, since nostr.Timestamp) {
 	ls.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
 	if items.Roots.Len() > 0 {

@@ -188,7 +188,7 @@ func (d *Discovery) caughtUpSelf(evs []*nostr.Event) {
 				}
 				d.caughtIDs[k] = struct{}{}
 			}
-			d.h.OnOwnRelay(ev) // the catch-up noted its roots (unapplied.go)
+			d.h.OnOwnRelay(ev) // the catch-up noted its roots (unappliedroots.go)
 			self = append(self, ev)
 		}
 	}

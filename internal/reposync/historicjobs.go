@@ -222,7 +222,7 @@ func (js jobScheduler) startJobs(r *remote) {
 				if in.Event == nil || !asked(in.Event) {
 					js.e.h.Invalid("no_match")
 					if in.Event != nil {
-						historic.NoteDropped(ctx, in.Event.ID) // a claim on it is not met (fetchclaims.go)
+						historic.NoteDropped(ctx, in.Event.ID) // a claim on it is not met (historic/fetchclaims.go)
 					}
 					return nil
 				}
