@@ -428,7 +428,7 @@ func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool, sta
 	}
 	// An ended REQ that delivered ids the handler has not taken up yet
 	// lingers in delivered: it keeps only its done and missed, not the
-	// ids it asked for (a few MB of strings at the large profile).
+	// ids it asked for (at scale, megabytes of strings).
 	b.keys, b.ids = nil, nil
 	t.mu.Unlock()
 	close(b.done)

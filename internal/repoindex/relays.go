@@ -99,8 +99,8 @@ type AddFilters struct {
 
 // RelayActions is ComputeActions(DeriveRelayTarget(...)) for one relay
 // without building the target: the relay's copy of every root its
-// repositories name (an insert per root, ~50,000 at the medium profile,
-// on every recomputation) is what that cost. Items are looked up in what is
+// repositories name (an insert per root, tens of thousands, on every
+// recomputation) is what that cost. Items are looked up in what is
 // confirmed first (most of them, once a relay's history is read), then in
 // what is pending; the result is empty when nothing is new.
 func RelayActions(repos RepoSyncIndex, url string, bootstrap bool, pending []*PendingBatch, st *RelayState) Items {
@@ -188,8 +188,8 @@ func PendingHasH(batches []*PendingBatch, h uint32, repo bool) bool {
 // PendingLookup is PendingHasH for many handles against one relay's
 // pending batches. A relay waiting for its subscription budget can have
 // thousands of batches, and asking each of them for every handle of a
-// target cost more than the rest of ComputeActions (the large profile:
-// 7 % of the sidecar's CPU): when the checks times the batches outnumber
+// target cost more than the rest of ComputeActions (a visible share of
+// the sidecar's CPU at scale): when the checks times the batches outnumber
 // the batches' items, their union is built once instead.
 type PendingLookup struct {
 	batches []*PendingBatch

@@ -320,8 +320,8 @@ const maxMergedJobs = 8
 // filters instead of one each. With slots to spare the jobs run apart. free
 // counts the relay's places within its share of Config.HistoricMaxJobs too
 // (sharePlaces); Layer 2 filters are never merged: a merged job fetches
-// through its one slot, and at loopback eight Layer 2 filters' fetches one
-// after another took longer than eight jobs apart.
+// through its one slot, and eight Layer 2 filters' fetches one after
+// another take longer than eight jobs apart.
 func (js jobScheduler) mergeQueued(r *remote, j *job, free int) {
 	if m, ok := js.e.d.Historic.(historic.JobMerger); j.run.pager || free <= 0 || !ok || !m.MergesJobs() || !perRoot(j) {
 		return

@@ -127,8 +127,8 @@ func (ls liveSubs) openLive(r *remote, id string, fs []nostr.Filter) {
 }
 
 // liveBuffer is the queue of a live subscription: most are idle, and a
-// relay at 1,000,000 events has thousands open (256 messages of 64 bytes
-// each took 34 MB of the large profile's heap).
+// large relay has thousands open, so a deep queue each is heap that does
+// nothing.
 const liveBuffer = 32
 
 // openLiveMatch opens a live subscription whose events are checked with
@@ -429,7 +429,7 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 // deferLive tells whether new items of r open no live per-root
 // subscriptions now: r has pending historic batches (its first sync, or a
 // large batch), so each subscription the live filters took would be a
-// historic job less, and a relay 100 ms away ran its ~330 jobs of two
+// historic job less, and a distant relay ran its hundreds of jobs of two
 // round trips each one at a time. Their history runs at once; the
 // consolidation when the batches are done (or Config.LiveDeferMax after
 // the first deferred item, onTick) opens their live filters with since
