@@ -282,8 +282,8 @@ type Conn struct {
 
 	mu        sync.Mutex
 	subs      map[string]*Subscription
-	negs      map[string]chan NegReply
-	oks       map[string]okWaiters
+	negs      negSessions
+	oks       okTable
 	challenge string
 
 	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
@@ -334,12 +334,13 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		ctx:    cctx,
 		cancel: cancel,
 		subs:   make(map[string]*Subscription),
-		negs:   make(map[string]chan NegReply),
-		oks:    make(map[string]okWaiters),
+		negs:   negSessions{m: map[string]chan NegReply{}},
+		oks:    okTable{},
 		cork:   cork,
 
 		readDone: make(chan struct{}),
 	}
+	conn.negs.mu = &conn.mu
 	conn.wg.Add(2)
 	// CPU profiles tell each relay's reading apart (go tool pprof
 	// -tagfocus relay=...).
@@ -486,10 +487,10 @@ func (c *Conn) teardown() {
 		subs = append(subs, s)
 	}
 	oks := c.oks
-	c.oks = make(map[string]okWaiters)
-	for id, ch := range c.negs {
+	c.oks = okTable{}
+	for id, ch := range c.negs.m {
 		close(ch)
-		delete(c.negs, id)
+		delete(c.negs.m, id)
 	}
 	c.mu.Unlock()
 	for _, s := range subs {
@@ -498,6 +499,6 @@ func (c *Conn) teardown() {
 	}
 	err := fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	for id, ws := range oks {
-		ws.each(func(w okWaiter) { c.deliverOK(id, w, OKResult{Err: err}) })
+		ws.each(func(w okWaiter) { w.deliver(id, OKResult{Err: err}, c.ctx.Done()) })
 	}
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77"
@@ -34,14 +35,14 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := c.negs[subID]; ok {
+	if _, ok := c.negs.m[subID]; ok {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateSubscription, subID)
 	}
-	c.negs[subID] = ch
+	c.negs.m[subID] = ch
 	c.mu.Unlock()
 	if err := c.write(ctx, negOpenJSON(subID, filter, msgHex)); err != nil {
-		c.dropNeg(subID)
+		c.negs.drop(subID)
 		return nil, err
 	}
 	return ch, nil
@@ -69,38 +70,48 @@ func (c *Conn) NegMsg(ctx context.Context, subID string, msgHex string) error {
 
 // NegClose sends NEG-CLOSE (best effort) and unregisters the session.
 func (c *Conn) NegClose(subID string) {
-	if c.dropNeg(subID) && c.ctx.Err() == nil {
+	if c.negs.drop(subID) && c.ctx.Err() == nil {
 		msg, _ := nip77.CloseEnvelope{SubscriptionID: subID}.MarshalJSON()
 		_ = c.write(context.Background(), msg)
 	}
 }
 
-func (c *Conn) dropNeg(subID string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.negs[subID]
+// negSessions are the open NIP-77 sessions by subscription id, guarded by
+// the connection's mutex (mu is Conn.mu): registering one (NegOpen) and
+// ending them all (teardown) hold it with the connection's state.
+type negSessions struct {
+	mu *sync.Mutex
+	m  map[string]chan NegReply
+}
+
+// drop unregisters and closes a session; false when it was not open.
+func (n negSessions) drop(subID string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch, ok := n.m[subID]
 	if ok {
-		delete(c.negs, subID)
+		delete(n.m, subID)
 		close(ch)
 	}
 	return ok
 }
 
-// deliverNegMsg is deliverNeg of a NEG-MSG split from the read buffer
+// deliverMsg is deliver of a NEG-MSG split from the read buffer
 // (negMsgFrame): the message is copied only for an open session.
-func (c *Conn) deliverNegMsg(subID, msg []byte) {
-	c.mu.Lock()
-	_, open := c.negs[string(subID)]
-	c.mu.Unlock()
+func (n negSessions) deliverMsg(subID, msg []byte) {
+	n.mu.Lock()
+	_, open := n.m[string(subID)]
+	n.mu.Unlock()
 	if open {
-		c.deliverNeg(string(subID), NegReply{Msg: string(msg)})
+		n.deliver(string(subID), NegReply{Msg: string(msg)})
 	}
 }
 
-func (c *Conn) deliverNeg(subID string, r NegReply) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.negs[subID]
+// deliver hands r to an open session.
+func (n negSessions) deliver(subID string, r NegReply) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch, ok := n.m[subID]
 	if !ok {
 		return
 	}
@@ -109,7 +120,7 @@ func (c *Conn) deliverNeg(subID string, r NegReply) {
 	default:
 		// A session reads one reply per message it sends; a relay that
 		// floods replies has broken the protocol. End that session.
-		delete(c.negs, subID)
+		delete(n.m, subID)
 		close(ch)
 	}
 }
