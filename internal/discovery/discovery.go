@@ -130,7 +130,7 @@ type Discovery struct {
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
 	// earlyCatchUp is the outcome of the catch-up started with Run
-	// (StartEarlyCatchUp), until the initial fill takes it.
+	// (startEarlyCatchUp), until the initial fill takes it.
 	earlyCatchUp <-chan bool
 
 	// Shared with discovery's goroutines.
@@ -188,7 +188,7 @@ func New(cfg Settings, deps Deps) (*Discovery, error) {
 }
 
 // Start runs the self-subscriber until ctx is done, after starting the
-// catch-up of a restored local index (StartEarlyCatchUp). Run goroutine.
+// catch-up of a restored local index (startEarlyCatchUp). Run goroutine.
 func (d *Discovery) Start(ctx context.Context) {
 	d.startEarlyCatchUp(ctx)
 	d.wg.Add(1)
