@@ -282,8 +282,8 @@ type Conn struct {
 
 	mu        sync.Mutex
 	subs      map[string]*Subscription
-	negs      negSessions
-	oks       okTable
+	negs      map[string]chan NegReply
+	oks       map[string]okWaiters
 	challenge string
 
 	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
@@ -334,13 +334,12 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		ctx:    cctx,
 		cancel: cancel,
 		subs:   make(map[string]*Subscription),
-		negs:   negSessions{m: map[string]chan NegReply{}},
-		oks:    okTable{},
+		negs:   make(map[string]chan NegReply),
+		oks:    make(map[string]okWaiters),
 		cork:   cork,
 
 		readDone: make(chan struct{}),
 	}
-	conn.negs.mu = &conn.mu
 	conn.wg.Add(2)
 	// CPU profiles tell each relay's reading apart (go tool pprof
 	// -tagfocus relay=...).
@@ -487,10 +486,10 @@ func (c *Conn) teardown() {
 		subs = append(subs, s)
 	}
 	oks := c.oks
-	c.oks = okTable{}
-	for id, ch := range c.negs.m {
+	c.oks = make(map[string]okWaiters)
+	for id, ch := range c.negs {
 		close(ch)
-		delete(c.negs.m, id)
+		delete(c.negs, id)
 	}
 	c.mu.Unlock()
 	for _, s := range subs {
@@ -499,6 +498,6 @@ func (c *Conn) teardown() {
 	}
 	err := fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	for id, ws := range oks {
-		ws.each(func(w okWaiter) { w.deliver(id, OKResult{Err: err}, c.ctx.Done()) })
+		ws.each(func(w okWaiter) { c.deliverOK(id, w, OKResult{Err: err}) })
 	}
 }

@@ -310,8 +310,7 @@ func TestFrameLabel(t *testing.T) {
 }
 
 func TestHandleGarbageDoesNotPanic(t *testing.T) {
-	c := &Conn{subs: map[string]*Subscription{}, negs: negSessions{m: map[string]chan NegReply{}}, oks: okTable{}}
-	c.negs.mu = &c.mu
+	c := &Conn{subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string]okWaiters{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	for _, m := range []string{``, `[`, `["EVENT"]`, `["EVENT","s",[]]`, `["OK"]`, `["OK","x",true]`, `["NEG-MSG"]`, `["AUTH",{}]`, `["CLOSED","s"]`, `["EOSE",1]`, `["NOTICE",{"a":1}]`} {
 		c.log = nil

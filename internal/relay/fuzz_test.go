@@ -20,14 +20,13 @@ func fuzzConn(t *testing.T, log *zap.Logger, frames *[]string) (*Conn, *Subscrip
 	t.Cleanup(func() { cancel(nil) })
 	c := &Conn{
 		url: "ws://fuzz", log: log, ctx: ctx, cancel: cancel,
-		subs: map[string]*Subscription{}, negs: negSessions{m: map[string]chan NegReply{}}, oks: okTable{},
+		subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string]okWaiters{},
 	}
-	c.negs.mu = &c.mu
 	c.opts.OnFrame = func(label string, _ int) { *frames = append(*frames, label) }
 	sub := &Subscription{ID: "s1", conn: c, ch: make(chan SubMsg, 4), done: make(chan struct{})}
 	c.subs["s1"] = sub
 	neg := make(chan NegReply, 8)
-	c.negs.m["n1"] = neg
+	c.negs["n1"] = neg
 	ok := make(chan OKResult, 1)
 	c.oks[strings.Repeat("a", 64)] = okWaiters{id: strings.Repeat("a", 64), first: okWaiter{ch: ok}}
 	return c, sub, neg, ok

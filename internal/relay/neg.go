@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77"
@@ -35,14 +34,14 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := c.negs.m[subID]; ok {
+	if _, ok := c.negs[subID]; ok {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateSubscription, subID)
 	}
-	c.negs.m[subID] = ch
+	c.negs[subID] = ch
 	c.mu.Unlock()
 	if err := c.write(ctx, negOpenJSON(subID, filter, msgHex)); err != nil {
-		c.negs.drop(subID)
+		c.dropNeg(subID)
 		return nil, err
 	}
 	return ch, nil
@@ -70,48 +69,38 @@ func (c *Conn) NegMsg(ctx context.Context, subID string, msgHex string) error {
 
 // NegClose sends NEG-CLOSE (best effort) and unregisters the session.
 func (c *Conn) NegClose(subID string) {
-	if c.negs.drop(subID) && c.ctx.Err() == nil {
+	if c.dropNeg(subID) && c.ctx.Err() == nil {
 		msg, _ := nip77.CloseEnvelope{SubscriptionID: subID}.MarshalJSON()
 		_ = c.write(context.Background(), msg)
 	}
 }
 
-// negSessions are the open NIP-77 sessions by subscription id, guarded by
-// the connection's mutex (mu is Conn.mu): registering one (NegOpen) and
-// ending them all (teardown) hold it with the connection's state.
-type negSessions struct {
-	mu *sync.Mutex
-	m  map[string]chan NegReply
-}
-
-// drop unregisters and closes a session; false when it was not open.
-func (n negSessions) drop(subID string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ch, ok := n.m[subID]
+func (c *Conn) dropNeg(subID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.negs[subID]
 	if ok {
-		delete(n.m, subID)
+		delete(c.negs, subID)
 		close(ch)
 	}
 	return ok
 }
 
-// deliverMsg is deliver of a NEG-MSG split from the read buffer
+// deliverNegMsg is deliverNeg of a NEG-MSG split from the read buffer
 // (negMsgFrame): the message is copied only for an open session.
-func (n negSessions) deliverMsg(subID, msg []byte) {
-	n.mu.Lock()
-	_, open := n.m[string(subID)]
-	n.mu.Unlock()
+func (c *Conn) deliverNegMsg(subID, msg []byte) {
+	c.mu.Lock()
+	_, open := c.negs[string(subID)]
+	c.mu.Unlock()
 	if open {
-		n.deliver(string(subID), NegReply{Msg: string(msg)})
+		c.deliverNeg(string(subID), NegReply{Msg: string(msg)})
 	}
 }
 
-// deliver hands r to an open session.
-func (n negSessions) deliver(subID string, r NegReply) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ch, ok := n.m[subID]
+func (c *Conn) deliverNeg(subID string, r NegReply) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.negs[subID]
 	if !ok {
 		return
 	}
@@ -120,7 +109,7 @@ func (n negSessions) deliver(subID string, r NegReply) {
 	default:
 		// A session reads one reply per message it sends; a relay that
 		// floods replies has broken the protocol. End that session.
-		delete(n.m, subID)
+		delete(c.negs, subID)
 		close(ch)
 	}
 }

@@ -38,31 +38,27 @@ func (ws *okWaiters) each(f func(okWaiter)) {
 	}
 }
 
-// okTable are the waiters for OKs by event id; the connection's mutex
-// (Conn.mu) guards it, held by the callers of its methods.
-type okTable map[string]okWaiters
-
-// add registers w for id's OK.
-func (t okTable) add(id string, w okWaiter) {
-	ws, ok := t[id]
+// addOK registers w for id's OK; c.mu is held.
+func (c *Conn) addOK(id string, w okWaiter) {
+	ws, ok := c.oks[id]
 	if !ok {
-		t[id] = okWaiters{id: id, first: w}
+		c.oks[id] = okWaiters{id: id, first: w}
 		return
 	}
 	ws.more = append(ws.more, w)
-	t[id] = ws
+	c.oks[id] = ws
 }
 
-// remove unregisters w; false when it was not registered (its answer
-// is delivered or on its way).
-func (t okTable) remove(id string, w okWaiter) bool {
-	ws, ok := t[id]
+// removeOK unregisters w; false when it was not registered (its answer
+// is delivered or on its way). c.mu is held.
+func (c *Conn) removeOK(id string, w okWaiter) bool {
+	ws, ok := c.oks[id]
 	if !ok {
 		return false
 	}
 	switch {
 	case ws.first == w && len(ws.more) == 0:
-		delete(t, id)
+		delete(c.oks, id)
 		return true
 	case ws.first == w:
 		ws.first, ws.more = ws.more[0], ws.more[1:]
@@ -79,7 +75,7 @@ func (t okTable) remove(id string, w okWaiter) bool {
 	if len(ws.more) == 0 {
 		ws.more = nil
 	}
-	t[id] = ws
+	c.oks[id] = ws
 	return true
 }
 
@@ -102,16 +98,16 @@ func (c *Conn) handleOK(id []byte, ok bool, reason string) {
 	}
 	if waited {
 		r := OKResult{OK: ok, Reason: reason}
-		ws.each(func(w okWaiter) { w.deliver(ws.id, r, c.ctx.Done()) })
+		ws.each(func(w okWaiter) { c.deliverOK(ws.id, w, r) })
 	}
 }
 
-// deliver hands r to w. A shared channel has room for every EVENT its
+// deliverOK hands r to w. A shared channel has room for every EVENT its
 // owner has in flight (Send's contract), so the reader does not wait on
 // it; if it is full all the same, the reader waits while the connection
-// is up (until done), and after that the answer (an error) is dropped:
-// the owner's own OK timeout covers it.
-func (w okWaiter) deliver(id string, r OKResult, done <-chan struct{}) {
+// is up, and after that the answer (an error) is dropped: the owner's
+// own OK timeout covers it.
+func (c *Conn) deliverOK(id string, w okWaiter, r OKResult) {
 	if w.ch != nil {
 		w.ch <- r
 		return
@@ -124,7 +120,7 @@ func (w okWaiter) deliver(id string, r OKResult, done <-chan struct{}) {
 	}
 	select {
 	case w.to <- rep:
-	case <-done:
+	case <-c.ctx.Done():
 	}
 }
 
@@ -142,7 +138,7 @@ func (c *Conn) Send(ctx context.Context, ev *nostr.Event, raw []byte, tag uint64
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	c.oks.add(ev.ID, w)
+	c.addOK(ev.ID, w)
 	c.mu.Unlock()
 	var err error
 	if raw != nil {
@@ -164,5 +160,5 @@ func (c *Conn) Send(ctx context.Context, ev *nostr.Event, raw []byte, tag uint64
 func (c *Conn) CancelOK(id string, tag uint64, to chan<- OKReply) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.oks.remove(id, okWaiter{to: to, tag: tag})
+	return c.removeOK(id, okWaiter{to: to, tag: tag})
 }

@@ -47,7 +47,7 @@ func (c *Conn) sendAwaitingOK(ctx context.Context, id string, msg []byte, encErr
 		ch <- OKResult{Err: ErrClosed}
 		return ch
 	}
-	c.oks.add(id, okWaiter{ch: ch})
+	c.addOK(id, okWaiter{ch: ch})
 	c.mu.Unlock()
 	err := encErr
 	if err == nil {
@@ -79,7 +79,7 @@ func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
 // resolveOK delivers r to one waiter (only) and unregisters it.
 func (c *Conn) resolveOK(id string, ch chan OKResult, r OKResult) {
 	c.mu.Lock()
-	removed := c.oks.remove(id, okWaiter{ch: ch})
+	removed := c.removeOK(id, okWaiter{ch: ch})
 	c.mu.Unlock()
 	if removed {
 		ch <- r

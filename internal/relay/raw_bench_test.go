@@ -78,8 +78,7 @@ func BenchmarkHandleEvent(b *testing.B) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	c := &Conn{url: "ws://bench", log: zap.NewNop(), ctx: ctx, cancel: cancel,
-		subs: map[string]*Subscription{}, negs: negSessions{m: map[string]chan NegReply{}}, oks: okTable{}}
-	c.negs.mu = &c.mu
+		subs: map[string]*Subscription{}, negs: map[string]chan NegReply{}, oks: map[string]okWaiters{}}
 	sub := &Subscription{ID: "h1", conn: c, ch: make(chan SubMsg, 1), done: make(chan struct{})}
 	c.subs["h1"] = sub
 	for _, v := range []struct {

@@ -162,7 +162,7 @@ func (c *Conn) handle(data []byte) {
 		}
 	case "NEG-MSG":
 		if sub, msg, fine := negMsgFrame(data); fine {
-			c.negs.deliverMsg(sub, msg)
+			c.deliverNegMsg(sub, msg)
 			return
 		}
 	}
@@ -213,13 +213,13 @@ func (c *Conn) handle(data []byte) {
 			c.opts.OnNotice(string(env))
 		}
 		c.mu.Lock()
-		ids := make([]string, 0, len(c.negs.m))
-		for id := range c.negs.m {
+		ids := make([]string, 0, len(c.negs))
+		for id := range c.negs {
 			ids = append(ids, id)
 		}
 		c.mu.Unlock()
 		for _, id := range ids {
-			c.negs.deliver(id, NegReply{Notice: string(env)})
+			c.deliverNeg(id, NegReply{Notice: string(env)})
 		}
 	case "OK":
 		var env nostr.OKEnvelope
@@ -243,7 +243,7 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
-		c.negs.deliver(env.SubscriptionID, NegReply{Msg: env.Message})
+		c.deliverNeg(env.SubscriptionID, NegReply{Msg: env.Message})
 	case "NEG-ERR", "NEG-ERROR":
 		var env nip77.ErrorEnvelope
 		if env.FromJSON(msg) != nil {
@@ -256,7 +256,7 @@ func (c *Conn) handle(data []byte) {
 		if c.opts.OnNegErr != nil {
 			c.opts.OnNegErr(env.SubscriptionID, reason)
 		}
-		c.negs.deliver(env.SubscriptionID, NegReply{Err: reason})
+		c.deliverNeg(env.SubscriptionID, NegReply{Err: reason})
 	}
 }
 
