@@ -12,10 +12,10 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
@@ -72,7 +72,7 @@ func resyncBytes(tb testing.TB, evs []*nostr.Event) (negBytes, reqBytes int64) {
 // their edge, so ids, not events, are counted).
 func pageAll(ctx context.Context, conn *relay.Conn, filter nostr.Filter, pageSize int) (map[string]bool, error) {
 	got := map[string]bool{}
-	pager := &reposync.Pager{PageSize: pageSize, EOSETimeout: 30 * time.Second}
+	pager := &historic.Pager{PageSize: pageSize, EOSETimeout: 30 * time.Second}
 	err := pager.Sync(ctx, conn, []nostr.Filter{filter}, 1, func(_ context.Context, in ingest.Incoming) error {
 		got[in.Event.ID] = true
 		return nil
@@ -157,7 +157,7 @@ func TestPagerGoesPastSaturatedSecond(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	got, err := pageAll(ctx, dialTB(t, ctx, r.URL()), nostr.Filter{Kinds: []int{1621}}, 50)
-	if !errors.Is(err, reposync.ErrSaturatedSecond) {
+	if !errors.Is(err, historic.ErrSaturatedSecond) {
 		t.Fatalf("err = %v, want ErrSaturatedSecond (got %d events)", err, len(got))
 	}
 	for _, ev := range older {

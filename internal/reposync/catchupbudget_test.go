@@ -6,8 +6,10 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestCatchupChunksWithinBudget: a consolidation of 600 roots on a relay
@@ -23,14 +25,14 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	const url = "ws://budget.example"
 	e.d.Health.Track(url)
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20, MaxFilters: 3})
-	r := &remote{RelayState: RelayState{URL: url}}
+	r := &remote{RelayState: repoindex.RelayState{URL: url}}
 	repos := []string{nip34.RepoRef(fmt.Sprintf("%064x", 1), "d")}
 	var roots []string
 	for i := range 600 {
 		roots = append(roots, fmt.Sprintf("%064x", i+2))
 	}
 	since := nostr.Timestamp(1000)
-	chunks := e.catchupChunks(r, repos, roots, &since)
+	chunks := e.subs.catchupChunks(r, repos, roots, &since)
 	if len(chunks) > 20-3 {
 		t.Fatalf("%d REQs besides Layer 1, budget 20", len(chunks))
 	}
@@ -57,9 +59,9 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	// A relay taking 20,000-byte messages: no filter is widened past what
 	// one REQ may carry.
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20, MaxFilters: 3, MaxMessageLength: 20_000})
-	for _, c := range e.catchupChunks(r, repos, roots, &since) {
+	for _, c := range e.subs.catchupChunks(r, repos, roots, &since) {
 		for _, f := range c {
-			if n := filterBytes(f); n > reqBytesLimit(e.d.Health.Limits(url)) {
+			if n := historic.FilterBytes(f); n > historic.ReqBytesLimit(e.d.Health.Limits(url)) {
 				t.Fatalf("a filter of %d bytes, relay takes 20,000-byte messages", n)
 			}
 		}
@@ -69,7 +71,7 @@ func TestCatchupChunksWithinBudget(t *testing.T) {
 	// then, and no filter over the bound.
 	e.d.Health.SetLimits(url, relay.Limits{MaxSubscriptions: 20})
 	e.d.Health.Learn(url, relay.Limits{MaxTagValues: 4}, "test")
-	for _, c := range e.catchupChunks(r, repos, roots, &since) {
+	for _, c := range e.subs.catchupChunks(r, repos, roots, &since) {
 		for _, f := range c {
 			for tag, vs := range f.Tags {
 				if len(vs) > 4 {

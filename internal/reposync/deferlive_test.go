@@ -7,15 +7,17 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // rootsItems are n root ids starting at from, as items.
-func rootsItems(from, n int) Items {
-	items := newItems()
+func rootsItems(from, n int) repoindex.Items {
+	items := repoindex.NewItems()
 	for i := range n {
-		items.Roots.add(fmt.Sprintf("%064x", from+i))
+		items.Roots.Add(fmt.Sprintf("%064x", from+i))
 	}
 	return items
 }
@@ -37,7 +39,7 @@ func (h *historicEnv) eoses(t *testing.T) {
 	t.Helper()
 	for len(h.r.since) > 0 {
 		for id, cu := range h.r.since {
-			h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
+			h.e.subs.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
 		}
 		h.drain(t)
 	}
@@ -66,13 +68,13 @@ func (h *historicEnv) consolidationsSince() []time.Time {
 func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.e.d.Health.SetLimits(testRelay, relay.Limits{MaxFilters: 1})
-	h.e.subscribeLayer1(h.r) // as a fresh sync does
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.subscribeLayer1(h.r) // as a fresh sync does
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 
 	first := h.clk.Now()
 	peak := 0
 	for i := range 6 {
-		h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
+		h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(i*100, 100)})
 		peak = max(peak, h.r.running)
 		if n := perRootLive(h.r); n != 0 {
 			t.Fatalf("batch %d: %d live per-root subscriptions opened while batches are pending, want none", i, n)
@@ -80,7 +82,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 		if _, ok := h.r.live["l1"]; !ok {
 			t.Fatal("Layer 1 is not live")
 		}
-		if h.r.HistoricDone || h.r.Status != Syncing {
+		if h.r.HistoricDone || h.r.Status != repoindex.Syncing {
 			t.Fatalf("batch %d: %v (historic done %v) while batches are pending", i, h.r.Status, h.r.HistoricDone)
 		}
 		h.clk.Advance(time.Second)
@@ -89,7 +91,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := h.e.cfg.HistoricMaxJobs; peak < want {
 		t.Fatalf("at most %d historic jobs ran at once, want %d (HistoricMaxJobs): live subscriptions took the slots", peak, want)
 	}
-	if h.r.Confirmed.Roots.len() != 0 || len(h.consolidationsSince()) != 0 {
+	if h.r.Confirmed.Roots.Len() != 0 || len(h.consolidationsSince()) != 0 {
 		t.Fatal("roots confirmed, or subscriptions consolidated, before any job reported")
 	}
 
@@ -97,7 +99,7 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	// The consolidation's subscriptions are one catch-up batch: the relay
 	// is synced once their stored events (since the first deferred item)
 	// are in, not when the REQs go out.
-	if h.r.HistoricDone || h.r.Status != Syncing || len(h.r.since) == 0 {
+	if h.r.HistoricDone || h.r.Status != repoindex.Syncing || len(h.r.since) == 0 {
 		t.Fatalf("before the catch-up's EOSEs: %v, historic done %v, %d since subscriptions", h.r.Status, h.r.HistoricDone, len(h.r.since))
 	}
 	h.eoses(t)
@@ -111,14 +113,14 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 	if want := first.Add(-h.e.cfg.SinceBuffer); len(since) != 1 || !since[0].Equal(want) {
 		t.Fatalf("consolidations since %v, want one since %v (the first deferred item − since_buffer)", since, want)
 	}
-	if !h.r.liveDeferredAt.IsZero() || h.r.Status != Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.len() != 600 {
+	if !h.r.liveDeferredAt.IsZero() || h.r.Status != repoindex.Connected || !h.r.HistoricDone || h.r.Confirmed.Roots.Len() != 600 {
 		t.Fatalf("after the batches: deferred since %v, %v, historic done %v, %d roots confirmed",
-			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, h.r.Confirmed.Roots.len())
+			h.r.liveDeferredAt, h.r.Status, h.r.HistoricDone, h.r.Confirmed.Roots.Len())
 	}
 
 	// Steady state: a new root with no batch pending is live at once.
 	before := perRootLive(h.r)
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(1000, 1)})
 	if perRootLive(h.r) <= before || !h.r.liveDeferredAt.IsZero() {
 		t.Fatalf("a root added with nothing pending: %d live per-root subscriptions (had %d), deferred since %v",
 			perRootLive(h.r), before, h.r.liveDeferredAt)
@@ -135,10 +137,10 @@ func TestLiveFiltersDeferredWhileBatchesPending(t *testing.T) {
 // since_buffer. With LiveDeferMax 0 they are opened at once.
 func TestLiveDeferralBounded(t *testing.T) {
 	h := newHistoricEnv(t)
-	h.e.subscribeLayer1(h.r)
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.subscribeLayer1(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(h.e.cfg.LiveDeferMax - time.Second)
 	h.e.onTick()
 	if perRootLive(h.r) != 0 {
@@ -155,14 +157,14 @@ func TestLiveDeferralBounded(t *testing.T) {
 	}
 	h.drain(t)
 	h.eoses(t)
-	if len(h.consolidationsSince()) != 1 || h.r.Status != Connected {
+	if len(h.consolidationsSince()) != 1 || h.r.Status != repoindex.Connected {
 		t.Fatalf("%d consolidations, %v: the batches' end had nothing left to open", len(h.consolidationsSince()), h.r.Status)
 	}
 
 	h = newHistoricEnv(t)
 	h.e.cfg.LiveDeferMax = 0
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	if perRootLive(h.r) == 0 {
 		t.Fatal("LiveDeferMax 0: live filters not opened at once")
 	}
@@ -176,9 +178,9 @@ func TestLiveDeferralBounded(t *testing.T) {
 func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.batch(t) // the repository is confirmed: a quick reconnect is possible
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.clk.Advance(2 * time.Minute)
 	if ps := h.e.snapshotRelays(); len(ps) != 1 || !ps[0].DisconnectedAt.Equal(first) {
 		t.Fatalf("saved state %+v, want disconnected_at %v", ps, first)
@@ -200,23 +202,23 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 	for i := range 10 {
 		fs = append(fs, nostr.Filter{Tags: nostr.TagMap{"a": {fmt.Sprintf("30617:%064x:r", i)}}})
 	}
-	h.e.startBatch(h.r, newItems(), fs, false)
-	l := h.e.lender(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), fs, false)
+	l := h.e.sched.lender(h.r)
 	budget := h.e.d.Health.SubscriptionBudget(testRelay)
-	if h.r.running != 2 || l.waiting || l.spare != budget-2-1 {
-		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.waiting, l.spare, budget-3)
+	if h.r.running != 2 || l.Waiting() || l.Spare() != budget-2-1 {
+		t.Fatalf("%d running, lender waiting %v spare %d; want 2 running and %d slots lent out", h.r.running, l.Waiting(), l.Spare(), budget-3)
 	}
-	b := &jobSlotsBorrower{l: l, max: 3}
-	if b.borrow() || !b.borrowReconcile() {
+	b := historic.NewJobSlotsBorrower(l, 3)
+	if b.Borrow() || !b.BorrowReconcile() {
 		t.Fatal("jobs queued for the shared bound: want a slot for a reconciliation and none for a fetch")
 	}
-	b.giveBack()
+	b.GiveBack()
 	for i := range budget - 3 {
 		h.r.live[fmt.Sprintf("l%d", i+2)] = 1
 	}
-	h.e.startJobs(h.r)
-	if !l.waiting || l.spare != 0 {
-		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.waiting, l.spare)
+	h.e.sched.startJobs(h.r)
+	if !l.Waiting() || l.Spare() != 0 {
+		t.Fatalf("jobs wait for a slot: lender waiting %v spare %d, want nothing lent", l.Waiting(), l.Spare())
 	}
 	h.r.live = map[string]int{}
 	h.drain(t)
@@ -231,12 +233,12 @@ func TestSlotsLentWhileJobsWaitForTheSharedBound(t *testing.T) {
 // full resync.
 func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	h := newHistoricEnv(t)
-	h.e.subscribeLayer1(h.r)
-	h.e.startBatch(h.r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
-	h.e.addFilters(AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.e.subs.subscribeLayer1(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
 	h.drain(t)
 	h.eoses(t)
-	if h.r.Status != Connected || perRootLive(h.r) == 0 {
+	if h.r.Status != repoindex.Connected || perRootLive(h.r) == 0 {
 		t.Fatalf("after the first sync: %v, %d live per-root subscriptions", h.r.Status, perRootLive(h.r))
 	}
 	var perRoot string
@@ -248,8 +250,8 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 
 	// The relay closes it; a long batch keeps the rebuild waiting.
 	closedAt := h.clk.Now()
-	h.e.onLiveClosed(testRelay, h.r.gen, perRoot, "error: shutting down idle subscription")
-	h.e.startBatch(h.r, rootsItems(100, 1), nip34.Layer3([]string{fmt.Sprintf("%064x", 100)}, 100, nil), false)
+	h.e.subs.onLiveClosed(testRelay, h.r.gen, perRoot, "error: shutting down idle subscription")
+	h.e.sched.startBatch(h.r, rootsItems(100, 1), nip34.Layer3([]string{fmt.Sprintf("%064x", 100)}, 100, nil), false)
 	h.clk.Advance(2 * h.e.cfg.SinceBuffer)
 	h.e.onTick()
 	h.drain(t)
@@ -268,7 +270,7 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 	// keeps its filters, since included, for the REQ pager.
 	for id, cu := range h.r.since {
 		if id != "l1" {
-			h.e.onSinceFailed(testRelay, h.r.gen, id, cu, ErrSubscriptionClosed)
+			h.e.subs.onSinceFailed(testRelay, h.r.gen, id, cu, historic.ErrSubscriptionClosed)
 			break
 		}
 	}
@@ -277,7 +279,7 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 		t.Fatal("a refused catch-up REQ left no failed batch")
 	}
 	for _, rj := range h.r.failed {
-		for _, f := range rj.filters {
+		for _, f := range rj.Filters {
 			if f.Since == nil || f.Since.Time().After(want) {
 				t.Fatalf("the failed catch-up keeps %v, want since %v", f, want)
 			}

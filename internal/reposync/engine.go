@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,13 +14,18 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/ownset"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
 // Config holds the engine's settings; every duration is configurable so
@@ -92,11 +96,11 @@ type Config struct {
 	MaxTrackedRelays         int
 	MaxRepositories          int
 
-	Negentropy NegConfig
-	Trusted    TrustedConfig
+	Negentropy historic.NegConfig
+	Trusted    trusted.Config
 }
 
-// DefaultConfig returns the design's defaults (DESIGN.md §4). The tick is
+// DefaultConfig returns the defaults (docs/ARCHITECTURE.md). The tick is
 // the health tracker's and the connect timeout the relay package's.
 func DefaultConfig() Config {
 	return Config{
@@ -127,8 +131,8 @@ func DefaultConfig() Config {
 		MaxRelaysPerAnnouncement: 20,
 		MaxTrackedRelays:         500,
 		MaxRepositories:          50000,
-		Negentropy:               NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: DefaultClaimWait},
-		Trusted:                  TrustedConfig{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
+		Negentropy:               historic.NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: historic.DefaultClaimWait},
+		Trusted:                  trusted.Config{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
 	}
 }
 
@@ -191,11 +195,11 @@ type Deps struct {
 	// seen on the own relay; the caller runs it alongside the engine.
 	Ingest *ingest.Handler
 	// Historic, when nil, is REQ paging.
-	Historic HistoricSyncer
+	Historic historic.HistoricSyncer
 	// Limits, when set, is asked for each relay's NIP-11 limits on connect.
 	Limits LimitsFunc
 	// LocalIndex, when set, enables NIP-77 historic sync: it is our side
-	// of every reconciliation, filled from the own relay (Phase 0) and
+	// of every reconciliation, filled from the own relay before remote relays connect and
 	// kept current by the ingest handler. ExtraLocal adds items we hold
 	// elsewhere (purgatory); the RejectedIndex's ids are always added.
 	LocalIndex *localindex.Index
@@ -207,15 +211,16 @@ type Deps struct {
 	// KeepHeads keeps the current announcements and states with their
 	// bodies for the state store (RepoState), so a restart need not page
 	// them all again; and the roots on the own relay whose self batch is
-	// not applied yet, so that a stop before it loses none (unapplied.go).
+	// not applied yet, so that a stop before it loses none (discovery/unappliedroots.go).
 	KeepHeads bool
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
 	Sign func(*nostr.Event) error
 }
 
-// Engine is the GRASP-02 sync engine. One goroutine (Run) owns the three
-// indexes and receives every input as a message, so decisions never race.
+// Engine is the GRASP-02 sync engine. One goroutine (Run) owns the
+// indexes (discovery's repository index, the relays' states and pending
+// batches) and receives every input as a message, so decisions never race.
 type Engine struct {
 	cfg   Config
 	d     Deps
@@ -228,19 +233,13 @@ type Engine struct {
 	ctx   context.Context
 	wg    sync.WaitGroup
 
-	// Owned by the Run goroutine.
-	repos RepoSyncIndex
-	// orphans holds root events seen on the own relay before their
-	// repository's announcement (the self-subscription streams newest
-	// first, so a batch can end between a root and its announcement),
-	// by repository reference; attached when the announcement arrives.
-	orphans     map[string]set
-	orphanCount int
-	relays      map[string]*remote
+	// Owned by the Run goroutine (disc's index too: Discovery.Repos).
+	disc   *discovery.Discovery
+	relays map[string]*remote
 	// historicJobs are the historic jobs running over all relays
 	// (Config.HistoricMaxJobs).
 	historicJobs int
-	pending      map[string][]*PendingBatch
+	pending      map[string][]*repoindex.PendingBatch
 	nextBatch    uint64
 	nextGen      uint64
 	lastEmpty    time.Time
@@ -249,79 +248,53 @@ type Engine struct {
 	// a place to others starts their jobs through it, once).
 	startingAll bool
 
+	// subs manages the live subscriptions, sched the historic jobs: the
+	// engine's own state seen from those two sides, owned by the same Run
+	// goroutine. lim are the limits learned of remote relays.
+	subs  liveSubs
+	sched jobScheduler
+	lim   learnedLimits
+
 	running atomic.Bool
-	ready   atomic.Bool
-	pager   *Pager
+	pager   *historic.Pager
 	// catchup pages catch-up batches (since a disconnect): the REQ pager.
-	catchup     HistoricSyncer
-	neg         *NegSyncer
-	local       *OwnLocalSet
-	ownUp       atomic.Bool
+	catchup     historic.HistoricSyncer
+	neg         *historic.NegSyncer
+	local       *ownset.OwnLocalSet
 	snapMu      sync.Mutex
 	snap        status.Snapshot
 	startedAt   time.Time
 	bootstrapOK map[string]bool
 	// trustedOK are the trusted relays (normalized): their health stays
-	// tracked when the engine stops syncing them.
+	// tracked when the engine stops syncing them; trusted reconciles them.
 	trustedOK map[string]bool
-	// catchUpTried: the restored local index was reconciled (or tried).
-	catchUpTried bool
-	// earlyCatchUp is the outcome of the catch-up started with Run
-	// (startEarlyCatchUp), until the initial fill takes it.
-	earlyCatchUp <-chan bool
-	// catchUpDone is closed when the early catch-up ended, catchUpOK its
-	// outcome; caught are the self-kind events it fetched (caughtMu).
-	catchUpDone chan struct{}
-	catchUpOK   atomic.Bool
-	caughtMu    sync.Mutex
-	caught      []*nostr.Event
-	// unapplied are roots on the own relay whose batch may not be applied
-	// yet (keepRoots: Deps.KeepHeads).
-	unapplied unappliedRoots
-	keepRoots bool
-	// heads are the current announcements and states (Deps.KeepHeads),
-	// kept as JSON by address (headKey); headsGen counts their changes;
-	// restoredHeads are the previous run's (sharing their JSON).
-	heads         map[string]head
-	headsGen      uint64
-	restoredHeads []Head
-	// restoredKnown are the ids of the restored heads, until the restart's
-	// paging compared them with the restored local index.
-	restoredKnown map[[32]byte]struct{}
-	// caughtIDs are the self-kind events the catch-up fetched and handed
-	// on (written before catchUpDone is closed).
-	caughtIDs map[[32]byte]struct{}
+	trusted   *trusted.Syncer
 	// restored are relay states of the previous run not yet applied;
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay
 	relaySnap      []PersistedRelay
 	confirmedLists map[string]*confirmedCache
 	confirmedGen   uint64
-	// reposGen counts changes of repos and orphans; reposSnap is the last
-	// persistable copy (under snapMu). restoredSelfSeen is how far the
-	// previous run had read the own relay's history; selfSeen is this
-	// run's (unix nanoseconds).
-	reposGen         uint64
-	reposSnap        PersistedRepos
-	restoredSelfSeen time.Time
-	selfSeen         atomic.Int64
-	selfLive         atomic.Bool // history read and the self-subscription live
-	// historyBatches are the self history's batches posted to the Run
-	// goroutine and not applied yet: the saved cursor does not pass them.
-	historyBatches atomic.Int64
-
 	// rootsCounted is the root events of repos counted at reposGen
 	// rootsCountedGen−1 (updateIndexMetrics, at every tick).
 	rootsCounted, rootsCountedGen uint64
-
-	// reposWanted is set once RepoState was asked (a state store): only
-	// then does the status refresh copy the repository index.
-	reposWanted atomic.Bool
 }
+
+// liveSubs is the engine seen from its live subscriptions: opening,
+// reading, consolidating and closing them, and the since subscriptions of
+// catch-up batches (livesubs.go, livekindsub.go, sincesubs.go). Its methods run
+// on the Run goroutine, like the engine's, unless they say otherwise.
+type liveSubs struct{ e *Engine }
+
+// jobScheduler is the engine seen from its historic jobs: batches, their
+// jobs' queue and places (Config.HistoricMaxJobs, each relay's slots),
+// retries and outcomes (historicjobs.go, jobqueue.go, slotlending.go). Its
+// methods run on the Run goroutine; the jobs themselves on their own.
+type jobScheduler struct{ e *Engine }
 
 // remote is the engine's record of one remote relay.
 type remote struct {
-	RelayState
+	repoindex.RelayState
 	gen     uint64
 	conn    *relay.Conn
 	cancel  context.CancelFunc
@@ -335,13 +308,13 @@ type remote struct {
 	// catchupFrom the disconnection it catches up from: a connection lost
 	// (or a sidecar stopped) before it completed catches up from there
 	// again, not from the later disconnection.
-	catchup     *PendingBatch
+	catchup     *repoindex.PendingBatch
 	catchupFrom time.Time
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
 	running int
 	// lend lends the slots no job holds to running jobs' id fetches.
-	lend *slotLender
+	lend *historic.SlotLender
 	// Consolidation waiting for pending batches to finish.
 	consolidateBy time.Time
 	// liveDeferredAt is when the earliest item was added whose live
@@ -369,7 +342,7 @@ type remote struct {
 	rateLimitedAt time.Time
 	// failed are historic jobs that failed, retried with backoff; they
 	// survive a quick reconnect and are dropped by a fresh sync.
-	failed []*retryJob
+	failed []*repoindex.RetryJob
 
 	// pendingRepos and pendingRoots total the items of the relay's pending
 	// batches (PendingBatch.repos, roots), kept as they come and go: the
@@ -378,10 +351,10 @@ type remote struct {
 }
 
 type job struct {
-	batch   *PendingBatch
+	batch   *repoindex.PendingBatch
 	filters []nostr.Filter
 	// packed is the filter of a queued job, in handles (unpack).
-	packed *packedFilter
+	packed *repoindex.PackedFilter
 	// run is shared by the jobs of one batch: its filters run as
 	// concurrent jobs, and the batch is done when the last one is.
 	run *batchRun
@@ -411,43 +384,31 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, d: d, log: d.Log.Named("sync"), m: m, clock: d.Clock, h: d.Ingest,
 		inbox:       make(chan func(), 1024),
-		repos:       RepoSyncIndex{},
-		orphans:     map[string]set{},
 		relays:      map[string]*remote{},
-		pending:     map[string][]*PendingBatch{},
+		pending:     map[string][]*repoindex.PendingBatch{},
 		bootstrapOK: map[string]bool{},
 		trustedOK:   map[string]bool{},
 		startedAt:   d.Clock.Now(),
 	}
-	if d.KeepHeads {
-		e.keepRoots = true
-		e.h.OnStored(e.noteRoot)
-	}
-	pager := &Pager{
+	e.subs, e.sched = liveSubs{e}, jobScheduler{e}
+	e.lim = learnedLimits{cfg: &e.cfg, health: d.Health}
+	pager := &historic.Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
-		Truncation: newTruncation(m.truncation, e.log.Named("truncation")),
-		Auth:       newReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
-		Budget:     newEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
+		Truncation: historic.NewTruncation(m.truncation, e.log.Named("truncation")),
+		Auth:       historic.NewReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
+		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
 		Clock:      d.Clock,
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {
 		extra := append([]localindex.Source{localindex.SourceFunc(e.h.AppendRejected)}, d.ExtraLocal...)
-		e.local = NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
+		e.local = ownset.NewOwnLocalSet(d.LocalIndex, func(ctx context.Context) (*relay.Conn, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
-		e.local.forget = e.h.ForgetPresent
-		e.local.pager.Clock = d.Clock
-		e.local.note = e.noteRoot
-		e.local.fetched = func(ev *nostr.Event) {
-			if slices.Contains(cfg.SelfKinds, ev.Kind) {
-				e.caughtMu.Lock()
-				e.caught = append(e.caught, ev)
-				e.caughtMu.Unlock()
-			}
-		}
-		ns, err := NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
+		e.local.Forget = e.h.ForgetPresent
+		e.local.Pager.Clock = d.Clock
+		ns, err := historic.NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
 			return nil, err
 		}
@@ -471,16 +432,51 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		}
 		e.bootstrapOK[norm] = true
 	}
+	e.trusted = trusted.New(cfg.Trusted, trusted.Deps{
+		Log: e.log.Named("trusted"), Clock: d.Clock, Health: d.Health, Neg: e.neg, Ingest: e.h,
+		Dial: d.Dial, Options: e.remoteOptions,
+		Received: func(url string) prometheus.Counter { return m.eventsReceived.WithLabelValues(url) },
+		Ready:    e.Ready, Hosted: e.hostedItems,
+		Tick: cfg.Tick, ConnectTimeout: cfg.ConnectTimeout, ValuesPerFilter: cfg.ValuesPerFilter,
+	})
+	disc, err := discovery.New(discovery.Settings{
+		OwnRelay: cfg.OwnRelay, ServiceDomain: cfg.ServiceDomain, HostAll: cfg.HostAll,
+		Bootstrap23: e.bootstrap23(), SelfKinds: cfg.SelfKinds,
+		BatchWindow: cfg.BatchWindow, BatchQuiet: cfg.BatchQuiet, SinceBuffer: cfg.SinceBuffer,
+		ConnectTimeout: cfg.ConnectTimeout, OwnReconnectBase: cfg.OwnReconnectBase, OwnReconnectMax: cfg.OwnReconnectMax,
+		MaxRelaysPerAnnouncement: cfg.MaxRelaysPerAnnouncement, MaxRepositories: cfg.MaxRepositories,
+		Negentropy: cfg.Negentropy,
+	}, discovery.Deps{
+		Log: e.log, Clock: d.Clock, Ingest: e.h, Pager: pager, Local: e.local,
+		DialOwn: d.DialOwn, RelayOptions: d.RelayOptions, AllowRelay: d.AllowRelay,
+		KeepHeads: d.KeepHeads, LocalRestored: d.LocalRestored,
+		Post:            e.post,
+		Applied:         e.applyDelta,
+		Ready:           e.connectDue,
+		ForgetConfirmed: e.forgetConfirmed,
+		Refresh:         func() { e.onRunGoroutine(e.refreshSnapshot) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.disc = disc
+	if d.KeepHeads {
+		e.h.OnStored(disc.NoteRoot)
+	}
+	if e.local != nil {
+		e.local.Note = disc.NoteRoot
+		e.local.Fetched = disc.NoteFetched
+	}
 	return e, nil
 }
 
 // Ready tells whether the own relay is connected and the
 // self-subscription's first EOSE was processed.
-func (e *Engine) Ready() bool { return e.ready.Load() && e.ownUp.Load() }
+func (e *Engine) Ready() bool { return e.disc.Ready() && e.disc.OwnUp() }
 
 // OwnConnected tells whether the self-subscription's connection to the own
 // relay is up.
-func (e *Engine) OwnConnected() bool { return e.ownUp.Load() }
+func (e *Engine) OwnConnected() bool { return e.disc.OwnUp() }
 
 // post hands fn to the Run goroutine. It gives up when the engine stops.
 func (e *Engine) post(fn func()) {
@@ -497,9 +493,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.ctx = ctx
 	e.running.Store(true)
 	defer e.running.Store(false)
-	e.startEarlyCatchUp(ctx)
-	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.runSelfSubscriber(ctx) }()
+	e.disc.Start(ctx)
 	for _, url := range e.cfg.Trusted.Relays {
 		if norm, err := relay.NormalizeURL(url); err == nil {
 			url = norm // the health tracker's key, as for discovered relays
@@ -508,7 +502,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	for url := range e.trustedOK {
 		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.runTrusted(ctx, url) }()
+		go func() { defer e.wg.Done(); e.trusted.Run(ctx, url) }()
 	}
 	for url := range e.bootstrapOK {
 		e.track(url, true)
@@ -527,6 +521,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.dropConnection(url)
 			}
 			e.wg.Wait()
+			e.disc.Wait()
 			if e.local != nil {
 				e.local.Close()
 			}
@@ -536,5 +531,37 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-tick.C():
 			e.onTick()
 		}
+	}
+}
+
+// hostedItems are the hosted repositories and their roots (sorted), read
+// on the Run goroutine for a trusted relay's cycle; false when ctx ended
+// first.
+func (e *Engine) hostedItems(ctx context.Context) (repos, roots []string, ok bool) {
+	done := make(chan struct{})
+	e.post(func() {
+		all := repoindex.NewSet()
+		for ref, n := range e.disc.Repos {
+			repos = append(repos, ref)
+			all.AddAll(n.Roots)
+		}
+		roots = all.Sorted()
+		close(done)
+	})
+	select {
+	case <-done:
+		return repos, roots, true
+	case <-ctx.Done():
+		return nil, nil, false
+	}
+}
+
+// sleep waits d on the engine's clock, or until ctx is done.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.clock.After(d):
+		return nil
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // BenchmarkTrackedRepoMemory reports the heap held per tracked repository
@@ -21,7 +22,7 @@ func BenchmarkTrackedRepoMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		idx, relays := trackedIndexes(repos, relayCount)
-		targets := deriveRelayTargets(idx, nil)
+		targets := repoindex.DeriveRelayTargets(idx, nil)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perRepo = float64(after.HeapAlloc-before.HeapAlloc) / repos
@@ -35,38 +36,38 @@ func BenchmarkTrackedRepoMemory(b *testing.B) {
 // trackedIndexes builds a RepoSyncIndex of n repositories, each listing 3
 // of relayCount relays and 5 root events, and relay states with half of
 // each relay's targets confirmed.
-func trackedIndexes(n, relayCount int) (RepoSyncIndex, map[string]*RelayState) {
-	repos := RepoSyncIndex{}
-	relays := map[string]*RelayState{}
+func trackedIndexes(n, relayCount int) (repoindex.RepoSyncIndex, map[string]*repoindex.RelayState) {
+	repos := repoindex.RepoSyncIndex{}
+	relays := map[string]*repoindex.RelayState{}
 	for r := 0; r < relayCount; r++ {
-		relays[fmt.Sprintf("wss://relay%03d.example", r)] = &RelayState{Status: Connected, Confirmed: newItems()}
+		relays[fmt.Sprintf("wss://relay%03d.example", r)] = &repoindex.RelayState{Status: repoindex.Connected, Confirmed: repoindex.NewItems()}
 	}
 	root := make([]byte, 32)
 	for i := 0; i < n; i++ {
-		need := &RepoNeeds{Relays: newSet(), Roots: newSet()}
+		need := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 		for j := 0; j < 3; j++ {
-			need.Relays.add(fmt.Sprintf("wss://relay%03d.example", (i*7+j*13)%relayCount))
+			need.Relays.Add(fmt.Sprintf("wss://relay%03d.example", (i*7+j*13)%relayCount))
 		}
 		for j := 0; j < 5; j++ {
 			rand.Read(root)
-			need.Roots.add(hex.EncodeToString(root))
+			need.Roots.Add(hex.EncodeToString(root))
 		}
 		pk := make([]byte, 32)
 		rand.Read(pk)
 		repos[nip34.RepoRef(hex.EncodeToString(pk), fmt.Sprintf("repo-%d", i))] = need
 	}
-	for url, t := range deriveRelayTargets(repos, nil) {
+	for url, t := range repoindex.DeriveRelayTargets(repos, nil) {
 		i := 0
-		for ref := range t.Repos.all() {
+		for ref := range t.Repos.All() {
 			if i%2 == 0 {
-				relays[url].Confirmed.Repos.add(ref)
+				relays[url].Confirmed.Repos.Add(ref)
 			}
 			i++
 		}
 		i = 0
-		for root := range t.Roots.all() {
+		for root := range t.Roots.All() {
 			if i%2 == 0 {
-				relays[url].Confirmed.Roots.add(root)
+				relays[url].Confirmed.Roots.Add(root)
 			}
 			i++
 		}

@@ -1,22 +1,25 @@
 package reposync
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestLiveMatchByKind: the kind filters of Layer 3 hand on only events
 // about known roots or repositories; per-root filters stay literal.
 func TestLiveMatchByKind(t *testing.T) {
-	items := newItems()
-	items.Roots.add("aa")
-	items.Repos.add("30617:p:d")
-	fs := nip34.Live(nip34.Layers23Live(items.Repos.sorted(), items.Roots.sorted(), 100, nil))
+	items := repoindex.NewItems()
+	items.Roots.Add("aa")
+	items.Repos.Add("30617:p:d")
+	fs := nip34.Live(nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), 100, nil))
 	match := liveMatch(fs, referTo(items))
-	items.Roots.add("ff") // the check works on a copy taken at open
+	items.Roots.Add("ff") // the check works on a copy taken at open
 	cases := []struct {
 		name string
 		ev   *nostr.Event
@@ -37,8 +40,66 @@ func TestLiveMatchByKind(t *testing.T) {
 		}
 	}
 	// Without kind filters the check is the filters themselves.
-	plain := nip34.Live(nip34.Layers23(items.Repos.sorted(), items.Roots.sorted(), 100, nil))
+	plain := nip34.Live(nip34.Layers23(items.Repos.Sorted(), items.Roots.Sorted(), 100, nil))
 	if !liveMatch(plain, referTo(items))(&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}}}) {
 		t.Fatal("per-root E filter no longer matches")
+	}
+}
+
+// scanLiveMatch is liveMatch as it was, with go-nostr's matching: the
+// reference the compiled one is compared with.
+func scanLiveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
+	return func(ev *nostr.Event) bool {
+		checked := false
+		for _, f := range fs {
+			if !f.Matches(ev) {
+				continue
+			}
+			if !nip34.ByKind(f) {
+				return true
+			}
+			if !checked {
+				if refers(ev) {
+					return true
+				}
+				checked = true
+			}
+		}
+		return false
+	}
+}
+
+// TestLiveMatchAgreesWithScan: liveMatch with kind filters decides as the
+// scan over go-nostr's Matches did, on Layers23Live of random items and
+// random events about them.
+func TestLiveMatchAgreesWithScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 2))
+	kinds := []int{1, 1111, 1617, 1619, 1630}
+	for round := 0; round < 300; round++ {
+		it := repoindex.NewItems()
+		for range rng.IntN(40) {
+			it.Roots.Add(fmt.Sprintf("%02x", rng.IntN(80)))
+		}
+		for range rng.IntN(10) {
+			it.Repos.Add(fmt.Sprintf("30617:p:%d", rng.IntN(20)))
+		}
+		fs := nip34.Live(nip34.Layers23Live(it.Repos.Sorted(), it.Roots.Sorted(), 1+rng.IntN(8), nil))
+		got, want := liveMatch(fs, referTo(it)), scanLiveMatch(fs, referTo(it))
+		for range 50 {
+			ev := &nostr.Event{Kind: kinds[rng.IntN(len(kinds))]}
+			for range rng.IntN(4) {
+				v := fmt.Sprintf("%02x", rng.IntN(80))
+				if rng.IntN(3) == 0 {
+					v = fmt.Sprintf("30617:p:%d", rng.IntN(20))
+				}
+				ev.Tags = append(ev.Tags, nostr.Tag{[]string{"e", "E", "q", "a", "A", "K"}[rng.IntN(6)], v})
+			}
+			if rng.IntN(2) == 0 {
+				ev.Tags = append(ev.Tags, nostr.Tag{"K", nip34.RootKindValues[rng.IntN(4)]})
+			}
+			if g, w := got(ev), want(ev); g != w {
+				t.Fatalf("items %v\nevent %v\nliveMatch %v, scan %v", it, ev, g, w)
+			}
+		}
 	}
 }

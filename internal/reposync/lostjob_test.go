@@ -11,6 +11,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
@@ -33,9 +34,9 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	h.r.conn = conn
 	h.hs.set(true) // the syncer fails, as on a closed connection
 
-	items := newItems()
-	items.Repos.add(h.ref)
-	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
+	items := repoindex.NewItems()
+	items.Repos.Add(h.ref)
+	h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
 	// The jobs report before the disconnect does.
 	for h.e.historicJobs > 0 {
 		select {
@@ -48,7 +49,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	if len(h.r.failed) != 0 || h.r.HistoricFailed {
 		t.Fatalf("a job on an ended connection failed its batch: %d retries waiting, status %v", len(h.r.failed), h.r.Status)
 	}
-	if h.r.Confirmed.Repos.has(h.ref) {
+	if h.r.Confirmed.Repos.Has(h.ref) {
 		t.Fatal("the repository is confirmed though its history was never read")
 	}
 
@@ -57,7 +58,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	h.e.onDisconnected(testRelay, h.r.gen, errors.New("closed: message too big"))
 	h.clk.Advance(time.Second)
 	h.hs.set(false)
-	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
+	h.r.gen, h.r.Status, h.r.live = 2, repoindex.Connecting, map[string]int{} // as onDialed does
 	before := h.hs.count()
 	h.e.connectOrReconnect(h.r)
 	h.drain(t)
@@ -67,7 +68,7 @@ func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {
 	}) {
 		t.Fatalf("the reconnect asked %v, want the repository's history", h.callsSince(before))
 	}
-	if h.r.Status != Connected || !h.r.Confirmed.Repos.has(h.ref) {
-		t.Fatalf("after the reconnect: %v, confirmed %v", h.r.Status, h.r.Confirmed.Repos.has(h.ref))
+	if h.r.Status != repoindex.Connected || !h.r.Confirmed.Repos.Has(h.ref) {
+		t.Fatalf("after the reconnect: %v, confirmed %v", h.r.Status, h.r.Confirmed.Repos.Has(h.ref))
 	}
 }

@@ -1,7 +1,6 @@
 package reposync
 
 import (
-	"cmp"
 	"fmt"
 	"runtime"
 	"testing"
@@ -9,90 +8,9 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/testkit"
 )
-
-// BenchmarkPerRootBytes reports the heap bytes per root id (B/root) of the
-// per-root structures, the ids' own strings excluded (they are shared):
-// a set (the RepoSyncIndex's roots, each relay's confirmed and pending
-// roots) as it was (a map of strings) and as it is (handles: all roots,
-// one in ten as a relay's share, 47 spread ones a repository; per member),
-// the handle table that the sets share (per root, once), and the own-relay
-// fill memory as it is (filledSet) and as it
-// was (a map of strings), in the same run.
-//
-//	go test -run '^$' -bench PerRootBytes -count 3 ./internal/reposync/
-func BenchmarkPerRootBytes(b *testing.B) {
-	const n = 200_000
-	roots := make([]string, n)
-	for i := range roots {
-		roots[i] = fmt.Sprintf("%064x", i)
-	}
-	for _, v := range []struct {
-		name    string
-		build   func() any
-		members int // 0: n
-	}{
-		{"map-of-strings", func() any { // the set as it was
-			m := make(map[string]struct{}, 0)
-			for _, r := range roots {
-				m[r] = struct{}{}
-			}
-			return m
-		}, 0},
-		{"set", func() any { return setOf(roots...) }, 0},
-		{"set-1-in-10", func() any { // a relay's confirmed roots: its repositories'
-			s := newSet()
-			for i := 0; i < n; i += 10 {
-				s.add(roots[i])
-			}
-			return s
-		}, n / 10},
-		{"set-per-repo", func() any { // the repository index: ~47 roots a repository
-			var out []set
-			for i := 0; i < n/47; i++ {
-				s := newSet()
-				for j := 0; j < 47; j++ {
-					s.add(roots[(j*(n/47)+i)%n])
-				}
-				out = append(out, s)
-			}
-			return out
-		}, n / 47 * 47},
-		{"names", func() any { // the intern table, once for every set
-			in := newInterner()
-			for _, r := range roots {
-				in.intern(r)
-			}
-			return in
-		}, 0},
-		{"filled-map-of-strings", func() any {
-			m := map[string]bool{}
-			for _, r := range roots {
-				m[r] = true
-			}
-			return m
-		}, 0},
-		{"filledSet", func() any {
-			f := newFilledSet()
-			for _, r := range roots {
-				f.add(r)
-			}
-			return f
-		}, 0},
-	} {
-		b.Run(v.name, func(b *testing.B) {
-			var per float64
-			for b.Loop() {
-				before := testkit.HeapInUse()
-				s := v.build()
-				per = float64(testkit.HeapInUse()-before) / float64(cmp.Or(v.members, n))
-				runtime.KeepAlive(s)
-			}
-			b.ReportMetric(per, "B/root")
-		})
-	}
-}
 
 // BenchmarkQueuedJobBytes reports the heap bytes per root (B/root) that
 // the queued historic jobs of 100,000 roots' Layer 3 filters hold, the
@@ -107,7 +25,7 @@ func BenchmarkQueuedJobBytes(b *testing.B) {
 	roots := make([]string, n)
 	for i := range roots {
 		roots[i] = fmt.Sprintf("%064x", 1<<40+i)
-		names.intern(roots[i])
+		repoindex.Intern(roots[i])
 	}
 	for _, v := range []struct {
 		name  string
@@ -118,7 +36,7 @@ func BenchmarkQueuedJobBytes(b *testing.B) {
 				r.jobs = append(r.jobs, &job{filters: fs[i : i+1 : i+1]})
 			}
 		}},
-		{"packed", func(r *remote, fs []nostr.Filter) { (&Engine{}).queueFilters(r, nil, nil, fs) }},
+		{"packed", func(r *remote, fs []nostr.Filter) { (jobScheduler{&Engine{}}).queueFilters(r, nil, nil, fs) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64

@@ -1,21 +1,20 @@
 package reposync
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // mergingHistoric is scriptedHistoric claiming to gain from merged jobs.
 type mergingHistoric struct{ *scriptedHistoric }
 
-func (mergingHistoric) mergesJobs() bool { return true }
+func (mergingHistoric) MergesJobs() bool { return true }
 
 // TestQueuedJobsMergeWhenSlotsAreScarce: with one free job slot (the live
 // subscriptions fill the relay's budget) a batch's queued jobs run merged,
@@ -62,7 +61,7 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 			for i := range c.live {
 				h.r.live[fmt.Sprintf("l%d", i)] = 17
 			}
-			h.e.startBatch(h.r, newItems(), fs, false)
+			h.e.sched.startBatch(h.r, repoindex.NewItems(), fs, false)
 			h.drain(t)
 			asked := map[string]int{}
 			for _, call := range h.hs.calls {
@@ -81,40 +80,10 @@ func TestQueuedJobsMergeWhenSlotsAreScarce(t *testing.T) {
 					t.Fatalf("filter %v asked %d times, want once", f, asked[f.String()])
 				}
 			}
-			if len(h.e.pending[testRelay]) != 0 || h.r.Status != Connected {
+			if len(h.e.pending[testRelay]) != 0 || h.r.Status != repoindex.Connected {
 				t.Fatalf("after the batch: %d pending, %v", len(h.e.pending[testRelay]), h.r.Status)
 			}
 		})
-	}
-}
-
-// TestFetchRecorderKeepsFiltersApart: events fetched together for several
-// reconciled filters are recorded for each filter they match.
-func TestFetchRecorderKeepsFiltersApart(t *testing.T) {
-	a, b := fmt.Sprintf("%064x", 1), fmt.Sprintf("%064x", 2)
-	rec := fetchRecorder{filters: []nostr.Filter{{Tags: nostr.TagMap{"e": {a}}}, {Tags: nostr.TagMap{"E": {a, b}}}}}
-	emitted := 0
-	emit := rec.wrap(func(context.Context, ingest.Incoming) error { emitted++; return nil })
-	for i, tags := range []nostr.Tags{{{"e", a}, {"E", a}}, {{"E", b}}, {{"p", a}}} {
-		ev := &nostr.Event{ID: fmt.Sprintf("%064x", 100+i), CreatedAt: nostr.Timestamp(1000 + i), Tags: tags}
-		if err := emit(context.Background(), ingest.Incoming{Event: ev}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if emitted != 3 {
-		t.Fatalf("emitted %d, want 3", emitted)
-	}
-	want := [][]nostr.Timestamp{{1000}, {1000, 1001}}
-	for i, w := range want {
-		got := rec.itemsOf(i)
-		if len(got) != len(w) {
-			t.Fatalf("filter %d recorded %d items, want %d", i, len(got), len(w))
-		}
-		for k, it := range got {
-			if it.CreatedAt != w[k] {
-				t.Errorf("filter %d item %d at %d, want %d", i, k, it.CreatedAt, w[k])
-			}
-		}
 	}
 }
 
@@ -129,7 +98,7 @@ func TestHistoricJobsSharedAmongRelays(t *testing.T) {
 	const other = "wss://other.example.com"
 	h.e.track(other, false)
 	r2 := h.e.relays[other]
-	r2.gen, r2.Status, r2.live = 1, Syncing, map[string]int{}
+	r2.gen, r2.Status, r2.live = 1, repoindex.Syncing, map[string]int{}
 	filters := func(prefix string) []nostr.Filter {
 		var fs []nostr.Filter
 		for i := range 20 {
@@ -137,8 +106,8 @@ func TestHistoricJobsSharedAmongRelays(t *testing.T) {
 		}
 		return fs
 	}
-	h.e.startBatch(h.r, newItems(), filters("a"), false)
-	h.e.startBatch(r2, newItems(), filters("b"), false)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), filters("a"), false)
+	h.e.sched.startBatch(r2, repoindex.NewItems(), filters("b"), false)
 	if h.r.running != 4 || r2.running != 0 {
 		t.Fatalf("running %d and %d, want the first relay's 4 (nothing else waited)", h.r.running, r2.running)
 	}
@@ -185,7 +154,7 @@ func TestHistoricFreedPlacesGoToRelaysBelow(t *testing.T) {
 	for _, url := range []string{"wss://other1.example.com", "wss://other2.example.com"} {
 		h.e.track(url, false)
 		r := h.e.relays[url]
-		r.gen, r.Status, r.live = 1, Syncing, map[string]int{}
+		r.gen, r.Status, r.live = 1, repoindex.Syncing, map[string]int{}
 		rs = append(rs, r)
 	}
 	filters := func(prefix string) []nostr.Filter {
@@ -196,7 +165,7 @@ func TestHistoricFreedPlacesGoToRelaysBelow(t *testing.T) {
 		return fs
 	}
 	for i, r := range rs {
-		h.e.startBatch(r, newItems(), filters(fmt.Sprint(i)), false)
+		h.e.sched.startBatch(r, repoindex.NewItems(), filters(fmt.Sprint(i)), false)
 	}
 	if rs[0].running != 5 {
 		t.Fatalf("the first relay runs %d, want all 5 places (nothing else waited)", rs[0].running)

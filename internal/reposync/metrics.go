@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"relay"}),
 		repositories: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ngit_sync_repositories",
-			Help: "Repositories in the RepoSyncIndex.",
+			Help: "Repositories in the repoindex.RepoSyncIndex.",
 		}),
 		rootEvents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ngit_sync_root_events",

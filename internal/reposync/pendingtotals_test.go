@@ -6,6 +6,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // The status's pending repositories and roots of a relay, kept as batches
@@ -18,8 +19,8 @@ func TestPendingTotalsFollowBatches(t *testing.T) {
 		t.Helper()
 		repos, roots := 0, 0
 		for _, b := range h.e.pending[testRelay] {
-			repos += b.Items.Repos.len()
-			roots += b.Items.Roots.len()
+			repos += b.Items.Repos.Len()
+			roots += b.Items.Roots.Len()
 		}
 		if wantRepos >= 0 && repos != wantRepos {
 			t.Fatalf("%s: %d repositories pending, want %d", when, repos, wantRepos)
@@ -34,13 +35,13 @@ func TestPendingTotalsFollowBatches(t *testing.T) {
 	}
 	start := func(n int) {
 		for i := range n {
-			items := newItems()
+			items := repoindex.NewItems()
 			ref := nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "pending")
-			items.Repos.add(ref)
+			items.Repos.Add(ref)
 			for j := 0; j <= i; j++ {
-				items.Roots.add(nostr.GeneratePrivateKey()[:64])
+				items.Roots.Add(nostr.GeneratePrivateKey()[:64])
 			}
-			h.e.startBatch(h.r, items, nip34.Layer2([]string{ref}, 100, nil), false)
+			h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{ref}, 100, nil), false)
 		}
 	}
 	start(3)

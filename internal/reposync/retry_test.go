@@ -15,8 +15,10 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // scriptedHistoric fails every Sync while failing is set and records the
@@ -27,7 +29,7 @@ type scriptedHistoric struct {
 	calls   [][]nostr.Filter
 }
 
-func (s *scriptedHistoric) Sync(_ context.Context, _ *relay.Conn, fs []nostr.Filter, _ int, _ Emit) error {
+func (s *scriptedHistoric) Sync(_ context.Context, _ *relay.Conn, fs []nostr.Filter, _ int, _ historic.Emit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, fs)
@@ -73,10 +75,10 @@ func newHistoricEnv(t *testing.T) *historicEnv {
 	e := newBareEngineDeps(t, cfg, func(d *Deps) { d.Clock, d.Historic, d.Log = clk, hs, zap.New(core) })
 	e.catchup = hs
 	ref := nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "repo")
-	e.repos[ref] = &RepoNeeds{Relays: setOf(testRelay), Roots: newSet()}
+	e.disc.Repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.SetOf(testRelay), Roots: repoindex.NewSet()}
 	e.track(testRelay, false)
 	r := e.relays[testRelay]
-	r.gen, r.Status, r.LastConnected, r.live = 1, Syncing, clk.Now(), map[string]int{}
+	r.gen, r.Status, r.LastConnected, r.live = 1, repoindex.Syncing, clk.Now(), map[string]int{}
 	e.lastEmpty = clk.Now()
 	return &historicEnv{e: e, r: r, clk: clk, hs: hs, logs: logs, ref: ref}
 }
@@ -112,7 +114,7 @@ func (h *historicEnv) callsSince(n int) []nostr.Filter {
 func (h *historicEnv) eose(t *testing.T) {
 	t.Helper()
 	for id, cu := range h.r.since {
-		h.e.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
+		h.e.subs.onSinceEOSE(testRelay, h.r.gen, id, cu, nil)
 	}
 	h.drain(t)
 }
@@ -128,9 +130,9 @@ func (h *historicEnv) sinceFilters() []nostr.Filter {
 
 func (h *historicEnv) batch(t *testing.T) {
 	t.Helper()
-	items := newItems()
-	items.Repos.add(h.ref)
-	h.e.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
+	items := repoindex.NewItems()
+	items.Repos.Add(h.ref)
+	h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
 	h.drain(t)
 }
 
@@ -143,8 +145,8 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.hs.set(true)
 	h.batch(t)
-	if h.r.Status != ConnectedHistoricSyncFailures {
-		t.Fatalf("after a failed batch: %v, want %v", h.r.Status, ConnectedHistoricSyncFailures)
+	if h.r.Status != repoindex.ConnectedHistoricSyncFailures {
+		t.Fatalf("after a failed batch: %v, want %v", h.r.Status, repoindex.ConnectedHistoricSyncFailures)
 	}
 	h.clk.Advance(59 * time.Second)
 	h.e.onTick()
@@ -158,7 +160,7 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 	h.clk.Advance(time.Second)
 	h.e.onTick()
 	h.drain(t) // the retry fails again: the next wait is 2 min
-	if n := h.hs.count(); n != 2*first || h.r.Status != ConnectedHistoricSyncFailures {
+	if n := h.hs.count(); n != 2*first || h.r.Status != repoindex.ConnectedHistoricSyncFailures {
 		t.Fatalf("after the first retry: %d calls (want %d), %v", n, 2*first, h.r.Status)
 	}
 
@@ -166,16 +168,16 @@ func TestFailedHistoricBatchRetriedWithinMinutes(t *testing.T) {
 	h.hs.set(false)
 	h.e.onDisconnected(testRelay, h.r.gen, errors.New("connection reset"))
 	h.clk.Advance(10 * time.Second)
-	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
+	h.r.gen, h.r.Status, h.r.live = 2, repoindex.Connecting, map[string]int{} // as onDialed does
 	h.e.connectOrReconnect(h.r)
 	h.eose(t) // the catch-up batch
-	if h.r.Status != ConnectedHistoricSyncFailures {
-		t.Fatalf("after a quick reconnect: %v, want %v", h.r.Status, ConnectedHistoricSyncFailures)
+	if h.r.Status != repoindex.ConnectedHistoricSyncFailures {
+		t.Fatalf("after a quick reconnect: %v, want %v", h.r.Status, repoindex.ConnectedHistoricSyncFailures)
 	}
 	h.clk.Advance(2 * time.Minute)
 	h.e.onTick()
 	h.drain(t)
-	if h.r.Status != Connected || h.r.HistoricFailed {
+	if h.r.Status != repoindex.Connected || h.r.HistoricFailed {
 		t.Fatalf("after a successful retry: %v (failed=%v), want connected", h.r.Status, h.r.HistoricFailed)
 	}
 	retried := h.callsSince(h.hs.count() - first)
@@ -195,7 +197,7 @@ func TestQuickReconnectCatchUpSinceDisconnect(t *testing.T) {
 	disconnect := h.clk.Now()
 	h.e.onDisconnected(testRelay, h.r.gen, errors.New("connection reset"))
 	h.clk.Advance(time.Minute)
-	h.r.gen, h.r.Status, h.r.live = 2, Connecting, map[string]int{} // as onDialed does
+	h.r.gen, h.r.Status, h.r.live = 2, repoindex.Connecting, map[string]int{} // as onDialed does
 	before := h.hs.count()
 	h.e.connectOrReconnect(h.r)
 	fs := h.sinceFilters()
@@ -215,7 +217,7 @@ func TestQuickReconnectCatchUpSinceDisconnect(t *testing.T) {
 	if n := h.hs.count(); n != before {
 		t.Errorf("the historic syncer was asked %v, want nothing (the live subscriptions caught up)", h.callsSince(before))
 	}
-	if h.r.Status != Connected || len(h.e.pending[testRelay]) != 0 {
+	if h.r.Status != repoindex.Connected || len(h.e.pending[testRelay]) != 0 {
 		t.Fatalf("after EOSE: %v with %d pending batches, want connected", h.r.Status, len(h.e.pending[testRelay]))
 	}
 }
@@ -226,15 +228,15 @@ func TestQuickReconnectCatchUpSinceDisconnect(t *testing.T) {
 func TestHistoricSyncCompleteOnce(t *testing.T) {
 	h := newHistoricEnv(t)
 	h.batch(t)
-	if h.r.Status != Connected {
+	if h.r.Status != repoindex.Connected {
 		t.Fatalf("after the first batch: %v", h.r.Status)
 	}
 	for i := range 3 {
-		items := newItems()
-		items.Repos.add(nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "later"))
-		h.e.startBatch(h.r, items, nip34.Layer2(items.Repos.sorted(), 100, nil), false)
-		h.e.updateRelayState(h.r)
-		if h.r.Status != Connected {
+		items := repoindex.NewItems()
+		items.Repos.Add(nip34.RepoRef(nostr.GeneratePrivateKey()[:64], "later"))
+		h.e.sched.startBatch(h.r, items, nip34.Layer2(items.Repos.Sorted(), 100, nil), false)
+		h.e.sched.updateRelayState(h.r)
+		if h.r.Status != repoindex.Connected {
 			t.Fatalf("batch %d for a newly discovered repository: %v, want connected", i, h.r.Status)
 		}
 		h.drain(t)

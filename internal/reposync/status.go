@@ -15,17 +15,17 @@ func (e *Engine) refreshSnapshot() {
 	}
 	s := status.Snapshot{
 		StartedAt:    e.startedAt,
-		Repositories: len(e.repos),
-		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.ownUp.Load(), SelfSubscriptionEOSE: e.ready.Load()},
+		Repositories: len(e.disc.Repos),
+		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.disc.OwnUp(), SelfSubscriptionEOSE: e.disc.Ready()},
 	}
-	for _, n := range e.repos {
-		s.RootEvents += n.Roots.len()
+	for _, n := range e.disc.Repos {
+		s.RootEvents += n.Roots.Len()
 	}
 	for _, r := range e.relays {
 		rs := status.Relay{
 			URL: r.URL, State: r.Status.String(), Health: health[r.URL], Bootstrap: r.Bootstrap,
-			ReposConfirmed: r.Confirmed.Repos.len(), RootsConfirmed: r.Confirmed.Roots.len(),
-			FiltersOpen: e.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
+			ReposConfirmed: r.Confirmed.Repos.Len(), RootsConfirmed: r.Confirmed.Roots.Len(),
+			FiltersOpen: e.subs.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
 			Truncation: e.pager.Truncation.Describe(r.URL),
@@ -44,23 +44,10 @@ func (e *Engine) refreshSnapshot() {
 	sortRelays(s.Relays)
 	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
-	var repos PersistedRepos
-	reposChanged := false
-	wanted := e.reposWanted.Load()
-	if wanted {
-		repos, reposChanged = e.snapshotRepos()
-	}
 	e.snapMu.Lock()
 	e.snap = s
-	if reposChanged {
-		e.reposSnap = repos
-	}
-	e.reposSnap.SelfSeen = e.selfSeenTime()
 	e.snapMu.Unlock()
-	if wanted {
-		// Now that a snapshot of the index as it is was published.
-		e.pruneUnapplied()
-	}
+	e.disc.PublishRepos() // the repository index's copy for the state store
 }
 
 func sortRelays(rs []status.Relay) {
@@ -97,7 +84,7 @@ func (e *Engine) Status() status.Snapshot {
 	s := e.snap
 	s.Relays = append([]status.Relay(nil), s.Relays...)
 	s.Ready = e.Ready()
-	s.OwnRelay.Connected = e.ownUp.Load()
-	s.OwnRelay.SelfSubscriptionEOSE = e.ready.Load()
+	s.OwnRelay.Connected = e.disc.OwnUp()
+	s.OwnRelay.SelfSubscriptionEOSE = e.disc.Ready()
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 func (e *Engine) onTick() {
@@ -16,35 +17,35 @@ func (e *Engine) onTick() {
 			continue
 		}
 		if !r.consolidateBy.IsZero() && !now.Before(r.consolidateBy) {
-			e.consolidate(r)
+			e.subs.consolidate(r)
 			r.deferred = true
 		}
-		if r.rebuildLive && e.allowed(r) && len(e.pending[r.URL]) == 0 {
-			e.consolidate(r)
+		if r.rebuildLive && e.subs.allowed(r) && len(e.pending[r.URL]) == 0 {
+			e.subs.consolidate(r)
 		}
-		if e.liveDeferDue(r, now) && e.allowed(r) {
+		if e.subs.liveDeferDue(r, now) && e.subs.allowed(r) {
 			e.log.Info("live subscriptions waited sync.live_defer_max for the pending batches; consolidating", zap.String("relay", r.URL),
 				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Time("deferred_since", r.liveDeferredAt))
-			e.consolidate(r)
+			e.subs.consolidate(r)
 		}
 		if !r.fullResyncAt.IsZero() && !now.Before(r.fullResyncAt) {
 			e.fullResync(r)
 		}
-		e.retryFailed(r, now)
-		e.startJobs(r)
-		if every := e.cfg.ProgressLogInterval; every > 0 && r.Status == Syncing && now.Sub(r.progressLogged) >= every {
+		e.sched.retryFailed(r, now)
+		e.sched.startJobs(r)
+		if every := e.cfg.ProgressLogInterval; every > 0 && r.Status == repoindex.Syncing && now.Sub(r.progressLogged) >= every {
 			if !r.progressLogged.IsZero() {
 				e.log.Info("historic sync in progress", zap.String("relay", r.URL),
-					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", r.Confirmed.Repos.len()),
-					zap.Int("roots_confirmed", r.Confirmed.Roots.len()), zap.Uint64("events_received", r.received.Load()))
+					zap.Int("pending_batches", len(e.pending[r.URL])), zap.Int("repos_confirmed", r.Confirmed.Repos.Len()),
+					zap.Int("roots_confirmed", r.Confirmed.Roots.Len()), zap.Uint64("events_received", r.received.Load()))
 			}
 			r.progressLogged = now
 		}
-		if r.deferred && e.allowed(r) && r.consolidateBy.IsZero() {
+		if r.deferred && e.subs.allowed(r) && r.consolidateBy.IsZero() {
 			r.deferred = false
 			e.recomputeRelay(r.URL)
 		}
-		e.updateRelayState(r)
+		e.sched.updateRelayState(r)
 	}
 	if now.Sub(e.lastEmpty) >= e.cfg.EmptyRelayCheck {
 		e.lastEmpty = now
@@ -61,7 +62,7 @@ func (e *Engine) onTick() {
 func (e *Engine) fullResync(r *remote) {
 	e.log.Info("full resync", zap.String("relay", r.URL))
 	for id := range r.live {
-		e.closeLive(r, id)
+		e.subs.closeLive(r, id)
 	}
 	r.jobs = nil
 	delete(e.pending, r.URL)
@@ -73,31 +74,31 @@ func (e *Engine) fullResync(r *remote) {
 	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
 	r.baseline, r.refs = 0, nil
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())
-	e.subscribeLayer1(r)
-	e.startBatch(r, newItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	e.subs.subscribeLayer1(r)
+	e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	e.recomputeRelay(r.URL)
 }
 
 // dropEmptyRelays disconnects relays nothing points at any more.
 func (e *Engine) dropEmptyRelays() {
-	wanted := wantedRelays(e.repos, e.bootstrap23())
+	wanted := repoindex.WantedRelays(e.disc.Repos, e.bootstrap23())
 	for url, r := range e.relays {
 		if r.Bootstrap || len(e.pending[url]) > 0 {
 			continue
 		}
-		if !wanted.has(url) {
+		if !wanted.Has(url) {
 			e.forget(url)
 		}
 	}
 }
 
 func (e *Engine) updateIndexMetrics() {
-	if e.rootsCountedGen != e.reposGen+1 {
+	if e.rootsCountedGen != e.disc.ReposGen()+1 {
 		roots := 0
-		for _, n := range e.repos {
-			roots += n.Roots.len()
+		for _, n := range e.disc.Repos {
+			roots += n.Roots.Len()
 		}
-		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.reposGen+1
+		e.rootsCounted, e.rootsCountedGen = uint64(roots), e.disc.ReposGen()+1
 	}
 	roots := e.rootsCounted
 	connected := 0
@@ -106,7 +107,7 @@ func (e *Engine) updateIndexMetrics() {
 			connected++
 		}
 	}
-	e.m.repositories.Set(float64(len(e.repos)))
+	e.m.repositories.Set(float64(len(e.disc.Repos)))
 	e.m.rootEvents.Set(float64(roots))
 	e.m.relaysTracked.Set(float64(len(e.relays)))
 	e.m.relaysConnected.Set(float64(connected))

@@ -8,8 +8,10 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // TestValuesPerFilterReachesEveryChunking: a non-default ValuesPerFilter
@@ -57,26 +59,26 @@ func TestValuesPerFilterReachesEveryChunking(t *testing.T) {
 	if e.local == nil {
 		t.Fatal("no local set built with a LocalIndex")
 	}
-	check("FillItems", e.local.fillFilters(false, repos, roots), wantRepos+wantRoots)
-	check("FillItems with layer 1", e.local.fillFilters(true, repos, roots), 1+wantRepos+wantRoots)
-	_, fs := e.local.missingLocked(nostr.Filter{Tags: nostr.TagMap{"a": repos}})
+	check("FillItems", e.local.FillFilters(false, repos, roots), wantRepos+wantRoots)
+	check("FillItems with layer 1", e.local.FillFilters(true, repos, roots), 1+wantRepos+wantRoots)
+	fs := e.local.MissingFilters(nostr.Filter{Tags: nostr.TagMap{"a": repos}})
 	check("EnsureFilled repositories", fs, wantRepos)
-	_, fs = e.local.missingLocked(nostr.Filter{Tags: nostr.TagMap{"e": roots}})
+	fs = e.local.MissingFilters(nostr.Filter{Tags: nostr.TagMap{"e": roots}})
 	check("EnsureFilled roots", fs, wantRoots)
 
-	needs := &RepoNeeds{Relays: newSet(), Roots: newSet()}
+	needs := &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	for _, id := range roots {
-		needs.Roots.add(id)
+		needs.Roots.Add(id)
 	}
 	for i, ref := range repos {
 		if i == 0 {
-			e.repos[ref] = needs
+			e.disc.Repos[ref] = needs
 			continue
 		}
-		e.repos[ref] = &RepoNeeds{Relays: newSet(), Roots: newSet()}
+		e.disc.Repos[ref] = &repoindex.RepoNeeds{Relays: repoindex.NewSet(), Roots: repoindex.NewSet()}
 	}
-	go func() { (<-e.inbox)() }() // trustedFilters asks the Run goroutine
-	fs, ok := e.trustedFilters(context.Background())
+	go func() { (<-e.inbox)() }() // the trusted filters ask the Run goroutine
+	fs, ok := e.trusted.Filters(context.Background())
 	if !ok {
 		t.Fatal("trustedFilters gave up")
 	}
@@ -93,10 +95,10 @@ func TestFitTagValues(t *testing.T) {
 		{Tags: nostr.TagMap{"e": {"1", "2", "3", "4", "5"}}, Since: &since},
 		{Tags: nostr.TagMap{"a": {"x", "y", "z"}, "k": {"1", "2"}}},
 	}
-	if got := fitTagValues(fs, 5); len(got) != 3 {
+	if got := historic.FitTagValues(fs, 5); len(got) != 3 {
 		t.Fatalf("within the bound: %d filters, want 3", len(got))
 	}
-	got := fitTagValues(fs, 2)
+	got := historic.FitTagValues(fs, 2)
 	// 1 + ceil(5/2) + ceil(3/2)*1 = 1 + 3 + 2
 	if len(got) != 6 {
 		t.Fatalf("%d filters, want 6: %v", len(got), got)

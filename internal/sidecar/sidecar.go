@@ -18,6 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -30,6 +31,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
 // Deps are what the caller provides besides the configuration.
@@ -334,12 +336,12 @@ func syncConfig(cfg *config.Config) reposync.Config {
 	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
 	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
 	scfg.MaxRepositories = cfg.Limits.MaxRepositories
-	scfg.Negentropy = reposync.NegConfig{
+	scfg.Negentropy = historic.NegConfig{
 		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
 		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
 		ClaimWait: cfg.Negentropy.ClaimWait,
 	}
-	scfg.Trusted = reposync.TrustedConfig{
+	scfg.Trusted = trusted.Config{
 		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
 		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
 	}

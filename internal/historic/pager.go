@@ -1,0 +1,433 @@
+package historic
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// Sentinel errors of historic sync.
+var (
+	// ErrEOSETimeout: a historic REQ got no EOSE in time.
+	ErrEOSETimeout = errors.New("no EOSE before timeout")
+	// ErrSubscriptionClosed: the relay closed a historic REQ (CLOSED).
+	ErrSubscriptionClosed = errors.New("relay closed the subscription")
+	// ErrFilterIgnored: a REQ page held only events outside its filter
+	// (a relay ignoring until or since): paging cannot go past them.
+	ErrFilterIgnored = errors.New("relay returned only events outside the filter")
+	// ErrSaturatedSecond: more events share one created_at than the relay
+	// returns per REQ, even split by kind; REQ paging cannot get past them.
+	ErrSaturatedSecond = errors.New("too many events share one created_at for REQ paging")
+)
+
+// Emit hands one received event to the shared handler.
+type Emit func(ctx context.Context, in ingest.Incoming) error
+
+// HistoricSyncer fetches every stored event matching filters from one
+// relay and emits it. slots is how many subscriptions it may hold open at
+// once on the connection.
+type HistoricSyncer interface {
+	Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error
+}
+
+// Pager is the REQ+EOSE historic syncer: it pages backwards with `until`
+// until the relay has nothing older, which is correct against relays that
+// silently cap results (strfry: 500) and when many events share one
+// created_at (it splits that second by kind).
+type Pager struct {
+	PageSize    int
+	EOSETimeout time.Duration
+	// WaitAllowed, when set, is called before every REQ; it blocks while the
+	// relay is cooling down after a rate limit.
+	WaitAllowed func(ctx context.Context) error
+	// OnClosed, when set, is told the reason of every CLOSED.
+	OnClosed func(reason string)
+	// MaxLimit, when set, returns the relay's announced max_limit (NIP-11;
+	// 0 when unknown): pages are never asked bigger than that.
+	MaxLimit func(url string) int
+	// Truncation, when set, records relays caught returning fewer events
+	// than asked while holding more.
+	Truncation *Truncation
+	// Auth, when set, answers "auth-required:" CLOSEDs (NIP-42) so the REQ
+	// can be sent again.
+	Auth *ReadAuth
+	// Budget, when set, bounds the events this pager's REQs hold at once
+	// (eventBudget).
+	Budget *eventBudget
+	// Clock times EOSETimeout (clock.Real{} when nil).
+	Clock clock.Clock
+
+	seq atomic.Uint64
+}
+
+func (p *Pager) clock() clock.Clock {
+	if p.Clock == nil {
+		return clock.Real{}
+	}
+	return p.Clock
+}
+
+// splitKinds are the kinds a saturated second is split into when the
+// filter names none: NIP-34 and the kinds that discuss it.
+var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 1633, 30617, 30618, 5, 9735, 10317}
+
+// Sync runs every filter to the end, one after another (slots is not used:
+// paging is sequential per filter, and filters of one batch are few).
+func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slots int, emit Emit) error {
+	if err := p.Auth.Failed(c); err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range fs {
+		if err := p.pageFilter(ctx, c, f, emit); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// untilText renders a page's upper bound for an error: the timestamp, not
+// the pointer holding it.
+func untilText(until *nostr.Timestamp) string {
+	if until == nil {
+		return "(no bound)"
+	}
+	return fmt.Sprint(int64(*until))
+}
+
+// pageFilter pages one filter backwards. A second holding more events of
+// one kind than a page (ErrSaturatedSecond) is reported at the end; the
+// paging goes on past it, so the rest of the history still arrives.
+func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) error {
+	var saturated []error
+	f.LimitZero = false
+	var until *nostr.Timestamp
+	if f.Until != nil {
+		u := *f.Until
+		until = &u
+	}
+	boundary := map[string]struct{}{} // ids seen at created_at == *until
+	short, reported := 0, false       // the first page cut below pageSize
+	pageSize := p.PageSizeFor(c.URL())
+	for {
+		pf := f
+		pf.Until = until
+		pf.Limit = pageSize
+		page, outside, err := p.fetchPage(ctx, c, pf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			if outside > 0 {
+				// The relay should have gone past this boundary.
+				return errors.Join(append(saturated, fmt.Errorf("%w: %d events, none below created_at %s", ErrFilterIgnored, outside, untilText(until)))...)
+			}
+			return errors.Join(saturated...)
+		}
+		minTS := pageBottom(page, pageSize)
+		newCount := 0
+		for _, ev := range page {
+			if _, ok := boundary[ev.ID]; !ok {
+				newCount++
+			}
+		}
+		if newCount > 0 && short > 0 {
+			// The previous page was cut below its limit: the relay held
+			// more. Paging goes on regardless; this is for the operator.
+			p.Truncation.detected(c.URL(), TruncReq, fmt.Sprintf("a REQ with limit %d returned %d events while more were stored below them", pageSize, short))
+			short = 0
+		}
+		if len(page) < pageSize && !reported {
+			short, reported = len(page), true
+		}
+		if newCount == 0 {
+			// Only already-seen events at the boundary second came back.
+			if until == nil || f.Since != nil && *until <= *f.Since {
+				return errors.Join(saturated...)
+			}
+			if len(page) >= pageSize {
+				// The relay may hold more at this second than it returns.
+				if err := p.splitSecond(ctx, c, f, *until, pageSize, emit); err != nil {
+					if !errors.Is(err, ErrSaturatedSecond) {
+						return err
+					}
+					saturated = append(saturated, err)
+				}
+			}
+			if *until == 0 {
+				return errors.Join(saturated...)
+			}
+			next := *until - 1
+			until = &next
+			clear(boundary)
+			continue
+		}
+		if until == nil || minTS != *until {
+			clear(boundary)
+		}
+		for _, ev := range page {
+			if ev.CreatedAt == minTS {
+				boundary[ev.ID] = struct{}{}
+			}
+		}
+		t := minTS
+		until = &t
+		if f.Since != nil && minTS < *f.Since {
+			return errors.Join(saturated...)
+		}
+	}
+}
+
+// pageBottom is the created_at down to which a page is known complete. The
+// relay returns at most limit stored events, the newest first; events it
+// delivers live during the page (published meanwhile, possibly with an old
+// created_at) come on top. With more than limit events, the limit-th newest
+// created_at is at or above the oldest stored one, so taking it never steps
+// over a stored event (at worst the next page repeats a few). With fewer,
+// the relay returned everything up to the page's until, and the oldest
+// event is the bottom.
+func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
+	ts := make([]nostr.Timestamp, len(page))
+	for i, ev := range page {
+		ts[i] = ev.CreatedAt
+	}
+	return BottomOf(ts, limit)
+}
+
+// BottomOf is pageBottom of a page's created_at values (ts is reordered).
+func BottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
+	if limit <= 0 || len(ts) <= limit {
+		return slices.Min(ts)
+	}
+	slices.SortFunc(ts, func(a, b nostr.Timestamp) int { return cmp.Compare(b, a) })
+	return ts[limit-1]
+}
+
+// pageSize is PageSize, lowered to the relay's announced max_limit.
+func (p *Pager) PageSizeFor(url string) int {
+	size := p.PageSize
+	if p.MaxLimit != nil {
+		if l := p.MaxLimit(url); l > 0 && l < size {
+			size = l
+		}
+	}
+	return max(size, 1)
+}
+
+// splitSecond fetches events of one second kind by kind. saturated is the
+// page size: a page that full may have been cut.
+func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, ts nostr.Timestamp, saturated int, emit Emit) error {
+	kinds := f.Kinds
+	if len(kinds) <= 1 {
+		if len(kinds) == 1 {
+			return fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, saturated, ts, kinds[0])
+		}
+		kinds = splitKinds
+	}
+	var errs []error
+	for _, k := range kinds {
+		kf := f
+		kf.Kinds = []int{k}
+		kf.Since, kf.Until = &ts, &ts
+		kf.Limit = saturated
+		page, err := p.fetch(ctx, c, kf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) >= saturated {
+			errs = append(errs, fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, len(page), ts, k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fetch runs one REQ to EOSE, emitting its events in dependency order
+// (announcements, then roots, then the rest, oldest first).
+func (p *Pager) fetch(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, error) {
+	page, _, err := p.fetchPage(ctx, c, f, emit)
+	return page, err
+}
+
+// fetchPage is fetch that also counts the events dropped for not matching
+// f. A REQ closed with "auth-required:" is sent again once the connection
+// authenticated (NIP-42).
+func (p *Pager) fetchPage(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
+	page, outside, err := p.fetchOnce(ctx, c, f, emit)
+	if errors.Is(err, relay.ErrAuthRequired) && p.Auth != nil {
+		if aerr := p.Auth.Ensure(ctx, c); aerr != nil {
+			return nil, 0, errors.Join(err, aerr)
+		}
+		page, outside, err = p.fetchOnce(ctx, c, f, emit)
+	}
+	return page, outside, err
+}
+
+// reqProgressKey carries, in a REQ's context, whom fetchOnce tells how
+// the REQ is getting on: progress(false) when it is sent, receives an
+// event or has handed one on; progress(true) while it waits for the
+// sidecar's own pipeline (the event budget, the handler taking an event),
+// which is not the relay's doing. Fetch claims time out on it
+// (waitClaims).
+type reqProgressKey struct{}
+
+// withReqProgress returns ctx telling fetchOnce's REQs' progress to f.
+func withReqProgress(ctx context.Context, f func(held bool)) context.Context {
+	return context.WithValue(ctx, reqProgressKey{}, f)
+}
+
+// reqProgressFrom returns the progress function ctx carries, or one that
+// does nothing.
+func reqProgressFrom(ctx context.Context) func(held bool) {
+	if f, ok := ctx.Value(reqProgressKey{}).(func(bool)); ok {
+		return f
+	}
+	return func(bool) {}
+}
+
+func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) ([]*nostr.Event, int, error) {
+	if p.WaitAllowed != nil {
+		if err := p.WaitAllowed(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	units := f.Limit
+	if units <= 0 {
+		units = max(len(f.IDs), p.PageSizeFor(c.URL()))
+	}
+	progress := reqProgressFrom(ctx)
+	progress(true)
+	held, err := p.Budget.acquire(ctx, units)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer p.Budget.release(held)
+	id := fmt.Sprintf("h%d", p.seq.Add(1))
+	sub, err := c.Subscribe(ctx, id, nostr.Filters{f})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sub.Close()
+	progress(false)
+	timer := p.clock().NewTimer(p.EOSETimeout)
+	defer timer.Stop()
+	var page []*nostr.Event
+	var arrived []pageEvent // page's events with their sizes and bytes as they arrived (forwarded as is)
+	seen := map[string]bool{}
+	match := NewFilterMatcher([]nostr.Filter{f}, nil).Match
+	progressed := false
+	outside := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-timer.C():
+			// The timeout is for a silent relay: it does not run while this
+			// subscription receives events, nor while the connection waits
+			// for one of our own slow consumers.
+			if progressed || c.Stalled() {
+				progressed = false
+				timer.Reset(p.EOSETimeout)
+				continue
+			}
+			return nil, 0, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
+		case m, ok := <-sub.Messages():
+			if !ok {
+				if err := c.Err(); err != nil {
+					return nil, 0, err
+				}
+				return nil, 0, ErrSubscriptionClosed
+			}
+			switch m.Type {
+			case relay.MsgEvent:
+				// Events we did not ask for are dropped. More than the
+				// limit is normal: a relay may deliver newly published
+				// events live to the subscription before its EOSE (khatru
+				// does), mixed into the stored results. Up to twice the
+				// limit is kept (they are real events; pageBottom keeps
+				// them from steering the paging); beyond that a relay is
+				// flooding, and the rest is dropped.
+				if !match(m.Event) {
+					outside++
+					continue
+				}
+				if f.Limit > 0 && len(page) >= 2*f.Limit {
+					continue
+				}
+				if seen[m.Event.ID] {
+					continue
+				}
+				seen[m.Event.ID] = true
+				page = append(page, m.Event)
+				arrived = append(arrived, pageEvent{ev: m.Event, size: m.Size, raw: m.Raw})
+				p.Budget.hold(held, m.Size)
+				progressed = true
+				progress(false)
+			case relay.MsgClosed:
+				if p.OnClosed != nil {
+					p.OnClosed(m.Reason)
+				}
+				if relay.ReasonPrefix(m.Reason) == relay.ReasonAuthRequired {
+					return nil, 0, fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, relay.ErrAuthRequired, m.Reason)
+				}
+				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
+			case relay.MsgEOSE:
+				slices.SortStableFunc(arrived, func(a, b pageEvent) int { return publishOrder(a.ev, b.ev) })
+				for i, pe := range arrived {
+					page[i] = pe.ev
+					progress(true)
+					if err := emit(ctx, ingest.Incoming{Event: pe.ev, Size: pe.size, Relay: c.URL(), Raw: pe.raw}); err != nil {
+						return nil, 0, err
+					}
+					progress(false)
+				}
+				return page, outside, nil
+			}
+		}
+	}
+}
+
+// PublishRank orders kinds so dependencies go first.
+func PublishRank(kind int) int {
+	switch kind {
+	case 30617:
+		return 0
+	case 1617, 1618, 1621:
+		return 1
+	case 1619, 30618:
+		return 2
+	}
+	return 3
+}
+
+// publishOrder orders a page so an announcement precedes what tags it
+// and a root precedes its replies (older first within a rank).
+func publishOrder(a, b *nostr.Event) int {
+	if ra, rb := PublishRank(a.Kind), PublishRank(b.Kind); ra != rb {
+		return ra - rb
+	}
+	return int(a.CreatedAt) - int(b.CreatedAt)
+}
+
+// pageEvent is an event of a page with what it arrived as.
+type pageEvent struct {
+	ev   *nostr.Event
+	size int
+	raw  []byte
+}
+
+// JobMerger is a HistoricSyncer that saves round trips when one job
+// carries several filters.
+type JobMerger interface{ MergesJobs() bool }

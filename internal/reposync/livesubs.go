@@ -1,0 +1,556 @@
+package reposync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/historic"
+	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+)
+
+// exec queues a command for the relay's writer goroutine. A relay whose
+// command queue is full is not reading: it is disconnected.
+func (ls liveSubs) exec(r *remote, fn func(*relay.Conn)) {
+	if r.cmds == nil {
+		return
+	}
+	select {
+	case r.cmds <- fn:
+	default:
+		ls.e.log.Warn("relay command queue full; disconnecting", zap.String("relay", r.URL))
+		ls.e.onDisconnected(r.URL, r.gen, errors.New("command queue full"))
+	}
+}
+
+func (ls liveSubs) subscribeLayer1(r *remote) {
+	ls.openLive(r, "l1", nip34.Live([]nostr.Filter{nip34.Layer1(nil)}))
+}
+
+// subscribeLive opens live subscriptions (limit 0) for fs, split into REQs
+// of at most the relay's max_filters.
+func (ls liveSubs) subscribeLive(r *remote, fs []nostr.Filter) {
+	if len(fs) == 0 {
+		return
+	}
+	ls.openChunked(r, nip34.Live(fs), nil)
+}
+
+// referTo is the arrival check of kind filters: the event refers to one of
+// items (a copy, read by the subscriptions' goroutines).
+func referTo(items repoindex.Items) func(*nostr.Event) bool {
+	repos, roots := repoindex.NewSet(), repoindex.NewSet()
+	repos.AddAll(items.Repos)
+	roots.AddAll(items.Roots)
+	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.Has, roots.Has) }
+}
+
+// jobMatch is a historic job's check of what arrives: its filters, and for
+// a kind filter of Layer 3 (a catch-up batch's) a reference to one of its
+// batch's items. Called on the loop goroutine (the items are copied).
+func jobMatch(j *job) func(*nostr.Event) bool {
+	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
+		return historic.NewFilterMatcher(j.filters, nil).Match
+	}
+	return liveMatch(j.filters, referTo(j.batch.Items))
+}
+
+// liveMatch is a live subscription's check of what arrives: one of fs
+// matches it, and for a kind filter (nip34.ByKind) refers also holds.
+// The filters are compiled once (filterMatcher: values searched, not
+// scanned).
+func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
+	if refers == nil || !slices.ContainsFunc(fs, nip34.ByKind) {
+		return historic.NewFilterMatcher(fs, nil).Match
+	}
+	m := historic.NewFilterMatcher(fs, nip34.ByKind)
+	return func(ev *nostr.Event) bool {
+		plain, byKind := m.MatchSplit(ev)
+		return plain || byKind && refers(ev)
+	}
+}
+
+// openChunked opens fs as subscriptions of at most the relay's max_filters
+// filters and maxReqBytes of filter JSON each (less when the relay
+// announces a smaller max_message_length). refers, when set, is the
+// arrival check of the kind filters among fs (liveMatch).
+func (ls liveSubs) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+	for _, c := range ls.chunkLive(r, fs) {
+		r.liveSeq++
+		ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, refers, nil)
+	}
+}
+
+// chunkLive splits fs into the filters of REQs of at most the relay's
+// max_filters filters and maxReqBytes of filter JSON each.
+func (ls liveSubs) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
+	return ls.chunkFilters(r, historic.FitTagValues(fs, ls.e.lim.valuesPerFilter(r.URL)))
+}
+
+// chunkFilters is chunkLive without fitting the filters' tag values.
+func (ls liveSubs) chunkFilters(r *remote, fs []nostr.Filter) [][]nostr.Filter {
+	var out [][]nostr.Filter
+	limits := ls.e.d.Health.Limits(r.URL)
+	per := limits.MaxFilters
+	if per <= 0 || per > 100 {
+		per = 100
+	}
+	maxBytes := historic.ReqBytesLimit(limits)
+	for start := 0; start < len(fs); {
+		end, size := start, 0
+		for end < len(fs) && end-start < per {
+			n := historic.FilterBytes(fs[end])
+			if end > start && size+n > maxBytes {
+				break
+			}
+			size += n
+			end++
+		}
+		out = append(out, fs[start:end])
+		start = end
+	}
+	return out
+}
+
+func (ls liveSubs) openLive(r *remote, id string, fs []nostr.Filter) {
+	ls.openLiveMatch(r, id, fs, nil, nil)
+}
+
+// liveBuffer is the queue of a live subscription: most are idle, and a
+// large relay has thousands open, so a deep queue each is heap that does
+// nothing.
+const liveBuffer = 32
+
+// openLiveMatch opens a live subscription whose events are checked with
+// liveMatch(fs, refers). With cu, fs carry since and the stored events
+// before EOSE are cu's catch-up (sinceSub).
+func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool, cu *sinceSub) {
+	if _, open := r.live[id]; open {
+		ls.closeLive(r, id)
+	}
+	r.live[id] = len(fs)
+	if cu != nil {
+		if r.since == nil {
+			r.since = map[string]*sinceSub{}
+		}
+		r.since[id] = cu
+	}
+	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
+	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
+	match := liveMatch(fs, refers)
+	ls.exec(r, func(c *relay.Conn) {
+		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
+		if err != nil {
+			if cu != nil && !connEnded(c) { // a catch-up part never asked (an ended connection drops it)
+				ls.e.post(func() { ls.onSinceFailed(url, gen, id, cu, err) })
+			}
+			return // the watcher reports the broken connection
+		}
+		ls.e.wg.Add(1)
+		go func() {
+			defer ls.e.wg.Done()
+			ls.readLive(ctx, url, gen, sub, match, count, ls.newSinceCount(cu, c))
+		}()
+	})
+}
+
+func (ls liveSubs) closeLive(r *remote, id string) {
+	ls.sinceClosed(r, id)
+	delete(r.live, id)
+	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
+	ls.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
+}
+
+// readLive forwards a live subscription's events to the handler. cnt,
+// when set, counts a since subscription's stored events until its EOSE
+// (sinceCount).
+func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cnt *sinceCount) {
+	recv := ls.e.m.eventsReceived.WithLabelValues(url)
+	closed := func(reason string) {
+		if cnt != nil {
+			cu := cnt.sub
+			ls.e.post(func() {
+				ls.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", historic.ErrSubscriptionClosed, reason))
+			})
+		}
+		ls.e.post(func() { ls.onLiveClosed(url, gen, sub.ID, reason) })
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cnt.timeout():
+			if !cnt.silent() {
+				continue
+			}
+			cu := cnt.sub
+			ls.e.post(func() {
+				ls.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", historic.ErrEOSETimeout, ls.e.cfg.EOSETimeout))
+			})
+			cnt = nil // live from here on
+		case <-sub.Done():
+			// Closed by us, or the connection ended; drain what is left
+			// of a CLOSED below.
+			select {
+			case m, ok := <-sub.Messages():
+				if ok && m.Type == relay.MsgClosed {
+					closed(m.Reason)
+				}
+			default:
+			}
+			return
+		case m, ok := <-sub.Messages():
+			if !ok {
+				return
+			}
+			switch m.Type {
+			case relay.MsgEOSE:
+				if cnt != nil {
+					cu, rest := cnt.sub, cnt.rest(ls.e.pager, url)
+					ls.e.post(func() { ls.onSinceEOSE(url, gen, sub.ID, cu, rest) })
+					cnt = nil
+				}
+			case relay.MsgEvent:
+				recv.Inc()
+				count.Add(1)
+				cnt.add(m.Event)
+				if !match(m.Event) {
+					// Answers we did not ask for, and kind filters' events
+					// about foreign roots, are dropped before they cost a
+					// queue slot or a signature check.
+					ls.e.h.Invalid("no_match")
+					continue
+				}
+				if err := ls.e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url, Raw: m.Raw}); err != nil {
+					return
+				}
+			case relay.MsgClosed:
+				closed(m.Reason)
+				return
+			}
+		}
+	}
+}
+
+// onLiveClosed: the relay closed a live subscription. It is rebuilt once
+// the relay allows new REQs.
+func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
+	r := ls.e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	if _, ok := r.live[id]; !ok {
+		return
+	}
+	filters := r.live[id]
+	delete(r.live, id) // the health tracker heard the reason in onReason
+	r.lastError = "CLOSED: " + reason
+	// Its filters are not live from now until the rebuild, which may wait
+	// for the relay's pending batches: the rebuild catches up from here.
+	if now := ls.e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
+		r.liveDeferredAt = now
+	}
+	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
+		ls.e.lim.learnFilters(url, filters, "CLOSED: "+reason)
+	}
+	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
+		// NIP-42: rebuild once the connection authenticated; without a key
+		// (or refused) the relay is reported as needing one, not retried.
+		conn := r.conn
+		ls.e.wg.Add(1)
+		go func() {
+			defer ls.e.wg.Done()
+			if err := ls.e.pager.Auth.Ensure(ls.e.ctx, conn); err == nil {
+				ls.e.post(func() {
+					if r := ls.e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
+						r.rebuildLive = true
+					}
+				})
+			}
+		}()
+		return
+	}
+	r.rebuildLive = true
+	ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+}
+
+// onChallenge: the relay sent a NIP-42 AUTH challenge. With a key the
+// connection authenticates before the relay has to refuse a read (the
+// reference implementation answers with the relay owner's key); without
+// one nothing happens until a read is refused.
+func (ls liveSubs) onChallenge(url string) {
+	r := ls.e.relays[url]
+	if r == nil || r.conn == nil || ls.e.d.Sign == nil {
+		return
+	}
+	conn := r.conn
+	ls.e.wg.Add(1)
+	go func() {
+		defer ls.e.wg.Done()
+		_ = ls.e.pager.Auth.Ensure(ls.e.ctx, conn)
+	}()
+}
+
+// onReason hears the reason of every CLOSED, NEG-ERR and refusing OK of a
+// remote relay from its reader before the subscription, session or
+// publisher does, so that a rate limit starts the cooldown before anyone
+// retries.
+func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
+	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
+		at := ls.e.clock.Now()
+		ls.e.post(func() {
+			if r := ls.e.relays[url]; r != nil {
+				r.rateLimitedAt = at
+			}
+		})
+	}
+}
+
+func (ls liveSubs) onNotice(url, text string) {
+	sig := ls.e.d.Health.Observe(url, health.SourceNotice, text)
+	switch sig {
+	case health.SignalTooManyFilters:
+		// strfry answers a REQ over its filter count with a NOTICE ("bad
+		// req: arr too big") that names none: learn from the largest live
+		// REQ and rebuild them all within the bound.
+		ls.e.post(func() {
+			if r := ls.e.relays[url]; r != nil && r.Status.IsUp() {
+				most := 0
+				for _, n := range r.live {
+					most = max(most, n)
+				}
+				ls.e.lim.learnFilters(url, most, "NOTICE: "+text)
+				r.rebuildLive = true
+			}
+		})
+	case health.SignalTooManySubscriptions, health.SignalRateLimited:
+		// A NOTICE names no subscription: whatever REQ it refused, rebuild
+		// the live ones once the relay allows it.
+		at := ls.e.clock.Now()
+		ls.e.post(func() {
+			if r := ls.e.relays[url]; r != nil && r.Status.IsUp() {
+				r.rebuildLive = true
+				if sig == health.SignalRateLimited {
+					r.rateLimitedAt = at
+				}
+			}
+		})
+	}
+}
+
+// waitCooldown blocks until url's rate-limit cooldown is over: the relay
+// connection calls it before every REQ and NEG-OPEN.
+func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
+	for {
+		d := ls.e.d.Health.CooldownRemaining(url)
+		if d <= 0 {
+			return nil
+		}
+		if err := ls.e.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+func (ls liveSubs) filtersOpen(r *remote) int {
+	n := 0
+	for _, c := range r.live {
+		n += c
+	}
+	return n
+}
+
+// allowed tells whether new REQs may go to the relay now.
+func (ls liveSubs) allowed(r *remote) bool {
+	return r.Status.IsUp() && ls.e.d.Health.CooldownRemaining(r.URL) <= 0
+}
+
+// addFilters starts syncing new items from a relay: live subscriptions and
+// a historic batch, consolidating first when the relay would carry too
+// many filters or subscriptions.
+func (ls liveSubs) addFilters(a repoindex.AddFilters) {
+	r := ls.e.relays[a.Relay]
+	if r == nil || !r.Status.IsUp() {
+		return
+	}
+	if !ls.allowed(r) || !r.consolidateBy.IsZero() {
+		r.deferred = true
+		return
+	}
+	repos, roots := a.Items.Repos.Sorted(), a.Items.Roots.Sorted()
+	ls.refsOf(r).add(a.Items)
+	if ls.deferLive(r) {
+		// The relay is still syncing history: its budget goes to the
+		// historic jobs, and the live filters of these items wait for
+		// the consolidation that ends the pending batches.
+		if r.liveDeferredAt.IsZero() {
+			r.liveDeferredAt = ls.e.clock.Now()
+		}
+		ls.e.log.Debug("new items run their history; live subscriptions wait for the pending batches", zap.String("relay", r.URL),
+			zap.Int("repos", len(repos)), zap.Int("roots", len(roots)), zap.Int("pending_batches", len(ls.e.pending[r.URL])))
+		ls.e.sched.startBatch(r, a.Items, nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil), false)
+		ls.e.sched.updateRelayState(r)
+		return
+	}
+	newFilters := nip34.Count23(len(repos), len(roots), ls.e.lim.valuesPerFilter(r.URL))
+	budget := ls.e.d.Health.SubscriptionBudget(r.URL)
+	// Consolidate when the relay would carry more filters than the
+	// threshold (or, when even its consolidated set exceeds that, half a
+	// threshold more than that set), or would use its last subscription:
+	// historic jobs running now hold subscriptions too.
+	limit := max(ls.e.cfg.ConsolidationThreshold, r.baseline+ls.e.cfg.ConsolidationThreshold/2)
+	if ls.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget {
+		if len(ls.e.pending[r.URL]) > 0 {
+			ls.e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
+				zap.Int("pending_batches", len(ls.e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
+			r.consolidateBy = ls.e.clock.Now().Add(ls.e.cfg.ConsolidationWait)
+			r.deferred = true
+			return
+		}
+		ls.consolidate(r)
+	}
+	// One set of filters for both: they share their value slices.
+	fs := nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil)
+	ls.subscribeLive(r, fs)
+	ls.e.sched.startBatch(r, a.Items, fs, false)
+	ls.e.sched.updateRelayState(r)
+}
+
+// deferLive tells whether new items of r open no live per-root
+// subscriptions now: r has pending historic batches (its first sync, or a
+// large batch), so each subscription the live filters took would be a
+// historic job less, and a distant relay ran its hundreds of jobs of two
+// round trips each one at a time. Their history runs at once; the
+// consolidation when the batches are done (or Config.LiveDeferMax after
+// the first deferred item, onTick) opens their live filters with since
+// reaching back to when the first of them was added. Layer 1 stays live.
+func (ls liveSubs) deferLive(r *remote) bool {
+	return ls.e.cfg.LiveDeferMax > 0 && len(ls.e.pending[r.URL]) > 0
+}
+
+// liveDeferDue tells whether r's deferred live filters have waited
+// Config.LiveDeferMax: they are opened even though batches are pending.
+func (ls liveSubs) liveDeferDue(r *remote, now time.Time) bool {
+	return !r.liveDeferredAt.IsZero() && !now.Before(r.liveDeferredAt.Add(ls.e.cfg.LiveDeferMax))
+}
+
+// catchUpFrom is the earliest time a catch-up of r's confirmed items must
+// reach back to (before the since buffer): a quick reconnect's catch-up
+// that has not completed, or items confirmed without live filters
+// (liveDeferredAt), whichever is earlier; at most now.
+func catchUpFrom(r *remote, now time.Time) time.Time {
+	for _, t := range []time.Time{r.catchupFrom, r.liveDeferredAt} {
+		if !t.IsZero() && t.Before(now) {
+			now = t
+		}
+	}
+	return now
+}
+
+// consolidate closes every live subscription of the relay and re-opens
+// Layer 1 and Layers 2/3 for everything confirmed or pending in as few
+// filters as possible, with a catch-up batch since now − since_buffer
+// (since the first item whose live filters were deferred − since_buffer,
+// when some were: events that came meanwhile arrive as stored ones).
+func (ls liveSubs) consolidate(r *remote) {
+	from := ls.e.clock.Now()
+	deferredFrom := r.liveDeferredAt
+	if !deferredFrom.IsZero() && deferredFrom.Before(from) {
+		from = deferredFrom
+	}
+	r.liveDeferredAt = time.Time{}
+	since := nostr.Timestamp(from.Add(-ls.e.cfg.SinceBuffer).Unix())
+	ls.e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", ls.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
+		zap.Time("since", since.Time()))
+	for id := range r.live {
+		if id != kindSub {
+			ls.closeLive(r, id)
+		}
+	}
+	r.consolidateBy = time.Time{}
+	r.rebuildLive = false
+	items := repoindex.NewItems()
+	items.Repos.AddAll(r.Confirmed.Repos)
+	items.Roots.AddAll(r.Confirmed.Roots)
+	for _, b := range ls.e.pending[r.URL] {
+		items.Repos.AddAll(b.Items.Repos)
+		items.Roots.AddAll(b.Items.Roots)
+	}
+	ls.refsOf(r).add(items)
+	if deferredFrom.IsZero() {
+		ls.subscribeCatchup(r, items, since)
+	} else {
+		// Live filters deferred (or closed by the relay) since
+		// deferredFrom: what came since then arrives as stored events,
+		// a catch-up batch like a quick reconnect's, so it is not lost
+		// if a REQ is refused or the connection ends before its EOSE.
+		b := ls.subscribeCatchupBatch(r, items, since)
+		if r.catchupFrom.IsZero() || deferredFrom.Before(r.catchupFrom) {
+			r.catchupFrom = deferredFrom
+		}
+		r.catchup = b
+	}
+	r.baseline = ls.filtersOpen(r)
+}
+
+// subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
+// with since: stored events since then, then live. Layer 3 is asked per
+// root by `e` and `q` and by kind in the relay's kind subscription, opened
+// with since unless it is open already (livekindsub.go).
+func (ls liveSubs) subscribeCatchup(r *remote, items repoindex.Items, since nostr.Timestamp) {
+	ls.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
+	if items.Roots.Len() > 0 {
+		ls.openKindSub(r, since)
+	}
+	for _, c := range ls.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
+		r.liveSeq++
+		ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
+	}
+}
+
+// catchupChunks are the REQs of a consolidation's per-root Layers 2/3
+// (layers23ByRoot: the kind filters are a subscription of their own, kept
+// open, since a kind filter with since brings every comment of the relay
+// since then) of ValuesPerFilter values, widened (never past the relay's
+// learned tag-value bound, which chunkLive applies) until they leave room
+// in the relay's subscription budget for Layer 1, the kind subscription, a
+// historic job and one new live REQ. Over the budget the relay refuses
+// some with CLOSED, which rebuilds the live subscriptions by consolidating
+// again: a loop. What still does not fit is opened and logged.
+func (ls liveSubs) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
+	room := max(1, ls.e.d.Health.SubscriptionBudget(r.URL)-4)
+	per := ls.e.cfg.ValuesPerFilter
+	if per <= 0 {
+		per = nip34.DefaultValuesPerFilter
+	}
+	chunks := ls.chunkLive(r, layers23ByRoot(repos, roots, per, since))
+	limits := ls.e.d.Health.Limits(r.URL)
+	bound, maxBytes := limits.MaxTagValues, historic.ReqBytesLimit(limits)
+	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
+		per *= 2
+		fs := historic.FitTagValues(layers23ByRoot(repos, roots, per, since), bound)
+		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return historic.FilterBytes(f) > maxBytes }) {
+			break // one filter alone would be over the relay's message size
+		}
+		wider := ls.chunkFilters(r, fs)
+		if len(wider) >= len(chunks) {
+			break
+		}
+		chunks = wider
+	}
+	if len(chunks) > room {
+		ls.e.log.Warn("live subscriptions exceed the relay's subscription budget",
+			zap.String("relay", r.URL), zap.Int("subscriptions", 1+len(chunks)), zap.Int("budget", ls.e.d.Health.SubscriptionBudget(r.URL)))
+	}
+	return chunks
+}

@@ -1,0 +1,176 @@
+package reposync
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
+	"github.com/grasp-sync/grasp-sync/internal/persisted"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+)
+
+// PersistedRelay is one remote relay's sync state as a state store keeps
+// it (persisted.Relay).
+type PersistedRelay = persisted.Relay
+
+// RelayStates returns every tracked remote relay's persistable state. It
+// is built when asked, on the Run goroutine; when the engine does not
+// answer within a second (or is not running), the last one built (nil
+// before the first). Run builds one last when it stops, before it drops
+// the connections.
+func (e *Engine) RelayStates() []PersistedRelay {
+	e.onRunGoroutine(e.storeRelaySnapshot)
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	return e.relaySnap
+}
+
+// storeRelaySnapshot builds the persistable relay states (on the Run
+// goroutine) and keeps them for RelayStates.
+func (e *Engine) storeRelaySnapshot() {
+	relays := e.snapshotRelays()
+	e.snapMu.Lock()
+	e.relaySnap = relays
+	e.snapMu.Unlock()
+}
+
+// RestoreRelays hands the engine the relay states of the previous run;
+// call it before Run. A relay's state is applied when the relay is
+// tracked again (bootstrap relays at start, others when an announcement
+// names them), so its next connection resumes rather than starts over.
+func (e *Engine) RestoreRelays(rs []PersistedRelay) {
+	e.restored = make(map[string]PersistedRelay, len(rs))
+	for _, r := range rs {
+		e.restored[r.URL] = r
+		if e.neg != nil && r.Negentropy != "" && !r.NegentropyAt.IsZero() {
+			e.neg.RestoreSupport(r.URL, r.Negentropy == "supported", r.NegentropyAt)
+		}
+	}
+}
+
+// applyRestored gives a newly tracked relay its persisted state.
+func (e *Engine) applyRestored(r *remote) {
+	p, ok := e.restored[r.URL]
+	if !ok {
+		return
+	}
+	delete(e.restored, r.URL)
+	for _, v := range p.Repos {
+		r.Confirmed.Repos.Add(v)
+	}
+	for _, v := range p.Roots {
+		r.Confirmed.Roots.Add(v)
+	}
+	r.ConfirmedGen++
+	r.LastConnected = p.LastConnected
+	r.DisconnectedAt = p.DisconnectedAt
+	if r.DisconnectedAt.IsZero() {
+		r.DisconnectedAt = p.SeenUp
+	}
+	if r.DisconnectedAt.IsZero() {
+		r.LastConnected = time.Time{} // nothing to measure the downtime by: fresh
+	}
+	// Its confirmed items were synced, with no failed batch waiting: a
+	// reconnect inside the window catches up instead of starting over.
+	r.HistoricDone = p.HistoricDone && !r.LastConnected.IsZero()
+}
+
+// confirmedCache holds a relay's confirmed items as lists, rebuilt only
+// when they changed: when the relay's confirmedGen moved or the relay was
+// forgotten and tracked again (another *remote).
+type confirmedCache struct {
+	r        *remote
+	seen     uint64 // r.ConfirmedGen the lists were built at
+	gen      uint64 // the engine-wide generation handed to the store
+	repoList []string
+	rootList []string
+}
+
+func keys(s repoindex.Set) []string {
+	out := make([]string, 0, s.Len())
+	for k := range s.All() {
+		out = append(out, k)
+	}
+	return out
+}
+
+// snapshotRelays builds the persistable relay states; it runs on the Run
+// goroutine.
+func (e *Engine) snapshotRelays() []PersistedRelay {
+	now := e.clock.Now()
+	out := make([]PersistedRelay, 0, len(e.relays))
+	if e.confirmedLists == nil {
+		e.confirmedLists = map[string]*confirmedCache{}
+	}
+	for url := range e.confirmedLists {
+		if e.relays[url] == nil {
+			delete(e.confirmedLists, url)
+		}
+	}
+	for _, r := range e.relays {
+		c := e.confirmedLists[r.URL]
+		if c == nil || c.r != r || c.seen != r.ConfirmedGen {
+			e.confirmedGen++
+			c = &confirmedCache{r: r, seen: r.ConfirmedGen, gen: e.confirmedGen,
+				repoList: keys(r.Confirmed.Repos), rootList: keys(r.Confirmed.Roots)}
+			e.confirmedLists[r.URL] = c
+		}
+		repos, roots := c.repoList, c.rootList
+		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
+			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
+		switch {
+		case r.Status.IsUp() && (!r.catchupFrom.IsZero() || !r.liveDeferredAt.IsZero()):
+			// Its catch-up has not completed, or items are confirmed
+			// without their live filters.
+			p.DisconnectedAt = catchUpFrom(r, now)
+		case r.Status.IsUp():
+			p.DisconnectedAt, p.SeenUp = time.Time{}, now
+		}
+		if e.neg != nil {
+			p.Negentropy, p.NegentropyAt = e.neg.SupportOf(r.URL)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// needsFreshSync tells a fresh sync (a first connection, a relay whose
+// first historic sync did not complete — a catch-up since the disconnect
+// would not cover its history —, or a downtime longer than the
+// quick-reconnect window) from a quick reconnect.
+func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
+	return r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+}
+
+// forgetConfirmed makes every remote relay sync afresh: what the previous
+// run confirmed is no longer on the own relay, and a quick reconnect would
+// only ask for what is newer. It runs on the Run goroutine before remote
+// relays may connect (the caller declares readiness after it).
+func (e *Engine) forgetConfirmed(ctx context.Context, lost int) {
+	done := make(chan struct{})
+	e.post(func() {
+		defer close(done)
+		e.log.Warn("the own relay lost events while the sidecar was down; every remote relay syncs afresh",
+			zap.Int("events_lost", lost))
+		e.restored = nil
+		for _, r := range e.relays {
+			r.ClearConfirmed()
+			r.LastConnected = time.Time{}
+		}
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// RepoState returns the persistable repository index as of the last status
+// refresh, with the roots on the own relay its batches had not applied
+// (discovery.Discovery.RepoState).
+func (e *Engine) RepoState() discovery.PersistedRepos { return e.disc.RepoState() }
+
+// RestoreRepos hands the engine the previous run's repository index; call
+// it before Run.
+func (e *Engine) RestoreRepos(p discovery.PersistedRepos) { e.disc.RestoreRepos(p) }

@@ -1,0 +1,275 @@
+package reposync
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+
+	"github.com/grasp-sync/grasp-sync/internal/health"
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+)
+
+// connectDue starts a dial for every tracked, disconnected relay whose
+// backoff has elapsed.
+func (e *Engine) connectDue() {
+	if !e.disc.Ready() {
+		// Remote relays wait until the own relay's history has been read
+		// and the local set filled: publishing meanwhile would put events
+		// with old created_at into the range being paged, and a relay
+		// delivering them live inside a page (khatru does) would make the
+		// pager step over stored events.
+		return
+	}
+	for _, url := range e.d.Health.Due() {
+		r := e.relays[url]
+		if r == nil || r.Status != repoindex.Disconnected {
+			continue
+		}
+		e.dial(r)
+	}
+}
+
+func (e *Engine) dial(r *remote) {
+	e.nextGen++
+	gen := e.nextGen
+	r.gen = gen
+	r.Status = repoindex.Connecting
+	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(repoindex.Connecting))
+	e.d.Health.AttemptStarted(r.URL)
+	timeout := min(e.d.Health.ConnectTimeout(r.URL), e.cfg.ConnectTimeout)
+	if timeout <= 0 {
+		timeout = e.cfg.ConnectTimeout
+	}
+	url := r.URL
+	opts := e.remoteOptions(url)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(e.ctx, timeout)
+		conn, err := e.d.Dial(ctx, url, opts)
+		cancel()
+		if err == nil && e.d.Limits != nil {
+			lctx, lcancel := context.WithTimeout(e.ctx, timeout)
+			if l, lerr := e.d.Limits(lctx, url); lerr == nil {
+				e.d.Health.SetLimits(url, l)
+			}
+			lcancel()
+		}
+		e.post(func() { e.onDialed(url, gen, conn, err) })
+		if err == nil && e.ctx.Err() != nil {
+			conn.Close()
+		}
+	}()
+}
+
+// remoteOptions are the connection options of remote relay url: every
+// NOTICE and every CLOSED, NEG-ERR and refusing OK reason goes through the
+// health tracker's classifier (a rate limit starts the cooldown), and no
+// REQ or NEG-OPEN is sent while the cooldown runs.
+func (e *Engine) remoteOptions(url string) relay.Options {
+	opts := e.d.RelayOptions
+	opts.OnNotice = func(text string) { e.subs.onNotice(url, text) }
+	opts.BeforeRequest = func(ctx context.Context) error { return e.subs.waitCooldown(ctx, url) }
+	opts.OnClosed = func(_, reason string) { e.subs.onReason(url, health.SourceClosed, reason) }
+	opts.OnClosedTagValues = func(reason string, most int) {
+		if health.ClassifyMessage(reason) == health.SignalTooManyTagValues {
+			e.lim.learnTagValues(url, most, "CLOSED: "+reason)
+		}
+	}
+	opts.OnNegErr = func(_, reason string) { e.subs.onReason(url, health.SourceNegErr, reason) }
+	opts.OnOK = func(_ string, ok bool, reason string) {
+		if !ok {
+			e.subs.onReason(url, health.SourceOK, reason)
+		}
+	}
+	opts.OnChallenge = func(string) { e.post(func() { e.subs.onChallenge(url) }) }
+	if e.h != nil {
+		opts.OnDropped = e.h.Invalid
+	}
+	opts.Logger = e.log
+	return opts
+}
+
+func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || r.Status != repoindex.Connecting {
+		if conn != nil {
+			conn.Close()
+		}
+		return
+	}
+	if err != nil {
+		r.Status = repoindex.Disconnected
+		r.failures++
+		r.lastError = err.Error()
+		if r.DisconnectedAt.IsZero() {
+			r.DisconnectedAt = e.clock.Now()
+		}
+		e.d.Health.Failed(url, err)
+		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
+		e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
+		// The health tracker logs the failure (once, with its backoff).
+		return
+	}
+	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
+	e.d.Health.Connected(url)
+	if conn.Challenge() != "" {
+		defer e.subs.onChallenge(url) // a relay that challenges at once
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	r.conn, r.cancel = conn, cancel
+	cmds := make(chan func(*relay.Conn), 1024)
+	r.cmds = cmds
+	r.live = map[string]int{}
+	r.jobs, r.running = nil, 0
+	e.wg.Add(2)
+	go func() { // writer: runs subscribe/close commands in order
+		defer e.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case fn := <-cmds:
+				fn(conn)
+			}
+		}
+	}()
+	go func() { // watcher
+		defer e.wg.Done()
+		select {
+		case <-conn.Done():
+			err := conn.Err()
+			e.lim.learnMessageSize(url, conn, err)
+			e.post(func() { e.onDisconnected(url, gen, err) })
+		case <-ctx.Done():
+		}
+	}()
+	e.connectOrReconnect(r)
+}
+
+// connectOrReconnect is the one handler of every connection: fresh sync for a
+// first connection or after a long absence, catch-up with since for a quick
+// reconnect; then compute_actions for new items.
+func (e *Engine) connectOrReconnect(r *remote) {
+	now := e.clock.Now()
+	fresh := e.needsFreshSync(r, now)
+	disconnectedAt := r.DisconnectedAt
+	if fresh {
+		// Everything is fetched again: failed batches with it.
+		r.ClearConfirmed()
+		r.failed = nil
+		r.HistoricDone = false
+	}
+	r.Status = repoindex.Syncing
+	r.LastConnected = now
+	r.DisconnectedAt = time.Time{}
+	r.lastError = ""
+	r.failures = 0
+	if r.fullResyncAt.IsZero() || fresh {
+		r.fullResyncAt = now.Add(e.fullResyncInterval())
+	}
+	if fresh {
+		r.catchup, r.catchupFrom = nil, time.Time{}
+		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
+		e.subs.subscribeLayer1(r)
+		e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	} else {
+		// Live subscriptions for what is confirmed, opened with since =
+		// disconnect − since_buffer (disconnectedAt is earlier when a
+		// catch-up had not completed or live filters were deferred:
+		// catchUpFrom): their stored events before EOSE are
+		// the catch-up batch (each filter is sent once), and a filter
+		// whose answer reaches the relay's cap is paged on with REQs (a
+		// relay capping a REQ at 500 does not hide the rest). Failed
+		// batches keep waiting for their retry.
+		since := nostr.Timestamp(disconnectedAt.Add(-e.cfg.SinceBuffer).Unix())
+		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
+		items := repoindex.NewItems()
+		items.Repos.AddAll(r.Confirmed.Repos)
+		items.Roots.AddAll(r.Confirmed.Roots)
+		r.catchup, r.catchupFrom = e.subs.subscribeSince(r, items, since), disconnectedAt
+		r.baseline = e.subs.filtersOpen(r)
+	}
+	e.recomputeRelay(r.URL)
+	e.sched.updateRelayState(r)
+}
+
+func (e *Engine) fullResyncInterval() time.Duration {
+	span := e.cfg.FullResyncMax - e.cfg.FullResyncMin
+	if span <= 0 {
+		return e.cfg.FullResyncMin
+	}
+	return e.cfg.FullResyncMin + time.Duration(rand.Int64N(int64(span)))
+}
+
+// onDisconnected: pending batches are cleared, disconnected_at set, the
+// health tracker told.
+func (e *Engine) onDisconnected(url string, gen uint64, err error) {
+	r := e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	// A catch-up that did not complete, or items confirmed without their
+	// live filters, catch up from then.
+	from := catchUpFrom(r, e.clock.Now())
+	e.teardown(r)
+	r.Status = repoindex.Disconnected
+	r.DisconnectedAt = from
+	if err != nil {
+		r.lastError = err.Error()
+	}
+	e.d.Health.Failed(url, err)
+	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
+	// The health tracker logs "relay disconnected" with its backoff.
+}
+
+// teardown stops a relay's connection goroutines and clears its pending
+// batches and live subscriptions.
+func (e *Engine) teardown(r *remote) {
+	e.sched.parkRetries(r)
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.conn != nil {
+		conn := r.conn
+		go conn.Close()
+	}
+	r.conn, r.cancel, r.cmds = nil, nil, nil
+	r.live, r.jobs, r.running, r.baseline = nil, nil, 0, 0
+	r.refs = nil
+	r.since = nil
+	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
+	r.rebuildLive, r.deferred = false, false
+	delete(e.pending, r.URL)
+	r.pendingRepos, r.pendingRoots = 0, 0
+	e.m.pendingBatches.WithLabelValues(r.URL).Set(0)
+	e.m.filtersOpen.WithLabelValues(r.URL).Set(0)
+}
+
+// dropConnection closes a relay's connection on purpose.
+func (e *Engine) dropConnection(url string) {
+	r := e.relays[url]
+	if r == nil {
+		return
+	}
+	e.teardown(r)
+	r.Status = repoindex.Disconnected
+}
+
+// forget disconnects a relay and stops tracking it.
+func (e *Engine) forget(url string) {
+	e.dropConnection(url)
+	delete(e.relays, url)
+	if !e.trustedOK[url] {
+		e.d.Health.Forget(url)
+	}
+	e.m.forgetRelay(url)
+	e.pager.Truncation.Forget(url)
+	e.pager.Auth.Forget(url)
+	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
+}
