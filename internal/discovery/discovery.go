@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/ownset"
@@ -64,9 +65,13 @@ type Deps struct {
 	RelayOptions relay.Options
 	// AllowRelay, when set, screens relay URLs found in announcements.
 	AllowRelay func(url string) error
-	// KeepHeads keeps the current announcements and states, and the roots
-	// not applied yet, for the state store.
+	// KeepHeads keeps the current announcements and states for the state
+	// store.
 	KeepHeads bool
+	// Unapplied, when set (with a state store), are the roots on the own
+	// relay not applied yet, which the ingest handler notes as the own
+	// relay stores them; the saved repository index includes them.
+	Unapplied *UnappliedRoots
 	// LocalRestored says Local was loaded from the state store.
 	LocalRestored bool
 
@@ -126,7 +131,7 @@ type Discovery struct {
 	restoredHeads []Head
 	// restoredKnown are the ids of the restored heads, until the restart's
 	// paging compared them with the restored local index.
-	restoredKnown map[[32]byte]struct{}
+	restoredKnown map[event.ID]struct{}
 	// catchUpTried: the restored local index was reconciled (or tried).
 	catchUpTried bool
 	// earlyCatchUp is the outcome of the catch-up started with Run
@@ -145,11 +150,10 @@ type Discovery struct {
 	caught      []*nostr.Event
 	// caughtIDs are the self-kind events the catch-up fetched and handed
 	// on (written before catchUpDone is closed).
-	caughtIDs map[[32]byte]struct{}
+	caughtIDs map[event.ID]struct{}
 	// unapplied are roots on the own relay whose batch may not be applied
-	// yet (keepRoots: Deps.KeepHeads).
-	unapplied unappliedRoots
-	keepRoots bool
+	// yet (Deps.Unapplied, nil without a state store).
+	unapplied *UnappliedRoots
 	// restoredSelfSeen is how far the previous run had read the own
 	// relay's history; selfSeen is this run's (unix nanoseconds).
 	restoredSelfSeen time.Time
@@ -182,7 +186,7 @@ func New(cfg Settings, deps Deps) (*Discovery, error) {
 		pager: deps.Pager, local: deps.Local,
 		Repos:     repoindex.RepoSyncIndex{},
 		orphans:   map[string]repoindex.Set{},
-		keepRoots: deps.KeepHeads,
+		unapplied: deps.Unapplied,
 	}
 	return d, nil
 }

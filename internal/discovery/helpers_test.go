@@ -22,18 +22,12 @@ import (
 // changes the settings and deps first (a Clock set there is its clock).
 func newTestDiscovery(t *testing.T, mut func(*Settings, *Deps)) *Discovery {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	in, err := ingest.New(ingest.DefaultConfig(), ingest.Deps{Publisher: nopPublisher{}, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := Settings{
 		SelfKinds:   []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow: 5 * time.Second, BatchQuiet: 250 * time.Millisecond, SinceBuffer: 15 * time.Minute,
 		MaxRelaysPerAnnouncement: 20, MaxRepositories: 50000,
 	}
 	deps := Deps{
-		Ingest:          in,
 		Post:            func(func()) {},
 		Applied:         func(map[string]repoindex.Items) {},
 		Ready:           func() {},
@@ -46,12 +40,21 @@ func newTestDiscovery(t *testing.T, mut func(*Settings, *Deps)) *Discovery {
 	if deps.Clock == nil {
 		deps.Clock = clock.NewManual(time.Unix(1_700_000_000, 0))
 	}
-	d, err := New(cfg, deps)
+	// Wired as the sidecar does: with heads kept (a state store), the
+	// handler notes the roots the own relay stores in the unapplied set.
+	var stored []func(*nostr.Event)
+	if deps.KeepHeads && deps.Unapplied == nil {
+		deps.Unapplied = NewUnappliedRoots(cfg.SelfKinds, nil)
+		stored = append(stored, deps.Unapplied.Note)
+	}
+	in, err := ingest.New(ingest.DefaultConfig(), ingest.Deps{Publisher: nopPublisher{}, Registry: prometheus.NewRegistry(), Stored: stored})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if deps.KeepHeads {
-		in.OnStored(d.NoteRoot)
+	deps.Ingest = in
+	d, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return d
 }

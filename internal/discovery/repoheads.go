@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/persisted"
@@ -112,14 +113,13 @@ func (d *Discovery) restoreHeads(hs []Head) {
 	if !d.deps.KeepHeads {
 		return
 	}
-	d.restoredKnown = map[[32]byte]struct{}{}
+	d.restoredKnown = map[event.ID]struct{}{}
 	for _, h := range hs {
 		var ev nostr.Event
 		if err := json.Unmarshal(h.JSON, &ev); err != nil || ev.ID != h.ID {
 			continue // unknown: indexedUnknown fetches it
 		}
-		var k [32]byte
-		if _, err := hex.Decode(k[:], []byte(h.ID)); err == nil {
+		if k, ok := event.DecodeID(h.ID); ok {
 			d.restoredKnown[k] = struct{}{}
 		}
 		if !isHeadKind(ev.Kind) || len(ev.ID) != 64 {
@@ -177,10 +177,9 @@ func (d *Discovery) caughtUpSelf(evs []*nostr.Event) {
 	for _, ev := range evs {
 		if slices.Contains(d.cfg.SelfKinds, ev.Kind) && !seen[ev.ID] {
 			seen[ev.ID] = true
-			var k [32]byte
-			if _, err := hex.Decode(k[:], []byte(ev.ID)); err == nil {
+			if k, ok := event.DecodeID(ev.ID); ok {
 				if d.caughtIDs == nil {
-					d.caughtIDs = map[[32]byte]struct{}{}
+					d.caughtIDs = map[event.ID]struct{}{}
 				}
 				d.caughtIDs[k] = struct{}{}
 			}

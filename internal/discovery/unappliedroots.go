@@ -41,19 +41,43 @@ import (
 // self-subscription, stays until the bound.
 const maxUnappliedRoots = 200_000
 
-// unappliedRoots are roots on the own relay the repository index may not
-// have yet, by id, with their repository references.
-type unappliedRoots struct {
-	mu     sync.Mutex
-	roots  map[string][]string
-	gen    uint64 // counts changes
-	warned bool   // the bound was logged
+// UnappliedRoots are roots on the own relay the repository index may not
+// have yet, by id, with their repository references. The wiring builds
+// it before the ingest handler, which tells it of every event the own
+// relay stored (ingest.Deps.Stored: Note), and hands it to discovery
+// (Deps.Unapplied), which prunes it once its index holds them and saves
+// it with the repository index. Its methods are safe from any goroutine.
+type UnappliedRoots struct {
+	selfKinds []int
+	log       *zap.Logger
+	mu        sync.Mutex
+	roots     map[string][]string
+	gen       uint64 // counts changes
+	warned    bool   // the bound was logged
+}
+
+// NewUnappliedRoots returns an empty set noting roots of selfKinds (the
+// self-subscription's kinds).
+func NewUnappliedRoots(selfKinds []int, log *zap.Logger) *UnappliedRoots {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &UnappliedRoots{selfKinds: slices.Clone(selfKinds), log: log}
 }
 
 // NoteRoot records ev, when it is a root, before the local index records
-// it as present. Any goroutine; it does not block for long.
+// it as present (UnappliedRoots.Note; nothing without Deps.Unapplied).
+// Any goroutine.
 func (d *Discovery) NoteRoot(ev *nostr.Event) {
-	if !d.keepRoots || !slices.Contains(d.cfg.SelfKinds, ev.Kind) {
+	if d.unapplied != nil {
+		d.unapplied.Note(ev)
+	}
+}
+
+// Note records ev, when it is a root, before the local index records it
+// as present. Any goroutine; it does not block for long.
+func (u *UnappliedRoots) Note(ev *nostr.Event) {
+	if !slices.Contains(u.selfKinds, ev.Kind) {
 		return
 	}
 	refs, ok := nip34.RootRefs(ev)
@@ -66,7 +90,6 @@ func (d *Discovery) NoteRoot(ev *nostr.Event) {
 	if len(refs) == 0 {
 		return
 	}
-	u := &d.unapplied
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if _, ok := u.roots[ev.ID]; ok {
@@ -75,7 +98,7 @@ func (d *Discovery) NoteRoot(ev *nostr.Event) {
 	if len(u.roots) >= maxUnappliedRoots {
 		if !u.warned {
 			u.warned = true
-			d.log.Warn("too many roots wait for their self batch; a stop before it is applied leaves the newest unknown to the restart",
+			u.log.Warn("too many roots wait for their self batch; a stop before it is applied leaves the newest unknown to the restart",
 				zap.Int("waiting", len(u.roots)))
 		}
 		return
@@ -91,7 +114,10 @@ func (d *Discovery) NoteRoot(ev *nostr.Event) {
 // root or as an orphan under any of their references. Run
 // goroutine, after the snapshot that holds them is published.
 func (d *Discovery) pruneUnapplied() {
-	u := &d.unapplied
+	u := d.unapplied
+	if u == nil {
+		return
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for id, refs := range u.roots {
@@ -109,7 +135,10 @@ func (d *Discovery) pruneUnapplied() {
 // hosted: the orphans were dropped (dropOrphans), they would wait
 // forever. Run goroutine.
 func (d *Discovery) dropUnhostedUnapplied() {
-	u := &d.unapplied
+	u := d.unapplied
+	if u == nil {
+		return
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for id, refs := range u.roots {
@@ -123,7 +152,10 @@ func (d *Discovery) dropUnhostedUnapplied() {
 // repoStateWithUnapplied is the last published repository snapshot with
 // the unapplied roots added (a copy when there are any), read together.
 func (d *Discovery) repoStateWithUnapplied() PersistedRepos {
-	u := &d.unapplied
+	u := d.unapplied
+	if u == nil {
+		return d.reposSnapCopy()
+	}
 	u.mu.Lock()
 	p := d.reposSnapCopy()
 	if p.Gen == 0 {

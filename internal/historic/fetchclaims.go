@@ -10,8 +10,8 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -231,21 +231,21 @@ func NoteDropped(ctx context.Context, id string) {
 // handler, at most claim_wait, and asks itself if the copy is refused).
 type fetchClaims struct {
 	mu sync.Mutex
-	m  map[[32]byte]*claimBatch
+	m  map[event.ID]*claimBatch
 	// delivered: id → the ended REQ that delivered it, in two
 	// generations of lingerGen ids so memory is bounded.
-	delivered, deliveredOld map[[32]byte]*claimBatch
+	delivered, deliveredOld map[event.ID]*claimBatch
 }
 
 // lingerGen is how many delivered ids one generation of
 // fetchClaims.delivered holds.
 const lingerGen = 1 << 15
 
-func newFetchClaims() *fetchClaims { return &fetchClaims{m: map[[32]byte]*claimBatch{}} }
+func newFetchClaims() *fetchClaims { return &fetchClaims{m: map[event.ID]*claimBatch{}} }
 
 // deliveredBy returns the ended REQ that delivered k, if it is still
 // remembered. t.mu is held.
-func (t *fetchClaims) deliveredBy(k [32]byte) *claimBatch {
+func (t *fetchClaims) deliveredBy(k event.ID) *claimBatch {
 	if b := t.delivered[k]; b != nil {
 		return b
 	}
@@ -253,15 +253,15 @@ func (t *fetchClaims) deliveredBy(k [32]byte) *claimBatch {
 }
 
 // forget drops what was remembered of k being delivered. t.mu is held.
-func (t *fetchClaims) forget(k [32]byte) {
+func (t *fetchClaims) forget(k event.ID) {
 	delete(t.delivered, k)
 	delete(t.deliveredOld, k)
 }
 
 // linger remembers that b delivered k. t.mu is held.
-func (t *fetchClaims) linger(k [32]byte, b *claimBatch) {
+func (t *fetchClaims) linger(k event.ID, b *claimBatch) {
 	if t.delivered == nil || len(t.delivered) >= lingerGen {
-		t.deliveredOld, t.delivered = t.delivered, map[[32]byte]*claimBatch{}
+		t.deliveredOld, t.delivered = t.delivered, map[event.ID]*claimBatch{}
 	}
 	t.delivered[k] = b
 }
@@ -269,7 +269,7 @@ func (t *fetchClaims) linger(k [32]byte, b *claimBatch) {
 // claimBatch is one fetching REQ's claim on its ids.
 type claimBatch struct {
 	ids  []string   // asked for, in order
-	keys [][32]byte // the claimed ones' binary ids (ids that decode)
+	keys []event.ID // the claimed ones' binary ids (ids that decode)
 	done chan struct{}
 	// progress is how the REQ is getting on, for its waiters
 	// (waitClaims): when it was last heard of (sent, receiving or handing
@@ -280,7 +280,7 @@ type claimBatch struct {
 	held       bool
 	// missed are the claimed ids the REQ did not deliver; set before done
 	// is closed.
-	missed map[[32]byte]struct{}
+	missed map[event.ID]struct{}
 }
 
 // note records how b's REQ is getting on at now (reqProgressKey).
@@ -322,7 +322,7 @@ func (t *fetchClaims) len() int {
 // ingest.ID* value; nil: none) are left out, ids in flight and ids claimed
 // by another REQ are left to them unless force, the rest are grouped in
 // REQs of per ids, which claim them when they are sent (claim).
-func (t *fetchClaims) plan(ids []string, per int, state func([32]byte) int, force bool) claimPlan {
+func (t *fetchClaims) plan(ids []string, per int, state func(event.ID) int, force bool) claimPlan {
 	per = max(per, 1)
 	var p claimPlan
 	var cur *claimBatch
@@ -346,7 +346,7 @@ func (t *fetchClaims) plan(ids []string, per int, state func([32]byte) int, forc
 // taken out of b and added to p as plan does. A claim is held only while
 // its REQ runs, so a fetch waiting for a slot does not make another
 // relay's fetch wait for it. It reports whether b has ids left to ask for.
-func (t *fetchClaims) claim(b *claimBatch, state func([32]byte) int, force bool, p *claimPlan) bool {
+func (t *fetchClaims) claim(b *claimBatch, state func(event.ID) int, force bool, p *claimPlan) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	kept := b.ids[:0]
@@ -355,7 +355,7 @@ func (t *fetchClaims) claim(b *claimBatch, state func([32]byte) int, force bool,
 			continue
 		}
 		kept = append(kept, id)
-		if k, ok := neg.DecodeID(id); ok && t.m[k] == nil {
+		if k, ok := event.DecodeID(id); ok && t.m[k] == nil {
 			t.m[k] = b
 			b.keys = append(b.keys, k)
 		}
@@ -367,8 +367,8 @@ func (t *fetchClaims) claim(b *claimBatch, state func([32]byte) int, force bool,
 // classify adds id to p if the handler settled it, has it in flight (not
 // force) or a REQ other than own claimed it (not force), and reports
 // whether it is left to ask for. t.mu is held.
-func (t *fetchClaims) classify(id string, own *claimBatch, state func([32]byte) int, force bool, p *claimPlan) bool {
-	k, ok := neg.DecodeID(id)
+func (t *fetchClaims) classify(id string, own *claimBatch, state func(event.ID) int, force bool, p *claimPlan) bool {
+	k, ok := event.DecodeID(id)
 	if !ok {
 		return true // asked for as it is; the relay answers what it can
 	}
@@ -411,7 +411,7 @@ func (t *fetchClaims) classify(id string, own *claimBatch, state func([32]byte) 
 // resolve ends b's claims once its REQ ended: delivered tells which ids
 // it delivered; those the handler has not taken up yet (state, nil: no
 // handler) are remembered as delivered (fetchClaims). Waiters wake.
-func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool, state func([32]byte) int) {
+func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool, state func(event.ID) int) {
 	t.mu.Lock()
 	for _, k := range b.keys {
 		if t.m[k] == b {
@@ -419,7 +419,7 @@ func (t *fetchClaims) resolve(b *claimBatch, delivered func(id string) bool, sta
 		}
 		if !delivered(hex.EncodeToString(k[:])) {
 			if b.missed == nil {
-				b.missed = map[[32]byte]struct{}{}
+				b.missed = map[event.ID]struct{}{}
 			}
 			b.missed[k] = struct{}{}
 		} else if state != nil && state(k) == ingest.IDUnseen {
@@ -507,10 +507,10 @@ func waitClaim(ctx context.Context, clk clock.Clock, d time.Duration, start time
 // handed to it, perhaps still queued). It returns the ids settled, the ids
 // refused (unseen again after they were seen: a copy the own relay refused
 // as invalid), and the ids not settled by the deadline.
-func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state func([32]byte) int, inflight, delivered []string) (settled, refused, late []string) {
+func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state func(event.ID) int, inflight, delivered []string) (settled, refused, late []string) {
 	type waiting struct {
 		id   string
-		key  [32]byte
+		key  event.ID
 		seen bool
 	}
 	pending := make([]waiting, 0, len(inflight)+len(delivered))
@@ -564,8 +564,8 @@ func waitFlights(ctx context.Context, clk clock.Clock, d time.Duration, state fu
 }
 
 // hexKey decodes a 64-hex-digit id (zero when it does not decode).
-func hexKey(id string) [32]byte {
-	k, _ := neg.DecodeID(id)
+func hexKey(id string) event.ID {
+	k, _ := event.DecodeID(id)
 	return k
 }
 

@@ -8,25 +8,26 @@ import (
 	"time"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
 // stateMap is a settable IDState for tests.
 type stateMap struct {
 	mu sync.Mutex
-	m  map[[32]byte]int
+	m  map[event.ID]int
 }
 
 func (s *stateMap) set(id string, st int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[[32]byte]int{}
+		s.m = map[event.ID]int{}
 	}
 	s.m[claimKey(id)] = st
 }
 
-func (s *stateMap) state(k [32]byte) int {
+func (s *stateMap) state(k event.ID) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[k]

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -146,7 +147,7 @@ func TestFetchCountsSkipsWhenCut(t *testing.T) {
 	ctx, conn := dialRelay(t, "cut", nil)
 	s := newTestNegSyncer(t)
 	ids := []string{claimID(0), claimID(1), claimID(2)}
-	s.IDState = func(k [32]byte) int {
+	s.IDState = func(k event.ID) int {
 		if k == claimKey(ids[0]) {
 			return ingest.IDSettled
 		}

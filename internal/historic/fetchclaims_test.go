@@ -12,20 +12,21 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 )
 
 func claimID(i int) string { return fmt.Sprintf("%064x", i+1) }
 
-func claimKey(id string) [32]byte {
-	var k [32]byte
+func claimKey(id string) event.ID {
+	var k event.ID
 	_, _ = hex.Decode(k[:], []byte(id))
 	return k
 }
 
 // take plans a round and claims every REQ of it at once, as if each were
 // sent at once.
-func (t *fetchClaims) take(ids []string, per int, state func([32]byte) int, force bool) claimPlan {
+func (t *fetchClaims) take(ids []string, per int, state func(event.ID) int, force bool) claimPlan {
 	p := t.plan(ids, per, state, force)
 	mine := p.mine
 	p.mine = nil
@@ -50,7 +51,7 @@ func TestFetchClaimsTake(t *testing.T) {
 	ct := newFetchClaims()
 	a, b, c, d, e := claimID(0), claimID(1), claimID(2), claimID(3), claimID(4)
 	seen, flying := claimKey(e), claimKey(claimID(5))
-	settled := func(k [32]byte) int {
+	settled := func(k event.ID) int {
 		switch k {
 		case seen:
 			return ingest.IDSettled
@@ -166,14 +167,14 @@ func TestFetchClaimsWaitTimesOut(t *testing.T) {
 func TestWaitFlights(t *testing.T) {
 	a, b, c, d, e := claimID(0), claimID(1), claimID(2), claimID(3), claimID(4)
 	var mu sync.Mutex
-	states := map[[32]byte]int{
+	states := map[event.ID]int{
 		claimKey(a): ingest.IDInFlight, // will be accepted
 		claimKey(b): ingest.IDInFlight, // will be refused as invalid
 		claimKey(c): ingest.IDUnseen,   // delivered, queued; then accepted
 		claimKey(d): ingest.IDUnseen,   // delivered, never settles
 		claimKey(e): ingest.IDSettled,
 	}
-	state := func(k [32]byte) int {
+	state := func(k event.ID) int {
 		mu.Lock()
 		defer mu.Unlock()
 		return states[k]
@@ -293,7 +294,7 @@ func TestFetchClaimsClaimWhenSent(t *testing.T) {
 		t.Fatalf("forced REQ %v with %d claims, want %v and none", pF.mine[0].ids, len(pF.mine[0].keys), ids[4:6])
 	}
 	// Settled meanwhile: left out when sent.
-	settled := func(k [32]byte) int {
+	settled := func(k event.ID) int {
 		if k == claimKey(ids[3]) {
 			return ingest.IDSettled
 		}

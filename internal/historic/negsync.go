@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -142,7 +143,7 @@ type NegSyncer struct {
 	// IDState, when set, tells where the ingest handler has an event id
 	// (ingest.Handler.IDState): a fetch does not ask for a settled id, and
 	// waits for one in flight (fetchclaims.go).
-	IDState func(id [32]byte) int
+	IDState func(id event.ID) int
 	// Clock tells the time of support entries and metrics and times the
 	// waits for other fetches' claims and the negentropy sessions.
 	Clock clock.Clock

@@ -12,6 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -324,7 +325,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	timer := p.clock().NewTimer(p.EOSETimeout)
 	defer timer.Stop()
 	var page []*nostr.Event
-	var arrived []pageEvent // page's events with their sizes and bytes as they arrived (forwarded as is)
+	var arrived []event.Incoming // the page's events as the read loop decoded them (forwarded as is)
 	seen := map[string]bool{}
 	match := NewFilterMatcher([]nostr.Filter{f}, nil).Match
 	progressed := false
@@ -371,7 +372,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				}
 				seen[m.Event.ID] = true
 				page = append(page, m.Event)
-				arrived = append(arrived, pageEvent{ev: m.Event, size: m.Size, raw: m.Raw})
+				arrived = append(arrived, sub.Incoming(m))
 				p.Budget.hold(held, m.Size)
 				progressed = true
 				progress(false)
@@ -384,11 +385,11 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				}
 				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
 			case relay.MsgEOSE:
-				slices.SortStableFunc(arrived, func(a, b pageEvent) int { return publishOrder(a.ev, b.ev) })
-				for i, pe := range arrived {
-					page[i] = pe.ev
+				slices.SortStableFunc(arrived, func(a, b event.Incoming) int { return publishOrder(a.Event, b.Event) })
+				for i, in := range arrived {
+					page[i] = in.Event
 					progress(true)
-					if err := emit(ctx, ingest.Incoming{Event: pe.ev, Size: pe.size, Relay: c.URL(), Raw: pe.raw}); err != nil {
+					if err := emit(ctx, in); err != nil {
 						return nil, 0, err
 					}
 					progress(false)
@@ -419,13 +420,6 @@ func publishOrder(a, b *nostr.Event) int {
 		return ra - rb
 	}
 	return int(a.CreatedAt) - int(b.CreatedAt)
-}
-
-// pageEvent is an event of a page with what it arrived as.
-type pageEvent struct {
-	ev   *nostr.Event
-	size int
-	raw  []byte
 }
 
 // JobMerger is a HistoricSyncer that saves round trips when one job

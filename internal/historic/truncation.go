@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -159,10 +160,9 @@ func (rs *remoteSet) add(ts nostr.Timestamp, id func() string) {
 // reconciled window), the ids we have that it lacks, the items fetched and
 // the ids of its set not fetched from it (other, created_at unknown).
 func buildRemoteSet(local []*neg.Storage, have []string, fetched []neg.Item, other map[string]bool) remoteSet {
-	haveSet := make(map[[32]byte]struct{}, len(have))
+	haveSet := make(map[event.ID]struct{}, len(have))
 	for _, h := range have {
-		var id [32]byte
-		if _, err := hex.Decode(id[:], []byte(h)); err == nil {
+		if id, ok := event.DecodeID(h); ok {
 			haveSet[id] = struct{}{}
 		}
 	}

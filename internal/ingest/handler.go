@@ -299,13 +299,6 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	}, nil
 }
 
-// OnStored adds fn to the functions told of every event the own relay
-// answered it stored (Deps.Stored). Call it once, before Run.
-//
-// Deprecated: pass the listener in Deps.Stored when the handler is built;
-// this setter stays only until its last caller does so.
-func (h *Handler) OnStored(fn func(*nostr.Event)) { h.stored = append(h.stored, fn) }
-
 // Rejected is the RejectedIndex.
 func (h *Handler) Rejected() *RejectedIndex { return h.rejected }
 

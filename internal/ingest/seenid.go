@@ -27,9 +27,8 @@ const (
 )
 
 // IDState tells where an event id is: IDUnseen, IDInFlight, IDSettled or
-// IDInvalid. It takes a [32]byte (an event.ID converts implicitly) so
-// that a func([32]byte) int field can hold it.
-func (h *Handler) IDState(id [32]byte) int {
+// IDInvalid.
+func (h *Handler) IDState(id event.ID) int {
 	h.flying.mu.Lock()
 	defer h.flying.mu.Unlock()
 	if !h.seen.Has(id) {

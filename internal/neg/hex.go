@@ -289,9 +289,3 @@ func (w *hexWriter) String() string {
 	}
 	return unsafe.String(&w.b[0], len(w.b))
 }
-
-// DecodeID decodes a 64-character lower-case hex id (event.DecodeID).
-//
-// Deprecated: use event.DecodeID; this forwarder stays only until the
-// last callers outside the pipeline packages move to it.
-func DecodeID(s string) ([32]byte, bool) { return event.DecodeID(s) }

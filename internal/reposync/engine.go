@@ -210,9 +210,12 @@ type Deps struct {
 	LocalRestored bool
 	// KeepHeads keeps the current announcements and states with their
 	// bodies for the state store (RepoState), so a restart need not page
-	// them all again; and the roots on the own relay whose self batch is
-	// not applied yet, so that a stop before it loses none (discovery/unappliedroots.go).
+	// them all again.
 	KeepHeads bool
+	// Unapplied, with a state store, are the roots the own relay stored
+	// that discovery's index may not hold yet; the wiring hands the same
+	// set to the ingest handler (ingest.Deps.Stored), which notes them.
+	Unapplied *discovery.UnappliedRoots
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
 	Sign func(*nostr.Event) error
@@ -407,6 +410,9 @@ func New(cfg Config, d Deps) (*Engine, error) {
 			return d.DialOwn(ctx, cfg.OwnRelay, d.RelayOptions)
 		}, cfg.ValuesPerFilter, cfg.PageSize, cfg.EOSETimeout, e.h.MarkPresent, e.log.Named("local"), extra...)
 		e.local.Forget = e.h.ForgetPresent
+		if d.Unapplied != nil {
+			e.local.Note = d.Unapplied.Note
+		}
 		e.local.Pager.Clock = d.Clock
 		ns, err := historic.NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
@@ -449,7 +455,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}, discovery.Deps{
 		Log: e.log, Clock: d.Clock, Ingest: e.h, Pager: pager, Local: e.local,
 		DialOwn: d.DialOwn, RelayOptions: d.RelayOptions, AllowRelay: d.AllowRelay,
-		KeepHeads: d.KeepHeads, LocalRestored: d.LocalRestored,
+		KeepHeads: d.KeepHeads, Unapplied: d.Unapplied, LocalRestored: d.LocalRestored,
 		Post:            e.post,
 		Applied:         e.applyDelta,
 		Ready:           e.connectDue,
@@ -460,11 +466,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		return nil, err
 	}
 	e.disc = disc
-	if d.KeepHeads {
-		e.h.OnStored(disc.NoteRoot)
-	}
 	if e.local != nil {
-		e.local.Note = disc.NoteRoot
 		e.local.Fetched = disc.NoteFetched
 	}
 	return e, nil

@@ -13,7 +13,6 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
-	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
@@ -231,7 +230,7 @@ func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *re
 					ls.e.h.Invalid("no_match")
 					continue
 				}
-				if err := ls.e.h.Handle(ctx, ingest.Incoming{Event: m.Event, Size: m.Size, Relay: url, Raw: m.Raw}); err != nil {
+				if err := ls.e.h.Handle(ctx, sub.Incoming(m)); err != nil {
 					return
 				}
 			case relay.MsgClosed:

@@ -11,11 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
@@ -149,9 +151,18 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		s.purg, holder = purg, purg
 		s.restorePurgatory()
 	}
+	// With a state store, the roots the own relay stores are noted until
+	// discovery's index holds them, so a stop in between loses none
+	// (discovery/unappliedroots.go).
+	var unapplied *discovery.UnappliedRoots
+	var stored []func(*nostr.Event)
+	if s.store != nil {
+		unapplied = discovery.NewUnappliedRoots(cfg.Sync.SelfKinds, d.Log.Named("discovery"))
+		stored = append(stored, unapplied.Note)
+	}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
-		Publisher: pub, Holder: holder, Released: releases, Present: present, Clock: d.Clock,
-		Log: d.Log.Named("ingest"), Registry: d.Registry,
+		Publisher: pub, Holder: holder, Released: releases, Present: present, Stored: stored,
+		Clock: d.Clock, Log: d.Log.Named("ingest"), Registry: d.Registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
@@ -177,6 +188,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 
 	deps.LocalRestored = s.localRestored
 	deps.KeepHeads = s.store != nil
+	deps.Unapplied = unapplied
 	eng, err := reposync.New(syncConfig(cfg), deps)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
