@@ -75,36 +75,16 @@ func (c Config) historicRetry() backoff.Policy {
 	return backoff.Policy{Base: c.HistoricRetryBase, Max: c.HistoricRetryMax, Jitter: c.HistoricRetryJitter, Shorten: true}
 }
 
-// validate requires the settings that have no meaningful zero value and
-// that no code path falls back for: each engine setting comes from the
-// caller (DefaultConfig, or the sidecar's wiring of the configuration).
+// validate checks the settings (Settings.Validate: they have no
+// meaningful zero value, and no code path falls back for them) and the
+// tick; each comes from the caller (DefaultConfig, or the sidecar's
+// wiring of the configuration).
 func (c Config) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"ValuesPerFilter", c.ValuesPerFilter},
-		{"PageSize", c.PageSize},
-		{"HistoricMaxJobs", c.HistoricMaxJobs},
-		{"HistoricMaxEvents", c.HistoricMaxEvents},
-		{"HistoricFetchSlots", c.HistoricFetchSlots},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("reposync: %s must be positive, got %d", f.name, f.v)
-		}
+	if c.Tick <= 0 {
+		return fmt.Errorf("reposync: Tick must be positive, got %s", c.Tick)
 	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"Tick", c.Tick},
-		{"EOSETimeout", c.EOSETimeout},
-		{"OwnReconnectBase", c.OwnReconnectBase},
-		{"OwnReconnectMax", c.OwnReconnectMax},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("reposync: %s must be positive, got %s", f.name, f.v)
-		}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("reposync: %w", err)
 	}
 	return nil
 }

@@ -10,22 +10,15 @@ import (
 
 // Settings are the engine's user settings: the configuration's sync
 // section (which adds the handler's verify_workers). Each carries its
-// YAML key and help text (flag, environment variable and documentation
-// are derived from them); DefaultSettings gives the defaults and Validate
-// the checks.
+// YAML key and help text, which document it (flag, environment variable
+// and CONFIGURATION.md are derived from them).
 type Settings struct {
-	SelfKinds []int `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
-	// BatchWindow caps how long a self-subscription batch collects events;
-	// BatchQuiet flushes it earlier once no event came for that long (0:
-	// only the window).
-	BatchWindow          time.Duration `yaml:"batch_window" help:"Longest a self-subscriber batch collects events; the timer starts at the first event and is not reset."`
-	BatchQuiet           time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
-	QuickReconnectWindow time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync."`
-	SinceBuffer          time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
-	ValuesPerFilter      int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
-	// ConsolidationThreshold is the open filters per relay above which
-	// they are consolidated; ConsolidationWait how long consolidation
-	// waits for pending batches.
+	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
+	BatchWindow            time.Duration `yaml:"batch_window" help:"Longest a self-subscriber batch collects events; the timer starts at the first event and is not reset."`
+	BatchQuiet             time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
+	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync."`
+	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
+	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
 	ConsolidationThreshold int           `yaml:"consolidation_threshold" help:"Open filters per relay above which they are consolidated."`
 	ConsolidationWait      time.Duration `yaml:"consolidation_wait" help:"How long consolidation waits for pending batches to finish."`
 	FullResyncMin          time.Duration `yaml:"full_resync_min" help:"Lower bound of the random interval between full resyncs of a relay."`
@@ -36,35 +29,18 @@ type Settings struct {
 	// OwnReconnectBase is the self-subscriber's first wait before
 	// redialling the own relay; it doubles per failure up to
 	// OwnReconnectMax, without jitter.
-	OwnReconnectBase time.Duration `yaml:"own_reconnect_base" help:"First wait before the self-subscription redials the own relay after losing it; doubles per failure up to own_reconnect_max."`
-	OwnReconnectMax  time.Duration `yaml:"own_reconnect_max" help:"Longest wait between the self-subscription's redials of the own relay."`
-	// HostAll syncs every repository whose announcement the own relay
-	// accepted; by default only those whose announcement lists
-	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
-	HostAll bool `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
-	// BootstrapAllLayers asks bootstrap relays about every repository
-	// (layers 2 and 3); by default they serve discovery (layer 1) only and
-	// are asked about the repositories that list them.
-	BootstrapAllLayers bool `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
+	OwnReconnectBase   time.Duration `yaml:"own_reconnect_base" help:"First wait before the self-subscription redials the own relay after losing it; doubles per failure up to own_reconnect_max."`
+	OwnReconnectMax    time.Duration `yaml:"own_reconnect_max" help:"Longest wait between the self-subscription's redials of the own relay."`
+	HostAll            bool          `yaml:"host_all" help:"Archive mode: sync (and hold in purgatory) every repository whose announcement the own relay accepted. Off: only announcements listing service_domain in both clone and relays count (GRASP-01), so an own relay that accepts everything does not turn the sidecar into a mirror of the network. Without service_domain every accepted announcement counts."`
+	BootstrapAllLayers bool          `yaml:"bootstrap_all_layers" help:"Ask bootstrap relays about every hosted repository (layers 2 and 3). Off: bootstrap relays serve discovery (layer 1) only, and layers 2 and 3 of the repositories whose announcement lists them."`
 	// HistoricRetryBase and HistoricRetryMax are the backoff of a failed
 	// historic batch's retries (Config.historicRetry).
-	HistoricRetryBase time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
-	HistoricRetryMax  time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
-	// HistoricMaxJobs bounds the historic jobs running at once over all
-	// relays (each holds up to a page of events until its EOSE).
-	HistoricMaxJobs int `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; more let distant relays' round trips overlap; the events they hold at once are bounded by historic_max_events."`
-	// HistoricFetchSlots is how many fetch-by-id REQs one historic job may
-	// have open at once: its own slot plus slots of its relay that no other
-	// job waits for.
-	HistoricFetchSlots int `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
-	// LiveDeferMax bounds how long new items of a relay with pending
-	// historic batches run their history without live per-root
-	// subscriptions: their live filters wait for one consolidation when
-	// the batches are done (0: opened at once).
-	LiveDeferMax time.Duration `yaml:"live_defer_max" help:"While a relay has pending historic batches (its first sync, a large batch), new items run their history without live per-root subscriptions, which would take the subscription budget from historic jobs; their live filters open in one consolidation when the batches are done, with since reaching back to when the first was added minus since_buffer, or after this long anyway. Layer 1 stays live. 0: open them at once."`
-	// HistoricMaxEvents bounds the events historic REQs to remote relays
-	// hold at once (pages and fetches by id, each until its EOSE).
-	HistoricMaxEvents int `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
+	HistoricRetryBase  time.Duration `yaml:"historic_retry_base" help:"First wait before a failed historic sync batch is tried again; doubles per failure (until it succeeds the relay is connected with historic sync failures)."`
+	HistoricRetryMax   time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
+	HistoricMaxJobs    int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; more let distant relays' round trips overlap; the events they hold at once are bounded by historic_max_events."`
+	HistoricFetchSlots int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
+	LiveDeferMax       time.Duration `yaml:"live_defer_max" help:"While a relay has pending historic batches (its first sync, a large batch), new items run their history without live per-root subscriptions, which would take the subscription budget from historic jobs; their live filters open in one consolidation when the batches are done, with since reaching back to when the first was added minus since_buffer, or after this long anyway. Layer 1 stays live. 0: open them at once."`
+	HistoricMaxEvents  int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
 	// HistoricMaxBytes bounds the bytes of those events (frames as they
 	// arrived; historic.EventBudget), 0 none.
 	HistoricMaxBytes int `yaml:"historic_max_bytes" help:"Bytes of the events (frames as they arrived) that historic sync REQs to remote relays may hold at once: a REQ is sent only while the others leave room for 32 events of the average size held so far (2 KiB at first); one already sent may take the bound over by what it receives. 0: no byte bound (historic_max_events still bounds them)."`
