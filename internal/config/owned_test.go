@@ -55,3 +55,20 @@ func TestInlineSettingsJoinTheirSection(t *testing.T) {
 		t.Fatalf("SetString through an inline struct: %v, %d", err, c.Limits.RelayRate)
 	}
 }
+
+// The sync engine's settings (sync, negentropy, trusted, its limits) are
+// checked by their packages and qualified with their sections.
+func TestSyncEngineErrorsAreQualified(t *testing.T) {
+	c := validDefault()
+	c.Sync.HistoricRetryMax = time.Second
+	c.Negentropy.ClaimWait = 0
+	c.Trusted.Interval = 0
+	c.Limits.MaxRepositories = 0
+	want := `sync.historic_retry_max: must be >= sync.historic_retry_base (30s), got "1s"` + "\n" +
+		`negentropy.claim_wait: must be > 0, got "0s"` + "\n" +
+		`trusted.interval: must be > 0, got "0s"` + "\n" +
+		`limits.max_repositories: must be > 0, got "0"`
+	if got := fmt.Sprint(c.Validate()); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}

@@ -31,8 +31,6 @@ func (v *validator) positive(field string, d time.Duration) { v.Positive(field, 
 
 func (v *validator) nonNegative(field string, d time.Duration) { v.NonNegative(field, d) }
 
-func (v *validator) positiveInt(field string, n int) { v.PositiveInt(field, n) }
-
 // section adds the problems an engine's settings type reported, qualified
 // with the section's YAML path.
 func (v *validator) section(path string, err error) { v.Add(setting.Within(path, err)) }
@@ -136,50 +134,8 @@ func (c *Config) Validate() error {
 	r := c.Relay
 	v.section("relay", r.Validate())
 
-	// The sync engine's settings are still declared and checked here,
-	// until it owns its settings type like the packages below.
-	s := c.Sync
-	if len(s.SelfKinds) == 0 {
-		v.fail("sync.self_kinds", "must not be empty", s.SelfKinds)
-	}
-	for i, k := range s.SelfKinds {
-		if k < 0 || k > 65535 {
-			v.fail(fmt.Sprintf("sync.self_kinds[%d]", i), "must be in 0..65535", k)
-		}
-	}
-	v.positive("sync.batch_window", s.BatchWindow)
-	v.positive("sync.quick_reconnect_window", s.QuickReconnectWindow)
-	v.nonNegative("sync.since_buffer", s.SinceBuffer)
-	v.nonNegative("sync.batch_quiet", s.BatchQuiet)
-	v.positive("sync.historic_retry_base", s.HistoricRetryBase)
-	v.positive("sync.historic_retry_max", s.HistoricRetryMax)
-	if s.HistoricRetryMax < s.HistoricRetryBase {
-		v.fail("sync.historic_retry_max", "must be >= sync.historic_retry_base", s.HistoricRetryMax)
-	}
-	v.positiveInt("sync.values_per_filter", s.ValuesPerFilter)
-	v.positiveInt("sync.historic_max_jobs", s.HistoricMaxJobs)
-	v.positiveInt("sync.historic_fetch_slots", s.HistoricFetchSlots)
-	v.positiveInt("sync.historic_max_events", s.HistoricMaxEvents)
-	if s.HistoricMaxBytes < 0 {
-		v.fail("sync.historic_max_bytes", "must be >= 0", s.HistoricMaxBytes)
-	}
-	v.positiveInt("sync.consolidation_threshold", s.ConsolidationThreshold)
-	v.positive("sync.consolidation_wait", s.ConsolidationWait)
-	v.nonNegative("sync.live_defer_max", s.LiveDeferMax)
-	v.positive("sync.full_resync_min", s.FullResyncMin)
-	v.positive("sync.full_resync_max", s.FullResyncMax)
-	if s.FullResyncMax < s.FullResyncMin {
-		v.fail("sync.full_resync_max", "must be >= sync.full_resync_min ("+FormatDuration(s.FullResyncMin)+")", s.FullResyncMax)
-	}
-	v.positive("sync.empty_relay_check", s.EmptyRelayCheck)
-	v.positiveInt("sync.page_size", s.PageSize)
-	v.positive("sync.eose_timeout", s.EOSETimeout)
-	v.positive("sync.own_reconnect_base", s.OwnReconnectBase)
-	v.positive("sync.own_reconnect_max", s.OwnReconnectMax)
-	if s.OwnReconnectMax < s.OwnReconnectBase {
-		v.fail("sync.own_reconnect_max", "must be >= sync.own_reconnect_base ("+FormatDuration(s.OwnReconnectBase)+")", s.OwnReconnectMax)
-	}
-	v.section("sync", s.VerifyConfig.Validate())
+	v.section("sync", c.Sync.Settings.Validate())
+	v.section("sync", c.Sync.VerifyConfig.Validate())
 
 	v.section("health", c.Health.Validate())
 
@@ -187,16 +143,8 @@ func (c *Config) Validate() error {
 	v.section("publisher", c.Publisher.OwnHeldConfig.Validate())
 	v.section("purgatory", c.Purgatory.Config.Validate())
 
-	n := c.Negentropy
-	v.section("negentropy", n.Settings.Validate())
-	v.positiveInt("negentropy.fetch_batch", n.FetchBatch)
-	v.positive("negentropy.support_cache_ttl", n.SupportCacheTTL)
-	v.positive("negentropy.claim_wait", n.ClaimWait)
-
-	t := c.Trusted
-	v.positive("trusted.interval", t.Interval)
-	v.positive("trusted.lookback", t.Lookback)
-	v.positiveInt("trusted.max_events_per_cycle", t.MaxEventsPerCycle)
+	v.section("negentropy", c.Negentropy.Validate())
+	v.section("trusted", c.Trusted.Validate())
 
 	v.section("rejected", c.Rejected.Validate())
 
@@ -206,9 +154,7 @@ func (c *Config) Validate() error {
 	if l.MaxEventBytes > r.MaxMessageBytes && r.MaxMessageBytes >= relay.MinMessageBytes {
 		v.fail("limits.max_event_bytes", "must be <= relay.max_message_bytes ("+strconv.Itoa(r.MaxMessageBytes)+")", l.MaxEventBytes)
 	}
-	v.positiveInt("limits.max_relays_per_announcement", l.MaxRelaysPerAnnouncement)
-	v.positiveInt("limits.max_tracked_relays", l.MaxTrackedRelays)
-	v.positiveInt("limits.max_repositories", l.MaxRepositories)
+	v.section("limits", l.Bounds.Validate())
 	v.section("limits", l.RelayLimits.Validate())
 	v.section("memory", c.Memory.Validate())
 	v.section("cpu", c.CPU.Validate())

@@ -319,7 +319,7 @@ func (d *Discovery) startInitialFill(ctx context.Context) {
 // catchUp reconciles the restored local index against the own relay; it
 // reports false when the caller must read back instead.
 func (d *Discovery) catchUp(ctx context.Context, repos, roots []string) bool {
-	opts := d.cfg.Negentropy.Options
+	opts := d.cfg.Negentropy.SessionOptions()
 	opts.Clock = d.clock
 	before := d.local.Index().Len()
 	removed, err := d.local.CatchUp(ctx, opts, d.cfg.Negentropy.FetchBatch, true, repos, roots)

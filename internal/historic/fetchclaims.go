@@ -569,7 +569,7 @@ func hexKey(id string) event.ID {
 	return k
 }
 
-// DefaultClaimWait is NegConfig.ClaimWait's default: longer than a
+// DefaultClaimWait is NegSettings.ClaimWait's default: longer than a
 // fetching REQ of a busy relay usually takes, short beside the EOSE
 // timeout a stalled one is given.
 const DefaultClaimWait = 15 * time.Second

@@ -15,7 +15,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
-	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
@@ -198,7 +197,8 @@ func dialRelay(t *testing.T, name string, evs []*nostr.Event) (context.Context, 
 // local set.
 func newTestNegSyncer(t *testing.T) *NegSyncer {
 	t.Helper()
-	cfg := NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 2, SupportTTL: time.Hour, ClaimWait: time.Minute}
+	cfg := DefaultNegConfig()
+	cfg.FetchBatch, cfg.SupportCacheTTL, cfg.ClaimWait = 2, time.Hour, time.Minute
 	s, err := NewNegSyncer(cfg, &Pager{PageSize: 100, EOSETimeout: 10 * time.Second}, nil, prometheus.NewRegistry(), zap.NewNop(), clock.Real{})
 	if err != nil {
 		t.Fatal(err)

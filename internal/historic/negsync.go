@@ -18,21 +18,66 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
-// NegConfig configures NIP-77 historic sync.
-type NegConfig struct {
-	Enabled bool
-	Options neg.Options
+// NegSettings are the user settings of NIP-77 historic sync: the
+// configuration's negentropy section, with the sessions' own settings
+// (neg.Settings) inline. Each carries its YAML key and help text (flag,
+// environment variable and documentation are derived from them).
+type NegSettings struct {
+	// Enabled uses NIP-77 where a relay supports it (REQ paging
+	// otherwise).
+	Enabled      bool `yaml:"enabled" help:"Use NIP-77 for historic sync when the relay supports it; otherwise REQ paging."`
+	neg.Settings `yaml:",inline"`
 	// FetchBatch is how many ids one fetching REQ asks for; required
 	// (positive).
-	FetchBatch int
-	// SupportTTL is how long a relay's NIP-77 support is remembered.
-	SupportTTL time.Duration
+	FetchBatch int `yaml:"fetch_batch" help:"Event ids per REQ when fetching what reconciliation found missing."`
+	// SupportCacheTTL is how long a relay's NIP-77 support is remembered.
+	SupportCacheTTL time.Duration `yaml:"support_cache_ttl" help:"How long a relay's NIP-77 support (or lack of it) is remembered."`
 	// ClaimWait bounds how long a fetch waits for another relay's fetch
 	// of ids it claimed, after that fetch was last heard of, before
 	// asking its own relay (fetchclaims.go); required (positive).
-	ClaimWait time.Duration
+	ClaimWait time.Duration `yaml:"claim_wait" help:"Each missing event is fetched from one relay at a time: how long a fetch waits for another relay's fetch of the same ids, after that fetch was last heard of (sent, receiving or handing on an event), before asking its own relay."`
+}
+
+// DefaultNegSettings returns the documented defaults.
+func DefaultNegSettings() NegSettings {
+	return NegSettings{Enabled: true, Settings: neg.DefaultSettings(), FetchBatch: 500, SupportCacheTTL: 24 * time.Hour, ClaimWait: DefaultClaimWait}
+}
+
+// Validate reports every invalid setting, each as a *setting.Error keyed
+// by its YAML key (the sessions' settings' too).
+func (s NegSettings) Validate() error {
+	v := setting.Checks{}
+	v.Add(s.Settings.Validate())
+	v.PositiveInt("fetch_batch", s.FetchBatch)
+	v.Positive("support_cache_ttl", s.SupportCacheTTL)
+	v.Positive("claim_wait", s.ClaimWait)
+	return v.Err()
+}
+
+// NegConfig configures NIP-77 historic sync: the user settings and the
+// bound on what a session accepts, which the caller derives from the
+// connections' message limit.
+type NegConfig struct {
+	NegSettings
+	// MaxInboundHex is every session's neg.Options.MaxInboundHex.
+	MaxInboundHex int
+}
+
+// DefaultNegConfig returns the defaults.
+func DefaultNegConfig() NegConfig {
+	return NegConfig{NegSettings: DefaultNegSettings(), MaxInboundHex: neg.DefaultOptions().MaxInboundHex}
+}
+
+// SessionOptions are the options of every session: neg's defaults with
+// the settings and MaxInboundHex.
+func (c NegConfig) SessionOptions() neg.Options {
+	o := neg.DefaultOptions()
+	o.Settings = c.Settings
+	o.MaxInboundHex = c.MaxInboundHex
+	return o
 }
 
 // negMetrics are the negentropy_* metrics.
@@ -127,7 +172,7 @@ type LocalSet interface {
 
 // NegSyncer is the NIP-77 historic syncer: it reconciles each filter with
 // the relay, then fetches the missing events by id. Relays without NIP-77
-// (cached for SupportTTL) and filters the local set cannot answer go to the
+// (cached for SupportCacheTTL) and filters the local set cannot answer go to the
 // Pager.
 type NegSyncer struct {
 	cfg   NegConfig
@@ -187,7 +232,7 @@ func (s *NegSyncer) Support(url string) string {
 	defer s.mu.Unlock()
 	e, ok := s.support[url]
 	switch {
-	case !ok || s.Clock.Now().Sub(e.at) > s.cfg.SupportTTL:
+	case !ok || s.Clock.Now().Sub(e.at) > s.cfg.SupportCacheTTL:
 		return "unknown"
 	case e.supported:
 		return "supported"
@@ -406,7 +451,7 @@ func (s *NegSyncer) reconcileNeed(ctx context.Context, c *relay.Conn, f nostr.Fi
 		return neg.Result{}, nil, fmt.Errorf("%w: %v", errLocalFill, err)
 	}
 	f.Limit, f.LimitZero = 0, false
-	opts := s.cfg.Options
+	opts := s.cfg.SessionOptions()
 	opts.Clock = s.Clock
 	opts.FrameLimit = negFrameLimit(opts.FrameLimit, s.limits(url), FilterBytes(f))
 	// The storage of each window reconciled (the last, when one is retried)

@@ -19,8 +19,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
-	"github.com/grasp-sync/grasp-sync/internal/neg"
-	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/ownset"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
@@ -29,143 +27,64 @@ import (
 )
 
 // Config holds the engine's settings; every duration is configurable so
-// tests can shrink them.
+// tests can shrink them. The user settings are Settings (the
+// configuration's sync section), Bounds (its part of the limits section),
+// Negentropy's and Trusted's; the other fields are given by the caller
+// from other sections (the own, bootstrap and trusted relays, the health
+// tick, the connect timeout, the progress log interval).
 type Config struct {
+	Settings
+	Bounds
+
 	OwnRelay      string
 	ServiceDomain string
 	Bootstrap     []string
-	// HostAll syncs every repository whose announcement the own relay
-	// accepted; by default only those whose announcement lists
-	// ServiceDomain in `clone` and `relays` (GRASP-01) are, when it is set.
-	HostAll bool
-	// BootstrapAllLayers asks bootstrap relays about every repository
-	// (layers 2 and 3); by default they serve discovery (layer 1) only and
-	// are asked about the repositories that list them.
-	BootstrapAllLayers bool
 
-	SelfKinds []int
-	// BatchWindow caps how long a self-subscription batch collects events;
-	// BatchQuiet flushes it earlier once no event came for that long (0:
-	// only the window).
-	BatchWindow time.Duration
-	BatchQuiet  time.Duration
-	// HistoricRetry is the backoff of a failed historic batch's retries.
-	HistoricRetry backoff.Policy
-	// HistoricMaxJobs bounds the historic jobs running at once over all
-	// relays (each holds up to a page of events until its EOSE).
-	HistoricMaxJobs int
-	// HistoricMaxEvents bounds the events historic REQs to remote relays
-	// hold at once (pages and fetches by id, each until its EOSE).
-	HistoricMaxEvents int
-	// HistoricMaxBytes bounds the bytes of those events (frames as they
-	// arrived; eventBudget), 0 none.
-	HistoricMaxBytes int64
-	// HistoricFetchSlots is how many fetch-by-id REQs one historic job may
-	// have open at once: its own slot plus slots of its relay that no other
-	// job waits for.
-	HistoricFetchSlots     int
-	QuickReconnectWindow   time.Duration
-	SinceBuffer            time.Duration
-	ValuesPerFilter        int
-	ConsolidationThreshold int
-	ConsolidationWait      time.Duration
-	FullResyncMin          time.Duration
-	FullResyncMax          time.Duration
-	EmptyRelayCheck        time.Duration
-	PageSize               int
-	EOSETimeout            time.Duration
-	// LiveDeferMax bounds how long new items of a relay with pending
-	// historic batches run their history without live per-root
-	// subscriptions: their live filters wait for one consolidation when
-	// the batches are done (0: opened at once).
-	LiveDeferMax time.Duration
+	// HistoricRetryJitter is the jitter of the historic retries' backoff
+	// (backoff.Policy.Jitter, shortening only).
+	HistoricRetryJitter float64
 	// Tick drives reconnects, deferred work and timers.
 	Tick time.Duration
 	// ConnectTimeout bounds one dial (the health tracker may ask for less).
 	ConnectTimeout time.Duration
-	// OwnReconnectBase is the self-subscriber's first wait before
-	// redialling the own relay; it doubles per failure up to
-	// OwnReconnectMax, without jitter.
-	OwnReconnectBase time.Duration
-	OwnReconnectMax  time.Duration
 	// ProgressLogInterval paces the "historic sync in progress" line of a
 	// relay that syncs (0: not logged).
 	ProgressLogInterval time.Duration
-
-	MaxRelaysPerAnnouncement int
-	MaxTrackedRelays         int
-	MaxRepositories          int
 
 	Negentropy historic.NegConfig
 	Trusted    trusted.Config
 }
 
-// DefaultConfig returns the defaults (docs/ARCHITECTURE.md). The tick is
-// the health tracker's and the connect timeout the relay package's.
+// DefaultConfig returns the defaults (docs/ARCHITECTURE.md): each part's
+// own. The tick is the health tracker's and the connect timeout the relay
+// package's; the progress line is not logged.
 func DefaultConfig() Config {
 	return Config{
-		SelfKinds:                []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
-		BatchWindow:              5 * time.Second,
-		BatchQuiet:               250 * time.Millisecond,
-		HistoricRetry:            backoff.Policy{Base: 30 * time.Second, Max: 30 * time.Minute, Jitter: 0.2, Shorten: true},
-		HistoricMaxJobs:          16,
-		HistoricMaxEvents:        32000,
-		HistoricMaxBytes:         4 << 20,
-		HistoricFetchSlots:       4,
-		QuickReconnectWindow:     15 * time.Minute,
-		SinceBuffer:              15 * time.Minute,
-		ValuesPerFilter:          nip34.DefaultValuesPerFilter,
-		ConsolidationThreshold:   70,
-		ConsolidationWait:        30 * time.Second,
-		LiveDeferMax:             3 * time.Minute,
-		FullResyncMin:            23 * time.Hour,
-		FullResyncMax:            25 * time.Hour,
-		EmptyRelayCheck:          60 * time.Second,
-		PageSize:                 500,
-		EOSETimeout:              60 * time.Second,
-		Tick:                     health.DefaultConfig().Tick,
-		ConnectTimeout:           relay.DefaultConnectTimeout,
-		OwnReconnectBase:         250 * time.Millisecond,
-		OwnReconnectMax:          30 * time.Second,
-		ProgressLogInterval:      10 * time.Second,
-		MaxRelaysPerAnnouncement: 20,
-		MaxTrackedRelays:         500,
-		MaxRepositories:          50000,
-		Negentropy:               historic.NegConfig{Enabled: true, Options: neg.DefaultOptions(), FetchBatch: 500, SupportTTL: 24 * time.Hour, ClaimWait: historic.DefaultClaimWait},
-		Trusted:                  trusted.Config{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000},
+		Settings:            DefaultSettings(),
+		Bounds:              DefaultBounds(),
+		HistoricRetryJitter: 0.2,
+		Tick:                health.DefaultConfig().Tick,
+		ConnectTimeout:      relay.DefaultConnectTimeout,
+		Negentropy:          historic.DefaultNegConfig(),
+		Trusted:             trusted.Config{Settings: trusted.DefaultSettings()},
 	}
 }
 
-// validate requires the settings that have no meaningful zero value and
-// that no code path falls back for: each engine setting comes from the
-// caller (DefaultConfig, or the sidecar's mapping of the configuration).
+// historicRetry is the backoff of a failed historic batch's retries.
+func (c Config) historicRetry() backoff.Policy {
+	return backoff.Policy{Base: c.HistoricRetryBase, Max: c.HistoricRetryMax, Jitter: c.HistoricRetryJitter, Shorten: true}
+}
+
+// validate checks the settings (Settings.Validate: they have no
+// meaningful zero value, and no code path falls back for them) and the
+// tick; each comes from the caller (DefaultConfig, or the sidecar's
+// wiring of the configuration).
 func (c Config) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"ValuesPerFilter", c.ValuesPerFilter},
-		{"PageSize", c.PageSize},
-		{"HistoricMaxJobs", c.HistoricMaxJobs},
-		{"HistoricMaxEvents", c.HistoricMaxEvents},
-		{"HistoricFetchSlots", c.HistoricFetchSlots},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("reposync: %s must be positive, got %d", f.name, f.v)
-		}
+	if c.Tick <= 0 {
+		return fmt.Errorf("reposync: Tick must be positive, got %s", c.Tick)
 	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"Tick", c.Tick},
-		{"EOSETimeout", c.EOSETimeout},
-		{"OwnReconnectBase", c.OwnReconnectBase},
-		{"OwnReconnectMax", c.OwnReconnectMax},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("reposync: %s must be positive, got %s", f.name, f.v)
-		}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("reposync: %w", err)
 	}
 	return nil
 }
@@ -400,7 +319,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
 		Truncation: historic.NewTruncation(m.truncation, e.log.Named("truncation")),
 		Auth:       historic.NewReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
-		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, cfg.HistoricMaxBytes),
+		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, int64(cfg.HistoricMaxBytes)),
 		Clock:      d.Clock,
 	}
 	e.pager, e.catchup = pager, pager

@@ -248,7 +248,7 @@ func (js jobScheduler) startJobs(r *remote) {
 			// failure of the batch: onDisconnected (the watcher posts it)
 			// drops the pending batches, and the reconnect asks their
 			// items again at once. Counted as failed, the batch would
-			// wait for the HistoricRetry backoff (30 s) or not, depending
+			// wait for the historic retry backoff (30 s) or not, depending
 			// on which of the two reached the Run goroutine first.
 			lost := err != nil && connEnded(conn)
 			js.e.post(func() {
@@ -377,7 +377,7 @@ func (js jobScheduler) requeueRateLimited(url string, gen uint64, j *job, starte
 
 // onBatchDone confirms a batch's items; when no batch is pending the
 // relay's historic sync is complete. A failed batch is retried with
-// backoff (Config.HistoricRetry) until it succeeds; meanwhile the relay is
+// backoff (Config.historicRetry) until it succeeds; meanwhile the relay is
 // ConnectedHistoricSyncFailures.
 func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *batchRun) {
 	url := r.URL
@@ -404,7 +404,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		}
 		rj.Filters = run.failed
 		rj.Failures++
-		wait := js.e.cfg.HistoricRetry.Delay(rj.Failures, backoff.Rand())
+		wait := js.e.cfg.historicRetry().Delay(rj.Failures, backoff.Rand())
 		rj.At = js.e.clock.Now().Add(wait)
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()

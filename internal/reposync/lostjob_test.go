@@ -19,7 +19,7 @@ import (
 // because its connection ended (a relay closing it for a message too big,
 // a dropped socket) does not fail its batch, whichever of the job's report
 // and the disconnect reaches the Run goroutine first: no retry waits for
-// the HistoricRetry backoff, and the reconnect asks the batch's items again
+// the historic retry backoff, and the reconnect asks the batch's items again
 // at once (TestWildLearnedLimits took 30 s, and could run out of time, when
 // the job's report came first).
 func TestJobOnEndedConnectionIsNoFailedBatch(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
@@ -68,7 +67,7 @@ const testRelay = "wss://relay.example.com"
 func newHistoricEnv(t *testing.T) *historicEnv {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.HistoricRetry = backoff.Policy{Base: time.Minute, Max: 10 * time.Minute}
+	cfg.HistoricRetryBase, cfg.HistoricRetryMax, cfg.HistoricRetryJitter = time.Minute, 10*time.Minute, 0
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	hs := &scriptedHistoric{}
 	core, logs := observer.New(zapcore.InfoLevel)
@@ -137,7 +136,7 @@ func (h *historicEnv) batch(t *testing.T) {
 }
 
 // TestFailedHistoricBatchRetriedWithinMinutes: a failed historic batch is
-// retried on the HistoricRetry backoff (here 1 min, then 2 min), not left to
+// retried on the historic retry backoff (here 1 min, then 2 min), not left to
 // the 23–25 h full resync; until a retry succeeds the relay is
 // connected_historic_sync_failures, a quick reconnect does not clear that,
 // and a successful retry does.

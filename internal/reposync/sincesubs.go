@@ -31,7 +31,7 @@ type sinceSub struct {
 // each subscription's EOSE completes its part, a filter whose answer
 // reached the relay's cap (Pager.ReachedCap) is paged on below what came
 // with the REQ pager, and a CLOSED or no EOSE within the EOSE timeout
-// fails the batch, retried with the REQ pager (Config.HistoricRetry).
+// fails the batch, retried with the REQ pager (Config.historicRetry).
 func (ls liveSubs) subscribeSince(r *remote, items repoindex.Items, since nostr.Timestamp) *repoindex.PendingBatch {
 	limit := ls.e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}

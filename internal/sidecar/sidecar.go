@@ -23,7 +23,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
-	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
 	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
@@ -33,7 +32,6 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/status"
-	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
 // Deps are what the caller provides besides the configuration.
@@ -283,8 +281,7 @@ func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 
 // The configuration's sections are the engines' own settings types, passed
 // to them as they are; the functions below add what New derives from other
-// sections. syncConfig alone still maps field by field, until the sync
-// engine owns its settings type (defaults_test.go checks it meanwhile).
+// sections.
 
 // RelayOptions are the base options of every relay connection: the
 // relay section's settings (without the HTTP client and logger, which New
@@ -303,60 +300,24 @@ func dialOwnReader(ctx context.Context, url string, opts relay.Options) (*relay.
 	return relay.Dial(ctx, url, opts)
 }
 
-// negOptions maps cfg onto the options of every negentropy session.
-func negOptions(cfg *config.Config) neg.Options {
-	nopts := neg.DefaultOptions()
-	nopts.Settings = cfg.Negentropy.Settings
-	nopts.MaxInboundHex = 2 * cfg.Relay.MaxMessageBytes
-	return nopts
-}
-
-// syncConfig maps cfg onto the sync engine's settings (its Deps are wired
-// by New).
+// syncConfig gives the sync engine its settings (its Deps are wired by
+// New): the sync section, the limits' bounds on relays and repositories,
+// the negentropy and trusted sections as they are, and what the engine
+// takes from other sections.
 func syncConfig(cfg *config.Config) reposync.Config {
 	scfg := reposync.DefaultConfig()
+	scfg.Settings = cfg.Sync.Settings
+	scfg.Bounds = cfg.Limits.Bounds
 	scfg.OwnRelay = cfg.OwnRelay
 	scfg.ServiceDomain = cfg.ServiceDomain
 	scfg.Bootstrap = cfg.BootstrapRelays
-	scfg.SelfKinds = cfg.Sync.SelfKinds
-	scfg.BatchWindow = cfg.Sync.BatchWindow
-	scfg.BatchQuiet = cfg.Sync.BatchQuiet
-	scfg.HistoricRetry.Base = cfg.Sync.HistoricRetryBase
-	scfg.HistoricRetry.Max = cfg.Sync.HistoricRetryMax
-	scfg.HistoricMaxJobs = cfg.Sync.HistoricMaxJobs
-	scfg.HistoricFetchSlots = cfg.Sync.HistoricFetchSlots
-	scfg.HistoricMaxEvents = cfg.Sync.HistoricMaxEvents
-	scfg.HistoricMaxBytes = int64(cfg.Sync.HistoricMaxBytes)
-	scfg.QuickReconnectWindow = cfg.Sync.QuickReconnectWindow
-	scfg.SinceBuffer = cfg.Sync.SinceBuffer
-	scfg.ValuesPerFilter = cfg.Sync.ValuesPerFilter
-	scfg.ConsolidationThreshold = cfg.Sync.ConsolidationThreshold
-	scfg.ConsolidationWait = cfg.Sync.ConsolidationWait
-	scfg.LiveDeferMax = cfg.Sync.LiveDeferMax
-	scfg.FullResyncMin = cfg.Sync.FullResyncMin
-	scfg.FullResyncMax = cfg.Sync.FullResyncMax
-	scfg.EmptyRelayCheck = cfg.Sync.EmptyRelayCheck
-	scfg.PageSize = cfg.Sync.PageSize
-	scfg.EOSETimeout = cfg.Sync.EOSETimeout
-	scfg.OwnReconnectBase = cfg.Sync.OwnReconnectBase
-	scfg.OwnReconnectMax = cfg.Sync.OwnReconnectMax
-	scfg.ProgressLogInterval = cfg.Log.ProgressInterval
-	scfg.HostAll = cfg.Sync.HostAll
-	scfg.BootstrapAllLayers = cfg.Sync.BootstrapAllLayers
 	scfg.Tick = cfg.Health.Tick
 	scfg.ConnectTimeout = cfg.Relay.ConnectTimeout
-	scfg.MaxRelaysPerAnnouncement = cfg.Limits.MaxRelaysPerAnnouncement
-	scfg.MaxTrackedRelays = cfg.Limits.MaxTrackedRelays
-	scfg.MaxRepositories = cfg.Limits.MaxRepositories
-	scfg.Negentropy = historic.NegConfig{
-		Enabled: cfg.Negentropy.Enabled, Options: negOptions(cfg),
-		FetchBatch: cfg.Negentropy.FetchBatch, SupportTTL: cfg.Negentropy.SupportCacheTTL,
-		ClaimWait: cfg.Negentropy.ClaimWait,
-	}
-	scfg.Trusted = trusted.Config{
-		Relays: cfg.TrustedRelays, Interval: cfg.Trusted.Interval,
-		Lookback: cfg.Trusted.Lookback, MaxEventsPerCycle: cfg.Trusted.MaxEventsPerCycle,
-	}
+	scfg.ProgressLogInterval = cfg.Log.ProgressInterval
+	// A session accepts twice the largest message in hex.
+	scfg.Negentropy = historic.NegConfig{NegSettings: cfg.Negentropy, MaxInboundHex: 2 * cfg.Relay.MaxMessageBytes}
+	scfg.Trusted.Relays = cfg.TrustedRelays
+	scfg.Trusted.Settings = cfg.Trusted
 	return scfg
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/setting"
 )
 
 // Config configures periodic reconciliation with trusted archive
@@ -34,12 +35,35 @@ import (
 // are reconciled with NIP-77 and the missing ones fetched (at most
 // MaxEventsPerCycle) through the shared handler.
 type Config struct {
-	Relays            []string
-	Interval          time.Duration
-	Lookback          time.Duration
-	MaxEventsPerCycle int
+	// Relays are the trusted relays (the configuration's trusted_relays).
+	Relays []string
+	Settings
 	// Kinds of the first filter; default all NIP-34 kinds.
 	Kinds []int
+}
+
+// Settings are the user settings of the cycles: the configuration's
+// trusted section. Each carries its YAML key and help text (flag,
+// environment variable and documentation are derived from them).
+type Settings struct {
+	Interval          time.Duration `yaml:"interval" help:"Interval between reconciliations with each trusted relay."`
+	Lookback          time.Duration `yaml:"lookback" help:"Window reconciled: events created within this long before now."`
+	MaxEventsPerCycle int           `yaml:"max_events_per_cycle" help:"Events fetched from one trusted relay per cycle at most."`
+}
+
+// DefaultSettings returns the documented defaults.
+func DefaultSettings() Settings {
+	return Settings{Interval: 10 * time.Minute, Lookback: 7 * 24 * time.Hour, MaxEventsPerCycle: 50000}
+}
+
+// Validate reports every invalid setting, each as a *setting.Error keyed
+// by its YAML key.
+func (s Settings) Validate() error {
+	v := setting.Checks{}
+	v.Positive("interval", s.Interval)
+	v.Positive("lookback", s.Lookback)
+	v.PositiveInt("max_events_per_cycle", s.MaxEventsPerCycle)
+	return v.Err()
 }
 
 // Deps are the syncer's collaborators and the engine settings it reads.
