@@ -1,6 +1,7 @@
 package historic
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -248,4 +249,16 @@ func (v *valueRuns) has(x string) bool {
 		}
 	}
 	return false
+}
+
+// FiltersLabel names a job's filters for the debug log: the tag they
+// select by and how many values, or the kinds.
+func FiltersLabel(fs []nostr.Filter) string {
+	if len(fs) != 1 {
+		return fmt.Sprintf("%d filters", len(fs))
+	}
+	for t, v := range fs[0].Tags {
+		return fmt.Sprintf("#%s×%d", t, len(v))
+	}
+	return fmt.Sprintf("kinds %v", fs[0].Kinds)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
@@ -150,6 +151,9 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 	ls.exec(r, func(c *relay.Conn) {
 		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
 		if err != nil {
+			if errors.Is(err, health.ErrRefused) { // never sent: rebuilt after the wait
+				ls.e.post(func() { ls.onLiveClosed(url, gen, id, "") })
+			}
 			if cu != nil && !connEnded(c) { // a catch-up part never asked (an ended connection drops it)
 				ls.e.post(func() { ls.onSinceFailed(url, gen, id, cu, err) })
 			}
@@ -253,7 +257,9 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	}
 	filters := r.live[id]
 	delete(r.live, id) // the health tracker heard the reason in onReason
-	r.lastError = "CLOSED: " + reason
+	if reason != "" {  // "": not sent (health.ErrRefused)
+		r.lastError = "CLOSED: " + reason
+	}
 	// Its filters are not live from now until the rebuild, which may wait
 	// for the relay's pending batches: the rebuild catches up from here.
 	if now := ls.e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
@@ -280,7 +286,13 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 		return
 	}
 	r.rebuildLive = true
-	ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+	if health.ClassifyMessage(reason) == health.SignalNone { // the next tick's rebuild would be refused again
+		r.rebuild.Fail(ls.e.cfg.historicRetry(), ls.e.clock.Now(), backoff.Rand())
+	}
+	if ls.e.d.Health.RefusalRemaining(url) <= 0 { // else the health tracker logged it once
+		ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason),
+			zap.Time("rebuild_after", r.rebuild.Until()))
+	}
 }
 
 // onChallenge: the relay sent a NIP-42 AUTH challenge. With a key the
@@ -305,6 +317,9 @@ func (ls liveSubs) onChallenge(url string) {
 // publisher does, so that a rate limit starts the cooldown before anyone
 // retries.
 func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
+	if (source == health.SourceClosed || source == health.SourceNegErr) && health.PermanentRefusal(reason, ls.e.d.Sign != nil) {
+		ls.e.d.Health.Refused(url, source, reason)
+	}
 	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := ls.e.clock.Now()
 		ls.e.post(func() {
@@ -348,11 +363,16 @@ func (ls liveSubs) onNotice(url, text string) {
 }
 
 // waitCooldown blocks until url's rate-limit cooldown is over: the relay
-// connection calls it before every REQ and NEG-OPEN.
+// connection calls it before every REQ and NEG-OPEN. After a permanent
+// refusal it fails at once (health.Tracker.Refused).
 func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
+	if err := ls.e.d.Health.RefusalErr(url); err != nil {
+		return err
+	}
 	for {
 		d := ls.e.d.Health.CooldownRemaining(url)
 		if d <= 0 {
+			ls.e.m.requests.WithLabelValues(url).Inc()
 			return nil
 		}
 		if err := ls.e.sleep(ctx, d); err != nil {
@@ -369,9 +389,10 @@ func (ls liveSubs) filtersOpen(r *remote) int {
 	return n
 }
 
-// allowed tells whether new REQs may go to the relay now.
+// allowed tells whether new REQs may go to the relay now (no cooldown, no
+// wait after a permanent refusal).
 func (ls liveSubs) allowed(r *remote) bool {
-	return r.Status.IsUp() && ls.e.d.Health.CooldownRemaining(r.URL) <= 0
+	return r.Status.IsUp() && ls.e.d.Health.CooldownRemaining(r.URL) <= 0 && ls.e.d.Health.RefusalRemaining(r.URL) <= 0
 }
 
 // addFilters starts syncing new items from a relay: live subscriptions and
