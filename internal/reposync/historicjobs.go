@@ -396,10 +396,10 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		// Done, or failed and kept as a retry with its since: later
 		// disconnections count from their own time again.
 		r.catchup, r.catchupFrom = nil, time.Time{}
-		if err != nil { // refused: the next consolidation waits
-			r.rebuild.Fail(js.e.cfg.historicRetry(), js.e.clock.Now(), backoff.Rand())
-		} else {
+		if err == nil {
 			r.rebuild.Reset()
+		} else if health.ClassifyMessage(err.Error()) == health.SignalNone { // not a limit learned: the next one waits
+			r.rebuild.Fail(js.e.cfg.historicRetry(), js.e.clock.Now(), backoff.Rand())
 		}
 	}
 	if err != nil {
