@@ -94,7 +94,7 @@ type Settings struct {
 	// wait (less on a small receive buffer) or the connection ends. 0: at
 	// once; at most MaxReadPause. It needs what CoalesceWrites needs of
 	// HTTPClient's transport.
-	ReadPause time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once; at most 100ms."`
+	ReadPause time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (BENCHMARKS.md, \"Decisions the numbers justified\"); every message is read at most this much later. 0: at once; at most 100ms."`
 	// ConnectTimeout bounds establishing one connection; Dial does not
 	// apply it: callers bound the context they give Dial with it (health
 	// may use a shorter one, its current backoff).
