@@ -254,17 +254,19 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	filters := r.live[id]
 	delete(r.live, id) // the health tracker heard the reason in onReason
 	r.lastError = "CLOSED: " + reason
-	// Its filters are not live from now until the rebuild, which may wait
-	// for the relay's pending batches: the rebuild catches up from here.
-	if now := ls.e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
-		r.liveDeferredAt = now
-	}
+	closedAt := ls.e.clock.Now()
 	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
 		ls.e.lim.learnFilters(url, filters, "CLOSED: "+reason)
 	}
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
-		// NIP-42: rebuild once the connection authenticated; without a key
-		// (or refused) the relay is reported as needing one, not retried.
+		// NIP-42: rebuild once the connection authenticated, catching up
+		// from the close; without a key (or refused) the relay is reported
+		// as needing one, not retried. The deferral is armed only then: a
+		// deferral is itself a retry (the consolidation that ends the
+		// pending batches opens the filters again, with since), and on a
+		// connection that cannot authenticate each of its REQs was closed
+		// "auth-required:" again, deferring the filters again for the next
+		// consolidation, round after round.
 		conn := r.conn
 		ls.e.wg.Add(1)
 		go func() {
@@ -272,6 +274,7 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 			if err := ls.e.pager.Auth.Ensure(ls.e.ctx, conn); err == nil {
 				ls.e.post(func() {
 					if r := ls.e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
+						ls.deferLiveFrom(r, closedAt)
 						r.rebuildLive = true
 					}
 				})
@@ -279,8 +282,20 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 		}()
 		return
 	}
+	// Its filters are not live from now until the rebuild, which may wait
+	// for the relay's pending batches: the rebuild catches up from here.
+	ls.deferLiveFrom(r, closedAt)
 	r.rebuildLive = true
 	ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+}
+
+// deferLiveFrom records that live filters of r have not been live since
+// at (liveDeferredAt keeps the earliest such time): the consolidation
+// that opens them again catches up from there.
+func (ls liveSubs) deferLiveFrom(r *remote, at time.Time) {
+	if r.liveDeferredAt.IsZero() || at.Before(r.liveDeferredAt) {
+		r.liveDeferredAt = at
+	}
 }
 
 // onChallenge: the relay sent a NIP-42 AUTH challenge. With a key the
