@@ -300,7 +300,7 @@ func TestEventPathCallTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ht, err := health.New(cfg.Health, clock.Real{}, reg, log.Named("health"))
+	ht, err := health.New(cfg.Health, clock.Real{}, reg, log) // named "health" by New, as in the sidecar
 	if err != nil {
 		t.Fatal(err)
 	}
