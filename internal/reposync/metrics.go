@@ -72,6 +72,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "NIP-42 authentications asked for by remote relays before they serve reads, by result (authenticated, no_key, failed).",
 		}, []string{"relay", "result"}),
 	}
+	// Both results exist at 0 from the start, so the historic-sync alert
+	// (deploy/prometheus/alerts.yml) sees the first failed batch.
+	for _, r := range []string{batchOK, batchFailed} {
+		m.historicBatches.WithLabelValues(r)
+	}
 	for _, c := range []prometheus.Collector{
 		m.relayConnected, m.connectionAttempts, m.eventsReceived, m.relaysTracked,
 		m.relaysConnected, m.filtersOpen, m.pendingBatches, m.repositories,
@@ -84,10 +89,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// Label values of ngit_sync_historic_batches_total and
+// ngit_sync_connection_attempts_total.
+const (
+	batchOK     = "ok"
+	batchFailed = "failed"
+
+	attemptSuccess = "success"
+	attemptFailure = "failure"
+)
+
+// trackRelay creates a newly tracked relay's series at 0 (its connection
+// state is set by the caller), so a rate over them starts at its first
+// event instead of one scrape after it.
+func (m *metrics) trackRelay(url string) {
+	m.connectionAttempts.WithLabelValues(url, attemptSuccess)
+	m.connectionAttempts.WithLabelValues(url, attemptFailure)
+	m.eventsReceived.WithLabelValues(url)
+	m.filtersOpen.WithLabelValues(url)
+	m.pendingBatches.WithLabelValues(url)
+}
+
 func (m *metrics) forgetRelay(url string) {
 	m.relayConnected.DeleteLabelValues(url)
-	m.connectionAttempts.DeleteLabelValues(url, "success")
-	m.connectionAttempts.DeleteLabelValues(url, "failure")
+	m.connectionAttempts.DeleteLabelValues(url, attemptSuccess)
+	m.connectionAttempts.DeleteLabelValues(url, attemptFailure)
 	m.eventsReceived.DeleteLabelValues(url)
 	m.filtersOpen.DeleteLabelValues(url)
 	m.pendingBatches.DeleteLabelValues(url)

@@ -271,5 +271,8 @@ func (e *Engine) forget(url string) {
 	e.m.forgetRelay(url)
 	e.pager.Truncation.Forget(url)
 	e.pager.Auth.Forget(url)
+	if !e.trustedOK[url] {
+		e.neg.Forget(url)
+	}
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }
