@@ -142,11 +142,9 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 	return m, nil
 }
 
-// Track creates a newly tracked relay's reconciliation counters at 0 (each
-// result, direction and error kind), so its first reconciliation or error
-// shows in a rate.
-// The last-sync timestamp is left until one succeeds: 0 would read as a
-// reconciliation in 1970.
+// Track creates a relay's reconciliation counters at 0, so a rate sees its
+// first reconciliation or error; the last-sync timestamp waits for a
+// success (0 would read as 1970).
 func (s *NegSyncer) Track(url string) {
 	if s == nil {
 		return
@@ -162,16 +160,14 @@ func (s *NegSyncer) Track(url string) {
 	}
 }
 
-// Forget deletes a relay's series (Track's and the ones its
-// reconciliations created).
+// Forget deletes a relay's series.
 func (s *NegSyncer) Forget(url string) {
 	if s == nil {
 		return
 	}
-	l := prometheus.Labels{"relay": url}
 	for _, v := range []*prometheus.MetricVec{s.m.syncs.MetricVec, s.m.bytes.MetricVec, s.m.errors.MetricVec,
 		s.m.lastSync.MetricVec, s.m.probes.MetricVec} {
-		v.DeletePartialMatch(l)
+		v.DeletePartialMatch(prometheus.Labels{"relay": url})
 	}
 }
 

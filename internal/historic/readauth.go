@@ -166,11 +166,10 @@ func (a *ReadAuth) Describe(url string) string {
 // Track creates url's series at 0, one per result, so the first
 // authentication of a newly tracked relay shows in a rate.
 func (a *ReadAuth) Track(url string) {
-	if a == nil || a.counter == nil {
-		return
-	}
 	for _, r := range []string{authOK, authNoKey, authFailed} {
-		a.counter.WithLabelValues(url, r)
+		if a != nil {
+			a.counter.WithLabelValues(url, r)
+		}
 	}
 }
 

@@ -121,11 +121,10 @@ func (t *Truncation) Describe(url string) string {
 // Track creates url's series at 0, one per kind, so the first truncation
 // caught on a newly tracked relay shows in a rate.
 func (t *Truncation) Track(url string) {
-	if t == nil || t.counter == nil {
-		return
-	}
 	for _, k := range []string{TruncNegentropy, TruncReq} {
-		t.counter.WithLabelValues(url, k)
+		if t != nil {
+			t.counter.WithLabelValues(url, k)
+		}
 	}
 }
 

@@ -267,12 +267,10 @@ func (e *Engine) forget(url string) {
 	delete(e.relays, url)
 	if !e.trustedOK[url] {
 		e.d.Health.Forget(url)
+		e.neg.Forget(url) // trusted relays' reconciliations go on
 	}
 	e.m.forgetRelay(url)
 	e.pager.Truncation.Forget(url)
 	e.pager.Auth.Forget(url)
-	if !e.trustedOK[url] {
-		e.neg.Forget(url)
-	}
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }
