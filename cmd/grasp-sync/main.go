@@ -1,5 +1,5 @@
 // Command grasp-sync is the sync sidecar for Nostr git relays (NIP-34 /
-// GRASP). Subcommands: run (default), check, status, version.
+// GRASP). Subcommands: run (default), check, status, config, version.
 //
 // Configuration flags and their GRASP_SYNC_* environment twins are defined
 // by the config package (config.Flags); see CONFIGURATION.md.

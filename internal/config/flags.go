@@ -105,7 +105,7 @@ func ApplyCLI(cfg *Config, c *cli.Context) error {
 				for _, q := range splitList(p) {
 					d, err := time.ParseDuration(q)
 					if err != nil {
-						return fmt.Errorf("--%s: invalid duration %q (use units, e.g. 5s, 2m, 1h)", s.Flag, q)
+						return fmt.Errorf("%s (--%s, %s): invalid duration %q (use units, e.g. 5s, 2m, 1h)", s.Key, s.Flag, s.Env, q)
 					}
 					ds = append(ds, d)
 				}

@@ -92,7 +92,7 @@ func (c *Config) ResolveKey(lookup func(string) (string, bool)) error {
 	hasEnv = hasEnv && strings.TrimSpace(envKey) != ""
 	switch {
 	case hasEnv && c.Auth.KeyFile != "":
-		return &ValidationError{Field: "auth.key_file", Problem: "must be empty when " + EnvAuthKey + " is set", Value: c.Auth.KeyFile}
+		return named(&ValidationError{Field: "auth.key_file", Problem: "must be empty when " + EnvAuthKey + " is set", Value: c.Auth.KeyFile})
 	case hasEnv:
 		k, err := ParseSecretKey(envKey)
 		if err != nil {

@@ -20,8 +20,49 @@ var ErrInvalid = setting.ErrInvalid
 // ValidationError names a field (its YAML path), what is wrong with it and
 // the offending value; it renders `field: problem, got "value"`. Engine
 // packages report theirs with the same type (setting.Error), keyed by the
-// settings type's own YAML keys; Validate qualifies them with the section.
+// settings type's own YAML keys; Validate qualifies them with the section
+// and names each setting's flag and environment variable (Flag, Env), which
+// Detail shows: `field (--flag, ENV): problem, got "value"`.
 type ValidationError = setting.Error
+
+// Detail renders err (Validate's, or any error of the loader) one problem
+// a line, each ValidationError naming its setting by YAML key, flag and
+// environment variable: `own_relay (--own-relay, GRASP_SYNC_OWN_RELAY): is
+// required, got ""`.
+func Detail(err error) string { return setting.Detail(err) }
+
+// named returns err with every ValidationError given its setting's flag
+// and environment variable (an indexed field, bootstrap_relays[1], is its
+// list's setting). Errors of no known setting are kept as they are.
+func named(err error) error {
+	if err == nil {
+		return nil
+	}
+	list := []error{err}
+	j, joined := err.(interface{ Unwrap() []error })
+	if joined {
+		list = j.Unwrap()
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		ve, ok := e.(*ValidationError)
+		if !ok {
+			out = append(out, e)
+			continue
+		}
+		key, _, _ := strings.Cut(ve.Field, "[")
+		if s, ok := Lookup(key); ok {
+			q := *ve
+			q.Flag, q.Env = s.Flag, s.Env
+			ve = &q
+		}
+		out = append(out, ve)
+	}
+	if !joined {
+		return out[0]
+	}
+	return errors.Join(out...)
+}
 
 type validator struct{ setting.Checks }
 
@@ -159,5 +200,5 @@ func (c *Config) Validate() error {
 	v.section("memory", c.Memory.Validate())
 	v.section("cpu", c.CPU.Validate())
 
-	return v.Err()
+	return named(v.Err())
 }

@@ -128,6 +128,12 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 			Name: "ngit_sync_negentropy_fetch_claim_failed_total", Help: "Event ids a fetch left to another relay's fetch or to a copy on its way to the own relay and then asked its own relay for, by reason (failed: not delivered, or refused as invalid; timeout: the other fetch was not heard of, receiving or handing on events, for negentropy.claim_wait; unsettled: delivered, or on its way to the own relay, and not settled within negentropy.claim_wait).",
 		}, []string{"reason"}),
 	}
+	for _, r := range []string{"seen", "claimed"} {
+		m.skipped.WithLabelValues(r)
+	}
+	for _, r := range []string{"failed", "timeout", "unsettled"} {
+		m.refetched.WithLabelValues(r)
+	}
 	for _, c := range []prometheus.Collector{m.lastSync, m.syncs, m.discovered, m.fetched, m.errors, m.duration, m.bytes, m.probes, m.skipped, m.refetched} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -135,6 +141,39 @@ func newNegMetrics(reg prometheus.Registerer) (*negMetrics, error) {
 	}
 	return m, nil
 }
+
+// Track creates a relay's reconciliation counters at 0, so a rate sees its
+// first reconciliation or error; the last-sync timestamp waits for a
+// success (0 would read as 1970).
+func (s *NegSyncer) Track(url string) {
+	if s == nil {
+		return
+	}
+	for _, r := range []string{"ok", "error", "unsupported"} {
+		s.m.syncs.WithLabelValues(url, r)
+	}
+	for _, d := range []string{"sent", "received"} {
+		s.m.bytes.WithLabelValues(url, d)
+	}
+	for _, k := range errorKinds {
+		s.m.errors.WithLabelValues(url, k)
+	}
+}
+
+// Forget deletes a relay's series.
+func (s *NegSyncer) Forget(url string) {
+	if s == nil {
+		return
+	}
+	for _, v := range []*prometheus.MetricVec{s.m.syncs.MetricVec, s.m.bytes.MetricVec, s.m.errors.MetricVec,
+		s.m.lastSync.MetricVec, s.m.probes.MetricVec} {
+		v.DeletePartialMatch(prometheus.Labels{"relay": url})
+	}
+}
+
+// errorKinds are the labels errorKind returns.
+var errorKinds = []string{"unsupported", "blocked", "timeout", "invalid_message", "session_closed",
+	"limit", "relay_error", "missing_ids", "other"}
 
 // errorKind maps a reconciliation error to a bounded label.
 func errorKind(err error) string {

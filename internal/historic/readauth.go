@@ -163,6 +163,16 @@ func (a *ReadAuth) Describe(url string) string {
 	return a.state[url]
 }
 
+// Track creates url's series at 0, one per result, so the first
+// authentication of a newly tracked relay shows in a rate.
+func (a *ReadAuth) Track(url string) {
+	for _, r := range []string{authOK, authNoKey, authFailed} {
+		if a != nil {
+			a.counter.WithLabelValues(url, r)
+		}
+	}
+}
+
 func (a *ReadAuth) Forget(url string) {
 	if a == nil {
 		return

@@ -118,6 +118,16 @@ func (t *Truncation) Describe(url string) string {
 	return strings.Join(parts, "; ")
 }
 
+// Track creates url's series at 0, one per kind, so the first truncation
+// caught on a newly tracked relay shows in a rate.
+func (t *Truncation) Track(url string) {
+	for _, k := range []string{TruncNegentropy, TruncReq} {
+		if t != nil {
+			t.counter.WithLabelValues(url, k)
+		}
+	}
+}
+
 func (t *Truncation) Forget(url string) {
 	if t == nil {
 		return

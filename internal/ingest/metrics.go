@@ -50,12 +50,46 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Events published again because the own relay had not served them within publisher.own_purgatory_recheck.",
 		}),
 	}
+	// Every known reason and limit exists at 0 from the start, so rates over
+	// them (deploy/grafana/grasp-sync.json) see the first one.
+	for _, r := range rejectedReasons {
+		m.eventsRejected.WithLabelValues(r)
+	}
+	for _, r := range invalidReasons {
+		m.eventsInvalid.WithLabelValues(r)
+	}
+	for _, l := range limitNames {
+		m.limitHits.WithLabelValues(l)
+	}
 	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits, m.ownHeld, m.ownHeldRepublished} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// rejectedReasons are the label values reasonLabel gives a refusal: NIP-01's
+// prefixes except duplicate (counted as a duplicate) and purgatory (held,
+// not refused), and "other".
+var rejectedReasons = []string{
+	relay.ReasonPoW, relay.ReasonBlocked, relay.ReasonRateLimited, relay.ReasonInvalid,
+	relay.ReasonRestricted, relay.ReasonMute, relay.ReasonError, relay.ReasonAuthRequired, "other",
+}
+
+// invalidReasons are the label values of ngit_sync_events_invalid_total
+// (its help lists them).
+var invalidReasons = []string{
+	"bad_id", "bad_signature", "too_large", "too_many_tags", "no_match",
+	relay.DropClosedSubscription, relay.DropMalformed, "refused_invalid",
+}
+
+// limitNames are the label values of ngit_sync_limit_hits_total: the
+// handler's own and those LimitHit is called with (internal/discovery,
+// internal/reposync).
+var limitNames = []string{
+	"relay_event_rate", "relay_queue", "own_purgatory",
+	"relays_per_announcement", "repositories", "orphan_roots", "tracked_relays",
 }
 
 // reasonLabel maps an OK reason to a bounded label: its machine-readable

@@ -16,7 +16,7 @@ const MaxLimit = 1024
 type Config struct {
 	// MaxProcs is the setting Apply resolves: > 0 as is, 0 automatic, -1
 	// the Go runtime's choice.
-	MaxProcs int `yaml:"max_procs" help:"How many threads run Go code at once (GOMAXPROCS). The sidecar uses a fraction of a CPU and hands each event from goroutine to goroutine; more threads than it keeps busy cost CPU in waking each other (BENCHMARKS.md). Raise it when the sidecar's CPU (process_cpu_seconds_total) sits at cpu.max_procs CPUs while a sync is behind. 0: automatic: GOMAXPROCS when the environment sets it, else 1. -1: as the Go runtime decides (GOMAXPROCS, else the machine's CPUs or the container's CPU limit, rounded up, at least 2). At most 1024."`
+	MaxProcs int `yaml:"max_procs" help:"How many threads run Go code at once (GOMAXPROCS). The sidecar uses a fraction of a CPU and hands each event from goroutine to goroutine; more threads than it keeps busy cost CPU in waking each other (BENCHMARKS.md, \"Decisions the numbers justified\"). Raise it when the sidecar's CPU (process_cpu_seconds_total) sits at cpu.max_procs CPUs while a sync is behind. 0: automatic: GOMAXPROCS when the environment sets it, else 1. -1: as the Go runtime decides (GOMAXPROCS, else the machine's CPUs or the container's CPU limit, rounded up, at least 2). At most 1024."`
 }
 
 // DefaultConfig returns the defaults: automatic.

@@ -109,7 +109,7 @@ func WithClock(c clock.Clock) Option {
 
 // New returns a Publisher; call Run to start it. sign may be nil when no
 // NIP-42 key is configured (auth-required answers are then Rejected). log
-// and reg may be nil.
+// and reg may be nil; log is used as given (the caller names it).
 func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func New(cfg Config, dial Dialer, sign Signer, log *zap.Logger, reg prometheus.R
 		cfg:     cfg,
 		dial:    dial,
 		sign:    sign,
-		log:     log.Named("publish"),
+		log:     log,
 		m:       m,
 		clock:   clock.Real{},
 		retry:   backoff.Policy{Base: cfg.RetryBase, Max: cfg.RetryMax, Jitter: 0.5, Shorten: true},

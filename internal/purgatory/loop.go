@@ -33,6 +33,12 @@ func (p *Purgatory) Run(ctx context.Context) error {
 		p.mu.Unlock()
 		p.th.stop()
 		p.wg.Wait()
+		// The counts since the last summary are not lost on shutdown.
+		p.mu.Lock()
+		held, since := len(p.byID), p.clock.Now().Sub(p.lastSummary)
+		p.lastSummary = p.clock.Now()
+		p.mu.Unlock()
+		p.summarize(held, since)
 	}()
 	for {
 		p.pass(ctx)
@@ -87,7 +93,8 @@ func (p *Purgatory) spawn(fn func()) bool {
 	return true
 }
 
-// pass expires old entries and starts every ready identifier.
+// pass expires old entries, logs the summary when one is due
+// (summaryEvery) and starts every ready identifier.
 func (p *Purgatory) pass(ctx context.Context) {
 	now := p.clock.Now()
 	p.mu.Lock()
@@ -100,7 +107,8 @@ func (p *Purgatory) pass(ctx context.Context) {
 		if expire && now.Sub(e.added) >= p.cfg.Expiry {
 			if p.removeLocked(e) {
 				p.m.expired.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
-				p.log.Info("expired without git data", zap.String("event", e.ev.ID),
+				p.tally.expired.Add(1)
+				p.log.Debug("expired without git data", zap.String("event", e.ev.ID),
 					zap.Int("kind", e.ev.Kind), zap.String("identifier", e.identifier))
 			}
 		}
@@ -115,7 +123,15 @@ func (p *Purgatory) pass(ctx context.Context) {
 		start = append(start, id)
 	}
 	p.m.queueSize.Set(float64(p.queue.len()))
+	var summary time.Duration
+	if since := now.Sub(p.lastSummary); since >= p.summaryEvery {
+		summary, p.lastSummary = since, now
+	}
+	held := len(p.byID)
 	p.mu.Unlock()
+	if summary > 0 {
+		p.summarize(held, summary)
+	}
 
 	for _, id := range start {
 		id := id

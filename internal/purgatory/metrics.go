@@ -68,6 +68,17 @@ func newMetrics(reg prometheus.Registerer, maxLabels int) (*metrics, error) {
 		maxLabels: maxLabels,
 		labels:    map[string]string{},
 	}
+	// Every kind and result exists at 0 from the start, so rates and
+	// increases over them (deploy/prometheus/alerts.yml) see the first one.
+	for _, k := range []string{kindState, kindPR, kindPRUpdate} {
+		m.events.WithLabelValues(k)
+		m.released.WithLabelValues(k)
+		m.expired.WithLabelValues(k)
+		m.refused.WithLabelValues(k)
+	}
+	for _, r := range []string{resultComplete, resultRetry} {
+		m.attempts.WithLabelValues(r)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.events, m.queueSize, m.attempts, m.oidsFetched, m.released,
 			m.expired, m.refused, m.domainInFlight, m.domainRequests} {

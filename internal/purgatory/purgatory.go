@@ -88,7 +88,8 @@ func (s Stats) Events() int { return s.States + s.PRs }
 // Options are the collaborators of a Purgatory. Publisher is required.
 type Options struct {
 	Publisher Publisher
-	// Logger defaults to zap.NewNop().
+	// Logger defaults to zap.NewNop(). It is used as given: the caller
+	// names it (the sidecar: "purgatory").
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -146,9 +147,14 @@ type Purgatory struct {
 	queue  *syncQueue
 	// lastExpiry is when pass last looked for expired entries.
 	lastExpiry time.Time
-	runCtx     context.Context
-	stopping   bool
-	wg         sync.WaitGroup
+	// tally counts releases, creations and drops for the next summary
+	// line, logged by pass when summaryEvery has passed since lastSummary.
+	tally        tally
+	lastSummary  time.Time
+	summaryEvery time.Duration
+	runCtx       context.Context
+	stopping     bool
+	wg           sync.WaitGroup
 
 	identMu   sync.Mutex
 	identLock map[string]*identLock
@@ -189,10 +195,11 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 	if p.log == nil {
 		p.log = zap.NewNop()
 	}
-	p.log = p.log.Named("purgatory")
 	if p.clock == nil {
 		p.clock = clock.Real{}
 	}
+	p.lastSummary = p.clock.Now()
+	p.summaryEvery = SummaryInterval
 	if p.git == nil {
 		e := gitx.NewExec(cfg.GitTimeout)
 		e.OutputCap = cfg.GitOutputCap
@@ -372,6 +379,7 @@ func (p *Purgatory) Add(ev *nostr.Event, onOwnRelay bool) error {
 	if len(p.byID) >= p.cfg.MaxEntries {
 		p.mu.Unlock()
 		p.m.refused.WithLabelValues(kindLabel(ev.Kind)).Inc()
+		p.tally.refused.Add(1)
 		return ErrFull
 	}
 	p.insertLocked(e)

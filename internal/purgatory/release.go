@@ -163,7 +163,8 @@ func (g *gitContext) localRepos(ctx context.Context, id string, anns map[string]
 				p.log.Warn("cannot create repository", zap.String("path", path), zap.Error(err))
 				continue
 			}
-			p.log.Info("created repository", zap.String("path", path))
+			p.tally.created.Add(1)
+			p.log.Debug("created repository", zap.String("path", path))
 		}
 		out = append(out, localRepo{owner: o, path: path})
 	}
@@ -468,7 +469,11 @@ func (g *gitContext) publishAndRemove(ctx context.Context, e *entry) error {
 	}
 	if p.removeLocked(e) {
 		p.m.released.WithLabelValues(kindLabel(e.ev.Kind)).Inc()
-		p.log.Info("released", zap.String("event", e.ev.ID), zap.Int("kind", e.ev.Kind),
+		p.tally.released.Add(1)
+		if !onOwn {
+			p.tally.published.Add(1)
+		}
+		p.log.Debug("released", zap.String("event", e.ev.ID), zap.Int("kind", e.ev.Kind),
 			zap.String("identifier", e.identifier), zap.Bool("published", !onOwn))
 	}
 	return nil

@@ -94,7 +94,7 @@ type Settings struct {
 	// wait (less on a small receive buffer) or the connection ends. 0: at
 	// once; at most MaxReadPause. It needs what CoalesceWrites needs of
 	// HTTPClient's transport.
-	ReadPause time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (see BENCHMARKS.md); every message is read at most this much later. 0: at once; at most 100ms."`
+	ReadPause time.Duration `yaml:"read_pause" help:"How long a read waits after one that emptied the socket, so a relay streaming messages has them read many per system call, not each with its own wake-up and read (BENCHMARKS.md, \"Decisions the numbers justified\"); every message is read at most this much later. 0: at once; at most 100ms."`
 	// ConnectTimeout bounds establishing one connection; Dial does not
 	// apply it: callers bound the context they give Dial with it (health
 	// may use a shorter one, its current backoff).
@@ -300,7 +300,7 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 // Close sends CLOSE (unless the relay already closed it) and unregisters the
 // subscription. It is safe to call more than once.
 func (s *Subscription) Close() {
-	s.conn.unsubscribe(s, true)
+	s.unregister(true)
 }
 
 // OKResult is the relay's answer to one EVENT.
@@ -336,10 +336,17 @@ type Conn struct {
 	// readDone is closed when the read loop has ended (and recorded why).
 	readDone chan struct{}
 
-	mu        sync.Mutex
-	subs      map[string]*Subscription
-	negs      map[string]chan NegReply
-	oks       map[string]okWaiters
+	// mu guards the subscription registry, the open NIP-77 sessions, the
+	// EVENTs awaiting their OK and the NIP-42 challenge. Registering in
+	// any of them checks ctx under it; teardown ends them all under it.
+	mu sync.Mutex
+	// subs are the open subscriptions (subscribe.go).
+	subs subTable
+	// negs are the open NIP-77 sessions (neg.go).
+	negs negSessions
+	// oks are the EVENTs awaiting their OK (ok.go).
+	oks okTable
+	// challenge is the last NIP-42 AUTH challenge the relay sent.
 	challenge string
 
 	// cork is the socket when writes are coalesced (Options.CoalesceWrites).
@@ -389,9 +396,9 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		log:    log,
 		ctx:    cctx,
 		cancel: cancel,
-		subs:   make(map[string]*Subscription),
-		negs:   make(map[string]chan NegReply),
-		oks:    make(map[string]okWaiters),
+		subs:   subTable{},
+		negs:   negSessions{},
+		oks:    okTable{},
 		cork:   cork,
 
 		readDone: make(chan struct{}),
@@ -537,23 +544,26 @@ func (c *Conn) beforeRequest(ctx context.Context) error {
 // teardown ends every waiter when the connection ends.
 func (c *Conn) teardown() {
 	c.mu.Lock()
-	subs := make([]*Subscription, 0, len(c.subs))
-	for _, s := range c.subs {
-		subs = append(subs, s)
-	}
+	subs := c.subs.all()
 	oks := c.oks
-	c.oks = make(map[string]okWaiters)
-	for id, ch := range c.negs {
-		close(ch)
-		delete(c.negs, id)
-	}
+	c.oks = okTable{}
+	c.negs.dropAll()
 	c.mu.Unlock()
 	for _, s := range subs {
-		c.unsubscribe(s, false)
+		s.unregister(false)
 		close(s.ch)
 	}
 	err := fmt.Errorf("%w: %v", ErrClosed, context.Cause(c.ctx))
 	for id, ws := range oks {
-		ws.each(func(w okWaiter) { c.deliverOK(id, w, OKResult{Err: err}) })
+		ws.each(func(w okWaiter) { w.deliver(id, OKResult{Err: err}, c.ctx.Done()) })
 	}
+}
+
+// locked runs f with mu held, released however f ends: the read loop
+// recovers from a frame that panics (handle), and the connection's lock
+// must not stay held then.
+func locked(mu *sync.Mutex, f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	f()
 }

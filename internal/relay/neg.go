@@ -34,14 +34,13 @@ func (c *Conn) NegOpen(ctx context.Context, subID string, filter nostr.Filter, m
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := c.negs[subID]; ok {
+	if !c.negs.add(subID, ch) {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateSubscription, subID)
 	}
-	c.negs[subID] = ch
 	c.mu.Unlock()
 	if err := c.write(ctx, negOpenJSON(subID, filter, msgHex)); err != nil {
-		c.dropNeg(subID)
+		locked(&c.mu, func() { c.negs.drop(subID) })
 		return nil, err
 	}
 	return ch, nil
@@ -69,38 +68,67 @@ func (c *Conn) NegMsg(ctx context.Context, subID string, msgHex string) error {
 
 // NegClose sends NEG-CLOSE (best effort) and unregisters the session.
 func (c *Conn) NegClose(subID string) {
-	if c.dropNeg(subID) && c.ctx.Err() == nil {
+	var open bool
+	locked(&c.mu, func() { open = c.negs.drop(subID) })
+	if open && c.ctx.Err() == nil {
 		msg, _ := nip77.CloseEnvelope{SubscriptionID: subID}.MarshalJSON()
 		_ = c.write(context.Background(), msg)
 	}
 }
 
-func (c *Conn) dropNeg(subID string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.negs[subID]
+// negSessions are the open NIP-77 sessions: each session's reply channel
+// by its subscription id. Conn.mu guards it: every method is called with
+// it held. Only its methods close a session's channel (dropped, flooded,
+// or every one at teardown), each once, as they delete it; NegOpen
+// checks the connection's context under the lock before adding, so no
+// session is added after teardown ended them all.
+type negSessions map[string]chan NegReply
+
+// add registers a session; false when subID is open already.
+func (n negSessions) add(subID string, ch chan NegReply) bool {
+	if _, ok := n[subID]; ok {
+		return false
+	}
+	n[subID] = ch
+	return true
+}
+
+// drop unregisters a session and closes its channel; false when it was
+// not open.
+func (n negSessions) drop(subID string) bool {
+	ch, ok := n[subID]
 	if ok {
-		delete(c.negs, subID)
+		delete(n, subID)
 		close(ch)
 	}
 	return ok
 }
 
-// deliverNegMsg is deliverNeg of a NEG-MSG split from the read buffer
-// (negMsgFrame): the message is copied only for an open session.
-func (c *Conn) deliverNegMsg(subID, msg []byte) {
-	c.mu.Lock()
-	_, open := c.negs[string(subID)]
-	c.mu.Unlock()
-	if open {
-		c.deliverNeg(string(subID), NegReply{Msg: string(msg)})
+// dropAll ends every session (the connection ended).
+func (n negSessions) dropAll() {
+	for id := range n {
+		n.drop(id)
 	}
 }
 
-func (c *Conn) deliverNeg(subID string, r NegReply) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.negs[subID]
+// deliverMsg is deliver of a NEG-MSG split from the read buffer
+// (negMsgFrame): the message is copied only for an open session.
+func (n negSessions) deliverMsg(subID, msg []byte) {
+	if _, open := n[string(subID)]; open {
+		n.deliver(string(subID), NegReply{Msg: string(msg)})
+	}
+}
+
+// deliverNotice hands a NOTICE to every open session.
+func (n negSessions) deliverNotice(text string) {
+	for id := range n {
+		n.deliver(id, NegReply{Notice: text})
+	}
+}
+
+// deliver hands r to the session subID, if it is open; it never waits.
+func (n negSessions) deliver(subID string, r NegReply) {
+	ch, ok := n[subID]
 	if !ok {
 		return
 	}
@@ -109,7 +137,7 @@ func (c *Conn) deliverNeg(subID string, r NegReply) {
 	default:
 		// A session reads one reply per message it sends; a relay that
 		// floods replies has broken the protocol. End that session.
-		delete(c.negs, subID)
+		delete(n, subID)
 		close(ch)
 	}
 }

@@ -38,27 +38,34 @@ func (ws *okWaiters) each(f func(okWaiter)) {
 	}
 }
 
-// addOK registers w for id's OK; c.mu is held.
-func (c *Conn) addOK(id string, w okWaiter) {
-	ws, ok := c.oks[id]
+// okTable is the table of EVENTs (and AUTH events) awaiting their OK:
+// the waiters by event id. Conn.mu guards it: every method is called with
+// it held. Teardown takes the whole table (and leaves an empty one) under
+// it, after the connection's context is done; registering checks that
+// context under it, so no waiter is added that teardown would miss.
+type okTable map[string]okWaiters
+
+// add registers w for id's OK.
+func (t okTable) add(id string, w okWaiter) {
+	ws, ok := t[id]
 	if !ok {
-		c.oks[id] = okWaiters{id: id, first: w}
+		t[id] = okWaiters{id: id, first: w}
 		return
 	}
 	ws.more = append(ws.more, w)
-	c.oks[id] = ws
+	t[id] = ws
 }
 
-// removeOK unregisters w; false when it was not registered (its answer
-// is delivered or on its way). c.mu is held.
-func (c *Conn) removeOK(id string, w okWaiter) bool {
-	ws, ok := c.oks[id]
+// remove unregisters w; false when it was not registered (its answer
+// is delivered or on its way).
+func (t okTable) remove(id string, w okWaiter) bool {
+	ws, ok := t[id]
 	if !ok {
 		return false
 	}
 	switch {
 	case ws.first == w && len(ws.more) == 0:
-		delete(c.oks, id)
+		delete(t, id)
 		return true
 	case ws.first == w:
 		ws.first, ws.more = ws.more[0], ws.more[1:]
@@ -75,8 +82,18 @@ func (c *Conn) removeOK(id string, w okWaiter) bool {
 	if len(ws.more) == 0 {
 		ws.more = nil
 	}
-	c.oks[id] = ws
+	t[id] = ws
 	return true
+}
+
+// take unregisters and returns every waiter for id's OK (id as the frame
+// carries it; the waiters keep the id string they registered).
+func (t okTable) take(id []byte) (okWaiters, bool) {
+	ws, ok := t[string(id)]
+	if ok {
+		delete(t, ws.id)
+	}
+	return ws, ok
 }
 
 // handleOK takes the relay's OK for id: Options.OnOK first, then every
@@ -84,10 +101,7 @@ func (c *Conn) removeOK(id string, w okWaiter) bool {
 // the frame's).
 func (c *Conn) handleOK(id []byte, ok bool, reason string) {
 	c.mu.Lock()
-	ws, waited := c.oks[string(id)]
-	if waited {
-		delete(c.oks, ws.id)
-	}
+	ws, waited := c.oks.take(id)
 	c.mu.Unlock()
 	if c.opts.OnOK != nil {
 		sid := ws.id
@@ -98,16 +112,17 @@ func (c *Conn) handleOK(id []byte, ok bool, reason string) {
 	}
 	if waited {
 		r := OKResult{OK: ok, Reason: reason}
-		ws.each(func(w okWaiter) { c.deliverOK(ws.id, w, r) })
+		ws.each(func(w okWaiter) { w.deliver(ws.id, r, c.ctx.Done()) })
 	}
 }
 
-// deliverOK hands r to w. A shared channel has room for every EVENT its
-// owner has in flight (Send's contract), so the reader does not wait on
-// it; if it is full all the same, the reader waits while the connection
-// is up, and after that the answer (an error) is dropped: the owner's
-// own OK timeout covers it.
-func (c *Conn) deliverOK(id string, w okWaiter, r OKResult) {
+// deliver hands r, the answer for id, to w. A shared channel has room for
+// every EVENT its owner has in flight (Send's contract), so the reader
+// does not wait on it; if it is full all the same, the reader waits while
+// the connection is up (until connDone, the connection's Done), and after
+// that the answer (an error) is dropped: the owner's own OK timeout
+// covers it.
+func (w okWaiter) deliver(id string, r OKResult, connDone <-chan struct{}) {
 	if w.ch != nil {
 		w.ch <- r
 		return
@@ -120,7 +135,7 @@ func (c *Conn) deliverOK(id string, w okWaiter, r OKResult) {
 	}
 	select {
 	case w.to <- rep:
-	case <-c.ctx.Done():
+	case <-connDone:
 	}
 }
 
@@ -138,7 +153,7 @@ func (c *Conn) Send(ctx context.Context, ev *nostr.Event, raw []byte, tag uint64
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	c.addOK(ev.ID, w)
+	c.oks.add(ev.ID, w)
 	c.mu.Unlock()
 	var err error
 	if raw != nil {
@@ -160,5 +175,5 @@ func (c *Conn) Send(ctx context.Context, ev *nostr.Event, raw []byte, tag uint64
 func (c *Conn) CancelOK(id string, tag uint64, to chan<- OKReply) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.removeOK(id, okWaiter{to: to, tag: tag})
+	return c.oks.remove(id, okWaiter{to: to, tag: tag})
 }

@@ -50,8 +50,8 @@ func TestSendSharedOKChannel(t *testing.T) {
 
 	// A wait withdrawn before the OK: nothing arrives for it.
 	c.mu.Lock()
-	c.addOK(strings.Repeat("c", 64), okWaiter{to: to, tag: 9})
-	c.addOK(strings.Repeat("c", 64), okWaiter{to: to, tag: 10})
+	c.oks.add(strings.Repeat("c", 64), okWaiter{to: to, tag: 9})
+	c.oks.add(strings.Repeat("c", 64), okWaiter{to: to, tag: 10})
 	c.mu.Unlock()
 	if !c.CancelOK(strings.Repeat("c", 64), 9, to) || c.CancelOK(strings.Repeat("c", 64), 9, to) {
 		t.Fatal("CancelOK must withdraw a wait once")

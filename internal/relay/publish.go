@@ -12,12 +12,13 @@ import (
 // reason none arrived). The channel has room for the result, so a caller may
 // stop reading.
 func (c *Conn) Publish(ctx context.Context, ev *nostr.Event) <-chan OKResult {
-	return c.publish(ctx, ev)
+	msg, err := eventMsg(ev)
+	return c.sendAwaitingOK(ctx, ev.ID, msg, err)
 }
 
-func (c *Conn) publish(ctx context.Context, ev *nostr.Event) chan OKResult {
-	msg, err := nostr.EventEnvelope{Event: *ev}.MarshalJSON()
-	return c.sendAwaitingOK(ctx, ev.ID, msg, err)
+// eventMsg is ev's EVENT message.
+func eventMsg(ev *nostr.Event) ([]byte, error) {
+	return nostr.EventEnvelope{Event: *ev}.MarshalJSON()
 }
 
 // eventMsgs are the buffers EVENT messages are built in: the websocket
@@ -47,7 +48,7 @@ func (c *Conn) sendAwaitingOK(ctx context.Context, id string, msg []byte, encErr
 		ch <- OKResult{Err: ErrClosed}
 		return ch
 	}
-	c.addOK(id, okWaiter{ch: ch})
+	c.oks.add(id, okWaiter{ch: ch})
 	c.mu.Unlock()
 	err := encErr
 	if err == nil {
@@ -73,13 +74,14 @@ func (c *Conn) awaitOK(ctx context.Context, id string, ch chan OKResult) OKResul
 
 // PublishWait publishes ev and waits for its OK.
 func (c *Conn) PublishWait(ctx context.Context, ev *nostr.Event) OKResult {
-	return c.awaitOK(ctx, ev.ID, c.publish(ctx, ev))
+	msg, err := eventMsg(ev)
+	return c.awaitOK(ctx, ev.ID, c.sendAwaitingOK(ctx, ev.ID, msg, err))
 }
 
 // resolveOK delivers r to one waiter (only) and unregisters it.
 func (c *Conn) resolveOK(id string, ch chan OKResult, r OKResult) {
 	c.mu.Lock()
-	removed := c.removeOK(id, okWaiter{ch: ch})
+	removed := c.oks.remove(id, okWaiter{ch: ch})
 	c.mu.Unlock()
 	if removed {
 		ch <- r

@@ -12,8 +12,6 @@ import (
 	"github.com/nbd-wtf/go-nostr/nip77"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
-
-	"github.com/grasp-sync/grasp-sync/internal/event"
 )
 
 func (c *Conn) pingLoop() {
@@ -164,7 +162,7 @@ func (c *Conn) handle(data []byte) {
 		}
 	case "NEG-MSG":
 		if sub, msg, fine := negMsgFrame(data); fine {
-			c.deliverNegMsg(sub, msg)
+			locked(&c.mu, func() { c.negs.deliverMsg(sub, msg) })
 			return
 		}
 	}
@@ -181,7 +179,7 @@ func (c *Conn) handle(data []byte) {
 		sub := c.subs[string(env)]
 		c.mu.Unlock()
 		if sub != nil {
-			c.deliver(sub, SubMsg{Type: MsgEOSE})
+			sub.deliver(SubMsg{Type: MsgEOSE})
 		}
 	case "CLOSED":
 		// go-nostr refuses a CLOSED with fields after the reason; relays
@@ -202,8 +200,8 @@ func (c *Conn) handle(data []byte) {
 			if c.opts.OnClosed != nil {
 				c.opts.OnClosed(env.SubscriptionID, env.Reason)
 			}
-			c.deliver(sub, SubMsg{Type: MsgClosed, Reason: env.Reason})
-			c.unsubscribe(sub, false)
+			sub.deliver(SubMsg{Type: MsgClosed, Reason: env.Reason})
+			sub.unregister(false)
 			close(sub.ch)
 		}
 	case "NOTICE":
@@ -214,15 +212,7 @@ func (c *Conn) handle(data []byte) {
 		if c.opts.OnNotice != nil {
 			c.opts.OnNotice(string(env))
 		}
-		c.mu.Lock()
-		ids := make([]string, 0, len(c.negs))
-		for id := range c.negs {
-			ids = append(ids, id)
-		}
-		c.mu.Unlock()
-		for _, id := range ids {
-			c.deliverNeg(id, NegReply{Notice: string(env)})
-		}
+		locked(&c.mu, func() { c.negs.deliverNotice(string(env)) })
 	case "OK":
 		var env nostr.OKEnvelope
 		if env.FromJSON(msg) != nil {
@@ -245,7 +235,7 @@ func (c *Conn) handle(data []byte) {
 		if env.FromJSON(msg) != nil {
 			return
 		}
-		c.deliverNeg(env.SubscriptionID, NegReply{Msg: env.Message})
+		locked(&c.mu, func() { c.negs.deliver(env.SubscriptionID, NegReply{Msg: env.Message}) })
 	case "NEG-ERR", "NEG-ERROR":
 		var env nip77.ErrorEnvelope
 		if env.FromJSON(msg) != nil {
@@ -258,7 +248,7 @@ func (c *Conn) handle(data []byte) {
 		if c.opts.OnNegErr != nil {
 			c.opts.OnNegErr(env.SubscriptionID, reason)
 		}
-		c.deliverNeg(env.SubscriptionID, NegReply{Err: reason})
+		locked(&c.mu, func() { c.negs.deliver(env.SubscriptionID, NegReply{Err: reason}) })
 	}
 }
 
@@ -277,7 +267,7 @@ func (c *Conn) handleEvent(data []byte) {
 	sub := c.subs[string(subID)]
 	c.mu.Unlock()
 	if sub == nil {
-		c.dropped(DropClosedSubscription)
+		c.opts.dropped(DropClosedSubscription)
 		return
 	}
 	ev := new(nostr.Event)
@@ -285,7 +275,7 @@ func (c *Conn) handleEvent(data []byte) {
 		// Not the usual shape: go-nostr's decoder judges it.
 		*ev = nostr.Event{}
 		if ev.UnmarshalJSON(obj) != nil {
-			c.dropped(DropMalformed)
+			c.opts.dropped(DropMalformed)
 			return
 		}
 	}
@@ -295,7 +285,7 @@ func (c *Conn) handleEvent(data []byte) {
 	if !c.opts.NoRaw && countKey(obj, `"id"`) == 1 {
 		raw = bytes.Clone(obj)
 	}
-	c.deliverEvent(sub, ev, len(data), raw)
+	sub.deliverEvent(ev, len(data), raw)
 }
 
 // Reasons given to Options.OnDropped.
@@ -304,10 +294,10 @@ const (
 	DropMalformed          = "malformed"
 )
 
-// dropped reports an EVENT that reaches no subscription.
-func (c *Conn) dropped(reason string) {
-	if c.opts.OnDropped != nil {
-		c.opts.OnDropped(reason)
+// dropped reports an EVENT that reaches no subscription to OnDropped.
+func (o *Options) dropped(reason string) {
+	if o.OnDropped != nil {
+		o.OnDropped(reason)
 	}
 }
 
@@ -316,14 +306,14 @@ func (c *Conn) dropped(reason string) {
 func (c *Conn) handleEventSlow(data []byte) {
 	var env nostr.EventEnvelope
 	if err := env.FromJSON(string(data)); err != nil || env.SubscriptionID == nil {
-		c.dropped(DropMalformed)
+		c.opts.dropped(DropMalformed)
 		return
 	}
 	c.mu.Lock()
 	sub := c.subs[*env.SubscriptionID]
 	c.mu.Unlock()
 	if sub == nil {
-		c.dropped(DropClosedSubscription)
+		c.opts.dropped(DropClosedSubscription)
 		return
 	}
 	ev := env.Event
@@ -331,16 +321,7 @@ func (c *Conn) handleEventSlow(data []byte) {
 	if !c.opts.NoRaw {
 		raw = bytes.Clone(eventJSON(data, *env.SubscriptionID))
 	}
-	c.deliverEvent(sub, &ev, len(data), raw)
-}
-
-// deliverEvent hands a decoded event to sub with its id decoded, here and
-// once: the stages after the read loop take it from the message
-// (Subscription.Incoming).
-func (c *Conn) deliverEvent(sub *Subscription, ev *nostr.Event, size int, raw []byte) {
-	m := SubMsg{Type: MsgEvent, Event: ev, Size: size, Raw: raw}
-	m.id, m.idOK = event.DecodeID(ev.ID)
-	c.deliver(sub, m)
+	sub.deliverEvent(&ev, len(data), raw)
 }
 
 // frameLabel extracts the first JSON string of a relay message cheaply.

@@ -32,14 +32,13 @@ func (c *Conn) SubscribeBuffered(ctx context.Context, id string, filters nostr.F
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := c.subs[id]; ok {
+	if !c.subs.add(sub) {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateSubscription, id)
 	}
-	c.subs[id] = sub
 	c.mu.Unlock()
 	if err := c.write(ctx, reqJSON(id, filters)); err != nil {
-		c.unsubscribe(sub, false)
+		sub.unregister(false)
 		return nil, err
 	}
 	return sub, nil
@@ -62,17 +61,50 @@ func (c *Conn) OpenSubscriptions() int {
 	return len(c.subs)
 }
 
-// unsubscribe removes sub; sendClose tells whether to send CLOSE.
-func (c *Conn) unsubscribe(sub *Subscription, sendClose bool) {
-	sub.once.Do(func() {
+// subTable is the subscription registry: the open subscriptions by id.
+// Conn.mu guards it: every method is called with it held (the read loop
+// looks a subscription up by indexing it under the lock). A subscription
+// leaves it once (Subscription.unregister); SubscribeBuffered checks the
+// connection's context under the lock before adding, so teardown, which
+// takes the registered ones after that context is done, misses none.
+type subTable map[string]*Subscription
+
+// add registers sub; false when its id is open already.
+func (t subTable) add(sub *Subscription) bool {
+	if _, ok := t[sub.ID]; ok {
+		return false
+	}
+	t[sub.ID] = sub
+	return true
+}
+
+// remove unregisters sub, unless its id is another subscription's by now.
+func (t subTable) remove(sub *Subscription) {
+	if t[sub.ID] == sub {
+		delete(t, sub.ID)
+	}
+}
+
+// all returns the registered subscriptions.
+func (t subTable) all() []*Subscription {
+	subs := make([]*Subscription, 0, len(t))
+	for _, s := range t {
+		subs = append(subs, s)
+	}
+	return subs
+}
+
+// unregister removes s from its connection's registry, once, and closes
+// Done; sendClose tells whether to send CLOSE.
+func (s *Subscription) unregister(sendClose bool) {
+	c := s.conn
+	s.once.Do(func() {
 		c.mu.Lock()
-		if c.subs[sub.ID] == sub {
-			delete(c.subs, sub.ID)
-		}
+		c.subs.remove(s)
 		c.mu.Unlock()
-		close(sub.done)
+		close(s.done)
 		if sendClose && c.ctx.Err() == nil {
-			msg, _ := nostr.CloseEnvelope(sub.ID).MarshalJSON()
+			msg, _ := nostr.CloseEnvelope(s.ID).MarshalJSON()
 			_ = c.write(context.Background(), msg)
 		}
 	})
@@ -89,22 +121,32 @@ func (s *Subscription) Incoming(m SubMsg) event.Incoming {
 	return in.WithDecodedID(m.id, m.idOK)
 }
 
-// deliver hands msg to sub, waiting while its buffer is full. Only the
+// deliver hands msg to s, waiting while its buffer is full. Only the
 // reader goroutine sends on or closes a subscription's channel.
-func (c *Conn) deliver(sub *Subscription, msg SubMsg) {
+func (s *Subscription) deliver(msg SubMsg) {
 	select {
-	case sub.ch <- msg:
+	case s.ch <- msg:
 		return
 	default:
 	}
 	// A consumer is behind: the whole connection waits for it.
+	c := s.conn
 	c.stalls.Add(1)
 	defer c.stalls.Add(-1)
 	select {
-	case sub.ch <- msg:
-	case <-sub.done:
+	case s.ch <- msg:
+	case <-s.done:
 	case <-c.ctx.Done():
 	}
+}
+
+// deliverEvent hands a decoded event to s with its id decoded, here and
+// once: the stages after the read loop take it from the message
+// (Subscription.Incoming).
+func (s *Subscription) deliverEvent(ev *nostr.Event, size int, raw []byte) {
+	m := SubMsg{Type: MsgEvent, Event: ev, Size: size, Raw: raw}
+	m.id, m.idOK = event.DecodeID(ev.ID)
+	s.deliver(m)
 }
 
 // Stalled tells whether the reader is waiting for a slow consumer right

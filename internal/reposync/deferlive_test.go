@@ -286,3 +286,46 @@ func TestClosedLiveFilterCatchesUpFromTheClose(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthRequiredCloseWithoutKeyIsNotRetried: a live subscription the
+// relay closes "auth-required:" on a connection that cannot authenticate
+// (no key) is not opened again on that connection: its filters are not
+// deferred, so the end of the next batch consolidates nothing. Deferred,
+// they were opened again as a catch-up batch whose REQs the relay closed
+// "auth-required:" again, deferring them for the next consolidation, round
+// after round (integration TestWildAuthReadsWithoutKey: the relay asked
+// again and again).
+func TestAuthRequiredCloseWithoutKeyIsNotRetried(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.pager.Auth = nil // no authenticator: Ensure fails as it does without a key
+	h.e.subs.subscribeLayer1(h.r)
+	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
+	h.drain(t)
+	h.eoses(t)
+	if h.r.Status != repoindex.Connected || perRootLive(h.r) == 0 {
+		t.Fatalf("after the first sync: %v, %d live per-root subscriptions", h.r.Status, perRootLive(h.r))
+	}
+	var perRoot string
+	for id := range h.r.live {
+		if id != "l1" && id != kindSub {
+			perRoot = id
+		}
+	}
+	consolidations := len(h.consolidationsSince())
+
+	h.e.subs.onLiveClosed(testRelay, h.r.gen, perRoot, "auth-required: authenticate with NIP-42 first")
+	h.e.wg.Wait() // the authentication attempt, failed
+	h.e.sched.startBatch(h.r, rootsItems(100, 1), nip34.Layer3([]string{fmt.Sprintf("%064x", 100)}, 100, nil), false)
+	h.drain(t)
+	h.clk.Advance(time.Second)
+	h.e.onTick()
+
+	if n := len(h.consolidationsSince()); n != consolidations || !h.r.liveDeferredAt.IsZero() || len(h.r.since) != 0 {
+		t.Fatalf("%d consolidations after the close (deferred since %v, %d since subscriptions), want none: a relay that needs a key is not asked again",
+			n-consolidations, h.r.liveDeferredAt, len(h.r.since))
+	}
+	if _, open := h.r.live[perRoot]; open {
+		t.Fatal("the closed subscription is open again")
+	}
+}

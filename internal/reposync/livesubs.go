@@ -260,17 +260,19 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	if reason != "" {  // "": not sent (health.ErrRefused)
 		r.lastError = "CLOSED: " + reason
 	}
-	// Its filters are not live from now until the rebuild, which may wait
-	// for the relay's pending batches: the rebuild catches up from here.
-	if now := ls.e.clock.Now(); r.liveDeferredAt.IsZero() || now.Before(r.liveDeferredAt) {
-		r.liveDeferredAt = now
-	}
+	closedAt := ls.e.clock.Now()
 	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
 		ls.e.lim.learnFilters(url, filters, "CLOSED: "+reason)
 	}
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
-		// NIP-42: rebuild once the connection authenticated; without a key
-		// (or refused) the relay is reported as needing one, not retried.
+		// NIP-42: rebuild once the connection authenticated, catching up
+		// from the close; without a key (or refused) the relay is reported
+		// as needing one, not retried. The deferral is armed only then: a
+		// deferral is itself a retry (the consolidation that ends the
+		// pending batches opens the filters again, with since), and on a
+		// connection that cannot authenticate each of its REQs was closed
+		// "auth-required:" again, deferring the filters again for the next
+		// consolidation, round after round.
 		conn := r.conn
 		ls.e.wg.Add(1)
 		go func() {
@@ -278,6 +280,7 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 			if err := ls.e.pager.Auth.Ensure(ls.e.ctx, conn); err == nil {
 				ls.e.post(func() {
 					if r := ls.e.relays[url]; r != nil && r.gen == gen && r.Status.IsUp() {
+						ls.deferLiveFrom(r, closedAt)
 						r.rebuildLive = true
 					}
 				})
@@ -285,6 +288,9 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 		}()
 		return
 	}
+	// Its filters are not live from now until the rebuild, which may wait
+	// for the relay's pending batches: the rebuild catches up from here.
+	ls.deferLiveFrom(r, closedAt)
 	r.rebuildLive = true
 	if health.ClassifyMessage(reason) == health.SignalNone { // the next tick's rebuild would be refused again
 		r.rebuild.Fail(ls.e.cfg.historicRetry(), ls.e.clock.Now(), backoff.Rand())
@@ -292,6 +298,15 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	if ls.e.d.Health.RefusalRemaining(url) <= 0 { // else the health tracker logged it once
 		ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason),
 			zap.Time("rebuild_after", r.rebuild.Until()))
+	}
+}
+
+// deferLiveFrom records that live filters of r have not been live since
+// at (liveDeferredAt keeps the earliest such time): the consolidation
+// that opens them again catches up from there.
+func (ls liveSubs) deferLiveFrom(r *remote, at time.Time) {
+	if r.liveDeferredAt.IsZero() || at.Before(r.liveDeferredAt) {
+		r.liveDeferredAt = at
 	}
 }
 

@@ -268,6 +268,7 @@ func (e *Engine) forget(url string) {
 	delete(e.relays, url)
 	if !e.trustedOK[url] {
 		e.d.Health.Forget(url)
+		e.neg.Forget(url) // trusted relays' reconciliations go on
 	}
 	e.m.forgetRelay(url)
 	e.pager.Truncation.Forget(url)

@@ -30,6 +30,10 @@ type Error struct {
 	Field   string
 	Problem string
 	Value   string
+	// Flag (without dashes) and Env are the setting's command-line flag
+	// and environment variable, when known: the configuration loader,
+	// which derives them from the YAML path, sets them. Detail shows them.
+	Flag, Env string
 
 	// kind, when set, is matched by errors.Is too (an engine's own
 	// invalid-configuration sentinel).
@@ -43,6 +47,39 @@ type Error struct {
 // Error renders `field: problem, got "value"`.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s, got %q", e.Field, e.Problem, e.Value)
+}
+
+// Detail renders `field (--flag, ENV): problem, got "value"`: the
+// setting as the YAML key, the flag and the environment variable name it.
+// Without Flag and Env it is Error.
+func (e *Error) Detail() string {
+	var names []string
+	if e.Flag != "" {
+		names = append(names, "--"+e.Flag)
+	}
+	if e.Env != "" {
+		names = append(names, e.Env)
+	}
+	if len(names) == 0 {
+		return e.Error()
+	}
+	return fmt.Sprintf("%s (%s): %s, got %q", e.Field, strings.Join(names, ", "), e.Problem, e.Value)
+}
+
+// Detail renders err one problem a line: each *Error by its Detail (its
+// YAML key, flag and environment variable), any other error as it is. A
+// nil err is "".
+func Detail(err error) string {
+	list := flatten(err)
+	lines := make([]string, 0, len(list))
+	for _, e := range list {
+		if se, ok := e.(*Error); ok {
+			lines = append(lines, se.Detail())
+		} else {
+			lines = append(lines, e.Error())
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Is makes errors.Is(err, ErrInvalid) true, and errors.Is(err, kind) for

@@ -78,3 +78,26 @@ func TestFormat(t *testing.T) {
 		t.Errorf("ints: %q", got)
 	}
 }
+
+func TestDetailNamesFlagAndEnvironment(t *testing.T) {
+	v := Checks{}
+	v.PositiveInt("page_size", 0)
+	v.Fail("own", "is required", "")
+	err := Within("sync", v.Err())
+	list := flatten(err)
+	list[0].(*Error).Flag, list[0].(*Error).Env = "sync.page-size", "GRASP_SYNC_SYNC_PAGE_SIZE"
+	other := errors.New("not a setting error")
+	got := Detail(errors.Join(errors.Join(list...), other))
+	want := `sync.page_size (--sync.page-size, GRASP_SYNC_SYNC_PAGE_SIZE): must be > 0, got "0"` + "\n" +
+		`sync.own: is required, got ""` + "\n" +
+		`not a setting error`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if list[0].Error() != `sync.page_size: must be > 0, got "0"` {
+		t.Fatalf("Error() changed: %s", list[0])
+	}
+	if Detail(nil) != "" {
+		t.Fatal("Detail(nil) is not empty")
+	}
+}

@@ -66,3 +66,30 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("want a progress line at 5 events/s, got %v", lines)
 	}
 }
+
+// The progress line's repositories is the status's count; the per-relay
+// sums (repos_confirmed, repos_total) count relay-repository pairs.
+func TestProgressRepositoriesAgreeWithStatus(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	s := &Sidecar{log: zap.New(core)}
+	t0 := time.Unix(1_700_000_000, 0)
+	st := status.Snapshot{
+		Repositories: 2,
+		Relays: []status.Relay{
+			{URL: "wss://a", State: "syncing", ReposConfirmed: 1, ReposPending: 1},
+			{URL: "wss://b", State: "syncing", ReposConfirmed: 2},
+		},
+	}
+	s.logProgress(st, progress{at: t0}, t0.Add(10*time.Second))
+	lines := logs.TakeAll()
+	if len(lines) != 1 {
+		t.Fatalf("want one progress line, got %v", lines)
+	}
+	m := lines[0].ContextMap()
+	if m["repositories"] != int64(st.Repositories) {
+		t.Errorf("repositories = %v, status says %d", m["repositories"], st.Repositories)
+	}
+	if m["repos_total"] != int64(4) || m["repos_confirmed"] != int64(3) {
+		t.Errorf("relay-repository pairs %v/%v, want 3/4", m["repos_confirmed"], m["repos_total"])
+	}
+}

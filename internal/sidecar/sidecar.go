@@ -85,7 +85,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	}
 	s := &Sidecar{cfg: cfg, d: d, log: d.Log}
 
-	ht, err := health.New(cfg.Health, d.Clock, d.Registry, d.Log.Named("health"))
+	ht, err := health.New(cfg.Health, d.Clock, d.Registry, d.Log) // named "health" by New
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", err)
 	}

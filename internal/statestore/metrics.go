@@ -41,6 +41,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When the remote relays' states were last saved (Unix seconds; 0 until the first save of this run).",
 		}),
 	}
+	// Both results exist at 0 from the start, so the state-write alert
+	// (deploy/prometheus/alerts.yml) sees the first error.
+	for _, r := range []string{"ok", "error"} {
+		m.flushes.WithLabelValues(r)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.bytes, m.perEvent, m.flushes, m.flushSecs, m.flushBytes, m.compactions, m.relaysSaved} {
 			if err := reg.Register(c); err != nil {

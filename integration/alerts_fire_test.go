@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"gopkg.in/yaml.v3"
+
+	"github.com/grasp-sync/grasp-sync/internal/httpapi"
+	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/testkit"
+	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
+	"github.com/grasp-sync/grasp-sync/testkit/harness"
+)
+
+// rulesWithoutFor writes deploy/prometheus/alerts.yml to dir with every
+// rule's for: duration removed, so a rule fires at the first evaluation
+// that finds its condition, and returns the copy's path.
+func rulesWithoutFor(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := file["groups"].([]any)
+	for _, g := range groups {
+		rules, _ := g.(map[string]any)["rules"].([]any)
+		for _, r := range rules {
+			delete(r.(map[string]any), "for")
+		}
+	}
+	out, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "alerts.yml")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startPrometheus runs the prometheus binary (skipping the test when there
+// is none, unless requirePrometheusEnv is set) scraping target every
+// second with the rule file rules, and returns its base URL.
+func startPrometheus(t *testing.T, rules, target string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv(requirePrometheusEnv) == "" {
+			t.Skipf("no prometheus in PATH (Debian: apt-get install prometheus); set %s=1 to make this a failure", requirePrometheusEnv)
+		}
+		t.Fatalf("%s is set but no prometheus is in PATH", requirePrometheusEnv)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q]
+scrape_configs:
+  - job_name: grasp-sync
+    static_configs: [{targets: [%q]}]
+`, rules, target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", tail(logs.String(), 4000))
+		}
+	})
+	return "http://" + addr
+}
+
+// alertStates returns each alert's most advanced state (firing over
+// pending) from Prometheus's /api/v1/alerts.
+func alertStates(t *testing.T, base string) map[string]string {
+	t.Helper()
+	var data struct {
+		Alerts []struct {
+			Labels map[string]string `json:"labels"`
+			State  string            `json:"state"`
+		} `json:"alerts"`
+	}
+	if err := promAPI(t, base, "/api/v1/alerts", nil, &data); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range data.Alerts {
+		if n := a.Labels["alertname"]; out[n] != "firing" {
+			out[n] = a.State
+		}
+	}
+	return out
+}
+
+// TestAlertsFireOnPrometheus drives a sidecar into the conditions of the
+// rules in deploy/prometheus/alerts.yml, under a real Prometheus that
+// loads them (for: durations removed), and sees each rule fire: a state
+// event expiring in purgatory, one refused by a full purgatory, historic
+// batches failing against a relay that never answers, and the own relay
+// going down. Prometheus scrapes the sidecar before it runs, so the
+// counters' first increments are increases over series seen at 0.
+func TestAlertsFireOnPrometheus(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
+	// A relay that accepts REQs and never ends them: its historic batches fail.
+	silent := startFakeRelay(t, &fakeRelay{
+		onReq: func(ctx context.Context, w *fakeWriter, sub string, _ nostr.Filters) {},
+	})
+	gitDir := t.TempDir()
+	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
+	alice := harness.NewKey()
+	var evs []*nostr.Event
+	for _, d := range []string{"held1", "held2"} {
+		// The only other clone URL has no such repository: the state's git
+		// data never arrives.
+		rel := alice.Npub() + "/" + d + ".git"
+		if _, err := gitserver.InitBare(gitDir + "/" + rel); err != nil {
+			t.Fatal(err)
+		}
+		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL()),
+			harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
+		mustPublish(t, own, ann)
+		evs = append(evs, ann, alice.State(d, harness.WithRef("refs/heads/main", strings.Repeat("ab", 20)), harness.WithHEAD("main")))
+	}
+	remote.Inject(evs...)
+
+	cfg := fastConfig(own)
+	cfg.GitDir = gitDir
+	cfg.State.Dir = t.TempDir()
+	cfg.ServiceDomain = own.Addr()
+	cfg.Sync.EOSETimeout = 2 * time.Second
+	cfg.Purgatory.SyncedDelay = 100 * time.Millisecond
+	cfg.Purgatory.Loop = 50 * time.Millisecond
+	cfg.Purgatory.Expiry = 3 * time.Second
+	cfg.Purgatory.MaxEntries = 1
+
+	reg := newRecordingRegistry()
+	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
+	if err != nil {
+		t.Fatalf("sidecar.New: %v", err)
+	}
+	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: reg})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	})
+	base := startPrometheus(t, rulesWithoutFor(t, t.TempDir()), srv.Addr())
+	// Prometheus scrapes the sidecar before anything happens.
+	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
+		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
+		return err == nil && len(res) == 1
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- sc.Run(ctx) }()
+	t.Cleanup(func() { rs.Stop(t) })
+
+	want := []string{"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing"}
+	var last map[string]string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("alert states last seen: %v", last)
+		}
+	})
+	firing := func(names ...string) func() bool {
+		return func() bool {
+			st := alertStates(t, base)
+			last = st
+			for _, n := range names {
+				if st[n] != "firing" {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	testkit.WaitFor(t, 120*time.Second, fmt.Sprintf("%v firing", want), firing(want...))
+	for name, m := range map[string]string{
+		"expired": "ngit_sync_purgatory_events_expired_total", "refused": "ngit_sync_purgatory_events_refused_total",
+	} {
+		if v := testkit.Metric(t, reg.Registry, m, nil); v < 1 {
+			t.Errorf("%s: %s = %v, want the event counted", name, m, v)
+		}
+	}
+
+	// The own relay goes away.
+	if err := own.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncOwnRelayDisconnected firing", firing("GraspSyncOwnRelayDisconnected"))
+}
