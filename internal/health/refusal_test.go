@@ -47,20 +47,24 @@ func TestTrackerRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.Refused(relayA, SourceClosed, "restricted: no") {
+	if tr.Refused(relayA, SourceClosed, "restricted: no", false) {
 		t.Fatal("an untracked relay was parked")
 	}
 	tr.Track(relayA)
 	tr.Track(relayB)
+	if tr.Refused(relayA, SourceClosed, "error: busy", false) || tr.Refused(relayA, SourceNotice, "restricted: no", false) ||
+		tr.Refused(relayA, SourceClosed, "auth-required: who are you", true) || tr.Refused(relayA, SourceNegErr, "blocked: too many query results", false) {
+		t.Fatal("a refusal that may change by itself parked the relay")
+	}
 	if d := tr.RefusalRemaining(relayA); d != 0 {
 		t.Fatalf("RefusalRemaining before any refusal = %s", d)
 	}
-	if !tr.Refused(relayA, SourceClosed, "restricted: members only") {
+	if !tr.Refused(relayA, SourceClosed, "restricted: members only", false) {
 		t.Fatal("the first refusal did not start the wait")
 	}
 	for range 5 {
 		clk.Advance(time.Second)
-		if tr.Refused(relayA, SourceNegErr, "restricted: members only") {
+		if tr.Refused(relayA, SourceNegErr, "restricted: members only", false) {
 			t.Fatal("a refusal during the wait started it again")
 		}
 	}
@@ -99,7 +103,7 @@ func TestTrackerRefused(t *testing.T) {
 	if why := tr.Refusal(relayA); why != "" {
 		t.Fatalf("Refusal after the wait = %q", why)
 	}
-	if !tr.Refused(relayA, SourceClosed, "restricted: members only") {
+	if !tr.Refused(relayA, SourceClosed, "restricted: members only", false) {
 		t.Fatal("a refusal after the wait did not start a new one")
 	}
 	if n := logs.FilterMessageSnippet("refuses our requests").Len(); n != 2 {

@@ -442,13 +442,17 @@ func (t *Tracker) CooldownRemaining(url string) time.Duration {
 	return 0
 }
 
-// Refused records that url refused a read for a reason that will not
-// change by itself (PermanentRefusal): no REQ or NEG-OPEN goes to it for
+// Refused hears a relay's CLOSED or NEG-ERR reason; one that will not
+// change by itself (PermanentRefusal; haveKey: a key to authenticate
+// with is configured) parks url: no REQ or NEG-OPEN goes to it for
 // Config.RefusalWait (RefusalRemaining). The first refusal of a wait is
 // logged once at WARN; the refusals of the requests already on their way
 // extend nothing and log nothing. It reports whether this refusal started
 // the wait.
-func (t *Tracker) Refused(url string, source MessageSource, reason string) bool {
+func (t *Tracker) Refused(url string, source MessageSource, reason string, haveKey bool) bool {
+	if (source != SourceClosed && source != SourceNegErr) || !PermanentRefusal(reason, haveKey) {
+		return false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.relays[url]

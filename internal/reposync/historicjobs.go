@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -231,7 +232,7 @@ func (js jobScheduler) startJobs(r *remote) {
 			began := js.e.clock.Now()
 			err := hs.Sync(ctx, conn, j.filters, 1, emit)
 			if ce := js.e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
-				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", historic.FiltersLabel(j.filters)),
+				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", filtermatch.FiltersLabel(j.filters)),
 					zap.Duration("waited", began.Sub(started)), zap.Duration("took", js.e.clock.Now().Sub(began)), zap.Error(err))
 			}
 			// A refusal that taught a smaller limit is asked again at once

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
@@ -59,31 +60,17 @@ func referTo(items repoindex.Items) func(*nostr.Event) bool {
 // a kind filter of Layer 3 (a catch-up batch's) a reference to one of its
 // batch's items. Called on the loop goroutine (the items are copied).
 func jobMatch(j *job) func(*nostr.Event) bool {
-	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
-		return historic.NewFilterMatcher(j.filters, nil).Match
+	var refers func(*nostr.Event) bool
+	if slices.ContainsFunc(j.filters, nip34.ByKind) {
+		refers = referTo(j.batch.Items)
 	}
-	return liveMatch(j.filters, referTo(j.batch.Items))
-}
-
-// liveMatch is a live subscription's check of what arrives: one of fs
-// matches it, and for a kind filter (nip34.ByKind) refers also holds.
-// The filters are compiled once (filterMatcher: values searched, not
-// scanned).
-func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
-	if refers == nil || !slices.ContainsFunc(fs, nip34.ByKind) {
-		return historic.NewFilterMatcher(fs, nil).Match
-	}
-	m := historic.NewFilterMatcher(fs, nip34.ByKind)
-	return func(ev *nostr.Event) bool {
-		plain, byKind := m.MatchSplit(ev)
-		return plain || byKind && refers(ev)
-	}
+	return filtermatch.Checked(j.filters, nip34.ByKind, refers)
 }
 
 // openChunked opens fs as subscriptions of at most the relay's max_filters
 // filters and maxReqBytes of filter JSON each (less when the relay
 // announces a smaller max_message_length). refers, when set, is the
-// arrival check of the kind filters among fs (liveMatch).
+// arrival check of the kind filters among fs (filtermatch.Checked).
 func (ls liveSubs) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
 	for _, c := range ls.chunkLive(r, fs) {
 		r.liveSeq++
@@ -132,7 +119,7 @@ func (ls liveSubs) openLive(r *remote, id string, fs []nostr.Filter) {
 const liveBuffer = 32
 
 // openLiveMatch opens a live subscription whose events are checked with
-// liveMatch(fs, refers). With cu, fs carry since and the stored events
+// filtermatch.Checked(fs, nip34.ByKind, refers). With cu, fs carry since and the stored events
 // before EOSE are cu's catch-up (sinceSub).
 func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool, cu *sinceSub) {
 	if _, open := r.live[id]; open {
@@ -147,7 +134,7 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 	}
 	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
-	match := liveMatch(fs, refers)
+	match := filtermatch.Checked(fs, nip34.ByKind, refers)
 	ls.exec(r, func(c *relay.Conn) {
 		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
 		if err != nil {
@@ -332,9 +319,7 @@ func (ls liveSubs) onChallenge(url string) {
 // publisher does, so that a rate limit starts the cooldown before anyone
 // retries.
 func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
-	if (source == health.SourceClosed || source == health.SourceNegErr) && health.PermanentRefusal(reason, ls.e.d.Sign != nil) {
-		ls.e.d.Health.Refused(url, source, reason)
-	}
+	ls.e.d.Health.Refused(url, source, reason, ls.e.d.Sign != nil) // a permanent refusal parks the relay
 	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := ls.e.clock.Now()
 		ls.e.post(func() {
