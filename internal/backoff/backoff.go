@@ -73,3 +73,33 @@ func (s Schedule) Delay(n int) time.Duration {
 	n = max(1, min(n, len(s)))
 	return s[n-1]
 }
+
+// Streak is a run of failures in a row and the wait after the last one;
+// the zero value has none.
+type Streak struct {
+	n     int
+	until time.Time
+}
+
+// Fail counts a failure at now and waits p's delay for the failures so far
+// (jitter from r, see Policy.Delay), unless a wait runs already: failures
+// during a wait are of the same attempt and count once.
+func (s *Streak) Fail(p Policy, now time.Time, r float64) {
+	if now.Before(s.until) {
+		return
+	}
+	s.n++
+	s.until = now.Add(p.Delay(s.n, r))
+}
+
+// Reset ends the streak: the next failure waits the first delay.
+func (s *Streak) Reset() { *s = Streak{} }
+
+// Due tells whether no wait runs at now.
+func (s Streak) Due(now time.Time) bool { return !now.Before(s.until) }
+
+// Failures is the number of failures in a row.
+func (s Streak) Failures() int { return s.n }
+
+// Until is the end of the wait (zero: none yet).
+func (s Streak) Until() time.Time { return s.until }

@@ -72,3 +72,32 @@ func TestSchedule(t *testing.T) {
 		}
 	}
 }
+
+func TestStreak(t *testing.T) {
+	p := Policy{Base: time.Second, Max: 4 * time.Second}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var s Streak
+	if !s.Due(t0) || s.Failures() != 0 {
+		t.Fatalf("zero Streak: due %v, failures %d", s.Due(t0), s.Failures())
+	}
+	s.Fail(p, t0, 0)
+	s.Fail(p, t0.Add(500*time.Millisecond), 0) // during the wait: the same attempt
+	if s.Failures() != 1 || !s.Until().Equal(t0.Add(time.Second)) || s.Due(t0.Add(999*time.Millisecond)) {
+		t.Fatalf("after one failure: %d failures, until %s", s.Failures(), s.Until())
+	}
+	now := t0.Add(time.Second)
+	for _, want := range []time.Duration{2, 4, 4} {
+		if !s.Due(now) {
+			t.Fatalf("not due at %s (until %s)", now, s.Until())
+		}
+		s.Fail(p, now, 0)
+		if got := s.Until().Sub(now); got != want*time.Second {
+			t.Fatalf("wait after %d failures %s, want %s", s.Failures(), got, want*time.Second)
+		}
+		now = s.Until()
+	}
+	s.Reset()
+	if !s.Due(t0) || s.Failures() != 0 {
+		t.Fatal("Reset kept the streak")
+	}
+}

@@ -69,10 +69,10 @@ func (d *Discovery) snapshotRepos() (PersistedRepos, bool) {
 	}
 	p.Roots = make(map[string][]string, len(d.Repos)+len(d.orphans))
 	for ref, n := range d.Repos {
-		p.Roots[ref] = keys(n.Roots)
+		p.Roots[ref] = n.Roots.List()
 	}
 	for ref, o := range d.orphans {
-		p.Roots[ref] = append(p.Roots[ref], keys(o)...)
+		p.Roots[ref] = append(p.Roots[ref], o.List()...)
 	}
 	return p, true
 }
@@ -144,13 +144,4 @@ func (d *Discovery) PublishRepos() {
 		// Now that a snapshot of the index as it is was published.
 		d.pruneUnapplied()
 	}
-}
-
-// keys lists s's members (in no order).
-func keys(s repoindex.Set) []string {
-	out := make([]string, 0, s.Len())
-	for k := range s.All() {
-		out = append(out, k)
-	}
-	return out
 }

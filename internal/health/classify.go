@@ -95,6 +95,24 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
+// PermanentRefusal tells whether a CLOSED or NEG-ERR reason refuses a read
+// for good, until something changes on our side: "restricted:" and
+// "blocked:" (but not strfry's negentropy "blocked: too many query
+// results", which a smaller request avoids), and "auth-required:" when
+// the sidecar has no key to authenticate with (haveKey false).
+func PermanentRefusal(reason string, haveKey bool) bool {
+	t := strings.ToLower(strings.TrimSpace(reason))
+	switch relay.ReasonPrefix(t) {
+	case relay.ReasonRestricted:
+		return true
+	case relay.ReasonBlocked:
+		return !strings.Contains(t, "too many")
+	case relay.ReasonAuthRequired:
+		return !haveKey
+	}
+	return false
+}
+
 // Failure kinds returned by ClassifyError.
 type FailureKind int
 

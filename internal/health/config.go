@@ -69,6 +69,11 @@ type Config struct {
 	// instead of being refused again (a message too big closes the
 	// connection). Default 7 days.
 	LearnedTTL time.Duration `yaml:"learned_ttl" help:"How long the limits a relay taught by refusing requests (filters per REQ, tag values per filter, message size, subscription budget) are kept across restarts, from the last time one went down (with state.dir)."`
+	// RefusalWait is how long a relay is left alone (no REQ or NEG-OPEN)
+	// after a refusal that will not change by itself: "restricted:",
+	// "blocked:", or "auth-required:" without a key (Tracker.Refused).
+	// Default 6h; a restart (a changed configuration) asks again at once.
+	RefusalWait time.Duration `yaml:"refusal_wait" help:"How long a relay that refused a read for a reason that will not change by itself (restricted:, blocked:, auth-required: without a secret key) is sent no REQ or NEG-OPEN. A restart asks again at once."`
 
 	// AttemptExpiry is how long an attempt reported by AttemptStarted may go
 	// without an outcome (Connected or Failed) before the Tracker counts it
@@ -104,6 +109,7 @@ func DefaultConfig() Config {
 		MinSubscriptionBudget:     1,
 		BudgetHoldoff:             10 * time.Second,
 		LearnedTTL:                7 * 24 * time.Hour,
+		RefusalWait:               6 * time.Hour,
 	}
 }
 
@@ -125,6 +131,7 @@ func (c Config) Validate() error {
 	}
 	v.PositiveInt("default_subscription_budget", c.DefaultSubscriptionBudget)
 	v.Positive("learned_ttl", c.LearnedTTL)
+	v.Positive("refusal_wait", c.RefusalWait)
 	// Not user settings: these keep their defaults outside tests.
 	v.Positive("attempt_expiry", c.AttemptExpiry)
 	if c.MinSubscriptionBudget < 1 {

@@ -19,7 +19,7 @@ func TestDefaultConfig(t *testing.T) {
 		RateLimitCooldown: 65 * time.Second, StabilityPeriod: 5 * time.Minute,
 		Tick: 2 * time.Second, NaughtyPeriod: 12 * time.Hour,
 		DefaultSubscriptionBudget: 20, MinSubscriptionBudget: 1, BudgetHoldoff: 10 * time.Second,
-		LearnedTTL: 7 * 24 * time.Hour,
+		LearnedTTL: 7 * 24 * time.Hour, RefusalWait: 6 * time.Hour,
 	}
 	if cfg != want {
 		t.Fatalf("DefaultConfig() = %+v, want %+v", cfg, want)

@@ -59,6 +59,8 @@ type relayHealth struct {
 	nextAttempt   time.Time // backoff, dead retry or naughty: no attempt before
 	naughtyUntil  time.Time
 	cooldownUntil time.Time
+	refusedUntil  time.Time // Refused: no REQ or NEG-OPEN before
+	refusal       string    // the reason that started refusedUntil
 	lastErr       string
 
 	connected     bool
@@ -93,6 +95,10 @@ type RelayHealth struct {
 	CooldownUntil time.Time
 	// NaughtyUntil is the end of the naughty-list period; zero if none.
 	NaughtyUntil time.Time
+	// RefusedUntil is the end of the wait after a permanent refusal
+	// (Refused); zero if none. Refusal is that refusal's reason.
+	RefusedUntil time.Time
+	Refusal      string
 	// LastConnected is when the last connection was established.
 	LastConnected time.Time
 	// LastError is the text of the last failure.
@@ -436,6 +442,74 @@ func (t *Tracker) CooldownRemaining(url string) time.Duration {
 	return 0
 }
 
+// Refused hears a relay's CLOSED or NEG-ERR reason; one that will not
+// change by itself (PermanentRefusal; haveKey: a key to authenticate
+// with is configured) parks url: no REQ or NEG-OPEN goes to it for
+// Config.RefusalWait (RefusalRemaining). The first refusal of a wait is
+// logged once at WARN; the refusals of the requests already on their way
+// extend nothing and log nothing. It reports whether this refusal started
+// the wait.
+func (t *Tracker) Refused(url string, source MessageSource, reason string, haveKey bool) bool {
+	if (source != SourceClosed && source != SourceNegErr) || !PermanentRefusal(reason, haveKey) {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return false
+	}
+	now := t.clock.Now()
+	if now.Before(r.refusedUntil) {
+		return false
+	}
+	r.refusedUntil, r.refusal = now.Add(t.cfg.RefusalWait), source.String()+": "+reason
+	r.log.Warn("relay refuses our requests; asking again after refusal_wait or a restart",
+		zap.String("reason", r.refusal), zap.Duration("refusal_wait", t.cfg.RefusalWait))
+	return true
+}
+
+// Refusal describes url's permanent refusal and the end of its wait
+// (Refused) while the wait runs, for /status; "" otherwise.
+func (t *Tracker) Refusal(url string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok || !t.clock.Now().Before(r.refusedUntil) {
+		return ""
+	}
+	return r.refusal + "; asking again at " + r.refusedUntil.UTC().Format(time.RFC3339)
+}
+
+// ErrRefused is wrapped by RefusalErr's error.
+var ErrRefused = errors.New("the relay refused reads for good")
+
+// RefusalErr returns an error wrapping ErrRefused that describes the
+// refusal (Refusal) while url's wait after a permanent refusal runs; nil
+// otherwise.
+func (t *Tracker) RefusalErr(url string) error {
+	if why := t.Refusal(url); why != "" {
+		return fmt.Errorf("%w (%s)", ErrRefused, why)
+	}
+	return nil
+}
+
+// RefusalRemaining returns how long the wait after url's permanent refusal
+// (Refused) still runs, 0 if none. While it runs the engine must send no
+// REQ or NEG-OPEN to url.
+func (t *Tracker) RefusalRemaining(url string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.relays[url]
+	if !ok {
+		return 0
+	}
+	if d := r.refusedUntil.Sub(t.clock.Now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
 // State returns url's current state; Disconnected for an untracked relay.
 func (t *Tracker) State(url string) State {
 	t.mu.Lock()
@@ -480,6 +554,9 @@ func (t *Tracker) Snapshot() []RelayHealth {
 		}
 		if now.Before(r.naughtyUntil) {
 			h.NaughtyUntil = r.naughtyUntil
+		}
+		if now.Before(r.refusedUntil) {
+			h.RefusedUntil, h.Refusal = r.refusedUntil, r.refusal
 		}
 		out = append(out, h)
 	}

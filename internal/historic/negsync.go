@@ -14,6 +14,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/event"
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
@@ -401,9 +402,9 @@ type fetchRecorder struct {
 	filters []nostr.Filter
 
 	mu    sync.Mutex
-	items []neg.Item      // without filters
-	per   [][]neg.Item    // by filter
-	match []filterMatcher // the filters compiled, at the first event
+	items []neg.Item            // without filters
+	per   [][]neg.Item          // by filter
+	match []filtermatch.Matcher // the filters compiled, at the first event
 	// other are ids the relay holds that another fetch delivered or the
 	// handler already had: their created_at is not known here.
 	other map[string]bool
@@ -451,9 +452,9 @@ func (r *fetchRecorder) wrap(emit Emit) Emit {
 			} else {
 				if r.per == nil {
 					r.per = make([][]neg.Item, len(r.filters))
-					r.match = make([]filterMatcher, len(r.filters))
+					r.match = make([]filtermatch.Matcher, len(r.filters))
 					for i, f := range r.filters {
-						r.match[i] = NewFilterMatcher([]nostr.Filter{f}, nil)
+						r.match[i] = filtermatch.New([]nostr.Filter{f}, nil)
 					}
 				}
 				for i, m := range r.match {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/event"
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
@@ -327,7 +328,7 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	var page []*nostr.Event
 	var arrived []event.Incoming // the page's events as the read loop decoded them (forwarded as is)
 	seen := map[string]bool{}
-	match := NewFilterMatcher([]nostr.Filter{f}, nil).Match
+	match := filtermatch.New([]nostr.Filter{f}, nil).Match
 	progressed := false
 	outside := 0
 	for {

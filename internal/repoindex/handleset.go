@@ -218,7 +218,7 @@ func (s *HandleSet) Handles() iter.Seq[uint32] {
 	}
 }
 
-// all yields the members.
+// All yields the members.
 func (s *HandleSet) All() iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for h := range s.Handles() {
@@ -258,12 +258,18 @@ func (s *HandleSet) AddAll(o Set) {
 	}
 }
 
-// sorted returns the members in order.
-func (s *HandleSet) Sorted() []string {
+// List returns the members in no order.
+func (s *HandleSet) List() []string {
 	out := make([]string, 0, s.Len())
 	for v := range s.All() {
 		out = append(out, v)
 	}
+	return out
+}
+
+// Sorted returns the members in order.
+func (s *HandleSet) Sorted() []string {
+	out := s.List()
 	slices.Sort(out)
 	return out
 }

@@ -249,7 +249,8 @@ type remote struct {
 	// rebuildLive: live subscriptions were closed by the relay and must be
 	// rebuilt once the relay allows it.
 	rebuildLive  bool
-	deferred     bool // compute_actions must run again for this relay
+	rebuild      backoff.Streak // refused rebuilds in a row (liveSubs.refusedRebuild)
+	deferred     bool           // compute_actions must run again for this relay
 	fullResyncAt time.Time
 	// progressLogged is when historic progress was last logged.
 	progressLogged time.Time

@@ -3,13 +3,14 @@ package reposync
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
+	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
@@ -231,7 +232,7 @@ func (js jobScheduler) startJobs(r *remote) {
 			began := js.e.clock.Now()
 			err := hs.Sync(ctx, conn, j.filters, 1, emit)
 			if ce := js.e.log.Check(zap.DebugLevel, "historic job done"); ce != nil {
-				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", jobLabel(j.filters)),
+				ce.Write(zap.String("relay", url), zap.Uint64("batch", j.batch.ID), zap.String("filter", filtermatch.FiltersLabel(j.filters)),
 					zap.Duration("waited", began.Sub(started)), zap.Duration("took", js.e.clock.Now().Sub(began)), zap.Error(err))
 			}
 			// A refusal that taught a smaller limit is asked again at once
@@ -396,6 +397,11 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		// Done, or failed and kept as a retry with its since: later
 		// disconnections count from their own time again.
 		r.catchup, r.catchupFrom = nil, time.Time{}
+		if err == nil {
+			r.rebuild.Reset()
+		} else if health.ClassifyMessage(err.Error()) == health.SignalNone { // not a limit learned: the next one waits
+			r.rebuild.Fail(js.e.cfg.historicRetry(), js.e.clock.Now(), backoff.Rand())
+		}
 	}
 	if err != nil {
 		rj := b.Retry
@@ -409,7 +415,11 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
 		js.e.m.historicBatches.WithLabelValues("failed").Inc()
-		js.e.log.Warn("historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
+		level := zap.WarnLevel
+		if errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0 {
+			level = zap.DebugLevel // the health tracker logged the refusal once
+		}
+		js.e.log.Log(level, "historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
 			zap.Int("failures", rj.Failures), zap.Duration("retry_in", wait), zap.Error(err))
 	} else {
 		js.e.m.historicBatches.WithLabelValues("ok").Inc()
@@ -426,9 +436,9 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 	r.Confirmed.Repos.AddAll(b.Items.Repos)
 	r.Confirmed.Roots.AddAll(b.Items.Roots)
 	r.ConfirmedGen++
-	if len(js.e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) {
+	if len(js.e.pending[url]) == 0 && (!r.consolidateBy.IsZero() || !r.liveDeferredAt.IsZero()) && js.e.subs.allowed(r) && r.rebuild.Due(js.e.clock.Now()) {
 		// One consolidation opens the live filters that waited (for the
-		// consolidation, or deferred: deferLive).
+		// consolidation, or deferred: deferLive); else the tick does.
 		js.e.subs.consolidate(r)
 	}
 	js.startJobs(r)
@@ -472,16 +482,4 @@ func (js jobScheduler) updateRelayState(r *remote) {
 			zap.Int("repos", r.Confirmed.Repos.Len()), zap.Int("roots", r.Confirmed.Roots.Len()), zap.Uint64("events", r.received.Load()))
 	}
 	js.e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
-}
-
-// jobLabel names a job's filters for the debug log: the tag they select
-// by and how many values, or the kinds.
-func jobLabel(fs []nostr.Filter) string {
-	if len(fs) != 1 {
-		return fmt.Sprintf("%d filters", len(fs))
-	}
-	for t, v := range fs[0].Tags {
-		return fmt.Sprintf("#%s×%d", t, len(v))
-	}
-	return fmt.Sprintf("kinds %v", fs[0].Kinds)
 }

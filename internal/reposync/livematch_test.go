@@ -7,6 +7,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
@@ -44,6 +45,12 @@ func TestLiveMatchByKind(t *testing.T) {
 	if !liveMatch(plain, referTo(items))(&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}}}) {
 		t.Fatal("per-root E filter no longer matches")
 	}
+}
+
+// liveMatch is a live subscription's check of what arrives
+// (openLiveMatch's).
+func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
+	return filtermatch.Checked(fs, nip34.ByKind, refers)
 }
 
 // scanLiveMatch is liveMatch as it was, with go-nostr's matching: the

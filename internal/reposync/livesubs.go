@@ -11,6 +11,8 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
+	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
@@ -58,31 +60,17 @@ func referTo(items repoindex.Items) func(*nostr.Event) bool {
 // a kind filter of Layer 3 (a catch-up batch's) a reference to one of its
 // batch's items. Called on the loop goroutine (the items are copied).
 func jobMatch(j *job) func(*nostr.Event) bool {
-	if !slices.ContainsFunc(j.filters, nip34.ByKind) {
-		return historic.NewFilterMatcher(j.filters, nil).Match
+	var refers func(*nostr.Event) bool
+	if slices.ContainsFunc(j.filters, nip34.ByKind) {
+		refers = referTo(j.batch.Items)
 	}
-	return liveMatch(j.filters, referTo(j.batch.Items))
-}
-
-// liveMatch is a live subscription's check of what arrives: one of fs
-// matches it, and for a kind filter (nip34.ByKind) refers also holds.
-// The filters are compiled once (filterMatcher: values searched, not
-// scanned).
-func liveMatch(fs []nostr.Filter, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
-	if refers == nil || !slices.ContainsFunc(fs, nip34.ByKind) {
-		return historic.NewFilterMatcher(fs, nil).Match
-	}
-	m := historic.NewFilterMatcher(fs, nip34.ByKind)
-	return func(ev *nostr.Event) bool {
-		plain, byKind := m.MatchSplit(ev)
-		return plain || byKind && refers(ev)
-	}
+	return filtermatch.Checked(j.filters, nip34.ByKind, refers)
 }
 
 // openChunked opens fs as subscriptions of at most the relay's max_filters
 // filters and maxReqBytes of filter JSON each (less when the relay
 // announces a smaller max_message_length). refers, when set, is the
-// arrival check of the kind filters among fs (liveMatch).
+// arrival check of the kind filters among fs (filtermatch.Checked).
 func (ls liveSubs) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.Event) bool) {
 	for _, c := range ls.chunkLive(r, fs) {
 		r.liveSeq++
@@ -131,7 +119,7 @@ func (ls liveSubs) openLive(r *remote, id string, fs []nostr.Filter) {
 const liveBuffer = 32
 
 // openLiveMatch opens a live subscription whose events are checked with
-// liveMatch(fs, refers). With cu, fs carry since and the stored events
+// filtermatch.Checked(fs, nip34.ByKind, refers). With cu, fs carry since and the stored events
 // before EOSE are cu's catch-up (sinceSub).
 func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers func(*nostr.Event) bool, cu *sinceSub) {
 	if _, open := r.live[id]; open {
@@ -146,10 +134,13 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 	}
 	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
-	match := liveMatch(fs, refers)
+	match := filtermatch.Checked(fs, nip34.ByKind, refers)
 	ls.exec(r, func(c *relay.Conn) {
 		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
 		if err != nil {
+			if errors.Is(err, health.ErrRefused) { // never sent: rebuilt after the wait
+				ls.e.post(func() { ls.onLiveClosed(url, gen, id, "") })
+			}
 			if cu != nil && !connEnded(c) { // a catch-up part never asked (an ended connection drops it)
 				ls.e.post(func() { ls.onSinceFailed(url, gen, id, cu, err) })
 			}
@@ -253,7 +244,9 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	}
 	filters := r.live[id]
 	delete(r.live, id) // the health tracker heard the reason in onReason
-	r.lastError = "CLOSED: " + reason
+	if reason != "" {  // "": not sent (health.ErrRefused)
+		r.lastError = "CLOSED: " + reason
+	}
 	closedAt := ls.e.clock.Now()
 	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
 		ls.e.lim.learnFilters(url, filters, "CLOSED: "+reason)
@@ -286,7 +279,13 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	// for the relay's pending batches: the rebuild catches up from here.
 	ls.deferLiveFrom(r, closedAt)
 	r.rebuildLive = true
-	ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason))
+	if health.ClassifyMessage(reason) == health.SignalNone { // the next tick's rebuild would be refused again
+		r.rebuild.Fail(ls.e.cfg.historicRetry(), ls.e.clock.Now(), backoff.Rand())
+	}
+	if ls.e.d.Health.RefusalRemaining(url) <= 0 { // else the health tracker logged it once
+		ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason),
+			zap.Time("rebuild_after", r.rebuild.Until()))
+	}
 }
 
 // deferLiveFrom records that live filters of r have not been live since
@@ -320,6 +319,7 @@ func (ls liveSubs) onChallenge(url string) {
 // publisher does, so that a rate limit starts the cooldown before anyone
 // retries.
 func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
+	ls.e.d.Health.Refused(url, source, reason, ls.e.d.Sign != nil) // a permanent refusal parks the relay
 	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := ls.e.clock.Now()
 		ls.e.post(func() {
@@ -363,11 +363,16 @@ func (ls liveSubs) onNotice(url, text string) {
 }
 
 // waitCooldown blocks until url's rate-limit cooldown is over: the relay
-// connection calls it before every REQ and NEG-OPEN.
+// connection calls it before every REQ and NEG-OPEN. After a permanent
+// refusal it fails at once (health.Tracker.Refused).
 func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
+	if err := ls.e.d.Health.RefusalErr(url); err != nil {
+		return err
+	}
 	for {
 		d := ls.e.d.Health.CooldownRemaining(url)
 		if d <= 0 {
+			ls.e.m.requests.WithLabelValues(url).Inc()
 			return nil
 		}
 		if err := ls.e.sleep(ctx, d); err != nil {
@@ -384,9 +389,10 @@ func (ls liveSubs) filtersOpen(r *remote) int {
 	return n
 }
 
-// allowed tells whether new REQs may go to the relay now.
+// allowed tells whether new REQs may go to the relay now (no cooldown, no
+// wait after a permanent refusal).
 func (ls liveSubs) allowed(r *remote) bool {
-	return r.Status.IsUp() && ls.e.d.Health.CooldownRemaining(r.URL) <= 0
+	return r.Status.IsUp() && ls.e.d.Health.CooldownRemaining(r.URL) <= 0 && ls.e.d.Health.RefusalRemaining(r.URL) <= 0
 }
 
 // addFilters starts syncing new items from a relay: live subscriptions and

@@ -19,6 +19,7 @@ type metrics struct {
 	historicBatches    *prometheus.CounterVec
 	truncation         *prometheus.CounterVec
 	readAuth           *prometheus.CounterVec
+	requests           *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		readAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_read_auth_total", Help: "NIP-42 authentications asked for by remote relays before they serve reads, by result (authenticated, no_key, failed).",
 		}, []string{"relay", "result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ngit_sync_relay_requests_total",
+			Help: "REQs and NEG-OPENs sent to a remote relay (live and historic subscriptions, negentropy sessions, fetches by id).",
+		}, []string{"relay"}),
 	}
 	// At 0 from the start, so increase() in deploy/prometheus/alerts.yml sees the first failure.
 	m.historicBatches.WithLabelValues("ok")
@@ -66,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.relayConnected, m.connectionAttempts, m.eventsReceived, m.relaysTracked,
 		m.relaysConnected, m.filtersOpen, m.pendingBatches, m.repositories,
-		m.rootEvents, m.historicBatches, m.truncation, m.readAuth,
+		m.rootEvents, m.historicBatches, m.truncation, m.readAuth, m.requests,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -95,4 +100,5 @@ func (m *metrics) forgetRelay(url string) {
 	m.eventsReceived.DeleteLabelValues(url)
 	m.filtersOpen.DeleteLabelValues(url)
 	m.pendingBatches.DeleteLabelValues(url)
+	m.requests.DeleteLabelValues(url)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/persisted"
-	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // PersistedRelay is one remote relay's sync state as a state store keeps
@@ -88,14 +87,6 @@ type confirmedCache struct {
 	rootList []string
 }
 
-func keys(s repoindex.Set) []string {
-	out := make([]string, 0, s.Len())
-	for k := range s.All() {
-		out = append(out, k)
-	}
-	return out
-}
-
 // snapshotRelays builds the persistable relay states; it runs on the Run
 // goroutine.
 func (e *Engine) snapshotRelays() []PersistedRelay {
@@ -114,7 +105,7 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 		if c == nil || c.r != r || c.seen != r.ConfirmedGen {
 			e.confirmedGen++
 			c = &confirmedCache{r: r, seen: r.ConfirmedGen, gen: e.confirmedGen,
-				repoList: keys(r.Confirmed.Repos), rootList: keys(r.Confirmed.Roots)}
+				repoList: r.Confirmed.Repos.List(), rootList: r.Confirmed.Roots.List()}
 			e.confirmedLists[r.URL] = c
 		}
 		repos, roots := c.repoList, c.rootList

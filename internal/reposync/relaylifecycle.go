@@ -245,6 +245,7 @@ func (e *Engine) teardown(r *remote) {
 	r.since = nil
 	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
 	r.rebuildLive, r.deferred = false, false
+	r.rebuild.Reset()
 	delete(e.pending, r.URL)
 	r.pendingRepos, r.pendingRoots = 0, 0
 	e.m.pendingBatches.WithLabelValues(r.URL).Set(0)

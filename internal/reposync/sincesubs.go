@@ -65,7 +65,7 @@ func (ls liveSubs) subscribeCatchupBatch(r *remote, items repoindex.Items, since
 
 // sincePart is one live subscription with since of a catch-up batch: its
 // id (empty: the relay's next chunk id), its filters as sent (since, and
-// limit the pager's page size) and liveMatch's refers (nil: none).
+// limit the pager's page size) and filtermatch.Checked's refers (nil: none).
 type sincePart struct {
 	id      string
 	filters []nostr.Filter

@@ -20,10 +20,10 @@ func (e *Engine) onTick() {
 			e.subs.consolidate(r)
 			r.deferred = true
 		}
-		if r.rebuildLive && e.subs.allowed(r) && len(e.pending[r.URL]) == 0 {
+		if r.rebuildLive && e.subs.allowed(r) && r.rebuild.Due(now) && len(e.pending[r.URL]) == 0 {
 			e.subs.consolidate(r)
 		}
-		if e.subs.liveDeferDue(r, now) && e.subs.allowed(r) {
+		if e.subs.liveDeferDue(r, now) && e.subs.allowed(r) && r.rebuild.Due(now) {
 			e.log.Info("live subscriptions waited sync.live_defer_max for the pending batches; consolidating", zap.String("relay", r.URL),
 				zap.Int("pending_batches", len(e.pending[r.URL])), zap.Time("deferred_since", r.liveDeferredAt))
 			e.subs.consolidate(r)

@@ -76,6 +76,10 @@ type Relay struct {
 	// ReadAuth is the relay's NIP-42 state when it asked for AUTH before
 	// serving reads: "authenticated", "needs a key: …" or "AUTH failed: …".
 	ReadAuth string `json:"read_auth,omitempty"`
+	// Refused is the refusal that will not change by itself (restricted:,
+	// blocked:, auth-required: without a key) for which the relay is sent
+	// no REQ or NEG-OPEN, and until when (health refusal_wait).
+	Refused string `json:"refused,omitempty"`
 }
 
 // Publisher summarises the publisher to the own relay.

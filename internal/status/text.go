@@ -103,11 +103,12 @@ func stateText(st *State, now time.Time) string {
 }
 
 // printRelayNotes lists what the relay table has no room for: relays
-// caught truncating results and relays that asked for AUTH to read.
+// caught truncating results, relays that asked for AUTH to read and relays
+// that refused reads for good.
 func printRelayNotes(w io.Writer, relays []Relay) {
 	header := false
 	for _, r := range relays {
-		if r.Truncation == "" && r.ReadAuth == "" {
+		if r.Truncation == "" && r.ReadAuth == "" && r.Refused == "" {
 			continue
 		}
 		if !header {
@@ -115,7 +116,7 @@ func printRelayNotes(w io.Writer, relays []Relay) {
 			header = true
 		}
 		fmt.Fprintf(w, "  %s\n", r.URL)
-		for _, n := range [][2]string{{"truncation", r.Truncation}, {"read AUTH", r.ReadAuth}} {
+		for _, n := range [][2]string{{"truncation", r.Truncation}, {"read AUTH", r.ReadAuth}, {"refused", r.Refused}} {
 			if n[1] == "" {
 				continue
 			}

@@ -35,6 +35,9 @@ type Faults struct {
 	// ReqClosed, when set, answers every REQ with a CLOSED carrying it (e.g.
 	// "rate-limited: too many requests") instead of serving it.
 	ReqClosed string
+	// NegErr, when set, answers every NEG-OPEN with a NEG-ERR carrying it
+	// (e.g. "restricted: members only") instead of serving it.
+	NegErr string
 	// NoEOSE serves REQs but never sends EOSE.
 	NoEOSE bool
 	// WithholdIDs answers every REQ that asks for events by id with EOSE
@@ -262,6 +265,11 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 				if label == "NEG-OPEN" {
 					c.sendJSON(ctx, []any{"NOTICE", c.r.opts.NegNotice})
 				}
+				forward = false
+				break
+			}
+			if f.NegErr != "" && label == "NEG-OPEN" {
+				c.negError(ctx, sub, f.NegErr)
 				forward = false
 				break
 			}

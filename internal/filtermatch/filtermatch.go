@@ -1,6 +1,10 @@
-package historic
+// Package filtermatch compiles nostr filters into a matcher that searches
+// their value lists instead of scanning them, for checking each event a
+// relay sends against the filters it was asked.
+package filtermatch
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -8,7 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 )
 
-// filterMatcher is nostr.Filters(fs).Match with the value lists searched,
+// Matcher is nostr.Filters(fs).Match with the value lists searched,
 // not scanned: a historic job or live subscription carries up to hundreds
 // of filters of 100 tag values each, and go-nostr compares an arriving
 // event's tags with every value of every filter. Filters that differ only
@@ -17,9 +21,9 @@ import (
 // exactly when it matches the union. The value lists are kept as they are
 // (sorted by nip34, shared with the filters): a lookup is a binary search
 // over the chunks and within one, no copy into a map per subscription.
-type filterMatcher []matchFilter
+type Matcher []matchFilter
 
-// matchFilter is one filter of a filterMatcher. A nil *valueRuns or a
+// matchFilter is one filter of a Matcher. A nil *valueRuns or a
 // false kindsOn is no constraint (a nil list in the filter); an empty one
 // matches nothing (an empty list), as in go-nostr.
 type matchFilter struct {
@@ -29,7 +33,7 @@ type matchFilter struct {
 	tags         []tagValues
 	since, until *nostr.Timestamp
 	// byKind marks filters whose matches must also pass a reference check
-	// (nip34.ByKind, liveMatch).
+	// (New's byKind).
 	byKind bool
 }
 
@@ -38,10 +42,11 @@ type tagValues struct {
 	values *valueRuns
 }
 
-// NewFilterMatcher compiles fs; byKind, when set, marks the filters it
-// holds for (nip34.ByKind).
-func NewFilterMatcher(fs []nostr.Filter, byKind func(nostr.Filter) bool) filterMatcher {
-	var out filterMatcher
+// New compiles fs; byKind, when set, marks the filters it holds for
+// (nip34.ByKind): their matches must also pass a reference check
+// (MatchSplit, Checked).
+func New(fs []nostr.Filter, byKind func(nostr.Filter) bool) Matcher {
+	var out Matcher
 	var groups []*mergeGroup
 	for _, f := range fs {
 		bk := byKind != nil && byKind(f)
@@ -120,7 +125,7 @@ func compileFilter(f nostr.Filter, byKind bool) matchFilter {
 }
 
 // Match tells whether one of the filters matches ev (nostr.Filters.Match).
-func (fm filterMatcher) Match(ev *nostr.Event) bool {
+func (fm Matcher) Match(ev *nostr.Event) bool {
 	if ev == nil {
 		return false
 	}
@@ -134,7 +139,7 @@ func (fm filterMatcher) Match(ev *nostr.Event) bool {
 
 // MatchSplit tells whether a filter without byKind matches ev, and
 // whether one with byKind does.
-func (fm filterMatcher) MatchSplit(ev *nostr.Event) (plain, byKind bool) {
+func (fm Matcher) MatchSplit(ev *nostr.Event) (plain, byKind bool) {
 	if ev == nil {
 		return false, false
 	}
@@ -148,6 +153,21 @@ func (fm filterMatcher) MatchSplit(ev *nostr.Event) (plain, byKind bool) {
 		byKind = true
 	}
 	return false, byKind
+}
+
+// Checked is a subscription's check of what arrives: one of fs matches
+// it, and for a filter byKind holds for, refers also holds (an event of
+// the kinds asked must refer to something the subscription is about).
+// The filters are compiled once.
+func Checked(fs []nostr.Filter, byKind func(nostr.Filter) bool, refers func(*nostr.Event) bool) func(*nostr.Event) bool {
+	if refers == nil || byKind == nil || !slices.ContainsFunc(fs, byKind) {
+		return New(fs, nil).Match
+	}
+	m := New(fs, byKind)
+	return func(ev *nostr.Event) bool {
+		plain, byKind := m.MatchSplit(ev)
+		return plain || byKind && refers(ev)
+	}
 }
 
 // matches is nostr.Filter.Matches.
@@ -248,4 +268,16 @@ func (v *valueRuns) has(x string) bool {
 		}
 	}
 	return false
+}
+
+// FiltersLabel names a job's filters for the debug log: the tag they
+// select by and how many values, or the kinds.
+func FiltersLabel(fs []nostr.Filter) string {
+	if len(fs) != 1 {
+		return fmt.Sprintf("%d filters", len(fs))
+	}
+	for t, v := range fs[0].Tags {
+		return fmt.Sprintf("#%s×%d", t, len(v))
+	}
+	return fmt.Sprintf("kinds %v", fs[0].Kinds)
 }

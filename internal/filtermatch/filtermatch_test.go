@@ -1,4 +1,4 @@
-package historic
+package filtermatch
 
 import (
 	"fmt"
@@ -98,7 +98,7 @@ func TestFilterMatcherAgreesWithGoNostr(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 1))
 	for round := 0; round < 3000; round++ {
 		fs := randomFilters(rng)
-		m := NewFilterMatcher(fs, nil)
+		m := New(fs, nil)
 		for range 40 {
 			ev := randomEvent(rng)
 			if got, want := m.Match(ev), nostr.Filters(fs).Match(ev); got != want {
@@ -117,7 +117,7 @@ func FuzzFilterMatcher(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b uint64) {
 		rng := rand.New(rand.NewPCG(a, b))
 		fs := randomFilters(rng)
-		m := NewFilterMatcher(fs, nil)
+		m := New(fs, nil)
 		for range 20 {
 			ev := randomEvent(rng)
 			if got, want := m.Match(ev), nostr.Filters(fs).Match(ev); got != want {
@@ -158,7 +158,7 @@ func BenchmarkJobMatch(b *testing.B) {
 		}
 	}
 	b.Run("go-nostr", run(nostr.Filters(fs).Match))
-	b.Run("compiled", run(NewFilterMatcher(fs, nil).Match))
+	b.Run("compiled", run(New(fs, nil).Match))
 }
 
 // BenchmarkPageMatch: a page of 500 events checked against its REQ's one
@@ -188,7 +188,7 @@ func BenchmarkPageMatch(b *testing.B) {
 	})
 	b.Run("compiled", func(b *testing.B) {
 		for b.Loop() {
-			match := NewFilterMatcher([]nostr.Filter{f}, nil).Match
+			match := New([]nostr.Filter{f}, nil).Match
 			for _, ev := range evs {
 				if !match(ev) {
 					b.Fatal("no match")
@@ -197,4 +197,32 @@ func BenchmarkPageMatch(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
 	})
+}
+
+// TestChecked: an event matched only by a filter byKind holds for passes
+// when refers does; one matched by another filter passes regardless; with
+// no refers (or no such filter) Checked is Match.
+func TestChecked(t *testing.T) {
+	kinds := nostr.Filter{Kinds: []int{1111}}
+	tagged := nostr.Filter{Tags: nostr.TagMap{"a": {"30617:p:r"}}}
+	byKind := func(f nostr.Filter) bool { return f.Tags == nil }
+	refersTo := func(ev *nostr.Event) bool { return ev.Tags.GetFirst([]string{"E", "root"}) != nil }
+	fs := []nostr.Filter{kinds, tagged}
+	check := Checked(fs, byKind, refersTo)
+	for _, c := range []struct {
+		ev   *nostr.Event
+		want bool
+	}{
+		{&nostr.Event{Kind: 1111}, false},
+		{&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "root"}}}, true},
+		{&nostr.Event{Kind: 1, Tags: nostr.Tags{{"a", "30617:p:r"}}}, true},
+		{&nostr.Event{Kind: 1, Tags: nostr.Tags{{"E", "root"}}}, false},
+	} {
+		if got := check(c.ev); got != c.want {
+			t.Errorf("Checked(%v) = %v, want %v", c.ev, got, c.want)
+		}
+	}
+	if !Checked(fs, byKind, nil)(&nostr.Event{Kind: 1111}) || !Checked(fs, nil, refersTo)(&nostr.Event{Kind: 1111}) {
+		t.Error("without refers or byKind, Checked is not Match")
+	}
 }
