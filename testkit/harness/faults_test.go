@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit"
@@ -545,4 +547,71 @@ func TestHarnessLatency(t *testing.T) {
 	if len(res.Events) != len(want) {
 		t.Fatalf("got %d events, want %d", len(res.Events), len(want))
 	}
+}
+
+// TestHarnessCloseAfterEvents: the relay closes the connection with status
+// 1011 (a close frame, not a cut) right after the N-th EVENT it sent on it,
+// counting EVENTs only; CloseCode picks another status.
+func TestHarnessCloseAfterEvents(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		want websocket.StatusCode
+	}{{0, websocket.StatusInternalError}, {int(websocket.StatusGoingAway), websocket.StatusGoingAway}} {
+		ctx := testCtx(t)
+		r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{CloseAfterEvents: 4, CloseCode: tc.code}})
+		r.Inject(corpus()[:10]...)
+		c := dial(t, ctx, r.URL())
+		// Two EOSEs first: they do not count.
+		req(t, ctx, c, "empty1", nostr.Filter{Kinds: []int{12345}})
+		req(t, ctx, c, "empty2", nostr.Filter{Kinds: []int{12345}})
+		if err := c.Send(ctx, []any{"REQ", "sub", nostr.Filter{}}); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		var err error
+		for {
+			var m string
+			if m, err = c.Next(ctx); err != nil {
+				break
+			}
+			if harness.Label(m) != "EVENT" {
+				t.Fatalf("got %s, want only EVENTs before the close", m)
+			}
+			n++
+		}
+		if n != 4 || websocket.CloseStatus(err) != tc.want {
+			t.Fatalf("%d EVENTs, then %v (status %d); want 4 and a close frame with %d", n, err, websocket.CloseStatus(err), tc.want)
+		}
+	}
+}
+
+// TestHarnessCutAfter: every connection opened while CutAfter is set is
+// cut abruptly (no close frame) within [CutAfter, CutAfterMax] of opening,
+// each after its own duration.
+func TestHarnessCutAfter(t *testing.T) {
+	ctx := testCtx(t)
+	const low, high = 200 * time.Millisecond, 600 * time.Millisecond
+	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{CutAfter: low, CutAfterMax: high}})
+	var lived []time.Duration
+	for i := 0; i < 8; i++ {
+		start := time.Now()
+		c := dial(t, ctx, r.URL())
+		_, err := c.Next(ctx)
+		took := time.Since(start)
+		if ctx.Err() != nil || websocket.CloseStatus(err) != -1 {
+			t.Fatalf("connection %d ended with %v, want a cut without close frame", i, err)
+		}
+		if took < low {
+			t.Fatalf("connection %d cut after %s, before CutAfter %s", i, took, low)
+		}
+		lived = append(lived, took)
+	}
+	slices.Sort(lived)
+	if lived[len(lived)-1]-lived[0] < 20*time.Millisecond {
+		t.Errorf("connections lived %v: the same duration each, want drawn from the range", lived)
+	}
+	testkit.WaitFor(t, waitTimeout, "every cut connection counted closed", func() bool {
+		st := r.Stats()
+		return st.Connections == 8 && st.OpenConnections == 0
+	})
 }

@@ -21,6 +21,7 @@ type timedFrame struct {
 	err        error
 	label, sub string
 	n          int // the relay's sent count when recorded (DropAfterSend)
+	events     int // the connection's EVENTs sent when recorded, 0 for other messages (CloseAfterEvents)
 }
 
 // wait sleeps until f is due.
@@ -67,7 +68,7 @@ func (c *proxyConn) startLatency(ctx context.Context, d time.Duration) func(cont
 			case <-ctx.Done():
 				return
 			case f := <-c.down:
-				if !f.wait(ctx) || !c.write(ctx, f.typ, f.data, f.n) {
+				if !f.wait(ctx) || !c.write(ctx, f.typ, f.data, f.n, f.events) {
 					c.kill()
 					return
 				}
@@ -89,28 +90,42 @@ func (c *proxyConn) startLatency(ctx context.Context, d time.Duration) func(cont
 	}
 }
 
-// send writes a message to the client, records it and applies DropAfterSend.
+// send writes a message to the client, records it and applies
+// DropAfterSend and CloseAfterEvents.
 func (c *proxyConn) send(ctx context.Context, typ websocket.MessageType, data []byte, label, sub string) bool {
 	// record first, so a client that reacts to the message sees it counted
 	n := c.r.obs.sent(c, label, sub, data)
+	events := 0
+	if label == "EVENT" {
+		events = int(c.sentEvents.Add(1))
+	}
 	if c.down != nil {
 		select {
-		case c.down <- timedFrame{due: time.Now().Add(c.r.Faults().Latency), typ: typ, data: data, n: n}:
+		case c.down <- timedFrame{due: time.Now().Add(c.r.Faults().Latency), typ: typ, data: data, n: n, events: events}:
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
-	return c.write(ctx, typ, data, n)
+	return c.write(ctx, typ, data, n, events)
 }
 
-// write writes a message to the client and applies DropAfterSend; n is
-// the relay's sent count when it was recorded.
-func (c *proxyConn) write(ctx context.Context, typ websocket.MessageType, data []byte, n int) bool {
+// write writes a message to the client and applies DropAfterSend and
+// CloseAfterEvents; n is the relay's sent count when it was recorded,
+// events the connection's EVENT count (0 for other messages).
+func (c *proxyConn) write(ctx context.Context, typ websocket.MessageType, data []byte, n, events int) bool {
 	if err := c.client.Write(ctx, typ, data); err != nil {
 		return false
 	}
-	if f := c.r.Faults(); f.DropAfterSend > 0 && n >= f.DropAfterSend {
+	f := c.r.Faults()
+	if f.DropAfterSend > 0 && n >= f.DropAfterSend {
+		c.kill()
+		return false
+	}
+	if f.CloseAfterEvents > 0 && events >= f.CloseAfterEvents {
+		// The close handshake completes while pumpUp reads the client's
+		// answer; kill ends whatever is left.
+		c.client.Close(f.closeCode(), "closing after serving events")
 		c.kill()
 		return false
 	}

@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -29,6 +31,19 @@ type Faults struct {
 	// DropAfterSend, when positive, closes a connection abruptly right after
 	// the relay has sent DropAfterSend messages on it.
 	DropAfterSend int
+	// CutAfter, when positive, cuts every connection opened while it is set
+	// abruptly (the TCP connection closed, no close frame) a random
+	// duration in [CutAfter, CutAfterMax] after it opened (CutAfter when
+	// CutAfterMax is not larger): a relay behind a proxy that drops
+	// connections every few seconds.
+	CutAfter, CutAfterMax time.Duration
+	// CloseAfterEvents, when positive, closes a connection with a
+	// WebSocket close frame of status CloseCode (default 1011, internal
+	// error) right after the relay has sent CloseAfterEvents EVENT
+	// messages on it: a relay that gives up on a connection after
+	// serving so many events.
+	CloseAfterEvents int
+	CloseCode        int
 	// ReqNotice, when set, answers every REQ with a NOTICE carrying it (e.g.
 	// "rate-limited: slow down") and otherwise ignores the REQ.
 	ReqNotice string
@@ -160,11 +175,31 @@ type proxyConn struct {
 	// (Faults.ForgeIDs); guarded by liveMu.
 	forged map[string]bool
 
+	// sentEvents counts the EVENT messages sent (CloseAfterEvents).
+	sentEvents atomic.Int64
+
 	// guarded by r.obs.mu
 	subs   map[string]struct{}
 	recv   int
 	sent   int
 	events int
+}
+
+// cutDuration is how long after it opened a connection is cut
+// (Faults.CutAfter), drawn per connection.
+func (f Faults) cutDuration() time.Duration {
+	if f.CutAfterMax <= f.CutAfter {
+		return f.CutAfter
+	}
+	return f.CutAfter + rand.N(f.CutAfterMax-f.CutAfter)
+}
+
+// closeCode is the status of Faults.CloseAfterEvents' close frame.
+func (f Faults) closeCode() websocket.StatusCode {
+	if f.CloseCode == 0 {
+		return websocket.StatusInternalError
+	}
+	return websocket.StatusCode(f.CloseCode)
 }
 
 // kill closes both sides abruptly.

@@ -504,6 +504,10 @@ func (r *Relay) handle(ctx context.Context, w http.ResponseWriter, req *http.Req
 		r.obs.disconnect(c)
 	}()
 
+	if f := r.Faults(); f.CutAfter > 0 {
+		cut := time.AfterFunc(f.cutDuration(), c.kill)
+		defer cut.Stop()
+	}
 	read := c.client.Read
 	if d := r.Faults().Latency; d > 0 {
 		read = c.startLatency(cctx, d)
