@@ -68,6 +68,9 @@ type Pager struct {
 	Budget *eventBudget
 	// Clock times EOSETimeout (clock.Real{} when nil).
 	Clock clock.Clock
+	// Resume, when set, keeps where each sweep of a filter got to on each
+	// relay, for the sweeps in a context WithResume (resume.go).
+	Resume *ResumeCursors
 
 	seq atomic.Uint64
 }
@@ -112,24 +115,84 @@ func untilText(until *nostr.Timestamp) string {
 
 // pageFilter pages one filter backwards. A second holding more events of
 // one kind than a page (ErrSaturatedSecond) is reported at the end; the
-// paging goes on past it, so the rest of the history still arrives.
+// paging goes on past it, so the rest of the history still arrives. In a
+// context WithResume, with Resume set, a filter the relay was swept for
+// before continues where that sweep got to, after the range the relay
+// stored since it began (resume.go).
 func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) error {
-	var saturated []error
 	f.LimitZero = false
+	sw := p.Resume.open(ctx, c.URL(), f, p.clock().Now())
 	var until *nostr.Timestamp
 	if f.Until != nil {
 		u := *f.Until
 		until = &u
 	}
 	boundary := map[string]struct{}{} // ids seen at created_at == *until
-	short, reported := 0, false       // the first page cut below pageSize
+	if sw != nil && sw.prev != nil && (sw.prev.started || sw.prev.done) {
+		top := f
+		since := sw.topUpSince(f)
+		top.Since = &since
+		if f.Until == nil || since <= *f.Until {
+			if err := p.sweepRange(ctx, c, top, until, map[string]struct{}{}, nil, emit); err != nil {
+				return err
+			}
+		}
+		sw.toppedUp()
+		if whole := f.Since != nil && since == *f.Since; whole || sw.prev.done {
+			sw.finish()
+			return nil
+		}
+		if sw.prev.started {
+			u := sw.prev.until
+			until = &u
+			for _, id := range sw.prev.boundary {
+				boundary[id] = struct{}{}
+			}
+		}
+	} else if sw != nil {
+		sw.toppedUp() // nothing to resume: a sweep of its own
+	}
+	err := p.sweepRange(ctx, c, f, until, boundary, sw, emit)
+	if err == nil {
+		sw.finish()
+	}
+	return err
+}
+
+// sweepRange pages f backwards from until (nil: the newest), the ids of
+// boundary at until seen already, to the bottom of f, recording its
+// progress in sw (nil: nowhere). Progress past a saturated second is not
+// recorded: a resumed sweep meets it again rather than report the filter
+// complete.
+func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, until *nostr.Timestamp, boundary map[string]struct{}, sw *sweep, emit Emit) error {
+	var saturated []error
+	short, reported := 0, false // the first page cut below pageSize
 	pageSize := p.PageSizeFor(c.URL())
+	advance := func() {
+		if len(saturated) == 0 && until != nil {
+			sw.advance(*until, boundary)
+		}
+	}
 	for {
 		pf := f
 		pf.Until = until
 		pf.Limit = pageSize
 		page, outside, err := p.fetchPage(ctx, c, pf, emit)
 		if err != nil {
+			// What arrived before the REQ ended was handed on; the cursor
+			// goes below it when it came newest first.
+			var part *partialPage
+			if errors.As(err, &part) && part.ordered && (until == nil || part.bottom <= *until) {
+				if until == nil || part.bottom < *until {
+					clear(boundary)
+				}
+				for _, id := range part.ids {
+					boundary[id] = struct{}{}
+				}
+				b := part.bottom
+				until = &b
+				advance()
+			}
 			return err
 		}
 		if len(page) == 0 {
@@ -175,6 +238,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 			next := *until - 1
 			until = &next
 			clear(boundary)
+			advance()
 			continue
 		}
 		if until == nil || minTS != *until {
@@ -187,6 +251,7 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 		}
 		t := minTS
 		until = &t
+		advance()
 		if f.Since != nil && minTS < *f.Since {
 			return errors.Join(saturated...)
 		}
@@ -331,6 +396,32 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 	match := filtermatch.New([]nostr.Filter{f}, nil).Match
 	progressed := false
 	outside := 0
+	// handOn emits what arrived, in dependency order (and so reorders
+	// page).
+	handOn := func() error {
+		slices.SortStableFunc(arrived, func(a, b event.Incoming) int { return publishOrder(a.Event, b.Event) })
+		for i, in := range arrived {
+			page[i] = in.Event
+			progress(true)
+			if err := emit(ctx, in); err != nil {
+				return err
+			}
+			progress(false)
+		}
+		return nil
+	}
+	// ended hands on what arrived of a REQ that ended before its EOSE
+	// and returns err as a partialPage.
+	ended := func(err error) ([]*nostr.Event, int, error) {
+		if len(page) == 0 {
+			return nil, 0, err
+		}
+		part := newPartialPage(err, page)
+		if eerr := handOn(); eerr != nil {
+			return nil, 0, eerr
+		}
+		return page, outside, part
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -344,13 +435,13 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 				timer.Reset(p.EOSETimeout)
 				continue
 			}
-			return nil, 0, fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout)
+			return ended(fmt.Errorf("%w (%s)", ErrEOSETimeout, p.EOSETimeout))
 		case m, ok := <-sub.Messages():
 			if !ok {
 				if err := c.Err(); err != nil {
-					return nil, 0, err
+					return ended(err)
 				}
-				return nil, 0, ErrSubscriptionClosed
+				return ended(ErrSubscriptionClosed)
 			}
 			switch m.Type {
 			case relay.MsgEvent:
@@ -382,23 +473,57 @@ func (p *Pager) fetchOnce(ctx context.Context, c *relay.Conn, f nostr.Filter, em
 					p.OnClosed(m.Reason)
 				}
 				if relay.ReasonPrefix(m.Reason) == relay.ReasonAuthRequired {
-					return nil, 0, fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, relay.ErrAuthRequired, m.Reason)
+					return ended(fmt.Errorf("%w: %w: %s", ErrSubscriptionClosed, relay.ErrAuthRequired, m.Reason))
 				}
-				return nil, 0, fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason)
+				return ended(fmt.Errorf("%w: %s", ErrSubscriptionClosed, m.Reason))
 			case relay.MsgEOSE:
-				slices.SortStableFunc(arrived, func(a, b event.Incoming) int { return publishOrder(a.Event, b.Event) })
-				for i, in := range arrived {
-					page[i] = in.Event
-					progress(true)
-					if err := emit(ctx, in); err != nil {
-						return nil, 0, err
-					}
-					progress(false)
+				if err := handOn(); err != nil {
+					return nil, 0, err
 				}
 				return page, outside, nil
 			}
 		}
 	}
+}
+
+// partialPage is the error of a REQ that ended before its EOSE (the
+// connection dropped, the relay closed the subscription, the EOSE timeout)
+// after some of its events arrived; they were handed on. When they came
+// newest first, as NIP-01 asks of a relay answering a REQ with a limit,
+// the relay has sent every event of the REQ above bottom, and those of
+// ids at it: a sweep goes on from there (ordered). The last event to
+// arrive is not trusted for it (one published meanwhile with an old
+// created_at may come live among the stored ones: it would set the
+// bottom below stored events not yet sent).
+type partialPage struct {
+	err     error
+	ordered bool
+	bottom  nostr.Timestamp
+	ids     []string
+}
+
+func (e *partialPage) Error() string { return e.err.Error() }
+func (e *partialPage) Unwrap() error { return e.err }
+
+// newPartialPage describes page, in the order its events arrived, ended
+// by err.
+func newPartialPage(err error, page []*nostr.Event) *partialPage {
+	part := &partialPage{err: err}
+	if len(page) < 2 {
+		return part
+	}
+	for i := 1; i < len(page); i++ {
+		if page[i].CreatedAt > page[i-1].CreatedAt {
+			return part
+		}
+	}
+	part.ordered, part.bottom = true, page[len(page)-2].CreatedAt
+	for _, ev := range page {
+		if ev.CreatedAt == part.bottom {
+			part.ids = append(part.ids, ev.ID)
+		}
+	}
+	return part
 }
 
 // PublishRank orders kinds so dependencies go first.
