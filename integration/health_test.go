@@ -306,12 +306,14 @@ func offsets(ts []time.Time, t0 time.Time) []time.Duration {
 }
 
 // TestDroppingRelayDegradedThenHealthy: a relay that accepts and then drops
-// every connection is Degraded; once it stops dropping, the connection that
-// holds is Degraded for the stability period and then Healthy, with the
-// status gauge following (3, then 1) and its failures cleared.
+// every connection before answering anything is Degraded; once it keeps a
+// connection that answers nothing, that connection is Degraded for the
+// stability period and then Healthy, with the status gauge following (3,
+// then 1) and its failures cleared. (A connection that answers clears the
+// failures at once: TestDroppingRelaysConverge.)
 func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	own := ownRelay(t)
-	flaky := harness.Start(t, harness.RelayOptions{Name: "flaky", Faults: harness.Faults{DropAfterSend: 1}})
+	flaky := harness.Start(t, harness.RelayOptions{Name: "flaky", Faults: harness.Faults{DropOnReceive: 1}})
 	alice := harness.NewKey()
 	repo := repoFor(alice, "flaky", own, flaky)
 	mustPublish(t, own, repo)
@@ -333,7 +335,7 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 		return flaky.Stats().Connections >= 3 && r.Health == health.Degraded.String() && v == float64(health.Degraded)
 	})
 
-	flaky.SetFaults(harness.Faults{})
+	flaky.SetFaults(harness.Faults{Mute: true})
 	var connectedDegraded bool
 	var healthy status.Relay
 	testkit.WaitFor(t, syncTimeout, "the relay never became healthy again", func() bool {
@@ -357,6 +359,8 @@ func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	if held := healthyAt.Sub(*healthy.LastConnected); held < cfg.Health.StabilityPeriod-50*time.Millisecond {
 		t.Errorf("healthy %s after the connection was made, before the stability period %s", held, cfg.Health.StabilityPeriod)
 	}
+	flaky.SetFaults(harness.Faults{})
+	flaky.DropConnections() // what the muted connection asked is asked again
 	testkit.WaitFor(t, syncTimeout, "gauges never showed the relay healthy with no failures", func() bool {
 		s, _ := testkit.Series(t, sc.Registry, health.MetricRelayStatus, map[string]string{"relay": url})
 		f, _ := testkit.Series(t, sc.Registry, health.MetricRelayFailures, map[string]string{"relay": url})

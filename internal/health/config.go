@@ -39,8 +39,15 @@ type Config struct {
 	RateLimitCooldown time.Duration `yaml:"rate_limit_cooldown" help:"Pause after a rate-limited NOTICE, CLOSED or OK."`
 	// StabilityPeriod is how long a connection established after failures
 	// must last before the relay is Healthy again and its failure count is
-	// cleared. Default 5m.
-	StabilityPeriod time.Duration `yaml:"stability_period" help:"A connection up this long resets the failure count."`
+	// cleared, unless it answers first (Tracker.Achieved). Default 5m.
+	StabilityPeriod time.Duration `yaml:"stability_period" help:"A connection up this long resets the failure count (one that answers a request resets it at once)."`
+	// ReconnectWait is the wait, spread by Jitter, before reconnecting to
+	// a relay whose connection dropped after it answered (delivered
+	// events, an EOSE, a NEG-MSG or an OK: Tracker.Achieved): such a drop
+	// is no failure and grows no backoff, so a relay that cuts every
+	// connection after a few seconds is synced at the rate it allows.
+	// Default 1s.
+	ReconnectWait time.Duration `yaml:"reconnect_wait" help:"Wait before reconnecting to a relay whose dropped connection had answered (events, EOSE, NEG-MSG or OK): such a drop is no failure and grows no backoff."`
 	// Tick is the period of Run: time-based transitions, attempt expiry and
 	// metric updates. Default 2s.
 	Tick time.Duration `yaml:"tick" help:"Health and metrics tick."`
@@ -103,6 +110,7 @@ func DefaultConfig() Config {
 		DeadRetry:                 24 * time.Hour,
 		RateLimitCooldown:         65 * time.Second,
 		StabilityPeriod:           5 * time.Minute,
+		ReconnectWait:             time.Second,
 		Tick:                      2 * time.Second,
 		NaughtyPeriod:             12 * time.Hour,
 		DefaultSubscriptionBudget: 20,
@@ -124,6 +132,7 @@ func (c Config) Validate() error {
 	v.Positive("dead_retry", c.DeadRetry)
 	v.Positive("rate_limit_cooldown", c.RateLimitCooldown)
 	v.Positive("stability_period", c.StabilityPeriod)
+	v.Positive("reconnect_wait", c.ReconnectWait)
 	v.Positive("tick", c.Tick)
 	v.Positive("naughty_period", c.NaughtyPeriod)
 	if !(c.Jitter >= 0 && c.Jitter < 1) { // also rejects NaN

@@ -4,9 +4,10 @@
 // (NIP-11 and learned from NOTICEs) and the per-relay Prometheus gauges.
 //
 // The package does no I/O. The sync engine reports what happened on each
-// connection (AttemptStarted, Connected, Failed, Disconnected, Observe,
-// SetLimits) and asks what it may do next (CanAttempt, Due,
-// CooldownRemaining, SubscriptionBudget, Limits). Time comes from an
+// connection (AttemptStarted, Connected, Achieved, Failed, Disconnected,
+// Observe, SetLimits) and asks what it may do next (CanAttempt, Due,
+// CooldownRemaining, SubscriptionBudget, Limits). Learned turns the
+// refusals that teach a limit into the bound the tracker keeps. Time comes from an
 // injected Clock so tests can walk a 24 hour rule in microseconds.
 //
 // # States
@@ -45,8 +46,13 @@
 // current count; the reference implementation calls them *_total), set on
 // every Tick. Forget deletes a relay's series.
 //
-// The failure counter that drives backoff is only cleared once a recovered
-// connection has been stable for StabilityPeriod, so a relay that accepts
-// connections and drops them again keeps backing off further. The Dead
-// clock (continuous failures) restarts on every established connection.
+// The failure counter that drives backoff is cleared once a connection
+// answers a request (Achieved: an event, an EOSE, a NEG-MSG or an OK;
+// OnFirstAnswer is the hook) or, answering nothing, has been stable for
+// StabilityPeriod. A connection that answered and then dropped is no
+// failure: the relay is reconnected after ReconnectWait, so one that cuts
+// every connection after a few seconds is synced at the rate it allows,
+// while a relay that accepts connections and drops them before answering
+// keeps backing off further. The Dead clock (continuous failures)
+// restarts on every established connection.
 package health

@@ -54,7 +54,9 @@ type relayHealth struct {
 	url string
 	log *zap.Logger
 
-	failures      int       // consecutive failures; cleared once stable
+	failures      int       // consecutive failures; cleared once stable or achieved
+	achieved      bool      // the connection answered (Achieved)
+	drops         int       // connections in a row that answered and dropped
 	failingSince  time.Time // start of continuous failure (Dead clock); zero when none
 	nextAttempt   time.Time // backoff, dead retry or naughty: no attempt before
 	naughtyUntil  time.Time
@@ -277,6 +279,7 @@ func (t *Tracker) Connected(url string) {
 	t.transition(url, func(r *relayHealth, now time.Time) {
 		r.connected = true
 		r.connecting = false
+		r.achieved = false
 		r.connectedAt = now
 		r.lastConnected = now
 		r.failingSince = time.Time{}
@@ -289,12 +292,31 @@ func (t *Tracker) Connected(url string) {
 	})
 }
 
+// Achieved records that url's connection answered a request (delivered
+// an event, an EOSE, a NEG-MSG or an OK; OnFirstAnswer calls it once per
+// connection): the relay works. Its failure count is cleared at once
+// (no stability period to wait), and when this connection drops the
+// relay is reconnected after ReconnectWait, not after a backoff. Without
+// a connection it changes nothing.
+func (t *Tracker) Achieved(url string) {
+	t.transition(url, func(r *relayHealth, now time.Time) {
+		if !r.connected || r.achieved {
+			return
+		}
+		r.achieved = true
+		r.failures = 0
+		r.failingSince = time.Time{}
+	})
+}
+
 // Failed records that a connection attempt to url failed or an established
 // connection dropped with err. The error decides the consequence (see
 // ClassifyError): a transient failure backs off BackoffBase·2^(n−1) capped
 // at BackoffMax with jitter, or DeadRetry once the relay is Dead; a
 // hard failure also puts the relay on the naughty list for NaughtyPeriod; a
-// rate-limited handshake starts a cooldown without counting a failure.
+// rate-limited handshake starts a cooldown without counting a failure. A
+// connection that had answered (Achieved) and dropped transiently is no
+// failure: the relay is reconnected after ReconnectWait.
 func (t *Tracker) Failed(url string, err error) {
 	t.transition(url, func(r *relayHealth, now time.Time) {
 		t.fail(r, now, err)
@@ -306,9 +328,10 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	if err == nil {
 		err = errors.New("unspecified failure")
 	}
-	wasConnected := r.connected
+	wasConnected, achieved := r.connected, r.achieved
 	r.connected = false
 	r.connecting = false
+	r.achieved = false
 	r.lastErr = err.Error()
 
 	kind := ClassifyError(err)
@@ -321,7 +344,12 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 		}
 		return
 	}
+	if wasConnected && achieved && kind == FailureTransient {
+		r.dropped(now, t.jitter(t.cfg.ReconnectWait), err)
+		return
+	}
 
+	r.drops = 0
 	r.failures++
 	if r.failingSince.IsZero() {
 		r.failingSince = now
@@ -361,6 +389,23 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	}
 }
 
+// dropped applies the drop of a connection that answered (Achieved) at
+// now: no failure, a reconnect after wait (ReconnectWait, jittered). The
+// first drop of a run is logged at INFO, then drops 2, 4, 8, …; the rest
+// at DEBUG.
+func (r *relayHealth) dropped(now time.Time, wait time.Duration, err error) {
+	r.failures = 0
+	r.failingSince = time.Time{}
+	r.drops++
+	r.nextAttempt = now.Add(wait)
+	level := zap.DebugLevel
+	if bits.OnesCount(uint(r.drops)) == 1 {
+		level = zap.InfoLevel
+	}
+	r.log.Log(level, "relay dropped a connection that had answered; reconnecting", zap.Error(err),
+		zap.Int("drops_in_a_row", r.drops), zap.Duration("retry_in", r.nextAttempt.Sub(now)))
+}
+
 // jitter spreads d over [1−f, 1+f]·d.
 func (t *Tracker) jitter(d time.Duration) time.Duration {
 	return t.cfg.policy().Jittered(d, t.rand())
@@ -373,6 +418,7 @@ func (t *Tracker) Disconnected(url string) {
 	t.transition(url, func(r *relayHealth, now time.Time) {
 		r.connected = false
 		r.connecting = false
+		r.achieved = false
 	})
 }
 
@@ -618,9 +664,10 @@ func (t *Tracker) settle(r *relayHealth, now time.Time) {
 	if exp := t.attemptExpiry(); r.connecting && !now.Before(r.attemptAt.Add(exp)) {
 		t.fail(r, now, fmt.Errorf("%w after %s", ErrAttemptExpired, exp))
 	}
-	if r.connected && r.failures > 0 && !now.Before(r.connectedAt.Add(t.cfg.StabilityPeriod)) {
+	if r.connected && !now.Before(r.connectedAt.Add(t.cfg.StabilityPeriod)) {
 		r.failures = 0
 		r.failingSince = time.Time{}
+		r.drops = 0
 	}
 }
 
@@ -657,6 +704,12 @@ func (t *Tracker) note(r *relayHealth, now time.Time) {
 	from := r.reported
 	r.reported = s
 	fields := []zap.Field{zap.Stringer("from", from), zap.Stringer("to", s), zap.Int("failures", r.failures)}
+	if r.drops > 1 && (from == Healthy || from == Disconnected) && (s == Healthy || s == Disconnected) {
+		// A relay that keeps dropping connections that answered: dropped
+		// logs the drops (paced), not every coming and going.
+		r.log.Debug("relay health changed", fields...)
+		return
+	}
 	if s == Dead {
 		r.log.Warn("relay is dead, retrying once per interval",
 			append(fields, zap.Duration("retry_interval", t.cfg.DeadRetry))...)

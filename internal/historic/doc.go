@@ -11,8 +11,8 @@
 // mutex. A relay's SlotLender is set by the engine's Run goroutine (Lend)
 // and borrowed from by that relay's jobs.
 //
-// Files: pager.go (REQ paging), resume.go (a sweep continuing where the
-// last one of its filter on its relay got to), negsync.go, negsharedfetch.go and negnewestfirst.go
+// Files: pager.go (REQ paging, resuming a sweep where the last one of its
+// filter on its relay got to: sweepcursor), negsync.go, negsharedfetch.go and negnewestfirst.go
 // (NIP-77 reconciliation and fetch by id), fetchclaims.go (one relay
 // fetches each missing id at a time), truncation.go (relays that cap
 // results), eventbudget.go (the events and bytes held at once),

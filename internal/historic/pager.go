@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/filtermatch"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 )
 
 // Sentinel errors of historic sync.
@@ -69,8 +70,9 @@ type Pager struct {
 	// Clock times EOSETimeout (clock.Real{} when nil).
 	Clock clock.Clock
 	// Resume, when set, keeps where each sweep of a filter got to on each
-	// relay, for the sweeps in a context WithResume (resume.go).
-	Resume *ResumeCursors
+	// relay, for the sweeps in a context sweepcursor.With: such a sweep
+	// continues where the last one got to.
+	Resume *sweepcursor.Cursors
 
 	seq atomic.Uint64
 }
@@ -116,45 +118,41 @@ func untilText(until *nostr.Timestamp) string {
 // pageFilter pages one filter backwards. A second holding more events of
 // one kind than a page (ErrSaturatedSecond) is reported at the end; the
 // paging goes on past it, so the rest of the history still arrives. In a
-// context WithResume, with Resume set, a filter the relay was swept for
-// before continues where that sweep got to, after the range the relay
-// stored since it began (resume.go).
+// context sweepcursor.With, with Resume set, a filter the relay was swept
+// for before continues where that sweep got to, after the range the relay
+// stored since it began.
 func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, emit Emit) error {
 	f.LimitZero = false
-	sw := p.Resume.open(ctx, c.URL(), f, p.clock().Now())
+	sw := p.Resume.Open(ctx, c.URL(), f, p.clock().Now())
 	var until *nostr.Timestamp
 	if f.Until != nil {
 		u := *f.Until
 		until = &u
 	}
 	boundary := map[string]struct{}{} // ids seen at created_at == *until
-	if sw != nil && sw.prev != nil && (sw.prev.started || sw.prev.done) {
+	if sw != nil && sw.Prev != nil {
 		top := f
-		since := sw.topUpSince(f)
+		since := sw.TopUpSince(f)
 		top.Since = &since
 		if f.Until == nil || since <= *f.Until {
 			if err := p.sweepRange(ctx, c, top, until, map[string]struct{}{}, nil, emit); err != nil {
 				return err
 			}
 		}
-		sw.toppedUp()
-		if whole := f.Since != nil && since == *f.Since; whole || sw.prev.done {
-			sw.finish()
+		sw.ToppedUp()
+		if whole := f.Since != nil && since == *f.Since; whole || sw.Prev.Done {
+			sw.Finish()
 			return nil
 		}
-		if sw.prev.started {
-			u := sw.prev.until
-			until = &u
-			for _, id := range sw.prev.boundary {
-				boundary[id] = struct{}{}
-			}
+		u := sw.Prev.Until
+		until = &u
+		for _, id := range sw.Prev.Boundary {
+			boundary[id] = struct{}{}
 		}
-	} else if sw != nil {
-		sw.toppedUp() // nothing to resume: a sweep of its own
 	}
 	err := p.sweepRange(ctx, c, f, until, boundary, sw, emit)
 	if err == nil {
-		sw.finish()
+		sw.Finish()
 	}
 	return err
 }
@@ -164,13 +162,13 @@ func (p *Pager) pageFilter(ctx context.Context, c *relay.Conn, f nostr.Filter, e
 // progress in sw (nil: nowhere). Progress past a saturated second is not
 // recorded: a resumed sweep meets it again rather than report the filter
 // complete.
-func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, until *nostr.Timestamp, boundary map[string]struct{}, sw *sweep, emit Emit) error {
+func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, until *nostr.Timestamp, boundary map[string]struct{}, sw *sweepcursor.Sweep, emit Emit) error {
 	var saturated []error
 	short, reported := 0, false // the first page cut below pageSize
 	pageSize := p.PageSizeFor(c.URL())
 	advance := func() {
 		if len(saturated) == 0 && until != nil {
-			sw.advance(*until, boundary)
+			sw.Advance(*until, boundary)
 		}
 	}
 	for {

@@ -23,6 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
@@ -175,7 +176,7 @@ type Engine struct {
 	// goroutine. lim are the limits learned of remote relays.
 	subs  liveSubs
 	sched jobScheduler
-	lim   learnedLimits
+	lim   health.Learned
 
 	running atomic.Bool
 	pager   *historic.Pager
@@ -266,6 +267,11 @@ type remote struct {
 	// failed are historic jobs that failed, retried with backoff; they
 	// survive a quick reconnect and are dropped by a fresh sync.
 	failed []*repoindex.RetryJob
+	// resumeSync: the connection dropped during the first historic sync;
+	// a quick reconnect resumes it (needsFreshSync), asking the items of
+	// the batches it left pending again batch by batch (parked).
+	resumeSync bool
+	parked     []repoindex.Items
 
 	// pendingRepos and pendingRoots total the items of the relay's pending
 	// batches (PendingBatch.repos, roots), kept as they come and go: the
@@ -314,7 +320,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		startedAt:   d.Clock.Now(),
 	}
 	e.subs, e.sched = liveSubs{e}, jobScheduler{e}
-	e.lim = learnedLimits{cfg: &e.cfg, health: d.Health}
+	e.lim = health.Learned{Tracker: d.Health, PerFilter: cfg.ValuesPerFilter}
 	pager := &historic.Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
@@ -322,6 +328,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		Auth:       historic.NewReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
 		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, int64(cfg.HistoricMaxBytes)),
 		Clock:      d.Clock,
+		Resume:     sweepcursor.New(0, cfg.SinceBuffer), // remote relays' jobs (startJobs)
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 )
 
 // batchRun collects the outcomes of a batch's jobs.
@@ -186,7 +187,7 @@ func (js jobScheduler) startJobs(r *remote) {
 		j := r.popJob()
 		j.unpack()
 		js.mergeQueued(r, j, free)
-		j.filters = historic.FitTagValues(j.filters, js.e.lim.valuesPerFilter(r.URL)) // learned limits
+		j.filters = historic.FitTagValues(j.filters, js.e.lim.ValuesPerFilter(r.URL)) // learned limits
 		r.running++
 		js.e.historicJobs++
 		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
@@ -204,7 +205,7 @@ func (js jobScheduler) startJobs(r *remote) {
 			js.e.subs.exec(r, func(*relay.Conn) { close(queued) })
 		}
 		asked := jobMatch(j)
-		ctx := historic.WithBorrower(js.e.ctx, historic.NewJobSlotsBorrower(lend, js.e.cfg.HistoricFetchSlots-1))
+		ctx := sweepcursor.With(historic.WithBorrower(js.e.ctx, historic.NewJobSlotsBorrower(lend, js.e.cfg.HistoricFetchSlots-1)))
 		js.e.wg.Add(1)
 		go func() {
 			defer js.e.wg.Done()
@@ -238,7 +239,7 @@ func (js jobScheduler) startJobs(r *remote) {
 			// A refusal that taught a smaller limit is asked again at once
 			// within it, not left to the retry backoff.
 			for err != nil && js.e.ctx.Err() == nil {
-				refit := historic.FitTagValues(j.filters, js.e.lim.valuesPerFilter(url))
+				refit := historic.FitTagValues(j.filters, js.e.lim.ValuesPerFilter(url))
 				if len(refit) == len(j.filters) {
 					break
 				}

@@ -81,7 +81,7 @@ func (ls liveSubs) openChunked(r *remote, fs []nostr.Filter, refers func(*nostr.
 // chunkLive splits fs into the filters of REQs of at most the relay's
 // max_filters filters and maxReqBytes of filter JSON each.
 func (ls liveSubs) chunkLive(r *remote, fs []nostr.Filter) [][]nostr.Filter {
-	return ls.chunkFilters(r, historic.FitTagValues(fs, ls.e.lim.valuesPerFilter(r.URL)))
+	return ls.chunkFilters(r, historic.FitTagValues(fs, ls.e.lim.ValuesPerFilter(r.URL)))
 }
 
 // chunkFilters is chunkLive without fitting the filters' tag values.
@@ -249,7 +249,7 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	}
 	closedAt := ls.e.clock.Now()
 	if health.ClassifyMessage(reason) == health.SignalTooManyFilters {
-		ls.e.lim.learnFilters(url, filters, "CLOSED: "+reason)
+		ls.e.lim.LearnFilters(url, filters, "CLOSED: "+reason)
 	}
 	if relay.ReasonPrefix(reason) == relay.ReasonAuthRequired {
 		// NIP-42: rebuild once the connection authenticated, catching up
@@ -343,7 +343,7 @@ func (ls liveSubs) onNotice(url, text string) {
 				for _, n := range r.live {
 					most = max(most, n)
 				}
-				ls.e.lim.learnFilters(url, most, "NOTICE: "+text)
+				ls.e.lim.LearnFilters(url, most, "NOTICE: "+text)
 				r.rebuildLive = true
 			}
 		})
@@ -422,7 +422,7 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 		ls.e.sched.updateRelayState(r)
 		return
 	}
-	newFilters := nip34.Count23(len(repos), len(roots), ls.e.lim.valuesPerFilter(r.URL))
+	newFilters := nip34.Count23(len(repos), len(roots), ls.e.lim.ValuesPerFilter(r.URL))
 	budget := ls.e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a

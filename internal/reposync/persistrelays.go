@@ -128,11 +128,13 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 }
 
 // needsFreshSync tells a fresh sync (a first connection, a relay whose
-// first historic sync did not complete — a catch-up since the disconnect
-// would not cover its history —, or a downtime longer than the
-// quick-reconnect window) from a quick reconnect.
+// first historic sync did not complete in an earlier run — a catch-up since
+// the disconnect would not cover its history, and its failed batches are
+// not kept —, or a downtime longer than the quick-reconnect window) from a
+// quick reconnect, which resumes a first historic sync its connection
+// dropped in this run (resumeSync).
 func (e *Engine) needsFreshSync(r *remote, now time.Time) bool {
-	return r.LastConnected.IsZero() || !r.HistoricDone || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
+	return r.LastConnected.IsZero() || !r.HistoricDone && !r.resumeSync || now.Sub(r.DisconnectedAt) > e.cfg.QuickReconnectWindow
 }
 
 // forgetConfirmed makes every remote relay sync afresh: what the previous

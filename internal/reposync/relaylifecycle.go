@@ -47,6 +47,7 @@ func (e *Engine) dial(r *remote) {
 	}
 	url := r.URL
 	opts := e.remoteOptions(url)
+	opts.OnFrame = health.OnFirstAnswer(opts.OnFrame, func() { e.d.Health.Achieved(url) }) // this connection's
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -78,7 +79,7 @@ func (e *Engine) remoteOptions(url string) relay.Options {
 	opts.OnClosed = func(_, reason string) { e.subs.onReason(url, health.SourceClosed, reason) }
 	opts.OnClosedTagValues = func(reason string, most int) {
 		if health.ClassifyMessage(reason) == health.SignalTooManyTagValues {
-			e.lim.learnTagValues(url, most, "CLOSED: "+reason)
+			e.lim.LearnTagValues(url, most, "CLOSED: "+reason)
 		}
 	}
 	opts.OnNegErr = func(_, reason string) { e.subs.onReason(url, health.SourceNegErr, reason) }
@@ -144,7 +145,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 		select {
 		case <-conn.Done():
 			err := conn.Err()
-			e.lim.learnMessageSize(url, conn, err)
+			e.lim.LearnMessageSize(url, conn, err)
 			e.post(func() { e.onDisconnected(url, gen, err) })
 		case <-ctx.Done():
 		}
@@ -154,16 +155,22 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 
 // connectOrReconnect is the one handler of every connection: fresh sync for a
 // first connection or after a long absence, catch-up with since for a quick
-// reconnect; then compute_actions for new items.
+// reconnect (one that dropped during the first historic sync resumes it:
+// its Layer 1 and the items not confirmed are asked again, each sweep
+// going on where it got to: sweepcursor); then compute_actions for new
+// items.
 func (e *Engine) connectOrReconnect(r *remote) {
 	now := e.clock.Now()
 	fresh := e.needsFreshSync(r, now)
+	resume := !fresh && !r.HistoricDone
 	disconnectedAt := r.DisconnectedAt
+	r.resumeSync = false
 	if fresh {
 		// Everything is fetched again: failed batches with it.
 		r.ClearConfirmed()
-		r.failed = nil
+		r.failed, r.parked = nil, nil
 		r.HistoricDone = false
+		e.pager.Resume.Forget(r.URL)
 	}
 	r.Status = repoindex.Syncing
 	r.LastConnected = now
@@ -188,15 +195,51 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		// relay capping a REQ at 500 does not hide the rest). Failed
 		// batches keep waiting for their retry.
 		since := nostr.Timestamp(disconnectedAt.Add(-e.cfg.SinceBuffer).Unix())
-		e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
+		if resume {
+			e.log.Info("relay reconnected: resuming its historic sync", zap.String("relay", r.URL), zap.Time("since", since.Time()))
+			e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
+		} else {
+			e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
+		}
 		items := repoindex.NewItems()
 		items.Repos.AddAll(r.Confirmed.Repos)
 		items.Roots.AddAll(r.Confirmed.Roots)
 		r.catchup, r.catchupFrom = e.subs.subscribeSince(r, items, since), disconnectedAt
 		r.baseline = e.subs.filtersOpen(r)
+		e.requeueParked(r)
 	}
 	e.recomputeRelay(r.URL)
 	e.sched.updateRelayState(r)
+}
+
+// requeueParked asks again for the items of the batches a dropped
+// connection left pending, batch by batch: each batch's filters are the
+// ones it had, so their sweeps go on where they got to (sweepcursor).
+// Items no longer wanted are left out; the rest of what is new is
+// recomputeRelay's.
+func (e *Engine) requeueParked(r *remote) {
+	parked := r.parked
+	r.parked = nil
+	if len(parked) == 0 {
+		return
+	}
+	want := repoindex.RelayActions(e.disc.Repos, r.URL, e.bootstrapOK[r.URL] && e.cfg.BootstrapAllLayers, e.pending[r.URL], &r.RelayState)
+	for _, items := range parked {
+		keep := repoindex.NewItems()
+		for h := range items.Repos.Handles() {
+			if want.Repos.HasH(h) {
+				keep.Repos.AddH(h)
+			}
+		}
+		for h := range items.Roots.Handles() {
+			if want.Roots.HasH(h) {
+				keep.Roots.AddH(h)
+			}
+		}
+		if !keep.Empty() {
+			e.subs.addFilters(repoindex.AddFilters{Relay: r.URL, Items: keep})
+		}
+	}
 }
 
 func (e *Engine) fullResyncInterval() time.Duration {
@@ -217,9 +260,16 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	// A catch-up that did not complete, or items confirmed without their
 	// live filters, catch up from then.
 	from := catchUpFrom(r, e.clock.Now())
+	r.parked = nil
+	for _, b := range e.pending[url] {
+		if !r.HistoricDone && !b.Catchup && b.Retry == nil {
+			r.parked = append(r.parked, b.Items) // resumed batch by batch (requeueParked)
+		}
+	}
 	e.teardown(r)
 	r.Status = repoindex.Disconnected
 	r.DisconnectedAt = from
+	r.resumeSync = !r.HistoricDone // a quick reconnect resumes it
 	if err != nil {
 		r.lastError = err.Error()
 	}
@@ -273,5 +323,6 @@ func (e *Engine) forget(url string) {
 	e.m.forgetRelay(url)
 	e.pager.Truncation.Forget(url)
 	e.pager.Auth.Forget(url)
+	e.pager.Resume.Forget(url)
 	e.log.Info("relay dropped: nothing to sync", zap.String("relay", url))
 }

@@ -71,6 +71,7 @@ func (e *Engine) fullResync(r *remote) {
 	r.ClearConfirmed()
 	r.failed = nil
 	r.HistoricDone = false
+	e.pager.Resume.Forget(r.URL)
 	r.consolidateBy, r.liveDeferredAt = time.Time{}, time.Time{}
 	r.baseline, r.refs = 0, nil
 	r.fullResyncAt = e.clock.Now().Add(e.fullResyncInterval())

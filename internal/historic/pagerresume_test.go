@@ -14,6 +14,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
@@ -61,8 +62,8 @@ func newResumeRig(t *testing.T, evs []*nostr.Event, faults harness.Faults) *resu
 	r.Inject(evs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	return &resumeRig{t: t, r: r, ctx: WithResume(ctx), got: map[string]int{},
-		p:     &Pager{PageSize: 10, EOSETimeout: 10 * time.Second, Resume: NewResumeCursors(0, time.Hour)},
+	return &resumeRig{t: t, r: r, ctx: sweepcursor.With(ctx), got: map[string]int{},
+		p:     &Pager{PageSize: 10, EOSETimeout: 10 * time.Second, Resume: sweepcursor.New(0, time.Hour)},
 		kinds: nostr.Filter{Kinds: []int{harness.KindIssue}}}
 }
 
@@ -221,7 +222,7 @@ func TestPagerResumeTopsUp(t *testing.T) {
 	}
 }
 
-// TestPagerWithoutResumeStartsOver: outside a WithResume context a sweep
+// TestPagerWithoutResumeStartsOver: outside a sweepcursor.With context a sweep
 // keeps no cursor and every sweep starts from the top.
 func TestPagerWithoutResumeStartsOver(t *testing.T) {
 	evs := resumeEvents(span(30, 1)...)
@@ -241,40 +242,6 @@ func TestPagerWithoutResumeStartsOver(t *testing.T) {
 	}
 	if sent[0] < len(evs) || sent[1] != sent[0] {
 		t.Errorf("sweeps were sent %v events, want all %d each time", sent, len(evs))
-	}
-}
-
-// TestResumeCursorsBounded: at most max cursors are kept, the least
-// recently used dropped first; a filter's identity ignores its limit and
-// the order of its tags, not its since or until.
-func TestResumeCursorsBounded(t *testing.T) {
-	rc := NewResumeCursors(2, time.Minute)
-	ctx := WithResume(context.Background())
-	now := time.Unix(1000, 0)
-	ts := nostr.Timestamp(5)
-	f := func(k int) nostr.Filter { return nostr.Filter{Kinds: []int{k}} }
-	for _, k := range []int{1, 2, 1, 3} {
-		rc.open(ctx, "ws://a", f(k), now)
-	}
-	if rc.Len() != 2 || rc.open(ctx, "ws://a", f(1), now).prev == nil || rc.open(ctx, "ws://a", f(2), now).prev != nil {
-		t.Fatalf("kept %d; want 2, kind 2 (least recently used) dropped", rc.Len())
-	}
-	a := nostr.Filter{Tags: nostr.TagMap{"a": {"x"}, "e": {"y"}}, Limit: 5}
-	b := nostr.Filter{Tags: nostr.TagMap{"e": {"y"}, "a": {"x"}}, Limit: 500}
-	if filterIdentity(a) != filterIdentity(b) {
-		t.Error("the same filter with another limit is another identity")
-	}
-	c := a
-	c.Until = &ts
-	if filterIdentity(a) == filterIdentity(c) {
-		t.Error("a filter's own until is not part of its identity")
-	}
-	if rc.open(context.Background(), "ws://a", f(1), now) != nil {
-		t.Error("a sweep outside WithResume got a cursor")
-	}
-	var nilRC *ResumeCursors
-	if nilRC.open(ctx, "ws://a", f(1), now) != nil || nilRC.Len() != 0 {
-		t.Error("a nil ResumeCursors keeps cursors")
 	}
 }
 
