@@ -305,6 +305,23 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 	}
 }
 
+// A value of the wrong type in the configuration file is named by its
+// line, YAML key, flag and environment variable.
+func TestRunNamesTheSettingOfABadFileValue(t *testing.T) {
+	path := t.TempDir() + "/grasp-sync.yml"
+	if err := os.WriteFile(path, []byte("own_relay: ws://x\nsync:\n  batch_window: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	if c := h.run("--config", path); c != 1 {
+		t.Errorf("exit code %d", c)
+	}
+	want := "grasp-sync: " + path + ": config file: line 3: sync.batch_window (--sync.batch-window, GRASP_SYNC_SYNC_BATCH_WINDOW): cannot unmarshal !!int `2` into time.Duration\n"
+	if got := h.stderr.String(); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+}
+
 func TestRunReportsBusyListenAddress(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
