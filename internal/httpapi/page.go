@@ -99,7 +99,7 @@ h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.4em 0 .4em}
 @media (max-width:600px){body{margin:.75em}}
 table{border-collapse:collapse;background:#fff;font-size:13px}
 th,td{border:1px solid #ddd;padding:.25em .4em;text-align:left;vertical-align:top}
-th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f0f0f0;font-size:12px}td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.url,td.id{min-width:10em;max-width:20em;overflow-wrap:anywhere}
 td.err{min-width:18em;max-width:44em;font-size:12px}
 .note{color:#555}
