@@ -34,8 +34,8 @@ const (
 
 // startWideWorld starts a sidecar whose status page is as wide as pages
 // get: many relays with long addresses, each failing with a long error,
-// and purgatory identifiers with long names whose git fetches fail with
-// long errors. It returns the sidecar once every relay and identifier
+// purgatory identifiers with long names whose git fetches fail with long
+// errors, and a long state directory. It returns the sidecar once every relay and identifier
 // shows its error.
 func startWideWorld(t *testing.T) *runningSidecar {
 	t.Helper()
@@ -70,6 +70,8 @@ func startWideWorld(t *testing.T) *runningSidecar {
 
 	cfg := fastConfig(own)
 	cfg.GitDir = gitDir
+	// The summary shows the state directory: a long word too.
+	cfg.State.Dir = t.TempDir() + "/" + strings.Repeat("statedirectory", 6)
 	cfg.ServiceDomain = own.Addr()
 	cfg.Purgatory.SyncedDelay = 100 * time.Millisecond
 	cfg.Purgatory.Loop = 50 * time.Millisecond
