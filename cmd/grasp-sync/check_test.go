@@ -206,7 +206,7 @@ func TestCheckFailuresAreOneLine(t *testing.T) {
 		{"git dir missing", []string{"--own-relay", relay, "--git-dir", file + "-missing"},
 			"grasp-sync: git directory unusable: stat " + file + "-missing: no such file or directory", ""},
 		{"invalid config", []string{"--own-relay", relay, "--relay.max-message-bytes", "1000"},
-			`grasp-sync: relay.max_message_bytes: must be >= 1048576, got "1000"`, ""},
+			`grasp-sync: relay.max_message_bytes (--relay.max-message-bytes, GRASP_SYNC_RELAY_MAX_MESSAGE_BYTES): must be >= 1048576, got "1000"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
@@ -110,7 +111,8 @@ func (e *env) withDefaultCommand(args []string) []string {
 }
 
 // main runs the app and returns the process exit code. Errors are printed
-// as one line per problem, prefixed with "grasp-sync: ".
+// as one line per problem, prefixed with "grasp-sync: "; a bad setting is
+// named by its YAML key, flag and environment variable (config.Detail).
 func (e *env) main(args []string) int {
 	e.args = args
 	app := e.app()
@@ -123,7 +125,7 @@ func (e *env) main(args []string) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(config.Detail(err)), "\n") {
 		fmt.Fprintf(e.stderr, "grasp-sync: %s\n", line)
 	}
 	if !e.typosReported {

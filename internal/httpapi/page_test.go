@@ -13,8 +13,10 @@ import (
 )
 
 // The status page shows readiness, every relay with state, health,
-// progress and its whole last error (escaped), the publisher and the
-// purgatory per identifier; it reloads itself and loads nothing else.
+// progress and its whole last error (escaped) with its notes, the
+// relay-repository pairs, the publisher and the purgatory per identifier,
+// each table in its own scroll box; it reloads itself and loads nothing
+// else.
 func TestStatusPage(t *testing.T) {
 	snap := sampleSnapshot()
 	snap.StartedAt = time.Now().Add(-time.Hour)
@@ -46,12 +48,13 @@ func TestStatusPage(t *testing.T) {
 		`<td class="state bad">disconnected</td>`,
 		`<td class="health bad">dead</td>`,
 		`<td class="n">1/5</td>`, `<td class="n">2/8</td>`,
-		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`, `long end</td>`,
-		`by state: connected 1, disconnected 1; by health: dead 1, healthy 1`,
+		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`,
+		`long end<div class="note">truncation: a REQ page cut at 500</div><div class="note">read AUTH: needs a key</div></td>`,
+		`by state: connected 1, disconnected 1; by health: dead 1, healthy 1; relay-repository pairs confirmed 4/8`,
+		`<div class="scroll"><table id="relays">`, `<div class="scroll"><table id="identifiers">`,
 		`<dt>accepted</dt><dd>100</dd>`,
-		`truncation: a REQ page cut at 500<br>read AUTH: needs a key</td>`,
 		`<dd id="state">resumed, /var/lib/grasp-sync: 4096 bytes, 10 events, last write `,
-		`<td>tool</td><td class="n">2</td><td class="n">1</td>`,
+		`<td class="id">tool</td><td class="n">2</td><td class="n">1</td>`,
 		`fetch https://git.example/tool.git: not found`,
 	} {
 		if !strings.Contains(body, want) {
