@@ -200,7 +200,7 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		p.clock = clock.Real{}
 	}
 	p.lastSummary = p.clock.Now()
-	p.summaryEvery = SummaryInterval
+	p.summaryEvery = cfg.SummaryInterval
 	if p.git == nil {
 		e := gitx.NewExec(cfg.GitTimeout)
 		e.OutputCap = cfg.GitOutputCap

@@ -7,7 +7,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// SummaryInterval is how often the purgatory logs what it released,
+// SummaryInterval is the default of Config.SummaryInterval: how often the
+// purgatory logs what it released,
 // created, fetched and dropped: each event, repository and fetch is logged
 // at DEBUG, the counts once per interval (when not all zero) at INFO, or at
 // WARN for events dropped (expired without git data, or refused when
