@@ -69,6 +69,7 @@ var pageFuncs = template.FuncMap{
 	},
 	"since": func(now, t time.Time) string { return status.Round(now.Sub(t)) },
 	"until": func(now, t time.Time) string { return status.Round(t.Sub(now)) },
+	"deref": func(t *time.Time) time.Time { return *t },
 	"next":  status.NextAttemptText,
 	"utc":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"add":   func(a, b int) int { return a + b },
@@ -149,7 +150,14 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15em 1em;ma
 
 <h2>Purgatory</h2>
 {{if not .S.Purgatory.Enabled}}<p id="purgatory">off (no git directory)</p>{{else}}
-<p id="purgatory">events waiting for git data: {{.S.Purgatory.Events}}; identifiers in the sync queue: {{.S.Purgatory.QueueSize}}</p>
+<p id="purgatory">events waiting for git data: {{.S.Purgatory.Events}}; identifiers in the sync queue: {{.S.Purgatory.QueueSize}}; waiting for a clone domain's request slot (not failed): <span id="waiting">{{.S.Purgatory.Waiting}}</span> (each domain: {{.S.Purgatory.DomainLimit}})</p>
+{{if .S.Purgatory.Domains}}<div class="scroll"><table id="domains">
+<tr><th>clone domain</th><th>identifiers waiting</th><th>requests in flight</th><th>requests in the window</th><th>next slot</th></tr>
+{{range .S.Purgatory.Domains}}<tr class="domain" data-domain="{{.Domain}}">
+<td>{{.Domain}}</td><td class="n">{{.Waiting}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.RequestsInWindow}}</td>
+<td>{{if .NextSlot}}in {{until $.Now (deref .NextSlot)}}{{else}}-{{end}}</td>
+</tr>
+{{end}}</table></div>{{end}}
 {{if .Identifiers}}<div class="scroll"><table id="identifiers">
 <tr><th>identifier</th><th>states</th><th>PRs</th><th>held for</th><th>expires in</th><th>failed attempts</th><th>next attempt</th><th>last error</th></tr>
 {{range .Identifiers}}<tr class="identifier">

@@ -430,31 +430,45 @@ func (s *Sidecar) Status() status.Snapshot {
 	ps := s.pub.Stats()
 	st.Publisher = status.Publisher{Queued: ps.Queued, InFlight: ps.InFlight, Accepted: ps.Accepted, Duplicates: ps.Duplicates, Rejected: ps.Rejected}
 	if s.purg != nil {
-		ps := s.purg.Stats()
-		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
-		st.Purgatory.Identifiers = purgatoryIdentifiers(s.purg.Identifiers())
+		st.Purgatory = purgatoryStatus(s.purg)
 	}
 	st.State = s.stateStatus()
 	return st
 }
 
-// purgatoryIdentifiers maps the purgatory's per-identifier view onto the
-// status document.
-func purgatoryIdentifiers(ids []purgatory.IdentifierStatus) []status.PurgatoryIdentifier {
+// purgatoryStatus maps the purgatory's view (its size, per identifier and
+// per clone domain) onto the status document.
+func purgatoryStatus(p *purgatory.Purgatory) status.Purgatory {
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
 		}
 		return &t
 	}
-	out := make([]status.PurgatoryIdentifier, 0, len(ids))
+	ps := p.Stats()
+	l := p.DomainLimit()
+	limit := status.DomainLimit{RequestsPerWindow: l.Requests, WindowSeconds: l.Window.Seconds(), Concurrency: l.Concurrency}
+	out := status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize, DomainLimit: limit}
+	for _, d := range p.Domains() {
+		out.Domains = append(out.Domains, status.PurgatoryDomain{Domain: d.Domain, Waiting: d.Waiting,
+			InFlight: d.InFlight, RequestsInWindow: d.InWindow, NextSlot: opt(d.NextSlot)})
+	}
+	ids := p.Identifiers()
+	out.Identifiers = make([]status.PurgatoryIdentifier, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, status.PurgatoryIdentifier{
+		row := status.PurgatoryIdentifier{
 			Identifier: id.Identifier, States: id.States, PRs: id.PRs,
 			HeldSince: id.HeldSince, ExpiresAt: id.ExpiresAt,
 			Attempts: id.Attempts, Syncing: id.Syncing, NextAttempt: opt(id.NextAttempt),
 			LastError: id.LastError, LastErrorAt: opt(id.LastErrorAt),
-		})
+		}
+		for _, d := range id.Waiting {
+			row.WaitingFor = append(row.WaitingFor, status.PurgatoryWait{Domain: d, DomainLimit: limit})
+		}
+		if len(row.WaitingFor) > 0 {
+			out.Waiting++
+		}
+		out.Identifiers = append(out.Identifiers, row)
 	}
 	return out
 }
