@@ -475,6 +475,10 @@ func TestGitHTTP(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	c.Listen, c.GitHTTP.Listen = "127.0.0.1:0", "127.0.0.1:0" // two ports the system picks
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	c.GitHTTP.RequestTimeout = 0
 	if got := Detail(c.Validate()); got != `git_http.request_timeout (--git-http.request-timeout, GRASP_SYNC_GIT_HTTP_REQUEST_TIMEOUT): must be > 0, got "0s"` {
 		t.Fatalf("got %q", got)

@@ -189,7 +189,7 @@ func (c *Config) Validate() error {
 		if c.GitDir == "" {
 			v.fail("git_http.listen", "needs git_dir (the repositories it serves)", c.GitHTTP.Listen)
 		}
-		if c.GitHTTP.Listen == c.Listen {
+		if c.GitHTTP.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") { // port 0: each its own
 			v.fail("git_http.listen", "must differ from listen ("+c.Listen+")", c.GitHTTP.Listen)
 		}
 	}
