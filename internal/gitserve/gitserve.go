@@ -114,7 +114,9 @@ const maxHeaderBytes = 64 << 10
 // checkBackend fails with ErrNoBackend unless git's exec path holds the
 // git-http-backend command.
 func checkBackend(git string) error {
-	out, err := exec.Command(git, "--exec-path").Output()
+	cmd := exec.Command(git, "--exec-path")
+	cmd.Env = gitx.CleanEnv() // as the backend runs
+	out, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("%s --exec-path: %w", git, err)
 	}
