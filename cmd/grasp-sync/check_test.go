@@ -249,6 +249,32 @@ func TestCheckNeedsGitForPurgatory(t *testing.T) {
 	}
 }
 
+// With git_http.listen, check says the git server can start, or why not:
+// a git without http-backend.
+func TestCheckGitServer(t *testing.T) {
+	url := startOwnRelay(t, false)
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir(), "--git-http.listen", "127.0.0.1:8080"); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	if out := h.stdout.String(); !strings.Contains(out, "127.0.0.1:8080: clones served read-only (git http-backend found)") {
+		t.Errorf("report:\n%s", out)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte("#!/bin/sh\necho "+bin+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin) // a git whose exec path has no http-backend
+	h = newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir(), "--purgatory.enabled=false", "--git-http.listen", "127.0.0.1:8080"); c != 1 {
+		t.Fatalf("exit %d", c)
+	}
+	want := "grasp-sync: git is not usable: git_http.listen runs git http-backend: git http-backend not found in " + bin + ": git_http.listen needs git's server-side commands\n"
+	if got := h.stderr.String(); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+}
+
 // A WebSocket server that never answers a REQ is not a Nostr relay.
 func TestCheckSilentWebSocketIsNotARelay(t *testing.T) {
 	silent := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -25,6 +25,7 @@ package config
 import (
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/gitserve"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -63,6 +64,7 @@ type Config struct {
 	Health     health.Config         `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
 	Publisher  Publisher             `yaml:"publisher" help:"Publishing events into the own relay."`
 	Purgatory  Purgatory             `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
+	GitHTTP    gitserve.Config       `yaml:"git_http" help:"Read-only git server of git_dir's repositories (smart HTTP: clone and fetch, never a push), off unless git_http.listen is set."`
 	Negentropy historic.NegSettings  `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
 	Trusted    trusted.Settings      `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
 	Rejected   ingest.RejectedConfig `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
@@ -145,6 +147,7 @@ func Default() *Config {
 		Health:          health.DefaultConfig(),
 		Publisher:       Publisher{Config: publish.DefaultConfig(), OwnHeldConfig: in.OwnHeldConfig},
 		Purgatory:       Purgatory{Enabled: true, Config: purgatory.DefaultConfig()},
+		GitHTTP:         gitserve.DefaultConfig(),
 		Negentropy:      historic.DefaultNegSettings(),
 		Trusted:         trusted.DefaultSettings(),
 		Rejected:        in.Rejected,

@@ -477,7 +477,7 @@ func TestSectionsAreDocumented(t *testing.T) {
 		}
 		keys = append(keys, s.Key)
 	}
-	if want := []string{"log", "auth", "dial", "relay", "sync", "health", "publisher", "purgatory", "negentropy", "trusted", "rejected", "limits", "state", "memory", "cpu"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"log", "auth", "dial", "relay", "sync", "health", "publisher", "purgatory", "git_http", "negentropy", "trusted", "rejected", "limits", "state", "memory", "cpu"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("sections %v, want %v", keys, want)
 	}
 }
@@ -494,6 +494,37 @@ func TestPurgatoryActive(t *testing.T) {
 	c.Purgatory.Enabled = false
 	if c.PurgatoryActive() {
 		t.Error("active while disabled")
+	}
+}
+
+// The git server is off by default; on, it needs a git directory and an
+// address of its own, and its flag and variable follow the section.
+func TestGitHTTP(t *testing.T) {
+	c := validDefault()
+	if c.GitHTTP.Enabled() {
+		t.Fatal("git server on by default")
+	}
+	s, ok := Lookup("git_http.listen")
+	if !ok || s.Flag != "git-http.listen" || s.Env != "GRASP_SYNC_GIT_HTTP_LISTEN" {
+		t.Fatalf("git_http.listen: %+v", s)
+	}
+	c.GitHTTP.Listen = c.Listen
+	want := `git_http.listen: needs git_dir (the repositories it serves), got ":9090"` + "\n" +
+		`git_http.listen: must differ from listen (:9090), got ":9090"`
+	if got := fmt.Sprint(c.Validate()); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	c.GitDir, c.GitHTTP.Listen = "/srv/git", "127.0.0.1:8080"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Listen, c.GitHTTP.Listen = "127.0.0.1:0", "127.0.0.1:0" // two ports the system picks
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.GitHTTP.RequestTimeout = 0
+	if got := Detail(c.Validate()); got != `git_http.request_timeout (--git-http.request-timeout, GRASP_SYNC_GIT_HTTP_REQUEST_TIMEOUT): must be > 0, got "0s"` {
+		t.Fatalf("got %q", got)
 	}
 }
 

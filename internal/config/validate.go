@@ -183,6 +183,16 @@ func (c *Config) Validate() error {
 	v.section("publisher", c.Publisher.Config.Validate())
 	v.section("publisher", c.Publisher.OwnHeldConfig.Validate())
 	v.section("purgatory", c.Purgatory.Config.Validate())
+	v.section("git_http", c.GitHTTP.Validate())
+	if c.GitHTTP.Enabled() {
+		// Spans sections: what is served, and where.
+		if c.GitDir == "" {
+			v.fail("git_http.listen", "needs git_dir (the repositories it serves)", c.GitHTTP.Listen)
+		}
+		if c.GitHTTP.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") { // port 0: each its own
+			v.fail("git_http.listen", "must differ from listen ("+c.Listen+")", c.GitHTTP.Listen)
+		}
+	}
 
 	v.section("negentropy", c.Negentropy.Validate())
 	v.section("trusted", c.Trusted.Validate())

@@ -19,6 +19,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/event"
+	"github.com/grasp-sync/grasp-sync/internal/gitserve"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -68,6 +69,8 @@ type Sidecar struct {
 	ingest *ingest.Handler
 	local  *localindex.Index
 	store  *statestore.Store
+	// gitHTTP serves the git directory read-only; nil when off.
+	gitHTTP *gitserve.Server
 	// localRestored: the local index was loaded from the store.
 	localRestored bool
 }
@@ -148,6 +151,13 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.purg, holder = purg, purg
 		s.restorePurgatory()
+	}
+	if cfg.GitHTTP.Enabled() {
+		gs, err := gitserve.New(cfg.GitHTTP, gitserve.Options{GitDir: cfg.GitDir, Log: d.Log.Named("gitserve")})
+		if err != nil {
+			return nil, fmt.Errorf("git server: %w", err)
+		}
+		s.gitHTTP = gs
 	}
 	// With a state store, the roots the own relay stores are noted until
 	// discovery's index holds them, so a stop in between loses none
@@ -356,7 +366,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer stopEng()
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	errs := make(chan error, 8)
 	start := func(name string, ctx context.Context, run func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -385,6 +395,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		start("released", pubCtx, s.ingest.RunReleased)
 	}
 	start("progress", engCtx, s.runProgress)
+	if s.gitHTTP != nil {
+		start("git server", engCtx, s.runGitHTTP)
+	}
 	if s.store != nil {
 		start("state", pubCtx, func(ctx context.Context) error {
 			return s.store.Run(ctx, s.stateSources(), s.cfg.State.FlushInterval)
@@ -416,6 +429,30 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		s.store.Close()
 	}
 	return runErr
+}
+
+// runGitHTTP serves the git directory until ctx is done, then gives the
+// requests being served the shutdown grace to finish.
+func (s *Sidecar) runGitHTTP(ctx context.Context) error {
+	if err := s.gitHTTP.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := s.gitHTTP.Shutdown(sctx); err != nil {
+		s.log.Warn("git requests cut off at shutdown", zap.Duration("grace", s.cfg.ShutdownGrace), zap.Error(err))
+	}
+	return nil
+}
+
+// GitHTTPAddr is the read-only git server's bound address: "" when it is
+// off or not listening yet.
+func (s *Sidecar) GitHTTPAddr() string {
+	if s.gitHTTP == nil {
+		return ""
+	}
+	return s.gitHTTP.Addr()
 }
 
 // Ready tells whether the own relay is connected and the first
