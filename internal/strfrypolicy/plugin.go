@@ -224,25 +224,24 @@ func (p *Plugin) reject(id, reason string) Answer {
 // wait (the relay may be unreachable for long: strfry is not held up
 // event after event).
 func (p *Plugin) waitLoaded(ctx context.Context, ev *nostr.Event) bool {
-	if !NeedsState(ev) {
+	if !NeedsState(ev) || closed(p.loaded) {
 		return true
 	}
-	select {
-	case <-p.loaded:
-		return true
-	case <-p.tried:
-		return false
-	default:
+	if !closed(p.tried) {
+		select {
+		case <-p.loaded:
+		case <-p.tried:
+		case <-p.clock.After(p.cfg.Wait):
+		case <-ctx.Done():
+		}
 	}
+	return closed(p.loaded)
+}
+
+// closed reports whether ch is closed.
+func closed(ch chan struct{}) bool {
 	select {
-	case <-p.loaded:
-		return true
-	case <-p.tried:
-	case <-p.clock.After(p.cfg.Wait):
-	case <-ctx.Done():
-	}
-	select {
-	case <-p.loaded:
+	case <-ch:
 		return true
 	default:
 		return false
