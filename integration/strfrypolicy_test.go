@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"gopkg.in/yaml.v3"
 
 	"github.com/grasp-sync/grasp-sync/internal/strfrypolicy"
 	"github.com/grasp-sync/grasp-sync/testkit"
@@ -202,16 +203,46 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// installPlugin installs bin as strfry's write-policy plugin into dir with
+// deploy/docker-compose.yml's plugin-init script (the Kubernetes init
+// container runs the same), its paths moved from the image's to bin and
+// dir; it returns the wrapper's path, which deploy/strfry.conf names.
+func installPlugin(t *testing.T, bin, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Entrypoint []string `yaml:"entrypoint"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatal(err)
+	}
+	ep := compose.Services["plugin-init"].Entrypoint
+	if len(ep) != 3 || ep[0] != "sh" || ep[1] != "-ec" {
+		t.Fatalf("plugin-init's entrypoint %q is not sh -ec SCRIPT", ep)
+	}
+	script := strings.ReplaceAll(ep[2], "/usr/local/bin/grasp-sync", bin)
+	script = strings.ReplaceAll(script, "/plugin/", dir+"/")
+	if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
+		t.Fatalf("plugin-init's script: %v\n%s", err, out)
+	}
+	return dir + "/grasp-sync-strfry-policy"
+}
+
 // startStrfry runs strfry's relay with deploy/strfry.conf on 127.0.0.1:port
-// and its database in db, the write policy being `plugin strfry-policy`
-// configured by env (strfry passes its environment on to the plugin).
+// and its database in db, the write policy being plugin configured by env
+// (strfry passes its environment on to the plugin).
 func startStrfry(t *testing.T, strfry, plugin, db string, port int, env ...string) *strfryProc {
 	t.Helper()
 	cmd := exec.Command(strfry, "--config=../deploy/strfry.conf",
 		"--set", "db="+db+"/", "--set", "relay.bind=127.0.0.1", "--set", fmt.Sprintf("relay.port=%d", port),
 		// deploy/strfry.conf's map is 10 TB of address space; 1 GiB is plenty here.
 		"--set", "dbParams.mapsize=1073741824",
-		"--set", "relay.writePolicy.plugin="+plugin+" strfry-policy", "relay")
+		"--set", "relay.writePolicy.plugin="+plugin, "relay")
 	cmd.Env = envWithout(env...)
 	p := &strfryProc{cmd: cmd, url: fmt.Sprintf("ws://127.0.0.1:%d", port), log: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
@@ -296,7 +327,8 @@ func holds(t *testing.T, url string, ids ...string) map[string]bool {
 
 // TestStrfryWithPolicyPlugin runs a real strfry (GRASP_SYNC_STRFRY: the
 // path of its binary) with deploy/strfry.conf and grasp-sync strfry-policy
-// as its write policy. strfry accepts the hosted announcement and refuses
+// as its write policy, installed by docker-compose.yml's plugin-init
+// script. strfry accepts the hosted announcement and refuses
 // a foreign one with the plugin's reason, accepts an issue and a state of
 // the hosted repository and refuses an unrelated note; restarted on its
 // database (a new plugin process, which reads the stored announcement and
@@ -322,12 +354,13 @@ func TestStrfryWithPolicyPlugin(t *testing.T) {
 	url := fmt.Sprintf("ws://127.0.0.1:%d", port)
 	env := []string{"GRASP_SYNC_OWN_RELAY=" + url, "GRASP_SYNC_SERVICE_DOMAIN=" + policyDomain}
 	db := t.TempDir()
+	plugin := installPlugin(t, bin, t.TempDir())
 
 	alice, bob := harness.NewKey(), harness.NewKey()
 	addr := alice.RepoAddress("proj")
 	ann := policyAnnouncement(alice, "proj")
 	issue := bob.Issue(addr, "stored")
-	first := startStrfry(t, strfry, bin, db, port, env...)
+	first := startStrfry(t, strfry, plugin, db, port, env...)
 	expect := func(name string, ev *nostr.Event, wantOK bool, wantReason string) {
 		t.Helper()
 		ok, reason := publishTo(t, url, ev)
@@ -352,7 +385,7 @@ func TestStrfryWithPolicyPlugin(t *testing.T) {
 	// Restarted: strfry starts a new plugin at the first write, which reads
 	// the stored announcement and issue from strfry.
 	first.stop()
-	startStrfry(t, strfry, bin, db, port, env...)
+	startStrfry(t, strfry, plugin, db, port, env...)
 	expect("after the restart, a reply to the stored issue", alice.Reply(issue), true, "")
 	expect("after the restart, a new issue", bob.Issue(addr, "new"), true, "")
 	expect("after the restart, the owner's newer state",

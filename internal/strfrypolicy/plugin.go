@@ -21,7 +21,7 @@ import (
 // Settings are the plugin's own settings (the configuration's
 // strfry_policy section).
 type Settings struct {
-	Wait time.Duration `yaml:"wait" help:"How long grasp-sync strfry-policy holds strfry's request about an event other than an announcement while it still reads the relay's stored announcements and root events (at its start, and again after a failed read): past it the event is rejected with \"error: the relay's repositories are still being read\". Keep it below strfry's relay.writePolicy.timeoutSeconds (10s by default), past which strfry restarts the plugin."`
+	Wait time.Duration `yaml:"wait" help:"How long grasp-sync strfry-policy holds strfry's request about an event other than an announcement while its first read of the relay's stored announcements and root events runs (at its start): past it, and after a failed read until one succeeds, the event is rejected with \"error: the relay's repositories are still being read\". Keep it below strfry's relay.writePolicy.timeoutSeconds (10s by default), past which strfry restarts the plugin."`
 }
 
 // DefaultSettings returns the defaults.
