@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
@@ -65,16 +66,22 @@ func (e *env) strfryPolicyAction(c *cli.Context) error {
 	}, log, clock.Real{})
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
-	signals, stop := e.notify()
-	defer stop()
-	go func() {
-		select {
-		case <-signals:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err = p.Serve(ctx, e.stdin, e.stdout)
+	if e.notify != nil {
+		signals, stop := e.notify()
+		defer stop()
+		go func() {
+			select {
+			case <-signals:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	in := e.stdin
+	if in == nil {
+		in = strings.NewReader("")
+	}
+	err = p.Serve(ctx, in, e.stdout)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
