@@ -100,11 +100,9 @@ func (p *Plugin) Rules() *Rules { return p.rules }
 // meanwhile. It returns nil when in ended.
 func (p *Plugin) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); p.load(ctx) }()
-	defer func() { <-done }()
-	defer cancel()
+	defer func() { cancel(); <-done }()
 
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
