@@ -13,9 +13,16 @@
 # The binary checks the signatures the sidecar still verifies with
 # libsecp256k1 (cgo, `-tags libsecp256k1`). go-nostr compiles its own copy of
 # libsecp256k1's C source into the binary, so the build stage needs only a C
-# compiler (the golang image has gcc and libc6-dev) and the final stage only
-# glibc: neither Debian's libsecp256k1-dev nor libsecp256k1-1 is used.
+# compiler (the golang image has gcc and libc6-dev, with the static libc.a)
+# and the final stage no library at all: neither Debian's libsecp256k1-dev
+# nor libsecp256k1-1 is used.
 # A plain `go build ./cmd/grasp-sync` stays pure Go.
+#
+# The binary is static (glibc linked in; Go's own DNS resolver and user
+# lookup, tags netgo and osusergo), so the same file also runs in strfry's
+# Alpine image as its write-policy plugin, `grasp-sync strfry-policy`
+# (deploy/docker-compose.yml and deploy/kubernetes copy it there). .ci/image
+# runs it in an image that holds nothing but the binary.
 
 ARG GO_VERSION=1.26
 
@@ -30,8 +37,8 @@ ARG COMMIT=unknown
 ARG DATE=unknown
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=1 GOOS=linux go build -trimpath -tags libsecp256k1 \
-      -ldflags "-s -w \
+    CGO_ENABLED=1 GOOS=linux go build -trimpath -tags libsecp256k1,netgo,osusergo \
+      -ldflags "-s -w -linkmode external -extldflags -static \
         -X github.com/grasp-sync/grasp-sync/internal/version.Version=${VERSION} \
         -X github.com/grasp-sync/grasp-sync/internal/version.Commit=${COMMIT} \
         -X github.com/grasp-sync/grasp-sync/internal/version.Date=${DATE}" \

@@ -1,5 +1,6 @@
 // Command grasp-sync is the sync sidecar for Nostr git relays (NIP-34 /
-// GRASP). Subcommands: run (default), check, status, config, version.
+// GRASP). Subcommands: run (default), check, status, config, version, and
+// strfry-policy (strfry's write-policy plugin).
 //
 // Configuration flags and their GRASP_SYNC_* environment twins are defined
 // by the config package (config.Flags); see CONFIGURATION.md.
@@ -27,6 +28,7 @@ func main() {
 
 // env is everything the commands take from the process, injectable in tests.
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	// newEngine builds the sidecar for run.
 	newEngine engineFactory
@@ -46,6 +48,7 @@ type env struct {
 
 func newEnv() *env {
 	return &env{
+		stdin:     os.Stdin,
 		stdout:    os.Stdout,
 		stderr:    os.Stderr,
 		newEngine: newSidecarEngine,
@@ -75,6 +78,7 @@ func (e *env) app() *cli.App {
 		e.statusCommand(),
 		e.versionCommand(),
 		e.configCommand(),
+		e.strfryPolicyCommand(),
 	}
 	usageErrors(cmds)
 	return &cli.App{

@@ -36,6 +36,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
+	"github.com/grasp-sync/grasp-sync/internal/strfrypolicy"
 	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
@@ -72,6 +73,8 @@ type Config struct {
 	State      statestore.Config     `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
 	Memory     memlimit.Config       `yaml:"memory" help:"The Go runtime's memory use."`
 	CPU        procs.Config          `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
+
+	StrfryPolicy strfrypolicy.Settings `yaml:"strfry_policy" help:"grasp-sync strfry-policy, strfry's write-policy plugin (it reads own_relay, service_domain and sync.host_all too)."`
 }
 
 // Log configures logging.
@@ -155,6 +158,7 @@ func Default() *Config {
 		State:           statestore.DefaultConfig(),
 		Memory:          memlimit.DefaultConfig(),
 		CPU:             procs.DefaultConfig(),
+		StrfryPolicy:    strfrypolicy.DefaultSettings(),
 	}
 }
 

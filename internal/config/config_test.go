@@ -477,7 +477,7 @@ func TestSectionsAreDocumented(t *testing.T) {
 		}
 		keys = append(keys, s.Key)
 	}
-	if want := []string{"log", "auth", "dial", "relay", "sync", "health", "publisher", "purgatory", "git_http", "negentropy", "trusted", "rejected", "limits", "state", "memory", "cpu"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"log", "auth", "dial", "relay", "sync", "health", "publisher", "purgatory", "git_http", "negentropy", "trusted", "rejected", "limits", "state", "memory", "cpu", "strfry_policy"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("sections %v, want %v", keys, want)
 	}
 }

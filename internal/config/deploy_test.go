@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -112,10 +113,43 @@ type composeFile struct {
 	Services map[string]struct {
 		Image       string            `yaml:"image"`
 		Build       any               `yaml:"build"`
+		Entrypoint  []string          `yaml:"entrypoint"`
+		DependsOn   map[string]any    `yaml:"depends_on"`
 		Ports       []string          `yaml:"ports"`
 		Volumes     []string          `yaml:"volumes"`
 		Environment map[string]string `yaml:"environment"`
 	} `yaml:"services"`
+}
+
+// pluginPath is where deploy/strfry.conf runs its write-policy plugin.
+const pluginPath = "/plugin/grasp-sync-strfry-policy"
+
+// strfryPlugin returns relay.writePolicy.plugin of deploy/strfry.conf.
+func strfryPlugin(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/strfry.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "plugin = "); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	t.Fatal("deploy/strfry.conf sets no writePolicy plugin")
+	return ""
+}
+
+// checkPluginScript checks a script installing the plugin: it copies the
+// image's binary into /plugin and writes the wrapper strfry.conf names,
+// which runs `grasp-sync strfry-policy`.
+func checkPluginScript(t *testing.T, where string, script string) {
+	t.Helper()
+	for _, want := range []string{"cp /usr/local/bin/grasp-sync /plugin/", "mv -f /plugin/.wrapper.new " + pluginPath, "exec /plugin/grasp-sync strfry-policy"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("%s: the plugin script lacks %q:\n%s", where, want, script)
+		}
+	}
 }
 
 // mountsVolume tells whether one of the compose volume entries
@@ -179,14 +213,55 @@ func TestDockerComposeDeploy(t *testing.T) {
 	if cfg.State.Dir == "" || !mountsVolume(c.Services["grasp-sync"].Volumes, cfg.State.Dir) {
 		t.Errorf("compose: state.dir %q is not on a volume (%v)", cfg.State.Dir, c.Services["grasp-sync"].Volumes)
 	}
-	// The openness of the example relay is stated where an operator reads.
+	// The relay's write policy is grasp-sync's plugin, from the
+	// plugin-init service, configured like grasp-sync itself.
+	if got := strfryPlugin(t); got != pluginPath {
+		t.Errorf("deploy/strfry.conf: writePolicy plugin %q, want %q", got, pluginPath)
+	}
+	relay, initSvc := c.Services["relay"], c.Services["plugin-init"]
+	if _, ok := relay.DependsOn["plugin-init"]; !ok {
+		t.Error("compose: the relay does not wait for plugin-init")
+	}
+	if !mountsVolume(relay.Volumes, "/plugin") || !mountsVolume(initSvc.Volumes, "/plugin") {
+		t.Errorf("compose: the plugin volume is not mounted at /plugin in relay (%v) and plugin-init (%v)", relay.Volumes, initSvc.Volumes)
+	}
+	if initSvc.Image != c.Services["grasp-sync"].Image || len(initSvc.Entrypoint) != 3 {
+		t.Fatalf("compose: plugin-init runs %q %v, want grasp-sync's image and sh -ec SCRIPT", initSvc.Image, initSvc.Entrypoint)
+	}
+	checkPluginScript(t, "compose plugin-init", initSvc.Entrypoint[2])
+	for k := range relay.Environment {
+		if !knownEnv(k) {
+			t.Errorf("compose: relay: unknown variable %s", k)
+		}
+	}
+	if relay.Environment["GRASP_SYNC_SERVICE_DOMAIN"] != env["GRASP_SYNC_SERVICE_DOMAIN"] {
+		t.Errorf("compose: the plugin's service domain %q is not grasp-sync's %q",
+			relay.Environment["GRASP_SYNC_SERVICE_DOMAIN"], env["GRASP_SYNC_SERVICE_DOMAIN"])
+	}
+	penv := map[string]string{}
+	for k, v := range relay.Environment {
+		// ${GRASP_DOMAIN:-git.example.com} → its default.
+		if i := strings.Index(v, ":-"); strings.HasPrefix(v, "${") && i > 0 {
+			v = strings.TrimSuffix(v[i+2:], "}")
+		}
+		penv[k] = v
+	}
+	pcfg := Default()
+	plookup := func(k string) (string, bool) { v, ok := penv[k]; return v, ok }
+	if err := ApplyEnv(pcfg, plookup); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(pcfg.Validate(), pcfg.ValidateStrfryPolicy()); err != nil {
+		t.Errorf("compose: the plugin's configuration is invalid: %v", err)
+	}
+	// Where an operator reads, the relay's write policy is named.
 	for _, f := range []string{"../../deploy/docker-compose.yml", "../../README.md", "../../deploy/kubernetes/kustomization.yaml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := string(b); !strings.Contains(strings.ToLower(s), "open") || !strings.Contains(s, "writePolicy") {
-			t.Errorf("%s does not say the example strfry is open and how to restrict it (writePolicy)", f)
+		if s := string(b); !strings.Contains(s, "writePolicy") || !strings.Contains(s, "strfry-policy") {
+			t.Errorf("%s does not name the relay's write policy (writePolicy, grasp-sync strfry-policy)", f)
 		}
 	}
 }
@@ -199,11 +274,21 @@ type k8sDeployment struct {
 				Annotations map[string]string `yaml:"annotations"`
 			} `yaml:"metadata"`
 			Spec struct {
+				InitContainers []struct {
+					Name         string   `yaml:"name"`
+					Image        string   `yaml:"image"`
+					Command      []string `yaml:"command"`
+					VolumeMounts []struct {
+						Name      string `yaml:"name"`
+						MountPath string `yaml:"mountPath"`
+					} `yaml:"volumeMounts"`
+				} `yaml:"initContainers"`
 				Containers []struct {
 					Name  string `yaml:"name"`
 					Image string `yaml:"image"`
 					Env   []struct {
 						Name      string `yaml:"name"`
+						Value     string `yaml:"value"`
 						ValueFrom *struct {
 							SecretKeyRef *struct {
 								Name     string `yaml:"name"`
@@ -212,14 +297,17 @@ type k8sDeployment struct {
 						} `yaml:"valueFrom"`
 					} `yaml:"env"`
 					VolumeMounts []struct {
+						Name      string `yaml:"name"`
 						MountPath string `yaml:"mountPath"`
+						SubPath   string `yaml:"subPath"`
 					} `yaml:"volumeMounts"`
 					ReadinessProbe any `yaml:"readinessProbe"`
 					LivenessProbe  any `yaml:"livenessProbe"`
 				} `yaml:"containers"`
 				Volumes []struct {
-					Name   string `yaml:"name"`
-					Secret *struct {
+					Name     string `yaml:"name"`
+					EmptyDir any    `yaml:"emptyDir"`
+					Secret   *struct {
 						Optional bool `yaml:"optional"`
 					} `yaml:"secret"`
 				} `yaml:"volumes"`
@@ -331,4 +419,57 @@ func TestKubernetesDeploy(t *testing.T) {
 			t.Errorf("volume %s: Secret is not optional, the Pod would not start without it", v.Name)
 		}
 	}
+
+	// The relay's write policy is grasp-sync's plugin: the init container
+	// puts it, with compose's script, on the plugin volume the relay mounts
+	// at /plugin; the plugin reads the ConfigMap's grasp-sync.yml.
+	if err := cfg.ValidateStrfryPolicy(); err != nil {
+		t.Errorf("ConfigMap: the plugin's configuration is invalid: %v", err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(readFile(t, "../../deploy/docker-compose.yml"), &c); err != nil {
+		t.Fatal(err)
+	}
+	compose := c.Services["plugin-init"].Entrypoint
+	installed := false
+	for _, ic := range pod.Spec.InitContainers {
+		if len(ic.Command) == 3 && len(compose) == 3 && ic.Command[2] == compose[2] {
+			installed = ic.Image == "grasp-sync"
+			for _, m := range ic.VolumeMounts {
+				if m.MountPath == "/plugin" {
+					installed = installed && m.Name == "plugin"
+				}
+			}
+		}
+	}
+	if !installed {
+		t.Error("no init container of the grasp-sync image runs docker-compose.yml's plugin-init script with the plugin volume at /plugin")
+	}
+	relayOK := false
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name != "relay" {
+			continue
+		}
+		mounts := map[string]string{}
+		for _, m := range ctr.VolumeMounts {
+			mounts[m.MountPath] = m.Name + "/" + m.SubPath
+		}
+		for _, e := range ctr.Env {
+			if e.Name == EnvConfig {
+				relayOK = mounts[e.Value] == "config/grasp-sync.yml" && mounts["/plugin"] == "plugin/"
+			}
+		}
+	}
+	if !relayOK {
+		t.Errorf("the relay container does not mount the plugin volume at /plugin and the ConfigMap's grasp-sync.yml at its %s", EnvConfig)
+	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

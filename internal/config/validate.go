@@ -209,6 +209,19 @@ func (c *Config) Validate() error {
 	v.section("limits", l.RelayLimits.Validate())
 	v.section("memory", c.Memory.Validate())
 	v.section("cpu", c.CPU.Validate())
+	v.section("strfry_policy", c.StrfryPolicy.Validate())
 
 	return named(v.Err())
+}
+
+// ValidateStrfryPolicy adds what grasp-sync strfry-policy needs beyond
+// Validate: a service_domain to decide by (GRASP-01), unless sync.host_all
+// accepts every announcement.
+func (c *Config) ValidateStrfryPolicy() error {
+	if c.ServiceDomain == "" && !c.Sync.HostAll {
+		return named(&ValidationError{Field: "service_domain",
+			Problem: "is required by strfry-policy: it accepts the announcements that list it in clone and relays (GRASP-01); sync.host_all accepts every announcement instead",
+			Value:   c.ServiceDomain})
+	}
+	return nil
 }

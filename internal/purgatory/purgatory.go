@@ -267,20 +267,11 @@ func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
 	}
 	a := &announcement{pubkey: ev.PubKey, createdAt: ev.CreatedAt, id: ev.ID, hosted: p.Hosts(ev)}
 	for _, tag := range ev.Tags {
-		if len(tag) < 2 {
-			continue
-		}
-		switch tag[0] {
-		case "clone":
+		if len(tag) >= 2 && tag[0] == "clone" {
 			a.clone = append(a.clone, tag[1:]...)
-		case "maintainers":
-			for _, m := range tag[1:] {
-				if gitx.ValidPubKey(m) {
-					a.maintainers = append(a.maintainers, m)
-				}
-			}
 		}
 	}
+	a.maintainers = nip34.Maintainers(ev)
 	if len(a.clone) > p.cfg.MaxCloneURLs {
 		a.clone = a.clone[:p.cfg.MaxCloneURLs]
 	}
