@@ -54,9 +54,10 @@ FROM debian:bookworm-slim
 # http/https/git, cat-file, for-each-ref, update-ref, symbolic-ref), so
 # Debian's git loses what only its Perl scripts, manual pages and server-side
 # or mail commands need: perl (perl-base, which dpkg needs, stays), git-man,
-# scalar, git-shell, git-daemon, git-http-backend, git-http-push and
-# git-imap-send; /usr/lib/git-core/git becomes a hard link to the identical
-# /usr/bin/git. The purge forces past git's dependency on perl, so a derived
+# scalar, git-shell, git-daemon, git-http-push and git-imap-send;
+# git-http-backend stays: the sidecar's read-only git server
+# (git_http.listen) runs it. /usr/lib/git-core/git becomes a hard link to
+# the identical /usr/bin/git. The purge forces past git's dependency on perl, so a derived
 # image that installs more packages needs `apt-get install perl git-man`
 # (or `apt-get -f install`) first. .ci/image fetches over smart HTTP with
 # this image's git as purgatory does.
@@ -66,7 +67,7 @@ RUN apt-get update \
  && dpkg --purge --force-depends perl libperl5.36 perl-modules-5.36 liberror-perl git-man \
  && rm -f /usr/bin/scalar /usr/bin/git-shell \
       /usr/lib/git-core/scalar /usr/lib/git-core/git-shell /usr/lib/git-core/git-daemon \
-      /usr/lib/git-core/git-http-backend /usr/lib/git-core/git-http-push \
+      /usr/lib/git-core/git-http-push \
       /usr/lib/git-core/git-imap-send /usr/lib/git-core/git-add--interactive \
  && cmp /usr/bin/git /usr/lib/git-core/git \
  && ln -f /usr/bin/git /usr/lib/git-core/git \

@@ -2,7 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,8 +193,9 @@ func TestDockerComposeDeploy(t *testing.T) {
 		if s.Image == "grasp-sync:local" && s.Build == nil {
 			t.Errorf("service %s: grasp-sync:local is not built here", name)
 		}
-		// Published ports listen on loopback only: the relay is open
-		// (no write policy) and 9090 serves /status and /metrics.
+		// Published ports listen on loopback only: a TLS proxy in front
+		// publishes the relay and the clones; 9090 serves /status and
+		// /metrics.
 		for _, p := range s.Ports {
 			if !strings.HasPrefix(p, "127.0.0.1:") {
 				t.Errorf("service %s: port %q is not bound to 127.0.0.1", name, p)
@@ -208,6 +212,14 @@ func TestDockerComposeDeploy(t *testing.T) {
 	}
 	if cfg.GitDir == "" || !cfg.Purgatory.CreateMissingRepos {
 		t.Errorf("compose: git_dir %q with create_missing_repos %v: nothing creates repositories on the volume", cfg.GitDir, cfg.Purgatory.CreateMissingRepos)
+	}
+	// The clones are served from the git volume, and the git server's port
+	// is published (on loopback).
+	if port := listenPort(cfg.GitHTTP.Listen); port == "" || !slices.Contains(c.Services["grasp-sync"].Ports, "127.0.0.1:"+port+":"+port) {
+		t.Errorf("compose: git_http.listen %q is not set or its port not published (%v)", cfg.GitHTTP.Listen, c.Services["grasp-sync"].Ports)
+	}
+	if !mountsVolume(c.Services["grasp-sync"].Volumes, cfg.GitDir) {
+		t.Errorf("compose: git_dir %q is not on a volume", cfg.GitDir)
 	}
 	// The sync state lives on a volume of its own.
 	if cfg.State.Dir == "" || !mountsVolume(c.Services["grasp-sync"].Volumes, cfg.State.Dir) {
@@ -301,6 +313,10 @@ type k8sDeployment struct {
 						MountPath string `yaml:"mountPath"`
 						SubPath   string `yaml:"subPath"`
 					} `yaml:"volumeMounts"`
+					Ports []struct {
+						Name          string `yaml:"name"`
+						ContainerPort int    `yaml:"containerPort"`
+					} `yaml:"ports"`
 					ReadinessProbe any `yaml:"readinessProbe"`
 					LivenessProbe  any `yaml:"livenessProbe"`
 				} `yaml:"containers"`
@@ -408,11 +424,42 @@ func TestKubernetesDeploy(t *testing.T) {
 	if cfg.State.Dir == "" || !stateMounted[cfg.State.Dir] {
 		t.Errorf("state.dir %q is not a volume mount of the grasp-sync container", cfg.State.Dir)
 	}
-	// Like compose: strfry serves no git and no other container creates
-	// repositories on the git volume, so without create_missing_repos every
-	// state and PR event would expire in purgatory.
+	// Like compose: no other container creates repositories on the git
+	// volume, so without create_missing_repos every state and PR event
+	// would expire in purgatory.
 	if cfg.GitDir == "" || !cfg.Purgatory.CreateMissingRepos {
 		t.Errorf("ConfigMap: git_dir %q with create_missing_repos %v: nothing creates repositories on the volume", cfg.GitDir, cfg.Purgatory.CreateMissingRepos)
+	}
+	// Clones are served on a named container port the Service exposes.
+	gitPort := listenPort(cfg.GitHTTP.Listen)
+	if gitPort == "" {
+		t.Error("ConfigMap: git_http.listen is not set: no clones are served")
+	}
+	var service struct {
+		Spec struct {
+			Ports []struct {
+				Name       string `yaml:"name"`
+				Port       int    `yaml:"port"`
+				TargetPort string `yaml:"targetPort"`
+			} `yaml:"ports"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(read("service.yaml"), &service); err != nil {
+		t.Fatal(err)
+	}
+	exposed := false
+	for _, c := range pod.Spec.Containers {
+		for _, cp := range c.Ports {
+			if c.Name != "grasp-sync" || fmt.Sprint(cp.ContainerPort) != gitPort {
+				continue
+			}
+			for _, sp := range service.Spec.Ports {
+				exposed = exposed || sp.TargetPort == cp.Name
+			}
+		}
+	}
+	if !exposed {
+		t.Errorf("the git server's port %q is not a grasp-sync container port the Service targets", gitPort)
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.Secret != nil && !v.Secret.Optional {
@@ -472,4 +519,14 @@ func readFile(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// listenPort is the port of a listen address (":8080", "0.0.0.0:8080"),
+// "" when there is none.
+func listenPort(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return port
 }
