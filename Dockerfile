@@ -13,9 +13,16 @@
 # The binary checks the signatures the sidecar still verifies with
 # libsecp256k1 (cgo, `-tags libsecp256k1`). go-nostr compiles its own copy of
 # libsecp256k1's C source into the binary, so the build stage needs only a C
-# compiler (the golang image has gcc and libc6-dev) and the final stage only
-# glibc: neither Debian's libsecp256k1-dev nor libsecp256k1-1 is used.
+# compiler (the golang image has gcc and libc6-dev, with the static libc.a)
+# and the final stage no library at all: neither Debian's libsecp256k1-dev
+# nor libsecp256k1-1 is used.
 # A plain `go build ./cmd/grasp-sync` stays pure Go.
+#
+# The binary is static (glibc linked in; Go's own DNS resolver and user
+# lookup, tags netgo and osusergo), so the same file also runs in strfry's
+# Alpine image as its write-policy plugin, `grasp-sync strfry-policy`
+# (deploy/docker-compose.yml and deploy/kubernetes copy it there). .ci/image
+# runs it in an image that holds nothing but the binary.
 
 ARG GO_VERSION=1.26
 
@@ -30,8 +37,8 @@ ARG COMMIT=unknown
 ARG DATE=unknown
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=1 GOOS=linux go build -trimpath -tags libsecp256k1 \
-      -ldflags "-s -w \
+    CGO_ENABLED=1 GOOS=linux go build -trimpath -tags libsecp256k1,netgo,osusergo \
+      -ldflags "-s -w -linkmode external -extldflags -static \
         -X github.com/grasp-sync/grasp-sync/internal/version.Version=${VERSION} \
         -X github.com/grasp-sync/grasp-sync/internal/version.Commit=${COMMIT} \
         -X github.com/grasp-sync/grasp-sync/internal/version.Date=${DATE}" \
@@ -47,9 +54,10 @@ FROM debian:bookworm-slim
 # http/https/git, cat-file, for-each-ref, update-ref, symbolic-ref), so
 # Debian's git loses what only its Perl scripts, manual pages and server-side
 # or mail commands need: perl (perl-base, which dpkg needs, stays), git-man,
-# scalar, git-shell, git-daemon, git-http-backend, git-http-push and
-# git-imap-send; /usr/lib/git-core/git becomes a hard link to the identical
-# /usr/bin/git. The purge forces past git's dependency on perl, so a derived
+# scalar, git-shell, git-daemon, git-http-push and git-imap-send;
+# git-http-backend stays: the sidecar's read-only git server
+# (git_http.listen) runs it. /usr/lib/git-core/git becomes a hard link to
+# the identical /usr/bin/git. The purge forces past git's dependency on perl, so a derived
 # image that installs more packages needs `apt-get install perl git-man`
 # (or `apt-get -f install`) first. .ci/image fetches over smart HTTP with
 # this image's git as purgatory does.
@@ -59,7 +67,7 @@ RUN apt-get update \
  && dpkg --purge --force-depends perl libperl5.36 perl-modules-5.36 liberror-perl git-man \
  && rm -f /usr/bin/scalar /usr/bin/git-shell \
       /usr/lib/git-core/scalar /usr/lib/git-core/git-shell /usr/lib/git-core/git-daemon \
-      /usr/lib/git-core/git-http-backend /usr/lib/git-core/git-http-push \
+      /usr/lib/git-core/git-http-push \
       /usr/lib/git-core/git-imap-send /usr/lib/git-core/git-add--interactive \
  && cmp /usr/bin/git /usr/lib/git-core/git \
  && ln -f /usr/bin/git /usr/lib/git-core/git \

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
+	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
@@ -53,6 +54,9 @@ func TestLogNamesOnceAndPurgatoryPerEventAtDebug(t *testing.T) {
 	log, logs := observedLogger(t)
 	startSidecarDeps(t, cfg, sidecar.Deps{Log: log, Git: gitx.NewExec(30 * time.Second)})
 	waitHas(t, own, state)
+	// The own relay stores the state before its OK reaches the purgatory,
+	// which logs the release only then.
+	testkit.WaitFor(t, syncTimeout, "the release logged", func() bool { return logs.FilterMessage("released").Len() > 0 })
 
 	names := map[string]bool{}
 	for _, e := range logs.All() {

@@ -85,9 +85,12 @@ func exprSeries(expr string) []seriesRef {
 var appearOnlyOnce = map[string]string{
 	// A timestamp: 0 would read as a reconciliation in 1970.
 	"ngit_sync_negentropy_last_sync_timestamp_seconds": "set by the relay's first successful reconciliation",
-	// Per clone URL domain, known at the first git fetch from it.
-	"ngit_sync_purgatory_domain_requests_total": "per domain, created at its first git fetch",
-	"ngit_sync_purgatory_domain_in_flight":      "per domain, created at its first git fetch",
+	// Per clone URL domain, known when a hosted announcement names it
+	// (TestPurgatoryWaitingIsNotFailing checks it is there once ready);
+	// this world's only clone URL is on the own domain.
+	"ngit_sync_purgatory_domain_requests_total": "per domain, created when a hosted announcement names it",
+	"ngit_sync_purgatory_domain_in_flight":      "per domain, created when a hosted announcement names it",
+	"ngit_sync_purgatory_domain_waiting":        "per domain, created when a hosted announcement names it",
 	// internal/netpolicy's TestRefusalsLoggedOnceAndCounted counts the
 	// series its refusals create; its panel shares limit_hits, at 0.
 	"ngit_sync_dial_refused_total": "created at the first refusal of each kind and reason",

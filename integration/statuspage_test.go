@@ -41,7 +41,9 @@ func TestStatusListsPurgatoryIdentifiers(t *testing.T) {
 const requireBrowserEnv = "GRASP_SYNC_REQUIRE_BROWSER"
 
 // screenshotEnv, when set to a file path, makes TestStatusPageInChromium
-// also save a screenshot of the page there (keep it out of the repository).
+// also save a screenshot of the page there, and TestStatusPageAtAnyWidth
+// one per width beside it (PATH-1280.png, PATH-390.png); keep them out of
+// the repository.
 const screenshotEnv = "GRASP_SYNC_STATUS_SCREENSHOT"
 
 // chromium returns the path of a Chromium binary, or skips the test.

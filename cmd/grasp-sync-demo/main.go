@@ -1,6 +1,7 @@
 // Command grasp-sync-demo shows and measures grasp-sync on 127.0.0.1 with
 // in-process test relays; nothing needs to be installed. Subcommands: demo
-// (default) and bench. It is kept apart from the grasp-sync command so that
+// (default), world (the demo's relays and git server kept running for the
+// real grasp-sync binary) and bench. It is kept apart from the grasp-sync command so that
 // the shipped binary links no test relays.
 package main
 
@@ -27,7 +28,7 @@ func app(stdout, stderr io.Writer) *cli.App {
 		Usage:     "demo and end-to-end benchmark of grasp-sync on 127.0.0.1",
 		UsageText: "grasp-sync-demo [command] [flags]   (demo is the default command)",
 		Version:   version.Get().Version,
-		Commands:  []*cli.Command{demoCommand(), benchCommand()},
+		Commands:  []*cli.Command{demoCommand(), worldCommand(), benchCommand()},
 		Writer:    stdout,
 		ErrWriter: stderr,
 		// Errors are printed once, by run, as one line.

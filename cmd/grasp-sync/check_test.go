@@ -206,7 +206,7 @@ func TestCheckFailuresAreOneLine(t *testing.T) {
 		{"git dir missing", []string{"--own-relay", relay, "--git-dir", file + "-missing"},
 			"grasp-sync: git directory unusable: stat " + file + "-missing: no such file or directory", ""},
 		{"invalid config", []string{"--own-relay", relay, "--relay.max-message-bytes", "1000"},
-			`grasp-sync: relay.max_message_bytes: must be >= 1048576, got "1000"`, ""},
+			`grasp-sync: relay.max_message_bytes (--relay.max-message-bytes, GRASP_SYNC_RELAY_MAX_MESSAGE_BYTES): must be >= 1048576, got "1000"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,6 +246,32 @@ func TestCheckNeedsGitForPurgatory(t *testing.T) {
 	h = newHarness(t)
 	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir(), "--purgatory.enabled=false"); c != 0 {
 		t.Fatalf("purgatory off: exit %d: %s", c, h.stderr)
+	}
+}
+
+// With git_http.listen, check says the git server can start, or why not:
+// a git without http-backend.
+func TestCheckGitServer(t *testing.T) {
+	url := startOwnRelay(t, false)
+	h := newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir(), "--git-http.listen", "127.0.0.1:8080"); c != 0 {
+		t.Fatalf("exit %d: %s", c, h.stderr)
+	}
+	if out := h.stdout.String(); !strings.Contains(out, "127.0.0.1:8080: clones served read-only (git http-backend found)") {
+		t.Errorf("report:\n%s", out)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte("#!/bin/sh\necho "+bin+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin) // a git whose exec path has no http-backend
+	h = newHarness(t)
+	if c := h.run("check", "--own-relay", url, "--git-dir", t.TempDir(), "--purgatory.enabled=false", "--git-http.listen", "127.0.0.1:8080"); c != 1 {
+		t.Fatalf("exit %d", c)
+	}
+	want := "grasp-sync: git is not usable: git_http.listen runs git http-backend: git http-backend not found in " + bin + ": git_http.listen needs git's server-side commands\n"
+	if got := h.stderr.String(); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
 	}
 }
 

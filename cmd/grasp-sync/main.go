@@ -1,5 +1,6 @@
 // Command grasp-sync is the sync sidecar for Nostr git relays (NIP-34 /
-// GRASP). Subcommands: run (default), check, status, config, version.
+// GRASP). Subcommands: run (default), check, status, config, version, and
+// strfry-policy (strfry's write-policy plugin).
 //
 // Configuration flags and their GRASP_SYNC_* environment twins are defined
 // by the config package (config.Flags); see CONFIGURATION.md.
@@ -16,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
@@ -26,6 +28,7 @@ func main() {
 
 // env is everything the commands take from the process, injectable in tests.
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	// newEngine builds the sidecar for run.
 	newEngine engineFactory
@@ -45,6 +48,7 @@ type env struct {
 
 func newEnv() *env {
 	return &env{
+		stdin:     os.Stdin,
 		stdout:    os.Stdout,
 		stderr:    os.Stderr,
 		newEngine: newSidecarEngine,
@@ -74,6 +78,7 @@ func (e *env) app() *cli.App {
 		e.statusCommand(),
 		e.versionCommand(),
 		e.configCommand(),
+		e.strfryPolicyCommand(),
 	}
 	usageErrors(cmds)
 	return &cli.App{
@@ -110,7 +115,8 @@ func (e *env) withDefaultCommand(args []string) []string {
 }
 
 // main runs the app and returns the process exit code. Errors are printed
-// as one line per problem, prefixed with "grasp-sync: ".
+// as one line per problem, prefixed with "grasp-sync: "; a bad setting is
+// named by its YAML key, flag and environment variable (config.Detail).
 func (e *env) main(args []string) int {
 	e.args = args
 	app := e.app()
@@ -123,7 +129,7 @@ func (e *env) main(args []string) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(config.Detail(err)), "\n") {
 		fmt.Fprintf(e.stderr, "grasp-sync: %s\n", line)
 	}
 	if !e.typosReported {

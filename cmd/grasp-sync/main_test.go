@@ -283,10 +283,11 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "grasp-sync: own_relay: is required, got \"\"\n"},
-		{[]string{"run", "--own-relay", "ws://x", "--sync.batch-window", "0s"}, "grasp-sync: sync.batch_window: must be > 0, got \"0s\"\n"},
+		{nil, "grasp-sync: own_relay (--own-relay, GRASP_SYNC_OWN_RELAY): is required, got \"\"\n"},
+		{[]string{"run", "--own-relay", "ws://x", "--sync.batch-window", "0s"}, "grasp-sync: sync.batch_window (--sync.batch-window, GRASP_SYNC_SYNC_BATCH_WINDOW): must be > 0, got \"0s\"\n"},
 		{[]string{"--own-relay", "http://x", "--log.level", "loud"},
-			"grasp-sync: own_relay: must be a ws:// or wss:// URL, got \"http://x\"\ngrasp-sync: log.level: must be one of debug, info, warn, error, got \"loud\"\n"},
+			"grasp-sync: own_relay (--own-relay, GRASP_SYNC_OWN_RELAY): must be a ws:// or wss:// URL, got \"http://x\"\n" +
+				"grasp-sync: log.level (--log.level, GRASP_SYNC_LOG_LEVEL): must be one of debug, info, warn, error, got \"loud\"\n"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -301,6 +302,23 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 				t.Error("engine started with an invalid configuration")
 			}
 		})
+	}
+}
+
+// A value of the wrong type in the configuration file is named by its
+// line, YAML key, flag and environment variable.
+func TestRunNamesTheSettingOfABadFileValue(t *testing.T) {
+	path := t.TempDir() + "/grasp-sync.yml"
+	if err := os.WriteFile(path, []byte("own_relay: ws://x\nsync:\n  batch_window: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	if c := h.run("--config", path); c != 1 {
+		t.Errorf("exit code %d", c)
+	}
+	want := "grasp-sync: " + path + ": config file: line 3: sync.batch_window (--sync.batch-window, GRASP_SYNC_SYNC_BATCH_WINDOW): cannot unmarshal !!int `2` into time.Duration\n"
+	if got := h.stderr.String(); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
 	}
 }
 

@@ -95,7 +95,7 @@ func TestUnknownEnvironmentVariableExplainsError(t *testing.T) {
 		if c := h.run(cmd); c != 1 {
 			t.Errorf("%s: exit code %d", cmd, c)
 		}
-		want := `grasp-sync: own_relay: is required, got ""` + "\n" +
+		want := `grasp-sync: own_relay (--own-relay, GRASP_SYNC_OWN_RELAY): is required, got ""` + "\n" +
 			"grasp-sync: unknown environment variable GRASP_SYNC_OWN_RELAYY ignored (did you mean GRASP_SYNC_OWN_RELAY?)\n"
 		if got := h.stderr.String() + h.stdout.String(); got != want {
 			t.Errorf("%s: output\n%s\nwant\n%s", cmd, got, want)

@@ -19,6 +19,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/gitserve"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
@@ -148,6 +149,14 @@ func Run(ctx context.Context, cfg *config.Config, timeout time.Duration, file st
 				return nil, fmt.Errorf("%w: purgatory runs git: %s", ErrGitMissing, oneLine(err))
 			}
 			rep.add("git", "%s", v)
+		}
+		if cfg.GitHTTP.Enabled() {
+			// What the git server needs at start; its port is not tried (a
+			// running sidecar holds it).
+			if _, err := gitserve.New(cfg.GitHTTP, gitserve.Options{GitDir: cfg.GitDir}); err != nil {
+				return nil, fmt.Errorf("%w: git_http.listen runs git http-backend: %s", ErrGitMissing, oneLine(err))
+			}
+			rep.add("git server", "%s: clones served read-only (git http-backend found)", cfg.GitHTTP.Listen)
 		}
 	}
 

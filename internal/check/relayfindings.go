@@ -19,7 +19,7 @@ func describeOpenness(rep *Report, info *info) {
 	if len(info.SupportedGrasps) > 0 || info.flag("restricted_writes") {
 		return
 	}
-	rep.warn("the own relay looks open: its NIP-11 states no supported_grasps and no restricted_writes, so it may store any event anyone sends, not only GRASP-01 ones (strfry: set relay.writePolicy.plugin; or run a GRASP relay)")
+	rep.warn("the own relay looks open: its NIP-11 states no supported_grasps and no restricted_writes, so it may store any event anyone sends, not only GRASP-01 ones (strfry: set relay.writePolicy.plugin to grasp-sync strfry-policy, see the README; strfry's NIP-11 cannot say so, so there the warning stays; or run a GRASP relay)")
 }
 
 // compareLimits warns where the relay's announced limits and the sidecar's

@@ -25,6 +25,7 @@ package config
 import (
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/gitserve"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -35,6 +36,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
+	"github.com/grasp-sync/grasp-sync/internal/strfrypolicy"
 	"github.com/grasp-sync/grasp-sync/internal/trusted"
 )
 
@@ -63,6 +65,7 @@ type Config struct {
 	Health     health.Config         `yaml:"health" help:"Per-relay health: backoff, dead relays, rate limits."`
 	Publisher  Publisher             `yaml:"publisher" help:"Publishing events into the own relay."`
 	Purgatory  Purgatory             `yaml:"purgatory" help:"Holding state and PR events until their git objects exist locally."`
+	GitHTTP    gitserve.Config       `yaml:"git_http" help:"Read-only git server of git_dir's repositories (smart HTTP: clone and fetch, never a push), off unless git_http.listen is set."`
 	Negentropy historic.NegSettings  `yaml:"negentropy" help:"NIP-77 negentropy reconciliation."`
 	Trusted    trusted.Settings      `yaml:"trusted" help:"Periodic reconciliation against trusted_relays."`
 	Rejected   ingest.RejectedConfig `yaml:"rejected" help:"RejectedIndex: events the own relay refused."`
@@ -70,6 +73,8 @@ type Config struct {
 	State      statestore.Config     `yaml:"state" help:"Persistent sync state: with a directory, a restart resumes instead of redoing the work."`
 	Memory     memlimit.Config       `yaml:"memory" help:"The Go runtime's memory use."`
 	CPU        procs.Config          `yaml:"cpu" help:"The Go runtime's use of the CPUs."`
+
+	StrfryPolicy strfrypolicy.Settings `yaml:"strfry_policy" help:"grasp-sync strfry-policy, strfry's write-policy plugin (it reads own_relay, service_domain and sync.host_all too)."`
 }
 
 // Log configures logging.
@@ -145,6 +150,7 @@ func Default() *Config {
 		Health:          health.DefaultConfig(),
 		Publisher:       Publisher{Config: publish.DefaultConfig(), OwnHeldConfig: in.OwnHeldConfig},
 		Purgatory:       Purgatory{Enabled: true, Config: purgatory.DefaultConfig()},
+		GitHTTP:         gitserve.DefaultConfig(),
 		Negentropy:      historic.DefaultNegSettings(),
 		Trusted:         trusted.DefaultSettings(),
 		Rejected:        in.Rejected,
@@ -152,6 +158,7 @@ func Default() *Config {
 		State:           statestore.DefaultConfig(),
 		Memory:          memlimit.DefaultConfig(),
 		CPU:             procs.DefaultConfig(),
+		StrfryPolicy:    strfrypolicy.DefaultSettings(),
 	}
 }
 

@@ -45,7 +45,7 @@ func TestInvalidFiles(t *testing.T) {
 		"invalid-unknown-key.yml":             `testdata/invalid-unknown-key.yml: config file: line 3: field batch_windw not found in type config.Sync`,
 		"invalid-unknown-top-key.yml":         `testdata/invalid-unknown-top-key.yml: config file: line 2: field listen_addr not found in type config.Config`,
 		"invalid-batch-window-zero.yml":       `sync.batch_window: must be > 0, got "0s"`,
-		"invalid-duration-without-unit.yml":   "testdata/invalid-duration-without-unit.yml: config file: line 3: cannot unmarshal !!int `2` into time.Duration",
+		"invalid-duration-without-unit.yml":   "testdata/invalid-duration-without-unit.yml: config file: line 3: health.tick (--health.tick, GRASP_SYNC_HEALTH_TICK): cannot unmarshal !!int `2` into time.Duration",
 		"invalid-missing-own-relay.yml":       `own_relay: is required, got ""`,
 		"invalid-own-relay-scheme.yml":        `own_relay: must be a ws:// or wss:// URL, got "https://relay.example.com"`,
 		"invalid-bootstrap-relay-scheme.yml":  `bootstrap_relays[1]: must be a ws:// or wss:// URL, got "relay.nostr.band"`,
@@ -64,7 +64,7 @@ func TestInvalidFiles(t *testing.T) {
 		"invalid-relay-queue-bytes.yml":       `limits.relay_queue_bytes: must be >= 0, got "-1"`,
 		"invalid-cpu-max-procs.yml":           `cpu.max_procs: must be in -1..1024 (-1: the Go runtime's choice, 0: automatic), got "-2"`,
 		"invalid-self-kinds.yml":              `sync.self_kinds[1]: must be in 0..65535, got "70000"`,
-		"invalid-wrong-type.yml":              "testdata/invalid-wrong-type.yml: config file: line 3: cannot unmarshal !!str `lots` into int",
+		"invalid-wrong-type.yml":              "testdata/invalid-wrong-type.yml: config file: line 3: publisher.window (--publisher.window, GRASP_SYNC_PUBLISHER_WINDOW): cannot unmarshal !!str `lots` into int",
 		"invalid-syntax.yml":                  `testdata/invalid-syntax.yml: config file: line 1: did not find expected ',' or ']'`,
 		"invalid-two-documents.yml":           `testdata/invalid-two-documents.yml: config file: more than one YAML document`,
 	}
@@ -93,6 +93,49 @@ func TestInvalidFiles(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, w)
 			}
 		})
+	}
+}
+
+// A value of the wrong type in the file is named by its setting: YAML
+// path, flag and environment variable; a line with several keys (flow
+// style) by the path they share.
+func TestWrongTypeNamesTheSetting(t *testing.T) {
+	doc := "own_relay: ws://relay:7777\n" +
+		"sync:\n  page_size: many\n" +
+		"purgatory: {backoff: [soon]}\n" +
+		"limits: {relay_queue_bytes: x, max_repositories: y}\n" +
+		"publisher: {window: [1s, x]}\n" +
+		"bootstrap_relays: 5\n" +
+		"health: 3\n"
+	_, err := Parse(strings.NewReader(doc))
+	want := "config file: " +
+		"line 3: sync.page_size (--sync.page-size, GRASP_SYNC_SYNC_PAGE_SIZE): cannot unmarshal !!str `many` into int; " +
+		"line 4: purgatory.backoff[0] (--purgatory.backoff, GRASP_SYNC_PURGATORY_BACKOFF): cannot unmarshal !!str `soon` into time.Duration; " +
+		"line 5: limits: cannot unmarshal !!str `x` into int; " +
+		"line 5: limits: cannot unmarshal !!str `y` into int; " +
+		"line 6: publisher.window (--publisher.window, GRASP_SYNC_PUBLISHER_WINDOW): cannot unmarshal !!seq into int; " +
+		"line 7: bootstrap_relays (--bootstrap-relay, GRASP_SYNC_BOOTSTRAP_RELAY): cannot unmarshal !!int `5` into []string; " +
+		"line 8: health: cannot unmarshal !!int `3` into health.Config"
+	if got := fmt.Sprint(err); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if !errors.Is(err, ErrConfigFile) {
+		t.Errorf("errors.Is(%v, ErrConfigFile) = false", err)
+	}
+}
+
+func TestSharedPath(t *testing.T) {
+	for _, tt := range [][3]string{
+		{"sync", "sync.page_size", "sync"},
+		{"sync.batch_window", "sync.page_size", "sync"},
+		{"purgatory.backoff[0]", "purgatory.backoff[1]", "purgatory.backoff"},
+		{"a.b", "a.bc", "a"},
+		{"log", "limits", ""},
+		{"own_relay", "own_relay", "own_relay"},
+	} {
+		if got := sharedPath(tt[0], tt[1]); got != tt[2] {
+			t.Errorf("sharedPath(%q, %q) = %q, want %q", tt[0], tt[1], got, tt[2])
+		}
 	}
 }
 
@@ -434,7 +477,7 @@ func TestSectionsAreDocumented(t *testing.T) {
 		}
 		keys = append(keys, s.Key)
 	}
-	if want := []string{"log", "auth", "dial", "relay", "sync", "health", "publisher", "purgatory", "negentropy", "trusted", "rejected", "limits", "state", "memory", "cpu"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"log", "auth", "dial", "relay", "sync", "health", "publisher", "purgatory", "git_http", "negentropy", "trusted", "rejected", "limits", "state", "memory", "cpu", "strfry_policy"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("sections %v, want %v", keys, want)
 	}
 }
@@ -451,6 +494,37 @@ func TestPurgatoryActive(t *testing.T) {
 	c.Purgatory.Enabled = false
 	if c.PurgatoryActive() {
 		t.Error("active while disabled")
+	}
+}
+
+// The git server is off by default; on, it needs a git directory and an
+// address of its own, and its flag and variable follow the section.
+func TestGitHTTP(t *testing.T) {
+	c := validDefault()
+	if c.GitHTTP.Enabled() {
+		t.Fatal("git server on by default")
+	}
+	s, ok := Lookup("git_http.listen")
+	if !ok || s.Flag != "git-http.listen" || s.Env != "GRASP_SYNC_GIT_HTTP_LISTEN" {
+		t.Fatalf("git_http.listen: %+v", s)
+	}
+	c.GitHTTP.Listen = c.Listen
+	want := `git_http.listen: needs git_dir (the repositories it serves), got ":9090"` + "\n" +
+		`git_http.listen: must differ from listen (:9090), got ":9090"`
+	if got := fmt.Sprint(c.Validate()); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	c.GitDir, c.GitHTTP.Listen = "/srv/git", "127.0.0.1:8080"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Listen, c.GitHTTP.Listen = "127.0.0.1:0", "127.0.0.1:0" // two ports the system picks
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.GitHTTP.RequestTimeout = 0
+	if got := Detail(c.Validate()); got != `git_http.request_timeout (--git-http.request-timeout, GRASP_SYNC_GIT_HTTP_REQUEST_TIMEOUT): must be > 0, got "0s"` {
+		t.Fatalf("got %q", got)
 	}
 }
 

@@ -183,6 +183,16 @@ func (c *Config) Validate() error {
 	v.section("publisher", c.Publisher.Config.Validate())
 	v.section("publisher", c.Publisher.OwnHeldConfig.Validate())
 	v.section("purgatory", c.Purgatory.Config.Validate())
+	v.section("git_http", c.GitHTTP.Validate())
+	if c.GitHTTP.Enabled() {
+		// Spans sections: what is served, and where.
+		if c.GitDir == "" {
+			v.fail("git_http.listen", "needs git_dir (the repositories it serves)", c.GitHTTP.Listen)
+		}
+		if c.GitHTTP.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") { // port 0: each its own
+			v.fail("git_http.listen", "must differ from listen ("+c.Listen+")", c.GitHTTP.Listen)
+		}
+	}
 
 	v.section("negentropy", c.Negentropy.Validate())
 	v.section("trusted", c.Trusted.Validate())
@@ -199,6 +209,19 @@ func (c *Config) Validate() error {
 	v.section("limits", l.RelayLimits.Validate())
 	v.section("memory", c.Memory.Validate())
 	v.section("cpu", c.CPU.Validate())
+	v.section("strfry_policy", c.StrfryPolicy.Validate())
 
 	return named(v.Err())
+}
+
+// ValidateStrfryPolicy adds what grasp-sync strfry-policy needs beyond
+// Validate: a service_domain to decide by (GRASP-01), unless sync.host_all
+// accepts every announcement.
+func (c *Config) ValidateStrfryPolicy() error {
+	if c.ServiceDomain == "" && !c.Sync.HostAll {
+		return named(&ValidationError{Field: "service_domain",
+			Problem: "is required by strfry-policy: it accepts the announcements that list it in clone and relays (GRASP-01); sync.host_all accepts every announcement instead",
+			Value:   c.ServiceDomain})
+	}
+	return nil
 }

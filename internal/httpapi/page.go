@@ -33,6 +33,11 @@ type pageData struct {
 	MoreIdentifier int
 	// ByState and ByHealth count the relays, e.g. "connected 3".
 	ByState, ByHealth []string
+	// PairsConfirmed and Pairs sum the relays' repositories
+	// confirmed/total: relay-repository pairs, as the progress log line's
+	// relay_repo_pairs_confirmed and relay_repo_pairs (a repository listed
+	// on two relays counts twice; S.Repositories counts it once).
+	PairsConfirmed, Pairs int
 }
 
 // countBy counts values and returns "value n" in value order.
@@ -64,12 +69,23 @@ var pageFuncs = template.FuncMap{
 	},
 	"since": func(now, t time.Time) string { return status.Round(now.Sub(t)) },
 	"until": func(now, t time.Time) string { return status.Round(t.Sub(now)) },
+	"deref": func(t *time.Time) time.Time { return *t },
 	"next":  status.NextAttemptText,
 	"utc":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"add":   func(a, b int) int { return a + b },
 	"join":  func(s []string) string { return strings.Join(s, ", ") },
 }
 
+// pageTemplate lays the page out for any width from a phone's (~390 px)
+// up: the summary's values wrap inside their grid column; each table
+// scrolls sideways in its own box (div.scroll) rather than widening the
+// page. Error cells keep a min-width, so the automatic table layout cannot
+// squeeze them to a character a line, and a max-width; their text wraps at
+// words, and a word breaks only when it does not fit a line alone
+// (overflow-wrap:break-word). Relay URLs and identifiers, long tokens with
+// few spaces, break anywhere (overflow-wrap:anywhere) within cells that
+// keep a min-width too. A relay's notes (truncation, read AUTH) share its
+// last-error cell rather than take a column of their own.
 var pageTemplate = template.Must(template.New("page").Funcs(pageFuncs).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -78,15 +94,19 @@ var pageTemplate = template.Must(template.New("page").Funcs(pageFuncs).Parse(`<!
 {{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
 <title>grasp-sync {{if .S.Ready}}ready{{else}}not ready{{end}}</title>
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa;overflow-wrap:break-word}
 h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.4em 0 .4em}
-table{border-collapse:collapse;background:#fff}
-th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.err{max-width:40em;overflow-wrap:anywhere;font-family:monospace;font-size:12px}
+.scroll{overflow-x:auto;max-width:100%}
+@media (max-width:600px){body{margin:.75em}}
+table{border-collapse:collapse;background:#fff;font-size:13px}
+th,td{border:1px solid #ddd;padding:.25em .4em;text-align:left;vertical-align:top}
+th{background:#f0f0f0;font-size:12px}td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.url,td.id{min-width:10em;max-width:20em;overflow-wrap:anywhere}
+td.err{min-width:18em;max-width:44em;font-size:12px}
+.note{color:#555}
 .ok{color:#176c2a;font-weight:600}.bad{color:#b00020;font-weight:600}.warn{color:#a35a00;font-weight:600}
 .muted{color:#666}
-dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt{color:#555}dd{margin:0}
+dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15em 1em;margin:0}dt{color:#555}dd{margin:0;min-width:0}
 </style>
 </head>
 <body>
@@ -103,9 +123,9 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 </dl>
 
 <h2>Relays ({{len .S.Relays}})</h2>
-{{if .S.Relays}}<p id="relay-counts">by state: {{join .ByState}}; by health: {{join .ByHealth}}</p>{{end}}
-{{if .S.Relays}}<table id="relays">
-<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/total</th><th>roots<br>confirmed/total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error</th><th>notes</th></tr>
+{{if .S.Relays}}<p id="relay-counts">by state: {{join .ByState}}; by health: {{join .ByHealth}}; relay-repository pairs confirmed {{.PairsConfirmed}}/{{.Pairs}}</p>{{end}}
+{{if .S.Relays}}<div class="scroll"><table id="relays">
+<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/<wbr>total</th><th>roots<br>confirmed/<wbr>total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error, notes</th></tr>
 {{range .S.Relays}}<tr class="relay" data-relay="{{.URL}}">
 <td class="url">{{.URL}}{{if .Bootstrap}} <span class="muted">(bootstrap)</span>{{end}}</td>
 <td class="state {{if eq .State "connected"}}ok{{else if eq .State "disconnected"}}bad{{else}}warn{{end}}">{{.State}}</td>
@@ -115,10 +135,9 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 <td class="n">{{.RootsConfirmed}}/{{add .RootsConfirmed .RootsPending}}</td>
 <td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}}</td><td class="n">{{.Failures}}</td>
 <td>{{ago $.Now .LastConnected}}</td>
-<td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}</td>
-<td class="err">{{if .Truncation}}truncation: {{.Truncation}}{{end}}{{if and .Truncation .ReadAuth}}<br>{{end}}{{if .ReadAuth}}read AUTH: {{.ReadAuth}}{{end}}{{if not (or .Truncation .ReadAuth)}}-{{end}}</td>
+<td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}{{if .Truncation}}<div class="note">truncation: {{.Truncation}}</div>{{end}}{{if .ReadAuth}}<div class="note">read AUTH: {{.ReadAuth}}</div>{{end}}</td>
 </tr>
-{{end}}</table>{{else}}<p class="muted">No remote relay tracked yet.</p>{{end}}
+{{end}}</table></div>{{else}}<p class="muted">No remote relay tracked yet.</p>{{end}}
 
 <h2>Publisher</h2>
 <dl id="publisher">
@@ -131,16 +150,23 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.15em 1em;margin:0}dt
 
 <h2>Purgatory</h2>
 {{if not .S.Purgatory.Enabled}}<p id="purgatory">off (no git directory)</p>{{else}}
-<p id="purgatory">events waiting for git data: {{.S.Purgatory.Events}}; identifiers in the sync queue: {{.S.Purgatory.QueueSize}}</p>
-{{if .Identifiers}}<table id="identifiers">
+<p id="purgatory">events waiting for git data: {{.S.Purgatory.Events}}; identifiers in the sync queue: {{.S.Purgatory.QueueSize}}; waiting for a clone domain's request slot (not failed): <span id="waiting">{{.S.Purgatory.Waiting}}</span> (each domain: {{.S.Purgatory.DomainLimit}})</p>
+{{if .S.Purgatory.Domains}}<div class="scroll"><table id="domains">
+<tr><th>clone domain</th><th>identifiers waiting</th><th>requests in flight</th><th>requests in the window</th><th>next slot</th></tr>
+{{range .S.Purgatory.Domains}}<tr class="domain" data-domain="{{.Domain}}">
+<td>{{.Domain}}</td><td class="n">{{.Waiting}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.RequestsInWindow}}</td>
+<td>{{if .NextSlot}}in {{until $.Now (deref .NextSlot)}}{{else}}-{{end}}</td>
+</tr>
+{{end}}</table></div>{{end}}
+{{if .Identifiers}}<div class="scroll"><table id="identifiers">
 <tr><th>identifier</th><th>states</th><th>PRs</th><th>held for</th><th>expires in</th><th>failed attempts</th><th>next attempt</th><th>last error</th></tr>
 {{range .Identifiers}}<tr class="identifier">
-<td>{{.Identifier}}</td><td class="n">{{.States}}</td><td class="n">{{.PRs}}</td>
+<td class="id">{{.Identifier}}</td><td class="n">{{.States}}</td><td class="n">{{.PRs}}</td>
 <td>{{since $.Now .HeldSince}}</td><td>{{until $.Now .ExpiresAt}}</td><td class="n">{{.Attempts}}</td>
 <td>{{next $.Now .}}</td>
 <td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}</td>
 </tr>
-{{end}}</table>
+{{end}}</table></div>
 {{if .MoreIdentifier}}<p class="muted">… and {{.MoreIdentifier}} more identifiers: <a href="status">/status</a> lists them all.</p>{{end}}
 {{end}}{{end}}
 
@@ -168,6 +194,10 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	}
 	d.ByState = countBy(d.S.Relays, func(r status.Relay) string { return r.State })
 	d.ByHealth = countBy(d.S.Relays, func(r status.Relay) string { return r.Health })
+	for _, r := range d.S.Relays {
+		d.PairsConfirmed += r.ReposConfirmed
+		d.Pairs += r.ReposConfirmed + r.ReposPending
+	}
 	d.Identifiers = d.S.Purgatory.Identifiers
 	if len(d.Identifiers) > MaxPageIdentifiers {
 		d.MoreIdentifier = len(d.Identifiers) - MaxPageIdentifiers

@@ -13,8 +13,10 @@ import (
 )
 
 // The status page shows readiness, every relay with state, health,
-// progress and its whole last error (escaped), the publisher and the
-// purgatory per identifier; it reloads itself and loads nothing else.
+// progress and its whole last error (escaped) with its notes, the
+// relay-repository pairs, the publisher and the purgatory per identifier,
+// each table in its own scroll box; it reloads itself and loads nothing
+// else.
 func TestStatusPage(t *testing.T) {
 	snap := sampleSnapshot()
 	snap.StartedAt = time.Now().Add(-time.Hour)
@@ -27,6 +29,14 @@ func TestStatusPage(t *testing.T) {
 	snap.Purgatory.Identifiers = []status.PurgatoryIdentifier{{Identifier: "tool", States: 2, PRs: 1, Attempts: 3,
 		HeldSince: time.Now().Add(-10 * time.Minute), ExpiresAt: time.Now().Add(20 * time.Minute), NextAttempt: &next,
 		LastError: "fetch https://git.example/tool.git: not found"}}
+	// One identifier waits for a throttled clone domain: not a failure.
+	limit := status.DomainLimit{RequestsPerWindow: 30, WindowSeconds: 60, Concurrency: 5}
+	slot := time.Now().Add(12 * time.Second)
+	snap.Purgatory.Waiting, snap.Purgatory.DomainLimit = 1, limit
+	snap.Purgatory.Domains = []status.PurgatoryDomain{{Domain: "git.example:8080", Waiting: 1, RequestsInWindow: 30, NextSlot: &slot}}
+	snap.Purgatory.Identifiers = append(snap.Purgatory.Identifiers, status.PurgatoryIdentifier{Identifier: "queued", States: 1,
+		HeldSince: time.Now().Add(-time.Minute), ExpiresAt: time.Now().Add(29 * time.Minute),
+		WaitingFor: []status.PurgatoryWait{{Domain: "git.example:8080", DomainLimit: limit}}})
 	p := &fakeProvider{snap: snap}
 	p.ready.Store(true)
 	h := New(Options{Provider: p}).Handler()
@@ -46,13 +56,19 @@ func TestStatusPage(t *testing.T) {
 		`<td class="state bad">disconnected</td>`,
 		`<td class="health bad">dead</td>`,
 		`<td class="n">1/5</td>`, `<td class="n">2/8</td>`,
-		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`, `long end</td>`,
-		`by state: connected 1, disconnected 1; by health: dead 1, healthy 1`,
+		`dial: &lt;script&gt;alert(1)&lt;/script&gt; long`,
+		`long end<div class="note">truncation: a REQ page cut at 500</div><div class="note">read AUTH: needs a key</div></td>`,
+		`by state: connected 1, disconnected 1; by health: dead 1, healthy 1; relay-repository pairs confirmed 4/8`,
+		`<div class="scroll"><table id="relays">`, `<div class="scroll"><table id="identifiers">`,
 		`<dt>accepted</dt><dd>100</dd>`,
-		`truncation: a REQ page cut at 500<br>read AUTH: needs a key</td>`,
 		`<dd id="state">resumed, /var/lib/grasp-sync: 4096 bytes, 10 events, last write `,
-		`<td>tool</td><td class="n">2</td><td class="n">1</td>`,
+		`<td class="id">tool</td><td class="n">2</td><td class="n">1</td>`,
 		`fetch https://git.example/tool.git: not found`,
+		`waiting for a clone domain's request slot (not failed): <span id="waiting">1</span> (each domain: 30 requests per 1m0s, 5 at once)`,
+		`<tr class="domain" data-domain="git.example:8080">`,
+		`<td>git.example:8080</td><td class="n">1</td><td class="n">0</td><td class="n">30</td>`,
+		`<td class="id">queued</td>`,
+		`<td class="n">0</td>` + "\n" + `<td>waiting for git.example:8080 (30 requests/1m0s)</td>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)

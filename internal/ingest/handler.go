@@ -114,8 +114,9 @@ func (l EventLimits) Validate() error {
 // ngit_sync_limit_hits_total{limit="relay_event_rate"|"relay_queue"}.
 type RelayLimits struct {
 	// RelayRate bounds the events per second one relay may hand to the
-	// handler (0: unbounded).
-	RelayRate int `yaml:"relay_event_rate" help:"Events per second accepted from one relay."`
+	// handler that are copies of events seen before (0: unbounded). An
+	// event new to the handler is never paced: the sync asked for it.
+	RelayRate int `yaml:"relay_event_rate" help:"Events per second accepted from one relay that the sidecar has seen before (repeats and replays); events new to it are not paced."`
 	// RelayQueue bounds one relay's events waiting in the shared queue
 	// (0: only QueueLen bounds them).
 	RelayQueue int `yaml:"relay_queue" help:"Events buffered per relay before it is throttled."`
@@ -349,8 +350,10 @@ func (h *Handler) Run(ctx context.Context) error {
 }
 
 // Handle queues ev for processing; it blocks while the queue is full or
-// the relay is over its rate or queue bound, so a relay that floods is
-// slowed down instead of growing memory or starving the others.
+// the relay is over its queue bound, or, for a copy of an event seen
+// before, over its rate, so a relay that floods is slowed down instead of
+// growing memory or starving the others, and a first sync runs at the
+// pace of the pipeline.
 func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 	if in.Event == nil {
 		return nil
@@ -363,7 +366,14 @@ func (h *Handler) Handle(ctx context.Context, in Incoming) error {
 		h.log.Debug("dropped invalid event", zap.String("relay", in.Relay), zap.String("id", in.Event.ID), zap.Error(err))
 		return nil
 	}
-	release, err := h.limits.admit(ctx, in.Relay, in.Size)
+	// The sync asked for this event (what arrives unasked or matching no
+	// filter of ours never gets here) and, when the handler has not seen
+	// its id, it is new work: it is never paced, only the relay's queue
+	// bounds it. Copies of events the handler has seen are what a relay
+	// repeats or replays: those take a rate token.
+	id, ok := in.ID()
+	paced := !ok || h.seen.Has(id)
+	release, err := h.limits.admit(ctx, in.Relay, in.Size, paced)
 	if err != nil {
 		return err
 	}

@@ -110,10 +110,15 @@ func (l *relayLimits) reserve(relay string) time.Duration {
 	return time.Duration(-r.tokens / l.rate * float64(time.Second))
 }
 
-// admit waits until relay may hand over one more event of size bytes. The
+// admit waits until relay may hand over one more event of size bytes:
+// a queue slot and room for its bytes, and, when paced, a rate token. The
 // returned release must be called once the event left the shared queue.
-func (l *relayLimits) admit(ctx context.Context, relay string, size int) (release func(), err error) {
-	if d := l.reserve(relay); d > 0 {
+func (l *relayLimits) admit(ctx context.Context, relay string, size int, paced bool) (release func(), err error) {
+	var d time.Duration
+	if paced {
+		d = l.reserve(relay)
+	}
+	if d > 0 {
 		if l.rateHits != nil {
 			l.rateHits.Inc()
 		}

@@ -137,7 +137,7 @@ func BenchmarkRelayLimitsAdmit(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		release, err := l.admit(ctx, "ws://relay.example.com", 100)
+		release, err := l.admit(ctx, "ws://relay.example.com", 100, true)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -197,23 +197,23 @@ func TestRelayLimitsBytes(t *testing.T) {
 	l.maxBytes = 1000
 	ctx := context.Background()
 	const relay = "ws://relay.example.com"
-	big, err := l.admit(ctx, relay, 5000) // larger than the bound, but the queue is empty
+	big, err := l.admit(ctx, relay, 5000, true) // larger than the bound, but the queue is empty
 	if err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := l.admit(short, relay, 10); err == nil {
+	if _, err := l.admit(short, relay, 10, true); err == nil {
 		t.Fatal("admitted past the byte bound")
 	}
-	other, err := l.admit(ctx, "ws://other.example.com", 900) // other relays are not affected
+	other, err := l.admit(ctx, "ws://other.example.com", 900, true) // other relays are not affected
 	if err != nil {
 		t.Fatal(err)
 	}
 	other()
 	done := make(chan func())
 	go func() {
-		r, err := l.admit(ctx, relay, 600)
+		r, err := l.admit(ctx, relay, 600, true)
 		if err != nil {
 			t.Error(err)
 		}
@@ -226,7 +226,7 @@ func TestRelayLimitsBytes(t *testing.T) {
 	}
 	big()
 	r600 := <-done
-	r400, err := l.admit(ctx, relay, 400) // 600 + 400 fits exactly
+	r400, err := l.admit(ctx, relay, 400, true) // 600 + 400 fits exactly
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,5 +236,59 @@ func TestRelayLimitsBytes(t *testing.T) {
 	defer l.mu.Unlock()
 	if b := l.relays[relay].bytes; b != 0 {
 		t.Fatalf("%d bytes still counted after every release", b)
+	}
+}
+
+// TestHandlerRelayRatePacesOnlySeen: events new to the handler pass at
+// once however many a relay hands over (the sync asked for them); copies
+// of events it has seen take a rate token each and wait on the clock past
+// the burst.
+func TestHandlerRelayRatePacesOnlySeen(t *testing.T) {
+	h, _, _ := newTestHandler(t, Config{QueueLen: 100})
+	clk := clock.NewManual(time.Unix(1000, 0))
+	h.limits = newRelayLimits(1, 2, 0, clk, h.m.limitHits.WithLabelValues("relay_event_rate"), nil)
+	ctx := context.Background()
+	evs := make([]*nostr.Event, 20)
+	for i := range evs {
+		evs[i] = signed(t, nostr.Event{Kind: 1621, CreatedAt: nostr.Timestamp(1700000000 + i), Content: "issue"})
+		// A new event that waited on the clock would wait until the timeout.
+		short, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := h.Handle(short, Incoming{Event: evs[i], Relay: "ws://a"})
+		cancel()
+		if err != nil {
+			t.Fatalf("new event %d: %v", i, err)
+		}
+	}
+	if got := testkit.Value(t, h.m.limitHits.WithLabelValues("relay_event_rate")); got != 0 {
+		t.Fatalf("relay_event_rate hits for 20 new events = %v, want 0", got)
+	}
+	for _, ev := range evs {
+		h.MarkPresent(ev)
+	}
+	waited := 0
+	for _, ev := range evs[:4] {
+		done := make(chan error, 1)
+		go func() { done <- h.Handle(ctx, Incoming{Event: ev, Relay: "ws://a"}) }()
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Millisecond):
+				if clk.Waiters() > 0 {
+					waited++
+					clk.Advance(time.Second)
+				}
+				continue
+			}
+			break
+		}
+	}
+	if waited != 2 {
+		t.Fatalf("copies of seen events waited on the clock %d times, want 2 (burst 2, 4 copies)", waited)
+	}
+	if got := testkit.Value(t, h.m.limitHits.WithLabelValues("relay_event_rate")); got != 2 {
+		t.Fatalf("relay_event_rate hits = %v, want 2", got)
 	}
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// are counted in the next line. Default 5m.
 	FailureLogInterval time.Duration `yaml:"failure_log_interval" help:"Least time between two warnings about failed git fetches (or releases) of one identifier; the failures in between are counted in the next warning."`
 
+	// SummaryInterval is how often the purgatory logs its counts (events
+	// released, repositories created, git fetches and failed attempts at
+	// INFO; events expired or refused at WARN); each event and fetch is a
+	// DEBUG line. Default SummaryInterval (1m).
+	SummaryInterval time.Duration `yaml:"summary_interval" help:"Interval of the purgatory's summary log lines: events released, repositories created, git fetches and failed attempts (info), events expired or refused (warn, with their count); each event and fetch is logged at debug."`
+
 	// CreateMissingRepos creates a missing bare repository for an accepted
 	// announcement when its identifier needs git data. Default false.
 	CreateMissingRepos bool `yaml:"create_missing_repos" help:"Create a bare repository under git_dir when an accepted announcement has none."`
@@ -107,6 +113,7 @@ func DefaultConfig() Config {
 		DomainRequestsPerWindow: 30,
 		DomainWindow:            time.Minute,
 		FailureLogInterval:      5 * time.Minute,
+		SummaryInterval:         SummaryInterval,
 		GitTimeout:              gitx.DefaultTimeout,
 		GitOutputCap:            gitx.DefaultOutputCap,
 		MaxEntries:              10000,
@@ -140,6 +147,7 @@ func (c Config) Validate() error {
 	v.Positive("domain_window", c.DomainWindow)
 	v.Positive("git_timeout", c.GitTimeout)
 	v.Positive("failure_log_interval", c.FailureLogInterval)
+	v.Positive("summary_interval", c.SummaryInterval)
 	v.PositiveInt("max_entries", c.MaxEntries)
 	// Not user settings: these keep their defaults outside tests.
 	v.PositiveInt("git_output_cap", c.GitOutputCap)

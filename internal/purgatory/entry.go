@@ -168,12 +168,14 @@ func (e *entry) pick(d string) {
 func (p *Purgatory) hostedLocked(e *entry) bool {
 	if e.ev.Kind == KindState {
 		anns := p.anns[e.identifier]
-		for owner, a := range anns {
-			if a.hosted && maintainerSet(anns, owner)[e.ev.PubKey] {
-				return true
+		hosted := func(yield func(string) bool) {
+			for owner, a := range anns {
+				if a.hosted && !yield(owner) {
+					return
+				}
 			}
 		}
-		return false
+		return nip34.StateAuthorised(e.ev.PubKey, hosted, listedIn(anns))
 	}
 	for _, a := range e.addrs {
 		if ann := p.anns[a.d][a.owner]; ann != nil && ann.hosted {

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/throttle"
 )
 
 // ErrNoSource is noted for an identifier whose sync attempt found no clone
@@ -22,11 +24,18 @@ type IdentifierStatus struct {
 	// HeldSince + the configured expiry.
 	HeldSince time.Time
 	ExpiresAt time.Time
-	// Attempts counts sync attempts that failed in a row.
+	// Attempts counts sync attempts that failed in a row: fetches that ran
+	// and left data missing (or errors), never a wait for a throttled
+	// domain.
 	Attempts int
-	// Syncing is true while an attempt runs; NextAttempt is zero then.
+	// Syncing is true while a fetch or release of it runs; NextAttempt is
+	// zero then, and while it waits for a domain with nothing else planned.
 	Syncing     bool
 	NextAttempt time.Time
+	// Waiting lists the clone URL domains whose request slot the identifier
+	// waits for (DomainLimit is their limit): the domain's queue starts its
+	// fetch as soon as a slot frees.
+	Waiting []string
 	// LastError is the most recent failure of a fetch, of computing the
 	// missing objects or of a release, in full; LastErrorAt when it happened.
 	LastError   string
@@ -48,6 +57,7 @@ func (p *Purgatory) Identifiers() []IdentifierStatus {
 
 // identifiers collects Identifiers' rows under the lock, unsorted.
 func (p *Purgatory) identifiers() []IdentifierStatus {
+	_, waiting, running := p.th.Status() // before p.mu: the throttle locks first
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	index := make(map[string]int, len(p.states)+len(p.prs))
@@ -72,16 +82,40 @@ func (p *Purgatory) identifiers() []IdentifierStatus {
 	for i := range out {
 		s := &out[i]
 		s.ExpiresAt = s.HeldSince.Add(p.cfg.Expiry)
+		s.Waiting = waiting[s.Identifier]
+		s.Syncing = running[s.Identifier]
 		if q := p.queue.entries[s.Identifier]; q != nil {
 			s.Attempts = q.attempts
-			s.Syncing = q.inProgress
-			if !q.inProgress {
+			s.Syncing = s.Syncing || q.inProgress
+			if !s.Syncing {
 				s.NextAttempt = q.next
 			}
 			s.LastError, s.LastErrorAt = q.lastErr, q.lastErrAt
 		}
 	}
 	return out
+}
+
+// DomainStatus is one clone URL domain's request throttle at a moment.
+type DomainStatus = throttle.DomainStatus
+
+// DomainLimit is the request limit of every clone URL domain.
+type DomainLimit struct {
+	// Concurrency git requests at once, Requests within any Window.
+	Concurrency, Requests int
+	Window                time.Duration
+}
+
+// Domains returns the clone URL domains with git requests waiting,
+// running or counted in the rate window, by name.
+func (p *Purgatory) Domains() []DomainStatus {
+	d, _, _ := p.th.Status()
+	return d
+}
+
+// DomainLimit returns the request limit every clone URL domain has.
+func (p *Purgatory) DomainLimit() DomainLimit {
+	return DomainLimit{Concurrency: p.cfg.DomainConcurrency, Requests: p.cfg.DomainRequestsPerWindow, Window: p.cfg.DomainWindow}
 }
 
 // noteError records err as identifier's last error (on one line), shown by

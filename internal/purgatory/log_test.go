@@ -64,7 +64,7 @@ func TestReleasePerEventAtDebugSummaryAtInfo(t *testing.T) {
 
 	env.clk.Advance(SummaryInterval)
 	env.pass()
-	sum := logs.FilterMessage("purgatory released events").All()
+	sum := logs.FilterMessage("purgatory summary").All()
 	if len(sum) != 1 || sum[0].Level != zapcore.InfoLevel {
 		t.Fatalf("summary lines %v, want one at INFO", sum)
 	}
@@ -75,7 +75,7 @@ func TestReleasePerEventAtDebugSummaryAtInfo(t *testing.T) {
 	// Nothing new: no summary.
 	env.clk.Advance(SummaryInterval)
 	env.pass()
-	if n := logs.FilterMessage("purgatory released events").Len(); n != 1 {
+	if n := logs.FilterMessage("purgatory summary").Len(); n != 1 {
 		t.Fatalf("%d summaries, want none for a quiet interval", n)
 	}
 }

@@ -31,7 +31,7 @@ func (p *Purgatory) Run(ctx context.Context) error {
 		p.mu.Lock()
 		p.stopping = true
 		p.mu.Unlock()
-		p.th.stop()
+		p.th.Stop()
 		p.wg.Wait()
 		// The counts since the last summary are not lost on shutdown.
 		p.mu.Lock()
@@ -139,21 +139,10 @@ func (p *Purgatory) pass(ctx context.Context) {
 			complete := p.sync.syncIdentifier(ctx, id)
 			p.mu.Lock()
 			complete = complete || !p.pendingLocked(id)
-			p.queue.done(id, complete, p.clock.Now())
-			attempts := 0
-			if e := p.queue.entries[id]; e != nil {
-				attempts = e.attempts
-			}
-			p.m.queueSize.Set(float64(p.queue.len()))
+			ended := p.queue.done(id, complete, p.clock.Now())
 			p.mu.Unlock()
-			// Repeated failures are logged with their count, at 1, 2, 4, 8… attempts.
-			if !complete && attempts > 0 && attempts&(attempts-1) == 0 && ctx.Err() == nil {
-				p.log.Info("git data still missing; will retry", zap.String("identifier", id), zap.Int("attempts", attempts))
-			}
-			if complete {
-				p.m.attempts.WithLabelValues(resultComplete).Inc()
-			} else {
-				p.m.attempts.WithLabelValues(resultRetry).Inc()
+			if ended {
+				p.attemptEnded(ctx, id, complete)
 			}
 			p.nudge()
 		})
@@ -162,5 +151,51 @@ func (p *Purgatory) pass(ctx context.Context) {
 			p.queue.done(id, false, now)
 			p.mu.Unlock()
 		}
+	}
+}
+
+// waitFor records that identifier id waits in domain's throttle queue
+// (the syncer's wait): its attempt goes on until the queue lets it go.
+func (p *Purgatory) waitFor(id, domain string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queue.wait(id, domain)
+}
+
+// leftDomain is the throttle's left: domain's queue let identifier id go.
+// When it waits nowhere else and no sync of it runs, its attempt ends.
+func (p *Purgatory) leftDomain(domain, id string) {
+	p.mu.Lock()
+	complete := !p.pendingLocked(id)
+	ended := p.queue.leave(id, domain, complete, p.clock.Now())
+	p.mu.Unlock()
+	if ended {
+		p.attemptEnded(p.ctx(), id, complete)
+		p.nudge()
+	}
+}
+
+// attemptEnded counts an attempt that ended (a sync that only waited for
+// a throttled domain has not ended) and logs a failed one at DEBUG, at
+// 1, 2, 4, 8… attempts in a row; the summary line counts them.
+func (p *Purgatory) attemptEnded(ctx context.Context, id string, complete bool) {
+	p.mu.Lock()
+	attempts := 0
+	if e := p.queue.entries[id]; e != nil {
+		attempts = e.attempts
+	}
+	p.m.queueSize.Set(float64(p.queue.len()))
+	p.mu.Unlock()
+	if complete {
+		p.m.attempts.WithLabelValues(resultComplete).Inc()
+		return
+	}
+	p.m.attempts.WithLabelValues(resultRetry).Inc()
+	if ctx.Err() != nil {
+		return
+	}
+	p.tally.attemptsFailed.Add(1)
+	if attempts > 0 && attempts&(attempts-1) == 0 {
+		p.log.Debug("git data still missing; will retry", zap.String("identifier", id), zap.Int("attempts", attempts))
 	}
 }

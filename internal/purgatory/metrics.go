@@ -29,6 +29,7 @@ type metrics struct {
 	expired        *prometheus.CounterVec
 	refused        *prometheus.CounterVec
 	domainInFlight *prometheus.GaugeVec
+	domainWaiting  *prometheus.GaugeVec
 	domainRequests *prometheus.CounterVec
 
 	mu        sync.Mutex
@@ -62,6 +63,9 @@ func newMetrics(reg prometheus.Registerer, maxLabels int) (*metrics, error) {
 		domainInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ngit_sync_purgatory_domain_in_flight", Help: "Git requests in flight per clone URL domain.",
 		}, []string{"domain"}),
+		domainWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ngit_sync_purgatory_domain_waiting", Help: "Identifiers waiting for a git request slot per clone URL domain (throttled, not failed).",
+		}, []string{"domain"}),
 		domainRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_purgatory_domain_requests_total", Help: "Git fetch rounds per clone URL domain by result (ok, error).",
 		}, []string{"domain", "result"}),
@@ -81,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, maxLabels int) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.events, m.queueSize, m.attempts, m.oidsFetched, m.released,
-			m.expired, m.refused, m.domainInFlight, m.domainRequests} {
+			m.expired, m.refused, m.domainInFlight, m.domainWaiting, m.domainRequests} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -91,7 +95,9 @@ func newMetrics(reg prometheus.Registerer, maxLabels int) (*metrics, error) {
 }
 
 // domain maps a domain to its label value: the first maxLabels distinct
-// domains keep their name, later ones are folded into "other".
+// domains keep their name, later ones are folded into "other". A label
+// value's series start at 0 when it is first seen (a hosted announcement
+// names the domain, or a request goes there).
 func (m *metrics) domain(d string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -102,6 +108,10 @@ func (m *metrics) domain(d string) string {
 	if len(m.labels) < m.maxLabels {
 		l = d
 	}
+	m.domainInFlight.WithLabelValues(l)
+	m.domainWaiting.WithLabelValues(l)
+	m.domainRequests.WithLabelValues(l, resultOK)
+	m.domainRequests.WithLabelValues(l, resultError)
 	m.labels[d] = l
 	if len(m.labels) > 4*m.maxLabels { // bound the memo itself
 		for k, v := range m.labels {

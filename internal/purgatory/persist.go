@@ -15,10 +15,14 @@ func (p *Purgatory) Export() []Persisted {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]Persisted, 0, len(p.byID))
+	now := p.clock.Now()
 	for _, e := range p.byID {
 		ps := Persisted{Event: e.ev, OnOwnRelay: e.onOwnRelay, Added: e.added}
 		if q := p.queue.entries[e.identifier]; q != nil {
 			ps.Attempts, ps.Next = q.attempts, q.next
+			if q.next.IsZero() { // waiting for a domain: due at once after a restart
+				ps.Next = now
+			}
 		}
 		out = append(out, ps)
 	}
@@ -59,6 +63,9 @@ func (p *Purgatory) Restore(items []Persisted) (restored, skipped int) {
 			}
 		}
 		p.insertLocked(e)
+		if it.Next.IsZero() { // a zero next attempt would never come
+			it.Next = p.clock.Now()
+		}
 		q := p.queue.entries[e.identifier]
 		if q == nil {
 			p.queue.entries[e.identifier] = &queueEntry{next: it.Next, attempts: it.Attempts}

@@ -27,6 +27,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/throttle"
 )
 
 // Event kinds the purgatory holds or reads.
@@ -131,7 +132,7 @@ type Purgatory struct {
 	// enabled: a git directory (or a replacement SyncContext) is configured.
 	enabled bool
 	sync    *syncer
-	th      *throttle
+	th      *throttle.Throttle
 
 	wake chan struct{}
 
@@ -199,7 +200,7 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 		p.clock = clock.Real{}
 	}
 	p.lastSummary = p.clock.Now()
-	p.summaryEvery = SummaryInterval
+	p.summaryEvery = cfg.SummaryInterval
 	if p.git == nil {
 		e := gitx.NewExec(cfg.GitTimeout)
 		e.OutputCap = cfg.GitOutputCap
@@ -219,13 +220,20 @@ func New(cfg Config, opts Options) (*Purgatory, error) {
 	if p.sc == nil {
 		p.sc = &gitContext{p: p}
 	}
-	p.th = newThrottle(p.clock, cfg.DomainConcurrency, cfg.DomainRequestsPerWindow, cfg.DomainWindow, m)
-	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log, note: p.noteError,
+	p.th = throttle.New(throttle.Options{Clock: p.clock, Concurrency: cfg.DomainConcurrency,
+		PerWindow: cfg.DomainRequestsPerWindow, Window: cfg.DomainWindow, Spawn: p.spawn,
+		Work: func(domain, id string, tried map[string]bool, l *throttle.Lease) (string, bool, bool) {
+			return p.sync.workQueued(p.ctx(), domain, id, tried, l)
+		},
+		Left: p.leftDomain,
+		InFlight: func(domain string, n int) {
+			m.domainInFlight.WithLabelValues(m.domain(domain)).Add(float64(n))
+		},
+		Waiting: func(domain string, n int) {
+			m.domainWaiting.WithLabelValues(m.domain(domain)).Add(float64(n))
+		}})
+	p.sync = &syncer{sc: p.sc, th: p.th, m: m, log: p.log, note: p.noteError, wait: p.waitFor, tally: &p.tally,
 		fails: newFailLog(p.log, p.clock, cfg.FailureLogInterval)}
-	p.th.spawn = p.spawn
-	p.th.work = func(domain, id string, tried map[string]bool, l *lease) (string, bool) {
-		return p.sync.workQueued(p.ctx(), domain, id, tried, l)
-	}
 	return p, nil
 }
 
@@ -259,20 +267,11 @@ func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
 	}
 	a := &announcement{pubkey: ev.PubKey, createdAt: ev.CreatedAt, id: ev.ID, hosted: p.Hosts(ev)}
 	for _, tag := range ev.Tags {
-		if len(tag) < 2 {
-			continue
-		}
-		switch tag[0] {
-		case "clone":
+		if len(tag) >= 2 && tag[0] == "clone" {
 			a.clone = append(a.clone, tag[1:]...)
-		case "maintainers":
-			for _, m := range tag[1:] {
-				if gitx.ValidPubKey(m) {
-					a.maintainers = append(a.maintainers, m)
-				}
-			}
 		}
 	}
+	a.maintainers = nip34.Maintainers(ev)
 	if len(a.clone) > p.cfg.MaxCloneURLs {
 		a.clone = a.clone[:p.cfg.MaxCloneURLs]
 	}
@@ -303,6 +302,13 @@ func (p *Purgatory) AddAnnouncement(ev *nostr.Event) {
 		p.m.queueSize.Set(float64(p.queue.len()))
 	}
 	p.mu.Unlock()
+	if a.hosted { // its clone domains' series exist from now on
+		for _, u := range a.clone {
+			if cu, err := gitx.ParseCloneURL(u); err == nil && cu.Domain != p.own {
+				p.m.domain(cu.Domain)
+			}
+		}
+	}
 	if pending {
 		p.nudge()
 	}

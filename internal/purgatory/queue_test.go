@@ -105,3 +105,59 @@ func TestSyncQueue(t *testing.T) {
 		t.Fatalf("complete identifier still queued")
 	}
 }
+
+// An attempt that waits for throttled domains does not end at done: it
+// has no next attempt planned, stays queued when its events go, and ends
+// (failed: the backoff) when the last domain lets it go; a new event
+// meanwhile plans a main-loop attempt and the wait then ends nothing.
+func TestSyncQueueWaitingForDomains(t *testing.T) {
+	c := DefaultConfig()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	q := newSyncQueue(c.backoff)
+	q.add("r", 0, now)
+	q.ready(now)
+	if !q.wait("r", "a") || !q.wait("r", "b") || q.wait("unknown", "a") {
+		t.Fatal("wait: want true for a queued identifier only")
+	}
+	if q.done("r", false, now) {
+		t.Fatal("done ended an attempt that waits for domains")
+	}
+	if e := q.entries["r"]; e.attempts != 0 || !e.next.IsZero() {
+		t.Fatalf("waiting: attempts %d next %v, want 0 and none", e.attempts, e.next)
+	}
+	if _, ok := q.earliest(); ok || len(q.ready(now.Add(time.Hour))) != 0 {
+		t.Fatal("a waiting identifier is due in the main loop")
+	}
+	q.remove("r")
+	if q.len() != 1 {
+		t.Fatal("removed while waiting: its attempt would never be counted")
+	}
+	if q.leave("r", "a", false, now) {
+		t.Fatal("ended while still waiting for b")
+	}
+	if !q.leave("r", "b", false, now) {
+		t.Fatal("not ended when the last domain let it go")
+	}
+	if e := q.entries["r"]; e.attempts != 1 || !e.next.Equal(now.Add(20*time.Second)) {
+		t.Fatalf("after a failed wait: attempts %d next %v, want 1 and the backoff", e.attempts, e.next)
+	}
+	// A new event while waiting plans a main-loop attempt.
+	now = now.Add(20 * time.Second)
+	q.ready(now)
+	q.wait("r", "a")
+	q.done("r", false, now)
+	q.add("r", c.SyncedDelay, now)
+	if e := q.entries["r"]; e.attempts != 0 || !e.next.Equal(now.Add(c.SyncedDelay)) {
+		t.Fatalf("event while waiting: attempts %d next %v", e.attempts, e.next)
+	}
+	if q.leave("r", "a", false, now) {
+		t.Fatal("a wait ended the attempt although a main-loop attempt is planned")
+	}
+	// Complete at the end of a wait: gone.
+	q.ready(now.Add(c.SyncedDelay))
+	q.wait("r", "a")
+	q.done("r", false, now)
+	if !q.leave("r", "a", true, now) || q.len() != 0 {
+		t.Fatal("complete after a wait: not removed")
+	}
+}

@@ -62,26 +62,20 @@ func (g *gitContext) snapshot(id string) snapshot {
 	return s
 }
 
-// maintainerSet is owner's recursive maintainer set: the owner, whom its
-// announcement lists, whom their announcements (same d) list, and so on.
+// maintainerSet is owner's recursive maintainer set among anns, the
+// announcements of one identifier (nip34.MaintainerSet).
 func maintainerSet(anns map[string]*announcement, owner string) map[string]bool {
-	set := map[string]bool{owner: true}
-	queue := []string{owner}
-	for len(queue) > 0 {
-		pk := queue[0]
-		queue = queue[1:]
-		a := anns[pk]
-		if a == nil {
-			continue
+	return nip34.MaintainerSet(owner, listedIn(anns))
+}
+
+// listedIn returns whom each owner's announcement in anns lists.
+func listedIn(anns map[string]*announcement) func(string) []string {
+	return func(pk string) []string {
+		if a := anns[pk]; a != nil {
+			return a.maintainers
 		}
-		for _, m := range a.maintainers {
-			if !set[m] {
-				set[m] = true
-				queue = append(queue, m)
-			}
-		}
+		return nil
 	}
-	return set
 }
 
 // authorisedOwners are the owners (with an announcement) whose maintainer

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/internal/purgatory/throttle"
 )
 
 // Source is one clone URL an identifier's git data may be fetched from.
@@ -50,13 +51,18 @@ type SyncContext interface {
 // per-domain throttle.
 type syncer struct {
 	sc  SyncContext
-	th  *throttle
+	th  *throttle.Throttle
 	m   *metrics
 	log *zap.Logger
 	// note, when set, records an identifier's latest failure for status.
 	note func(id string, err error)
 	// fails, when set, writes the rate-limited WARN lines of failures.
 	fails *failLog
+	// wait, when set, records that an identifier waits in a domain's
+	// queue, before it is queued there.
+	wait func(id, domain string)
+	// tally, when set, counts fetches for the summary line.
+	tally *tally
 }
 
 // warn logs a failure of identifier id through the rate limit (debug
@@ -138,21 +144,24 @@ func (s *syncer) syncIdentifier(ctx context.Context, id string) bool {
 		s.noteErr(id, ErrNoSource)
 	}
 	for domain, triedHere := range byDomain {
-		s.log.Debug("waiting for throttled domain", zap.String("identifier", id), zap.String("domain", domain))
-		s.th.enqueue(domain, id, triedHere)
+		s.log.Debug("waiting for a request slot of a throttled domain", zap.String("identifier", id), zap.String("domain", domain))
+		if s.wait != nil {
+			s.wait(id, domain)
+		}
+		s.th.Enqueue(domain, id, triedHere)
 	}
 	return false
 }
 
 // nextSource returns the first untried source whose domain has capacity,
 // holding a lease on that domain.
-func (s *syncer) nextSource(ctx context.Context, id string, tried map[string]bool) (Source, *lease) {
+func (s *syncer) nextSource(ctx context.Context, id string, tried map[string]bool) (Source, *throttle.Lease) {
 	busy := map[string]bool{}
 	for _, src := range s.sc.Sources(ctx, id) {
 		if tried[src.URL] || busy[src.Domain] {
 			continue
 		}
-		if l := s.th.tryAcquire(src.Domain); l != nil {
+		if l := s.th.TryAcquire(src.Domain); l != nil {
 			return src, l
 		}
 		busy[src.Domain] = true
@@ -162,11 +171,11 @@ func (s *syncer) nextSource(ctx context.Context, id string, tried map[string]boo
 
 // fetchFrom runs one fetch round against src holding l, then releases what
 // became satisfiable.
-func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []string, l *lease) {
+func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []string, l *throttle.Lease) {
 	fetched, err := s.sc.Fetch(ctx, id, src.URL, needed, l)
 	// A URL refused before git ran (invalid, private address, no local
 	// repository) never reached the remote: it does not count as a request.
-	l.release(!errors.Is(err, gitx.ErrInvalid) && !errors.Is(err, ErrNoLocalRepo))
+	l.Release(!errors.Is(err, gitx.ErrInvalid) && !errors.Is(err, ErrNoLocalRepo))
 	result := resultOK
 	if err != nil && !errors.Is(err, gitx.ErrRoundCut) {
 		result = resultError
@@ -174,6 +183,13 @@ func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []
 	if s.m != nil {
 		s.m.domainRequests.WithLabelValues(s.m.domain(src.Domain), result).Inc()
 		s.m.oidsFetched.Add(float64(len(fetched)))
+	}
+	if s.tally != nil {
+		s.tally.fetches.Add(1)
+		s.tally.objects.Add(int64(len(fetched)))
+		if result == resultError {
+			s.tally.fetchesFailed.Add(1)
+		}
 	}
 	if err != nil && ctx.Err() == nil {
 		if result == resultError {
@@ -185,7 +201,7 @@ func (s *syncer) fetchFrom(ctx context.Context, id string, src Source, needed []
 		}
 	}
 	if len(fetched) > 0 {
-		s.log.Info("fetched objects", zap.String("identifier", id), zap.String("url", src.URL),
+		s.log.Debug("fetched objects", zap.String("identifier", id), zap.String("url", src.URL),
 			zap.Int("objects", len(fetched)), zap.Int("needed", len(needed)))
 		s.release(ctx, id)
 	}
@@ -198,7 +214,7 @@ func (s *syncer) release(ctx context.Context, id string) {
 		s.noteErr(id, fmt.Errorf("release: %w", err))
 	}
 	if res.States+res.PRs > 0 {
-		s.log.Info("released events", zap.String("identifier", id), zap.Int("states", res.States), zap.Int("prs", res.PRs))
+		s.log.Debug("released events", zap.String("identifier", id), zap.Int("states", res.States), zap.Int("prs", res.PRs))
 	}
 	if s.fails != nil && !s.sc.Pending(id) {
 		s.fails.forget(id)
@@ -206,25 +222,33 @@ func (s *syncer) release(ctx context.Context, id string) {
 }
 
 // workQueued is the throttle's work function: one fetch for identifier from
-// an untried URL of domain.
-func (s *syncer) workQueued(ctx context.Context, domain, id string, tried map[string]bool, l *lease) (string, bool) {
+// an untried URL of domain. more: data is still missing and the domain has
+// another untried URL of the identifier.
+func (s *syncer) workQueued(ctx context.Context, domain, id string, tried map[string]bool, l *throttle.Lease) (url string, used, more bool) {
 	if ctx.Err() != nil || !s.sc.Pending(id) {
-		return "", false
+		return "", false, false
 	}
 	needed, err := s.sc.NeededOIDs(ctx, id)
 	if err != nil {
-		return "", false
+		s.noteErr(id, err)
+		return "", false, false
 	}
 	if len(needed) == 0 {
 		s.release(ctx, id)
-		return "", false
+		return "", false, false
 	}
-	for _, src := range s.sc.Sources(ctx, id) {
+	srcs := s.sc.Sources(ctx, id)
+	for i, src := range srcs {
 		if src.Domain != domain || tried[src.URL] {
 			continue
 		}
 		s.fetchFrom(ctx, id, src, needed, l)
-		return src.URL, true
+		if s.sc.Pending(id) {
+			for _, next := range srcs[i+1:] {
+				more = more || (next.Domain == domain && !tried[next.URL])
+			}
+		}
+		return src.URL, true, more
 	}
-	return "", false
+	return "", false, false
 }

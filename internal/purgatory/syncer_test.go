@@ -273,19 +273,19 @@ func TestSyncSkipsThrottledDomain(t *testing.T) {
 	if err := env.add(t, ev, false); err != nil {
 		t.Fatal(err)
 	}
-	l1, l2 := env.p.th.tryAcquire("busy"), env.p.th.tryAcquire("busy")
+	l1, l2 := env.p.th.TryAcquire("busy"), env.p.th.TryAcquire("busy")
 	if complete := env.p.sync.syncIdentifier(context.Background(), "repo"); complete {
 		t.Fatal("complete without the data")
 	}
 	if got := sc.fetchLog(); len(got) != 1 || got[0] != "http://free/r.git" {
 		t.Fatalf("fetches = %v, want only the free domain", got)
 	}
-	if n := env.p.th.queuedCount("busy"); n != 1 {
+	if n := env.p.th.QueuedCount("busy"); n != 1 {
 		t.Fatalf("busy domain queue = %d, want 1", n)
 	}
-	l1.release(true)
+	l1.Release(true)
 	env.p.wg.Wait()
-	l2.release(true)
+	l2.Release(true)
 	env.p.wg.Wait()
 	if env.p.Has(ev.ID) {
 		t.Fatal("queued identifier not synced once the domain freed")
@@ -293,7 +293,7 @@ func TestSyncSkipsThrottledDomain(t *testing.T) {
 	if got := sc.fetchLog(); len(got) != 2 || got[1] != "http://busy/r.git" {
 		t.Fatalf("fetches = %v", got)
 	}
-	if n := env.p.th.queuedCount("busy"); n != 0 {
+	if n := env.p.th.QueuedCount("busy"); n != 0 {
 		t.Fatalf("busy domain queue = %d after completion", n)
 	}
 }
@@ -628,9 +628,10 @@ func TestAddHostedOnly(t *testing.T) {
 // TestFetchFailureWarnRateLimited: a failed fetch is logged at WARN with the
 // clone URL and git's error, at most once per identifier per
 // FailureLogInterval, the next line counting the failures in between;
-// fetched objects and released events are logged at INFO.
+// fetched objects and released events of an identifier are logged at
+// DEBUG, and counted in the INFO summary line.
 func TestFetchFailureWarnRateLimited(t *testing.T) {
-	core, logs := observer.New(zapcore.InfoLevel)
+	core, logs := observer.New(zapcore.DebugLevel)
 	env := newTestEnv(t, func(c *Config) {
 		c.FailureLogInterval = 10 * time.Minute
 		c.Backoff = []time.Duration{time.Minute}
@@ -668,14 +669,38 @@ func TestFetchFailureWarnRateLimited(t *testing.T) {
 		t.Fatalf("after the interval: %d warnings, last %v; want a second one counting the failures since", len(w), w[len(w)-1].ContextMap())
 	}
 
-	// The objects appear on the source: fetched and released, at INFO.
+	// Each pass came a minute after the last: each summary counts one
+	// failed fetch and one failed attempt.
+	sums := logs.FilterMessage("purgatory summary").All()
+	if len(sums) == 0 {
+		t.Fatal("no summary line")
+	}
+	if m := sums[len(sums)-1].ContextMap(); sums[len(sums)-1].Level != zapcore.InfoLevel ||
+		m["fetches"] != int64(1) || m["fetches_failed"] != int64(1) || m["attempts_failed"] != int64(1) {
+		t.Fatalf("summary %v at %v: want one failed fetch and attempt, at INFO", m, sums[len(sums)-1].Level)
+	}
+
+	// The objects appear on the source: fetched and released, at DEBUG,
+	// and counted in the next summary.
 	sc.mu.Lock()
 	sc.fail["http://dead/r.git"] = false
 	sc.serve["http://dead/r.git"] = []string{oid(1)}
 	sc.mu.Unlock()
 	env.clk.Advance(time.Minute)
 	env.pass()
-	if logs.FilterMessage("fetched objects").Len() != 1 || logs.FilterMessage("released events").Len() != 1 {
-		t.Fatalf("fetched/released not logged at INFO: %v", logs.All())
+	if got := levels(logs, "fetched objects"); len(got) != 1 || got[0] != zapcore.DebugLevel {
+		t.Fatalf("fetched objects logged at %v, want once at DEBUG", got)
+	}
+	if got := levels(logs, "released events"); len(got) != 1 || got[0] != zapcore.DebugLevel {
+		t.Fatalf("released events logged at %v, want once at DEBUG", got)
+	}
+	env.clk.Advance(time.Minute)
+	env.pass()
+	sums = logs.FilterMessage("purgatory summary").All()
+	if m := sums[len(sums)-1].ContextMap(); m["objects_fetched"] != int64(1) || m["fetches_failed"] != int64(0) {
+		t.Fatalf("summary after the fetch %v: want objects_fetched 1, no failure", m)
+	}
+	if n := logs.FilterLevelExact(zapcore.InfoLevel).Len() - logs.FilterMessage("purgatory summary").Len(); n != 0 {
+		t.Fatalf("%d INFO lines besides the summaries", n)
 	}
 }

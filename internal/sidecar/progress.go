@@ -70,14 +70,15 @@ func (s *Sidecar) logProgress(st status.Snapshot, last progress, now time.Time) 
 		return float64(int(float64(n)/secs*10)) / 10
 	}
 	// repositories is the status's count (the repositories synced, as on
-	// the status page); repos_confirmed and repos_total count
-	// relay-repository pairs, summed over the relays (the status page's
-	// per-relay "repositories confirmed/total"): a repository announced on
-	// two relays counts twice there.
+	// the status page and in /status); relay_repo_pairs and
+	// relay_repo_pairs_confirmed count relay-repository pairs, the status
+	// page's per-relay "repositories confirmed/total" summed over the relays
+	// (the page's "relay-repository pairs confirmed"): a repository listed
+	// on two remote relays counts twice there.
 	fields := []zap.Field{
 		zap.Int("relays_done", done), zap.Int("relays_total", len(st.Relays)), zap.Int("relays_connected", connected),
 		zap.Int("repositories", st.Repositories),
-		zap.Int("repos_confirmed", reposDone), zap.Int("repos_total", repos),
+		zap.Int("relay_repo_pairs_confirmed", reposDone), zap.Int("relay_repo_pairs", repos),
 		zap.Uint64("events_received", cur.received), zap.Uint64("events_published", cur.accepted),
 		zap.Uint64("events_duplicate", cur.duplicates),
 		zap.Float64("received_per_s", rate(received)), zap.Float64("published_per_s", rate(accepted)),

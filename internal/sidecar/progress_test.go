@@ -37,7 +37,7 @@ func TestProgressLines(t *testing.T) {
 	m := lines[0].ContextMap()
 	want := map[string]any{
 		"relays_done": int64(1), "relays_total": int64(2), "relays_connected": int64(2),
-		"repos_confirmed": int64(4), "repos_total": int64(6),
+		"relay_repo_pairs_confirmed": int64(4), "relay_repo_pairs": int64(6),
 		"events_received": uint64(1000), "events_published": uint64(700), "events_duplicate": uint64(300),
 		"received_per_s": float64(100), "published_per_s": float64(70), "publish_queue": int64(5),
 	}
@@ -68,7 +68,8 @@ func TestProgressLines(t *testing.T) {
 }
 
 // The progress line's repositories is the status's count; the per-relay
-// sums (repos_confirmed, repos_total) count relay-repository pairs.
+// sums (relay_repo_pairs_confirmed, relay_repo_pairs) count relay-repository
+// pairs, under names of their own.
 func TestProgressRepositoriesAgreeWithStatus(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	s := &Sidecar{log: zap.New(core)}
@@ -89,7 +90,12 @@ func TestProgressRepositoriesAgreeWithStatus(t *testing.T) {
 	if m["repositories"] != int64(st.Repositories) {
 		t.Errorf("repositories = %v, status says %d", m["repositories"], st.Repositories)
 	}
-	if m["repos_total"] != int64(4) || m["repos_confirmed"] != int64(3) {
-		t.Errorf("relay-repository pairs %v/%v, want 3/4", m["repos_confirmed"], m["repos_total"])
+	if m["relay_repo_pairs"] != int64(4) || m["relay_repo_pairs_confirmed"] != int64(3) {
+		t.Errorf("relay-repository pairs %v/%v, want 3/4", m["relay_repo_pairs_confirmed"], m["relay_repo_pairs"])
+	}
+	for _, old := range []string{"repos_total", "repos_confirmed"} {
+		if _, ok := m[old]; ok {
+			t.Errorf("the progress line still has %s, a name read as a repository count", old)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/discovery"
 	"github.com/grasp-sync/grasp-sync/internal/event"
+	"github.com/grasp-sync/grasp-sync/internal/gitserve"
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
@@ -68,6 +69,8 @@ type Sidecar struct {
 	ingest *ingest.Handler
 	local  *localindex.Index
 	store  *statestore.Store
+	// gitHTTP serves the git directory read-only; nil when off.
+	gitHTTP *gitserve.Server
 	// localRestored: the local index was loaded from the store.
 	localRestored bool
 }
@@ -148,6 +151,13 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.purg, holder = purg, purg
 		s.restorePurgatory()
+	}
+	if cfg.GitHTTP.Enabled() {
+		gs, err := gitserve.New(cfg.GitHTTP, gitserve.Options{GitDir: cfg.GitDir, Log: d.Log.Named("gitserve")})
+		if err != nil {
+			return nil, fmt.Errorf("git server: %w", err)
+		}
+		s.gitHTTP = gs
 	}
 	// With a state store, the roots the own relay stores are noted until
 	// discovery's index holds them, so a stop in between loses none
@@ -356,7 +366,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer stopEng()
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	errs := make(chan error, 8)
 	start := func(name string, ctx context.Context, run func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -385,6 +395,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		start("released", pubCtx, s.ingest.RunReleased)
 	}
 	start("progress", engCtx, s.runProgress)
+	if s.gitHTTP != nil {
+		start("git server", engCtx, s.runGitHTTP)
+	}
 	if s.store != nil {
 		start("state", pubCtx, func(ctx context.Context) error {
 			return s.store.Run(ctx, s.stateSources(), s.cfg.State.FlushInterval)
@@ -418,6 +431,30 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	return runErr
 }
 
+// runGitHTTP serves the git directory until ctx is done, then gives the
+// requests being served the shutdown grace to finish.
+func (s *Sidecar) runGitHTTP(ctx context.Context) error {
+	if err := s.gitHTTP.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := s.gitHTTP.Shutdown(sctx); err != nil {
+		s.log.Warn("git requests cut off at shutdown", zap.Duration("grace", s.cfg.ShutdownGrace), zap.Error(err))
+	}
+	return nil
+}
+
+// GitHTTPAddr is the read-only git server's bound address: "" when it is
+// off or not listening yet.
+func (s *Sidecar) GitHTTPAddr() string {
+	if s.gitHTTP == nil {
+		return ""
+	}
+	return s.gitHTTP.Addr()
+}
+
 // Ready tells whether the own relay is connected and the first
 // self-subscription EOSE was processed.
 func (s *Sidecar) Ready() bool { return s.engine.Ready() && s.pub.Connected() }
@@ -430,31 +467,45 @@ func (s *Sidecar) Status() status.Snapshot {
 	ps := s.pub.Stats()
 	st.Publisher = status.Publisher{Queued: ps.Queued, InFlight: ps.InFlight, Accepted: ps.Accepted, Duplicates: ps.Duplicates, Rejected: ps.Rejected}
 	if s.purg != nil {
-		ps := s.purg.Stats()
-		st.Purgatory = status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize}
-		st.Purgatory.Identifiers = purgatoryIdentifiers(s.purg.Identifiers())
+		st.Purgatory = purgatoryStatus(s.purg)
 	}
 	st.State = s.stateStatus()
 	return st
 }
 
-// purgatoryIdentifiers maps the purgatory's per-identifier view onto the
-// status document.
-func purgatoryIdentifiers(ids []purgatory.IdentifierStatus) []status.PurgatoryIdentifier {
+// purgatoryStatus maps the purgatory's view (its size, per identifier and
+// per clone domain) onto the status document.
+func purgatoryStatus(p *purgatory.Purgatory) status.Purgatory {
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
 		}
 		return &t
 	}
-	out := make([]status.PurgatoryIdentifier, 0, len(ids))
+	ps := p.Stats()
+	l := p.DomainLimit()
+	limit := status.DomainLimit{RequestsPerWindow: l.Requests, WindowSeconds: l.Window.Seconds(), Concurrency: l.Concurrency}
+	out := status.Purgatory{Enabled: true, Events: ps.Events(), QueueSize: ps.QueueSize, DomainLimit: limit}
+	for _, d := range p.Domains() {
+		out.Domains = append(out.Domains, status.PurgatoryDomain{Domain: d.Domain, Waiting: d.Waiting,
+			InFlight: d.InFlight, RequestsInWindow: d.InWindow, NextSlot: opt(d.NextSlot)})
+	}
+	ids := p.Identifiers()
+	out.Identifiers = make([]status.PurgatoryIdentifier, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, status.PurgatoryIdentifier{
+		row := status.PurgatoryIdentifier{
 			Identifier: id.Identifier, States: id.States, PRs: id.PRs,
 			HeldSince: id.HeldSince, ExpiresAt: id.ExpiresAt,
 			Attempts: id.Attempts, Syncing: id.Syncing, NextAttempt: opt(id.NextAttempt),
 			LastError: id.LastError, LastErrorAt: opt(id.LastErrorAt),
-		})
+		}
+		for _, d := range id.Waiting {
+			row.WaitingFor = append(row.WaitingFor, status.PurgatoryWait{Domain: d, DomainLimit: limit})
+		}
+		if len(row.WaitingFor) > 0 {
+			out.Waiting++
+		}
+		out.Identifiers = append(out.Identifiers, row)
 	}
 	return out
 }

@@ -2,7 +2,10 @@
 // /status and that `grasp-sync status` prints.
 package status
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Snapshot is the whole status document.
 type Snapshot struct {
@@ -96,8 +99,58 @@ type Purgatory struct {
 	Enabled   bool `json:"enabled"`
 	Events    int  `json:"events"`
 	QueueSize int  `json:"queue_size"`
+	// Waiting counts the identifiers waiting for a clone URL domain's
+	// request slot (throttled, not failed).
+	Waiting int `json:"waiting"`
+	// DomainLimit is the git request limit of every clone URL domain.
+	DomainLimit DomainLimit `json:"domain_limit"`
+	// Domains lists the clone URL domains with git requests waiting,
+	// running or counted in the rate window, by name.
+	Domains []PurgatoryDomain `json:"domains,omitempty"`
 	// Identifiers lists every identifier with held events, oldest first.
 	Identifiers []PurgatoryIdentifier `json:"identifiers,omitempty"`
+}
+
+// DomainLimit is a clone URL domain's git request limit
+// (purgatory.domain_requests_per_window, domain_window, domain_concurrency).
+type DomainLimit struct {
+	RequestsPerWindow int     `json:"requests_per_window"`
+	WindowSeconds     float64 `json:"window_seconds"`
+	Concurrency       int     `json:"concurrency"`
+}
+
+// String is the limit for a person: "30 requests per 1m0s, 5 at once".
+func (l DomainLimit) String() string {
+	return fmt.Sprintf("%d requests per %s, %d at once", l.RequestsPerWindow, l.window(), l.Concurrency)
+}
+
+// Rate is the rate part, short: "30 requests/1m0s".
+func (l DomainLimit) Rate() string {
+	return fmt.Sprintf("%d requests/%s", l.RequestsPerWindow, l.window())
+}
+
+func (l DomainLimit) window() time.Duration {
+	return time.Duration(l.WindowSeconds * float64(time.Second)).Round(time.Millisecond)
+}
+
+// PurgatoryDomain is one clone URL domain's request throttle.
+type PurgatoryDomain struct {
+	Domain string `json:"domain"`
+	// Waiting counts identifiers waiting for a request slot.
+	Waiting  int `json:"waiting"`
+	InFlight int `json:"in_flight"`
+	// RequestsInWindow counts the requests in the rate window now.
+	RequestsInWindow int `json:"requests_in_window"`
+	// NextSlot is when the rate window frees a slot; unset when one frees
+	// only as a running request ends.
+	NextSlot *time.Time `json:"next_slot,omitempty"`
+}
+
+// PurgatoryWait is a clone URL domain an identifier waits on for a request
+// slot, with the domain's limit: its fetch starts when a slot frees.
+type PurgatoryWait struct {
+	Domain string `json:"domain"`
+	DomainLimit
 }
 
 // PurgatoryIdentifier is what the purgatory holds for one identifier (a
@@ -108,10 +161,14 @@ type PurgatoryIdentifier struct {
 	PRs        int       `json:"prs"`
 	HeldSince  time.Time `json:"held_since"`
 	ExpiresAt  time.Time `json:"expires_at"`
-	// Attempts counts the sync attempts that failed in a row.
+	// Attempts counts the sync attempts that failed in a row: fetches that
+	// ran and left git data missing, never a wait for a throttled domain.
 	Attempts int  `json:"attempts"`
 	Syncing  bool `json:"syncing,omitempty"`
-	// NextAttempt is unset while an attempt runs.
+	// WaitingFor lists the domains whose request slot the identifier
+	// waits for; it is fetched as soon as one frees.
+	WaitingFor []PurgatoryWait `json:"waiting_for,omitempty"`
+	// NextAttempt is unset while an attempt runs or waits for a domain.
 	NextAttempt *time.Time `json:"next_attempt,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`

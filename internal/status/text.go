@@ -39,7 +39,8 @@ func WriteText(w io.Writer, s *Snapshot, now time.Time) error {
 	fmt.Fprintf(tw, "publisher\tqueued %d, in flight %d, accepted %d, duplicates %d, rejected %d\n",
 		s.Publisher.Queued, s.Publisher.InFlight, s.Publisher.Accepted, s.Publisher.Duplicates, s.Publisher.Rejected)
 	if s.Purgatory.Enabled {
-		fmt.Fprintf(tw, "purgatory\t%d events, %d identifiers queued for a git sync\n", s.Purgatory.Events, s.Purgatory.QueueSize)
+		fmt.Fprintf(tw, "purgatory\t%d events, %d identifiers queued for a git sync, %d waiting for a clone domain's request slot (%s)\n",
+			s.Purgatory.Events, s.Purgatory.QueueSize, s.Purgatory.Waiting, s.Purgatory.DomainLimit)
 	} else {
 		fmt.Fprintf(tw, "purgatory\toff\n")
 	}
@@ -161,15 +162,45 @@ func printPurgatory(w io.Writer, p *Purgatory, now time.Time) error {
 	if n := len(p.Identifiers) - len(rows); n > 0 {
 		fmt.Fprintf(w, "… and %d more identifiers (grasp-sync status --json lists them all)\n", n)
 	}
-	return nil
+	return printDomains(w, p, now)
+}
+
+// printDomains lists the clone URL domains git requests wait for, run on
+// or were counted against.
+func printDomains(w io.Writer, p *Purgatory, now time.Time) error {
+	if len(p.Domains) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nclone domains (each: %s)\n", p.DomainLimit)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DOMAIN\tWAITING\tIN FLIGHT\tIN WINDOW\tNEXT SLOT")
+	for _, d := range p.Domains {
+		next := "-"
+		if d.NextSlot != nil {
+			next = "in " + Round(d.NextSlot.Sub(now))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", d.Domain, d.Waiting, d.InFlight, d.RequestsInWindow, next)
+	}
+	return tw.Flush()
 }
 
 // NextAttemptText says when an identifier's next git sync is: "syncing",
-// "in 40s" or "-" (none planned).
+// "in 40s", "waiting for <domain> (30 requests/1m0s)" (a request slot of a
+// throttled domain: it starts when one frees) or "-" (none planned).
 func NextAttemptText(now time.Time, id PurgatoryIdentifier) string {
 	switch {
 	case id.Syncing:
 		return "syncing"
+	case len(id.WaitingFor) > 0:
+		domains := make([]string, len(id.WaitingFor))
+		for i, w := range id.WaitingFor {
+			domains[i] = w.Domain
+		}
+		text := "waiting for " + strings.Join(domains, ", ") + " (" + id.WaitingFor[0].Rate() + ")"
+		if id.NextAttempt != nil {
+			text += "; attempt in " + Round(id.NextAttempt.Sub(now))
+		}
+		return text
 	case id.NextAttempt == nil:
 		return "-"
 	}

@@ -8,6 +8,7 @@ import (
 )
 
 func sampleStatus(started time.Time) Snapshot {
+	limit := DomainLimit{RequestsPerWindow: 30, WindowSeconds: 60, Concurrency: 5}
 	return Snapshot{
 		Version: "v0.1.0", StartedAt: started, Ready: true,
 		OwnRelay:     OwnRelay{URL: "ws://relay:7777", Connected: true, SelfSubscriptionEOSE: true},
@@ -25,6 +26,10 @@ func sampleStatus(started time.Time) Snapshot {
 				Attempts: 3, NextAttempt: ptr(started.Add(90*time.Minute + 40*time.Second)),
 				LastError: "fetch https://git.example/alice/tool.git: git fetch: exit status 128: fatal: unable to access 'https://git.example/alice/tool.git/': Could not resolve host: git.example"},
 			{Identifier: "new", States: 4, HeldSince: started.Add(89 * time.Minute), ExpiresAt: started.Add(119 * time.Minute), Syncing: true},
+			{Identifier: "queued", States: 1, HeldSince: started.Add(89 * time.Minute), ExpiresAt: started.Add(119 * time.Minute),
+				WaitingFor: []PurgatoryWait{{Domain: "git.example:8080", DomainLimit: limit}}},
+		}, Waiting: 1, DomainLimit: limit, Domains: []PurgatoryDomain{
+			{Domain: "git.example:8080", Waiting: 1, InFlight: 0, RequestsInWindow: 30, NextSlot: ptr(started.Add(90*time.Minute + 12*time.Second))},
 		}},
 		Rejected: Rejected{Hot: 3, Cold: 9},
 		State: State{Outcome: "resumed", Dir: "/var/lib/grasp-sync", Bytes: 123456, Events: 1000, BytesPerEvent: 123.456,
@@ -49,7 +54,6 @@ func TestPrintStatus(t *testing.T) {
 		"repositories     12",
 		"pending batches  2",
 		"publisher        queued 5, in flight 2, accepted 1000, duplicates 50, rejected 3",
-		"purgatory        7 events, 7 identifiers queued for a git sync",
 		"rejected         hot 3, cold 9",
 		"state            resumed, /var/lib/grasp-sync: 123456 bytes, 1000 events (123 bytes/event), last write 3s ago, relay states saved 3s ago",
 		"relay notes\n  wss://gitnostr.com\n    truncation: a REQ page cut at 500 events below its limit\n    read AUTH: needs a key: set auth.key\n",
@@ -57,13 +61,19 @@ func TestPrintStatus(t *testing.T) {
 		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234",
 		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0       3         dial tcp: lookup gitnostr.com: no such host, and a very long\n" +
 			strings.Repeat(" ", 115) + "tail that must not be cut off\n",
-		"purgatory (identifiers: 2, events waiting for git data: 7)",
-		"IDENTIFIER  STATES  PRS  HELD FOR  EXPIRES IN  ATTEMPTS  NEXT ATTEMPT  LAST ERROR",
-		"tool        2       1    10m0s     20m0s       3         in 40s        fetch https://git.example/alice/tool.git: git fetch: exit\n" +
-			strings.Repeat(" ", 71) + "status 128: fatal: unable to access\n" +
-			strings.Repeat(" ", 71) + "'https://git.example/alice/tool.git/': Could not resolve\n" +
-			strings.Repeat(" ", 71) + "host: git.example\n",
-		"new         4       0    1m0s      29m0s       0         syncing       -",
+		"purgatory (identifiers: 3, events waiting for git data: 7)",
+		"IDENTIFIER  STATES  PRS  HELD FOR  EXPIRES IN  ATTEMPTS  NEXT ATTEMPT                                     LAST ERROR",
+		"tool        2       1    10m0s     20m0s       3         in 40s                                           fetch https://git.example/alice/tool.git: git fetch: exit\n" +
+			strings.Repeat(" ", 106) + "status 128: fatal: unable to access\n" +
+			strings.Repeat(" ", 106) + "'https://git.example/alice/tool.git/': Could not resolve\n" +
+			strings.Repeat(" ", 106) + "host: git.example\n",
+		"new         4       0    1m0s      29m0s       0         syncing                                          -",
+		// Waiting for a throttled domain: no failed attempt, the domain and its rate.
+		"queued      1       0    1m0s      29m0s       0         waiting for git.example:8080 (30 requests/1m0s)  -",
+		"purgatory        7 events, 7 identifiers queued for a git sync, 1 waiting for a clone domain's request slot (30 requests per 1m0s, 5 at once)",
+		"clone domains (each: 30 requests per 1m0s, 5 at once)\n" +
+			"DOMAIN            WAITING  IN FLIGHT  IN WINDOW  NEXT SLOT\n" +
+			"git.example:8080  1        0          30         in 12s\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)

@@ -2,7 +2,8 @@
 // two remote relays (khatru, in-process), seeded with NIP-34 repositories,
 // and, when git is installed, a git server whose commits the sidecar
 // fetches before it releases state and PR events (purgatory); synced by a
-// real sidecar, with progress and a summary of real counts.
+// real sidecar, with progress and a summary of real counts, or kept running
+// alone (World) for the real grasp-sync binary.
 package demo
 
 import (

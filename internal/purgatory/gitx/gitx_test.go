@@ -302,6 +302,25 @@ func TestNpub(t *testing.T) {
 	}
 }
 
+// PubKeyFromNpub reads back what Npub writes, and nothing else: another
+// prefix, a bad checksum, upper case, padding or a path.
+func TestPubKeyFromNpub(t *testing.T) {
+	const hex = "3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d"
+	const npub = "npub180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w6"
+	if got, err := gitx.PubKeyFromNpub(npub); err != nil || got != hex {
+		t.Fatalf("PubKeyFromNpub = %q, %v", got, err)
+	}
+	for _, bad := range []string{
+		"", "npub1", strings.ToUpper(npub), npub[:len(npub)-1] + "7", npub + "q", " " + npub,
+		"nsec180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w6", "..", "../" + npub[3:],
+		"note1" + npub[5:], hex,
+	} {
+		if got, err := gitx.PubKeyFromNpub(bad); err == nil || !errors.Is(err, gitx.ErrInvalid) {
+			t.Errorf("PubKeyFromNpub(%q) = %q, %v; want ErrInvalid", bad, got, err)
+		}
+	}
+}
+
 type fakeResolver map[string][]netip.Addr
 
 func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {

@@ -1,12 +1,17 @@
-package purgatory
+package throttle
 
 import (
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/testkit"
 )
+
+func newManualClock() *clock.Manual {
+	return clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}
 
 func TestDomainRoundRobin(t *testing.T) {
 	d := &domainState{queued: map[string]*queuedIdentifier{}}
@@ -38,30 +43,32 @@ func TestDomainRoundRobin(t *testing.T) {
 		d.queued[id].inProgress = false
 	}
 	d.rr = 1 // next is id2
-	d.removeIdentifier("id1")
+	th := New(Options{Concurrency: 1, PerWindow: 1, Window: time.Minute})
+	d.waiting = 3
+	th.removeIdentifier("x", d, "id1")
 	if got := d.nextReady(); got != "id2" {
 		t.Fatalf("after remove: nextReady = %q, want id2", got)
 	}
-	d.removeIdentifier("id2")
-	d.removeIdentifier("id3")
-	if len(d.order) != 0 || d.rr != 0 || d.hasReady() {
+	th.removeIdentifier("x", d, "id2") // in progress: not counted as waiting
+	th.removeIdentifier("x", d, "id3")
+	if len(d.order) != 0 || d.rr != 0 || d.hasReady() || d.waiting != 1 {
 		t.Fatalf("queue not empty: %+v", d)
 	}
 }
 
 func TestThrottleLimits(t *testing.T) {
 	clk := newManualClock()
-	th := newThrottle(clk, 2, 3, time.Minute, nil)
-	th.spawn = func(fn func()) bool { go fn(); return true }
-	a := th.tryAcquire("x")
-	b := th.tryAcquire("x")
+	th := New(Options{Clock: clk, Concurrency: 2, PerWindow: 3, Window: time.Minute,
+		Spawn: func(fn func()) bool { go fn(); return true }})
+	a := th.TryAcquire("x")
+	b := th.TryAcquire("x")
 	if a == nil || b == nil {
 		t.Fatal("could not take 2 slots")
 	}
-	if th.tryAcquire("x") != nil {
+	if th.TryAcquire("x") != nil {
 		t.Fatal("third concurrent request allowed")
 	}
-	if th.tryAcquire("y") == nil {
+	if th.TryAcquire("y") == nil {
 		t.Fatal("other domain throttled")
 	}
 	if !a.Extra() {
@@ -71,25 +78,25 @@ func TestThrottleLimits(t *testing.T) {
 	if b.Extra() {
 		t.Fatal("extra request beyond the window limit")
 	}
-	a.release(true)
-	if th.tryAcquire("x") != nil {
+	a.Release(true)
+	if th.TryAcquire("x") != nil {
 		t.Fatal("window limit ignored")
 	}
-	b.release(false) // unused: does not count
-	c := th.tryAcquire("x")
+	b.Release(false) // unused: does not count
+	c := th.TryAcquire("x")
 	if c == nil {
 		t.Fatal("unused release did not free the window")
 	}
-	c.release(true)
-	if th.tryAcquire("x") != nil {
+	c.Release(true)
+	if th.TryAcquire("x") != nil {
 		t.Fatal("3 requests in the window, a 4th allowed")
 	}
 	clk.Advance(time.Minute - time.Millisecond)
-	if th.tryAcquire("x") != nil {
+	if th.TryAcquire("x") != nil {
 		t.Fatal("window freed early")
 	}
 	clk.Advance(time.Millisecond)
-	if th.tryAcquire("x") == nil {
+	if th.TryAcquire("x") == nil {
 		t.Fatal("window not freed after it passed")
 	}
 }
@@ -98,34 +105,34 @@ func TestThrottleLimits(t *testing.T) {
 // frees, round-robin, with no polling: a window timer starts the rest.
 func TestThrottleQueueTrigger(t *testing.T) {
 	clk := newManualClock()
-	th := newThrottle(clk, 1, 2, time.Minute, nil)
 	var wg sync.WaitGroup
-	th.spawn = func(fn func()) bool {
-		wg.Add(1)
-		go func() { defer wg.Done(); fn() }()
-		return true
-	}
 	var mu sync.Mutex
 	var order []string
-	th.work = func(domain, id string, tried map[string]bool, l *lease) (string, bool) {
-		if tried["u-"+id] {
-			return "", false
-		}
-		mu.Lock()
-		order = append(order, id)
-		mu.Unlock()
-		l.release(true)
-		return "u-" + id, true
-	}
-	hold := th.tryAcquire("x") // domain busy: enqueued work must wait
-	th.enqueue("x", "a", nil)
-	th.enqueue("x", "b", nil)
-	th.enqueue("x", "c", map[string]bool{"u-c": true}) // already tried there
+	th := New(Options{Clock: clk, Concurrency: 1, PerWindow: 2, Window: time.Minute,
+		Spawn: func(fn func()) bool {
+			wg.Add(1)
+			go func() { defer wg.Done(); fn() }()
+			return true
+		},
+		Work: func(domain, id string, tried map[string]bool, l *Lease) (string, bool, bool) {
+			if tried["u-"+id] {
+				return "", false, false
+			}
+			mu.Lock()
+			order = append(order, id)
+			mu.Unlock()
+			l.Release(true)
+			return "u-" + id, true, false
+		}})
+	hold := th.TryAcquire("x") // domain busy: enqueued work must wait
+	th.Enqueue("x", "a", nil)
+	th.Enqueue("x", "b", nil)
+	th.Enqueue("x", "c", map[string]bool{"u-c": true}) // already tried there
 	wg.Wait()
 	if len(order) != 0 {
 		t.Fatalf("work started while the domain was busy: %v", order)
 	}
-	hold.release(true) // 1 of 2 window units used
+	hold.Release(true) // 1 of 2 window units used
 	wg.Wait()
 	testkit.WaitFor(t, 10*time.Second, "first queued identifier", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 1 })
 	wg.Wait()
@@ -136,7 +143,7 @@ func TestThrottleQueueTrigger(t *testing.T) {
 		t.Fatalf("order = %v, want [a] before the window frees", got)
 	}
 	clk.Advance(time.Minute)
-	testkit.WaitFor(t, 10*time.Second, "queue drained", func() bool { return th.queuedCount("x") == 0 })
+	testkit.WaitFor(t, 10*time.Second, "queue drained", func() bool { return th.QueuedCount("x") == 0 })
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
