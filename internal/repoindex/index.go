@@ -25,6 +25,22 @@ func NewItems() Items { return Items{Repos: NewSet(), Roots: NewSet()} }
 // Empty tells whether there is nothing in it.
 func (it Items) Empty() bool { return it.Repos.Len() == 0 && it.Roots.Len() == 0 }
 
+// Within returns the items of it that o holds too.
+func (it Items) Within(o Items) Items {
+	out := NewItems()
+	for h := range it.Repos.Handles() {
+		if o.Repos.HasH(h) {
+			out.Repos.AddH(h)
+		}
+	}
+	for h := range it.Roots.Handles() {
+		if o.Roots.HasH(h) {
+			out.Roots.AddH(h)
+		}
+	}
+	return out
+}
+
 // Target is what we want from one relay.
 type Target = Items
 

@@ -196,3 +196,22 @@ func BenchmarkComputeActions10kRepos(b *testing.B) {
 		_ = ComputeActions(DeriveRelayTargets(repos, nil), nil, relays)
 	}
 }
+
+func TestItemsWithin(t *testing.T) {
+	it := NewItems()
+	it.Repos.Add("30617:a:x")
+	it.Repos.Add("30617:a:y")
+	it.Roots.Add("r1")
+	it.Roots.Add("r2")
+	o := NewItems()
+	o.Repos.Add("30617:a:y")
+	o.Repos.Add("30617:a:z")
+	o.Roots.Add("r2")
+	got := it.Within(o)
+	if got.Repos.Len() != 1 || !got.Repos.Has("30617:a:y") || got.Roots.Len() != 1 || !got.Roots.Has("r2") {
+		t.Fatalf("Within = %v %v, want [30617:a:y] [r2]", got.Repos.Sorted(), got.Roots.Sorted())
+	}
+	if !it.Within(NewItems()).Empty() {
+		t.Fatal("Within nothing is not empty")
+	}
+}

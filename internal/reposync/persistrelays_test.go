@@ -1,6 +1,7 @@
 package reposync
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,36 @@ func TestRelayStatesConfirmedGen(t *testing.T) {
 			t.Errorf("%s: %d repos persisted, want %d", s.name, len(q.Repos), s.repos)
 		}
 		last = q
+	}
+}
+
+// A connection that drops during the relay's first historic sync is
+// resumed by a quick reconnect, not synced afresh: the items of its
+// pending batches (not its catch-up's) are kept to be asked again batch
+// by batch. A restarted sidecar, which keeps no failed batches, syncs such
+// a relay afresh.
+func TestDropDuringFirstSyncResumes(t *testing.T) {
+	e := newBareEngine(t)
+	const url = "wss://dropping.example"
+	e.track(url, false)
+	r := e.relays[url]
+	r.Status, r.LastConnected, r.gen = repoindex.Syncing, e.clock.Now(), 7
+	a, b := repoindex.NewItems(), repoindex.NewItems()
+	a.Repos.Add("30617:x:a")
+	b.Roots.Add(strings.Repeat("cd", 32))
+	e.pending[url] = []*repoindex.PendingBatch{{Items: a}, {Items: b}, {Items: repoindex.NewItems(), Catchup: true}}
+	e.onDisconnected(url, 7, errors.New("read: EOF"))
+	if e.needsFreshSync(r, e.clock.Now()) {
+		t.Fatal("a drop during the first historic sync syncs afresh, want it resumed")
+	}
+	if len(r.parked) != 2 || !r.parked[0].Repos.Has("30617:x:a") || r.parked[1].Roots.Len() != 1 {
+		t.Fatalf("parked %v, want the two batches' items", r.parked)
+	}
+	e.storeRelaySnapshot()
+	e2 := newBareEngine(t)
+	e2.RestoreRelays(e.RelayStates())
+	e2.track(url, false)
+	if !e2.needsFreshSync(e2.relays[url], e.clock.Now()) {
+		t.Error("after a restart a relay whose first sync did not complete resumes, want a fresh sync")
 	}
 }

@@ -225,18 +225,7 @@ func (e *Engine) requeueParked(r *remote) {
 	}
 	want := repoindex.RelayActions(e.disc.Repos, r.URL, e.bootstrapOK[r.URL] && e.cfg.BootstrapAllLayers, e.pending[r.URL], &r.RelayState)
 	for _, items := range parked {
-		keep := repoindex.NewItems()
-		for h := range items.Repos.Handles() {
-			if want.Repos.HasH(h) {
-				keep.Repos.AddH(h)
-			}
-		}
-		for h := range items.Roots.Handles() {
-			if want.Roots.HasH(h) {
-				keep.Roots.AddH(h)
-			}
-		}
-		if !keep.Empty() {
+		if keep := items.Within(want); !keep.Empty() {
 			e.subs.addFilters(repoindex.AddFilters{Relay: r.URL, Items: keep})
 		}
 	}
