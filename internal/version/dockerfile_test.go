@@ -29,7 +29,7 @@ func TestDockerfileBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(b)
-	for _, want := range []string{"CGO_ENABLED=1 ", "-tags libsecp256k1 "} {
+	for _, want := range []string{"CGO_ENABLED=1 ", "-tags libsecp256k1,netgo,osusergo "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("Dockerfile does not build with %q", want)
 		}
