@@ -15,7 +15,7 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "end-to-end benchmark on 127.0.0.1: remote relays with generated NIP-34 repositories, a grasp-sync process syncing them into an own relay",
-		Description: "Runs own-relay-ingest, sidecar, sidecar-resync, sidecar-state, state-restart, sidecar-req-only and baseline (see BENCHMARKS.md)\n" +
+		Description: "Runs own-relay-ingest, sidecar, sidecar-resync, sidecar-state, state-restart, sidecar-req-only, baseline and, with --strfry, strfry-sync (see BENCHMARKS.md)\n" +
 			"and prints a table (and JSON with --json). The sidecar is the grasp-sync command, run as a separate\n" +
 			"process: --binary, else a grasp-sync next to this command, else one built with the go tool.",
 		Flags: []cli.Flag{
@@ -33,6 +33,8 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write the sidecar run's Go CPU profile to this file"},
 			&cli.StringFlag{Name: "memprofile", Usage: "write the sidecar run's Go heap profile (at exit) to this file"},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON to this file (- for stdout)"},
+			&cli.StringFlag{Name: "strfry", EnvVars: []string{"GRASP_SYNC_STRFRY"}, Usage: "path of a strfry binary: the remote and own relays are strfry processes loaded with strfry import (no --delay), and the strfry-sync run is added"},
+			&cli.IntFlag{Name: "window", Value: bench.DefaultWindow, Usage: "EVENTs awaiting their OK in own-relay-ingest (the own relay's ingest ceiling) and the baseline"},
 			&cli.StringFlag{Name: "workdir", Usage: "keep the sidecars' logs in this directory (default: a temporary one, removed)"},
 		},
 		Action: benchAction,
@@ -56,6 +58,8 @@ func benchAction(c *cli.Context) error {
 		SidecarArgs: c.StringSlice("sidecar-arg"),
 		CPUProfile:  c.String("cpuprofile"),
 		MemProfile:  c.String("memprofile"),
+		Strfry:      c.String("strfry"),
+		Window:      c.Int("window"),
 		Progress:    c.App.Writer,
 	}
 	if opts.WorkDir != "" {

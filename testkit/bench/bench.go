@@ -16,7 +16,9 @@
 //   - sidecar-req-only: the first run with negentropy disabled (REQ paging);
 //   - baseline: the simplest relay-to-relay copy, per remote a NIP-77 diff
 //     against the own relay's events, REQ of the missing ids in batches of
-//     500 and publishing them (the naive copy).
+//     500 and publishing them (the naive copy);
+//   - strfry-sync (with Options.Strfry, where every relay is a strfry
+//     process): strfry's own `strfry sync --dir down`, the peer to beat.
 //
 // The sidecar runs as a separate process (the grasp-sync binary, `run`
 // subcommand) so its CPU and memory are its own: CPU seconds come from the
@@ -108,10 +110,14 @@ const (
 	RunRestart  = "state-restart"
 	RunReqOnly  = "sidecar-req-only"
 	RunBaseline = "baseline"
+	// RunStrfrySync is strfry's own `strfry sync --dir down` from every
+	// remote (concurrently) into a fresh own strfry: only with
+	// Options.Strfry.
+	RunStrfrySync = "strfry-sync"
 )
 
 // AllRuns lists every run in measurement order.
-var AllRuns = []string{RunIngest, RunSidecar, RunResync, RunState, RunRestart, RunReqOnly, RunBaseline}
+var AllRuns = []string{RunIngest, RunSidecar, RunResync, RunState, RunRestart, RunReqOnly, RunBaseline, RunStrfrySync}
 
 // Defaults of Options.
 const (
@@ -163,6 +169,14 @@ type Options struct {
 	// (near the highest heap); the resync run writes MemProfile.resync and
 	// MemProfile.resync.peak.
 	MemProfile string
+	// Strfry, when set, is the path of a strfry binary: the remote relays
+	// and the own relays are strfry processes (strfry's defaults that
+	// matter to a sync peer: REQ cap 500, NIP-77 on; the own relay has no
+	// write policy) loaded with `strfry import`, in place of the test
+	// kit's khatru relays, and the strfry-sync run is possible. Wire bytes
+	// are not counted (strfry has no proxy in front) and Delay is not
+	// available.
+	Strfry string
 	// Progress receives one line per phase; nil discards.
 	Progress io.Writer
 }
@@ -185,6 +199,15 @@ func (o *Options) defaults() error {
 	}
 	if len(o.Runs) == 0 {
 		o.Runs = AllRuns
+		if o.Strfry == "" {
+			o.Runs = AllRuns[:len(AllRuns)-1]
+		}
+	}
+	if o.wants(RunStrfrySync) && o.Strfry == "" {
+		return fmt.Errorf("bench: run %s needs a strfry binary (Options.Strfry)", RunStrfrySync)
+	}
+	if o.Strfry != "" && o.Delay > 0 {
+		return errors.New("bench: a remote delay needs the test kit's relays; it is not available with strfry")
 	}
 	for _, r := range o.Runs {
 		if !contains(AllRuns, r) {
@@ -411,6 +434,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.wants(RunBaseline) {
 		mark = selfCPU()
 		if err := record(w.baseline(ctx, opts)); err != nil {
+			return rep, err
+		}
+	}
+	if opts.wants(RunStrfrySync) {
+		mark = selfCPU()
+		if err := record(w.strfrySync(ctx, opts)); err != nil {
 			return rep, err
 		}
 	}

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/strfry"
 )
 
 // Relay settings of the benchmark world.
@@ -29,28 +32,81 @@ const (
 
 // world is the remote relays holding the universe.
 type world struct {
+	opts    Options
 	u       *harness.Universe
-	remotes []*harness.Relay
+	remotes []node
 	anns    []*nostr.Event // what the own relay hosts from the start
 	rest    []*nostr.Event // what it must gain, in created_at order
 	roots   int
 }
 
-// ownRelay is the operator's relay: GRASP-like policy, NIP-77 on, hosting
-// every announcement of the universe.
-type ownRelay struct{ *harness.Relay }
+// ownRelay is the operator's relay: NIP-77 on, hosting every announcement
+// of the universe (the test kit's relay with a GRASP-like policy, or an
+// open strfry).
+type ownRelay struct{ node }
+
+// node is a relay of the benchmark world: the test kit's in-process
+// khatru relay, or a strfry process (Options.Strfry).
+type node interface {
+	URL() string
+	// Len is the number of events the relay holds (-1: it did not answer).
+	Len() int
+	// ResetStats and Stats are the wire counters of the test kit's relays;
+	// a strfry has none (zero).
+	ResetStats()
+	Stats() harness.Stats
+	Close() error
+	load(ctx context.Context, evs []*nostr.Event) error
+}
+
+type khatruNode struct{ *harness.Relay }
+
+func (k khatruNode) load(_ context.Context, evs []*nostr.Event) error {
+	k.Inject(evs...)
+	return nil
+}
+
+type strfryNode struct{ *strfry.Relay }
+
+func (strfryNode) ResetStats()          {}
+func (strfryNode) Stats() harness.Stats { return harness.Stats{} }
+func (s strfryNode) load(ctx context.Context, evs []*nostr.Event) error {
+	return s.Import(ctx, evs)
+}
+
+// startNode starts a relay of the world: a strfry process in a new
+// directory under the work directory when Options.Strfry is set, else the
+// test kit's relay with opts.
+func (w *world) startNode(name string, ro harness.RelayOptions) (node, error) {
+	if w.opts.Strfry != "" {
+		dir, err := os.MkdirTemp(w.opts.WorkDir, "strfry-"+strings.ReplaceAll(name, " ", "-")+"-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		r, err := strfry.Start(context.Background(), w.opts.Strfry, dir)
+		if err != nil {
+			return nil, fmt.Errorf("bench: start %s relay: %w", name, err)
+		}
+		return strfryNode{r}, nil
+	}
+	ro.Name, ro.LogLimit = name, logLimit
+	r, err := harness.StartRelay(ro)
+	if err != nil {
+		return nil, fmt.Errorf("bench: start %s relay: %w", name, err)
+	}
+	return khatruNode{r}, nil
+}
 
 func newWorld(opts Options) (*world, error) {
-	w := &world{}
+	w := &world{opts: opts}
 	var urls []string
 	for i := 0; i < opts.Profile.Relays; i++ {
-		r, err := harness.StartRelay(harness.RelayOptions{
-			Name: fmt.Sprintf("remote %d", i+1), Negentropy: true, ReqCap: remoteReqCap, LogLimit: logLimit,
-			Faults: harness.Faults{Latency: opts.Delay},
+		r, err := w.startNode(fmt.Sprintf("remote %d", i+1), harness.RelayOptions{
+			Negentropy: true, ReqCap: remoteReqCap, Faults: harness.Faults{Latency: opts.Delay},
 		})
 		if err != nil {
 			w.close()
-			return nil, fmt.Errorf("bench: start remote relay: %w", err)
+			return nil, err
 		}
 		w.remotes = append(w.remotes, r)
 		urls = append(urls, r.URL())
@@ -65,7 +121,10 @@ func newWorld(opts Options) (*world, error) {
 	}
 	w.u = u
 	for _, r := range w.remotes {
-		r.Inject(u.ForRelay(r.URL())...)
+		if err := r.load(context.Background(), u.ForRelay(r.URL())); err != nil {
+			w.close()
+			return nil, fmt.Errorf("bench: load remote relay: %w", err)
+		}
 	}
 	for _, repo := range u.Repos {
 		w.anns = append(w.anns, repo.Announcement)
@@ -87,13 +146,14 @@ func (w *world) close() {
 
 // newOwn starts a fresh own relay hosting the announcements.
 func (w *world) newOwn() (*ownRelay, error) {
-	r, err := harness.StartRelay(harness.RelayOptions{
-		Name: "own", Policy: harness.GraspPolicy(), Negentropy: true, LogLimit: logLimit,
-	})
+	r, err := w.startNode("own", harness.RelayOptions{Policy: harness.GraspPolicy(), Negentropy: true})
 	if err != nil {
-		return nil, fmt.Errorf("bench: start own relay: %w", err)
+		return nil, err
 	}
-	r.Inject(w.anns...)
+	if err := r.load(context.Background(), w.anns); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("bench: load own relay: %w", err)
+	}
 	return &ownRelay{r}, nil
 }
 
