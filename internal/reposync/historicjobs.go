@@ -377,6 +377,16 @@ func (js jobScheduler) requeueRateLimited(url string, gen uint64, j *job, starte
 	return true
 }
 
+// learnsLimit tells whether a batch's error is a refusal that teaches a
+// request bound (health.Tracker.Learn): too many filters or tag values.
+func learnsLimit(err error) bool {
+	switch health.ClassifyMessage(err.Error()) {
+	case health.SignalTooManyFilters, health.SignalTooManyTagValues:
+		return true
+	}
+	return false
+}
+
 // onBatchDone confirms a batch's items; when no batch is pending the
 // relay's historic sync is complete. A failed batch is retried with
 // backoff (Config.historicRetry) until it succeeds; meanwhile the relay is
@@ -412,13 +422,19 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		rj.Filters = run.failed
 		rj.Failures++
 		wait := js.e.cfg.historicRetry().Delay(rj.Failures, backoff.Rand())
+		if rj.Failures == 1 && learnsLimit(err) {
+			// The refusal taught a bound (too many filters or tag values):
+			// the retry builds smaller requests and goes at once. Only the
+			// first time: a relay that refuses those too backs off.
+			wait = 0
+		}
 		rj.At = js.e.clock.Now().Add(wait)
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
 		js.e.m.historicBatches.WithLabelValues("failed").Inc()
 		level := zap.WarnLevel
-		if errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0 {
-			level = zap.DebugLevel // the health tracker logged the refusal once
+		if errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0 || wait == 0 {
+			level = zap.DebugLevel // the health tracker logged the refusal (or the bound learned) once
 		}
 		js.e.log.Log(level, "historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
 			zap.Int("failures", rj.Failures), zap.Duration("retry_in", wait), zap.Error(err))
