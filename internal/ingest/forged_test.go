@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit"
@@ -69,6 +70,10 @@ func TestForgedCopyFirstRefusedByOwnRelayThenRealStored(t *testing.T) {
 	}
 	if store.Len() != 0 {
 		t.Fatal("the own relay stored the forged copy")
+	}
+	// A fetch that waited for this copy asks its own relay at once.
+	if key, _ := event.DecodeID(real.ID); h.IDState(key) != IDInvalid {
+		t.Fatalf("after the own relay's invalid: the id's state is %d, want IDInvalid", h.IDState(key))
 	}
 
 	if err := h.Handle(ctx, Incoming{Event: real, Size: 400, Relay: "ws://honest"}); err != nil {

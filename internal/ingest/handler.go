@@ -598,6 +598,12 @@ func (h *Handler) settle(id event.ID, idOK bool, ev *nostr.Event, r publish.Resu
 		h.log.Debug("own relay refused invalid event", zap.String("id", ev.ID), zap.String("reason", r.Reason))
 		if alt != nil && !h.retry(id, alt) {
 			h.flying.abandon(h.seen, id, true)
+			alt = nil
+		}
+		if idOK && alt == nil {
+			// Nobody delivers it unless asked again: a fetch waiting for
+			// this copy asks its own relay at once (IDInvalid).
+			h.invalid.add(id)
 		}
 		return
 	}
