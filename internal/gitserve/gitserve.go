@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/httpserve"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
 )
 
@@ -39,7 +39,7 @@ type Server struct {
 	root string // absolute git directory
 	git  string // absolute path of the git executable
 	log  *zap.Logger
-	srv  *http.Server
+	bg   httpserve.Server
 	// slots bounds the backends running at once.
 	slots chan struct{}
 	// isRepo tells whether a path inside root is a repository (tests
@@ -52,8 +52,6 @@ type Server struct {
 	running sync.WaitGroup
 
 	mu      sync.Mutex
-	ln      net.Listener
-	done    chan struct{}
 	closing bool // no backend starts any more
 }
 
@@ -98,7 +96,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		slots: make(chan struct{}, cfg.MaxConcurrent), isRepo: gitx.IsRepo,
 	}
 	s.stop, s.kill = context.WithCancel(context.Background())
-	s.srv = &http.Server{
+	s.bg.OnError = func(err error) { s.log.Error("git server stopped", zap.Error(err)) }
+	s.bg.Srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
@@ -129,54 +128,24 @@ func checkBackend(git string) error {
 
 // Start binds the listen address and serves in the background.
 func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln != nil {
-		return errors.New("already started")
-	}
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	addr, err := s.bg.Start(s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+		return err
 	}
-	s.ln, s.done = ln, make(chan struct{})
 	s.log.Info("serving the git directory read-only over smart HTTP (clone and fetch)",
-		zap.String("listen", ln.Addr().String()), zap.String("git_dir", s.root))
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("git server stopped", zap.Error(err))
-		}
-	}()
+		zap.String("listen", addr.String()), zap.String("git_dir", s.root))
 	return nil
 }
 
 // Addr is the bound address ("" before Start): with port 0 the port the
 // system chose.
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
+func (s *Server) Addr() string { return s.bg.Addr() }
 
 // Shutdown stops accepting requests and waits for those being served
 // until ctx is done; then it kills their backends and closes their
 // connections. It returns once no backend runs.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		s.kill()
-		_ = s.srv.Close()
-	}
-	<-done
+	err := s.bg.Shutdown(ctx, s.kill)
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()

@@ -95,6 +95,17 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
+// TeachesLimit tells whether a refusal's text teaches a request bound the
+// engine builds smaller requests for (Tracker.Learn): too many filters or
+// too many tag values. A request refused so is retried at once, smaller.
+func TeachesLimit(text string) bool {
+	switch ClassifyMessage(text) {
+	case SignalTooManyFilters, SignalTooManyTagValues:
+		return true
+	}
+	return false
+}
+
 // PermanentRefusal tells whether a CLOSED or NEG-ERR reason refuses a read
 // for good, until something changes on our side: "restricted:" and
 // "blocked:" (but not strfry's negentropy "blocked: too many query

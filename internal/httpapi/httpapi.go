@@ -8,15 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/httpserve"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 )
@@ -66,12 +65,7 @@ type Options struct {
 type Server struct {
 	opts Options
 	log  *zap.Logger
-	srv  *http.Server
-
-	mu       sync.Mutex
-	listener net.Listener
-	done     chan struct{}
-	serveErr error
+	bg   httpserve.Server
 }
 
 // New returns a server for opts. It does not listen yet.
@@ -90,13 +84,14 @@ func New(opts Options) *Server {
 		log = zap.NewNop()
 	}
 	s := &Server{opts: opts, log: log.Named("http")}
-	s.srv = &http.Server{
+	s.bg.Srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		WriteTimeout:      opts.WriteTimeout,
 		IdleTimeout:       opts.IdleTimeout,
 		ErrorLog:          zap.NewStdLog(s.log),
 	}
+	s.bg.OnError = func(err error) { s.log.Error("serve", zap.Error(err)) }
 	return s
 }
 
@@ -186,66 +181,25 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 // Start binds the listen address and serves in a background goroutine. A
 // bind error (port in use, bad address) is returned here.
 func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.listener != nil {
+	addr, err := s.bg.Start(s.opts.Addr)
+	if errors.Is(err, httpserve.ErrStarted) {
 		return ErrStarted
 	}
-	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
-		return fmt.Errorf("httpapi: listen %s: %w", s.opts.Addr, err)
+		return fmt.Errorf("httpapi: %w", err)
 	}
-	s.listener = ln
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		err := s.srv.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		if err != nil {
-			s.log.Error("serve", zap.Error(err))
-		}
-		s.mu.Lock()
-		s.serveErr = err
-		s.mu.Unlock()
-	}()
-	s.log.Info("listening", zap.String("addr", ln.Addr().String()))
+	s.log.Info("listening", zap.String("addr", addr.String()))
 	return nil
 }
 
-// Addr returns the bound address ("" before Start).
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.listener == nil {
-		return ""
-	}
-	return s.listener.Addr().String()
-}
+// Addr returns the bound address ("" before Start): with port 0 the port
+// the system chose.
+func (s *Server) Addr() string { return s.bg.Addr() }
 
 // Shutdown stops accepting connections, waits for in-flight requests until
 // ctx is done, and returns once the serving goroutine has exited. Calling
 // it on a server never started is a no-op.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return errors.Join(err, s.serveErr)
-}
+func (s *Server) Shutdown(ctx context.Context) error { return s.bg.Shutdown(ctx, nil) }
 
 // NewBuildInfoCollector returns the gauge ngit_sync_build_info{version,
 // commit,date,goversion} = 1.

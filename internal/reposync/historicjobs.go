@@ -377,16 +377,6 @@ func (js jobScheduler) requeueRateLimited(url string, gen uint64, j *job, starte
 	return true
 }
 
-// learnsLimit tells whether a batch's error is a refusal that teaches a
-// request bound (health.Tracker.Learn): too many filters or tag values.
-func learnsLimit(err error) bool {
-	switch health.ClassifyMessage(err.Error()) {
-	case health.SignalTooManyFilters, health.SignalTooManyTagValues:
-		return true
-	}
-	return false
-}
-
 // onBatchDone confirms a batch's items; when no batch is pending the
 // relay's historic sync is complete. A failed batch is retried with
 // backoff (Config.historicRetry) until it succeeds; meanwhile the relay is
@@ -422,7 +412,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		rj.Filters = run.failed
 		rj.Failures++
 		wait := js.e.cfg.historicRetry().Delay(rj.Failures, backoff.Rand())
-		if rj.Failures == 1 && learnsLimit(err) {
+		if rj.Failures == 1 && health.TeachesLimit(err.Error()) {
 			// The refusal taught a bound (too many filters or tag values):
 			// the retry builds smaller requests and goes at once. Only the
 			// first time: a relay that refuses those too backs off.
