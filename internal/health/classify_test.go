@@ -115,12 +115,12 @@ func TestClassifyError(t *testing.T) {
 // values teach a bound; a rate limit or any other refusal does not.
 func TestTeachesLimit(t *testing.T) {
 	for text, want := range map[string]bool{
-		"invalid: too many filters in REQ":      true,
-		"error: too many tag values":            true,
-		"rate-limited: slow down":               false,
-		"restricted: not allowed":               false,
-		"blocked: too many query results":       false,
-		"error: too many concurrent REQs":       false,
+		"invalid: too many filters in REQ":     true,
+		"error: too many tag values":           true,
+		"rate-limited: slow down":              false,
+		"restricted: not allowed":              false,
+		"blocked: too many query results":      false,
+		"error: too many concurrent REQs":      false,
 		"auth-required: authentication needed": false,
 	} {
 		if got := TeachesLimit(text); got != want {
