@@ -388,3 +388,19 @@ func TestPinAddress(t *testing.T) {
 		t.Fatalf("fetch through the pin: %v, %v", got, err)
 	}
 }
+
+// TestExitErrorShort: a failed command's error names the subcommand and
+// its operands without options, counts the object ids, and keeps git's
+// first stderr lines.
+func TestExitErrorShort(t *testing.T) {
+	oid := strings.Repeat("a", 40)
+	e := &gitx.ExitError{
+		Args:     []string{"fetch", "--quiet", "--no-tags", "--", "https://git.example/x.git", oid, strings.Repeat("b", 40)},
+		ExitCode: 128,
+		Stderr:   "fatal: repository not found\n",
+	}
+	want := "git fetch https://git.example/x.git (2 objects): exit 128: fatal: repository not found"
+	if got := e.Error(); got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}

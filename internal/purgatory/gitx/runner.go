@@ -62,8 +62,34 @@ type ExitError struct {
 	Stderr   string
 }
 
+// Error names the command short (its subcommand and operands, no
+// options; object ids counted, not listed: an error is shown on the status
+// page and in /status) and git's first lines of stderr.
 func (e *ExitError) Error() string {
-	return fmt.Sprintf("git %s: exit %d: %s", strings.Join(e.Args, " "), e.ExitCode, firstLines(e.Stderr, 4))
+	return fmt.Sprintf("git %s: exit %d: %s", shortArgs(e.Args), e.ExitCode, firstLines(e.Stderr, 4))
+}
+
+// shortArgs is args without options, object ids counted at the end.
+func shortArgs(args []string) string {
+	var out []string
+	objects := 0
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "-"):
+		case ValidOID(a):
+			objects++
+		default:
+			out = append(out, a)
+		}
+	}
+	switch objects {
+	case 0:
+	case 1:
+		out = append(out, "(1 object)")
+	default:
+		out = append(out, fmt.Sprintf("(%d objects)", objects))
+	}
+	return strings.Join(out, " ")
 }
 
 // Unwrap makes errors.Is(err, ErrFailed) true.
