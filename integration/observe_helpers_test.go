@@ -212,6 +212,7 @@ func startObservedWorld(t *testing.T) *observedWorld {
 
 	cfg := fastConfig(w.Own)
 	cfg.GitDir = gitDir
+	cfg.GitHTTP.Listen = "127.0.0.1:0" // its metrics are exported too
 	cfg.State.Dir = t.TempDir()
 	cfg.ServiceDomain = w.Own.Addr()
 	cfg.Purgatory.SyncedDelay = 100 * time.Millisecond

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/httpserve"
@@ -26,6 +27,8 @@ type Options struct {
 	GitBinary string
 	// Log receives the server's lines; nil: none.
 	Log *zap.Logger
+	// Registry receives the server's metrics; nil: not exported.
+	Registry prometheus.Registerer
 }
 
 // ErrNoBackend is returned by New when git has no http-backend command
@@ -39,6 +42,7 @@ type Server struct {
 	root string // absolute git directory
 	git  string // absolute path of the git executable
 	log  *zap.Logger
+	m    *metrics
 	bg   httpserve.Server
 	// slots bounds the backends running at once.
 	slots chan struct{}
@@ -92,7 +96,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		log = zap.NewNop()
 	}
 	s := &Server{
-		cfg: cfg, root: root, git: git, log: log,
+		cfg: cfg, root: root, git: git, log: log, m: newMetrics(opts.Registry),
 		slots: make(chan struct{}, cfg.MaxConcurrent), isRepo: gitx.IsRepo,
 	}
 	s.stop, s.kill = context.WithCancel(context.Background())

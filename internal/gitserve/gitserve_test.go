@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/grasp-sync/grasp-sync/internal/purgatory/gitx"
+	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 )
 
@@ -208,6 +209,16 @@ func TestPushIsRefused(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d", c.method, c.target, rec.Code, c.code)
 		}
 	}
+	for result, want := range map[string]float64{resultPush: 7, resultRefused: 4, resultNotFound: 3, resultServed: 0, resultBusy: 0} {
+		if got := requests(t, s, result); got != want {
+			t.Errorf("ngit_sync_git_http_requests_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+}
+
+// requests reads ngit_sync_git_http_requests_total{result}.
+func requests(t *testing.T, s *Server, result string) float64 {
+	return testkit.Value(t, s.m.requests.WithLabelValues(result))
 }
 
 // The settings git http-backend runs with keep receive-pack off even for a
@@ -295,6 +306,11 @@ func TestCloneFetchAndChunkedRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte("PACK")) {
 		t.Fatalf("chunked upload-pack: %d, %q", resp.StatusCode, data[:min(len(data), 200)])
 	}
+	// Two clones (an advertisement and an upload-pack each, at least) and
+	// the chunked request.
+	if got := requests(t, s, resultServed); got < 5 {
+		t.Errorf("ngit_sync_git_http_requests_total{result=served} = %v, want >= 5", got)
+	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/x-git-upload-pack-result" {
 		t.Errorf("Content-Type %q", ct)
 	}
@@ -358,6 +374,12 @@ func TestRequestTimeoutStopsTheBackend(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the timeout: %d", resp.StatusCode)
 	}
+	if got := requests(t, s, resultTimeout); got != 1 {
+		t.Errorf("ngit_sync_git_http_requests_total{result=timeout} = %v, want 1", got)
+	}
+	testkit.WaitFor(t, time.Minute, "ngit_sync_git_http_backends_running back at 0", func() bool {
+		return testkit.Value(t, s.m.running) == 0
+	})
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -104,7 +104,8 @@ func isPush(r *http.Request) bool {
 // a path naming no repository 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	code, why := s.serve(w, r)
+	code, why, result := s.serve(w, r)
+	s.m.requests.WithLabelValues(result).Inc()
 	if code != 0 {
 		http.Error(w, why, code)
 		s.log.Debug("git request refused", zap.String("method", r.Method), zap.String("path", r.URL.EscapedPath()),
@@ -115,14 +116,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		zap.Duration("took", time.Since(start)))
 }
 
-// serve answers r, or returns the code and text of a refusal.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int, string) {
+// serve answers r, or returns the code and text of a refusal; result
+// labels the request in ngit_sync_git_http_requests_total.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (code int, why, result string) {
 	if isPush(r) {
-		return http.StatusForbidden, "push is not served: this git server is read-only"
+		return http.StatusForbidden, "push is not served: this git server is read-only", resultPush
 	}
 	rt, code, why := s.route(r)
+	if code == http.StatusNotFound {
+		return code, why, resultNotFound
+	}
 	if code != 0 {
-		return code, why
+		return code, why, resultRefused
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
@@ -131,14 +136,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	case <-ctx.Done():
-		return http.StatusServiceUnavailable, "too many git requests at once; try again"
+		return http.StatusServiceUnavailable, "too many git requests at once; try again", resultBusy
 	}
 	if !s.enter() {
-		return http.StatusServiceUnavailable, "shutting down"
+		return http.StatusServiceUnavailable, "shutting down", resultBusy
 	}
 	defer s.running.Done()
-	s.backend(ctx, w, r, rt)
-	return 0, ""
+	s.m.running.Inc()
+	defer s.m.running.Dec()
+	return 0, "", s.backend(ctx, w, r, rt)
 }
 
 // route checks r's path, method and query and finds its repository.
@@ -179,8 +185,9 @@ func (s *Server) route(r *http.Request) (route, int, string) {
 
 // backend runs git http-backend for rt as a CGI program: the request's
 // body is its input, its output the response (headers, then the body,
-// streamed). ctx bounds it: the process is killed when it ends.
-func (s *Server) backend(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
+// streamed). ctx bounds it: the process is killed when it ends. It
+// returns the request's result label.
+func (s *Server) backend(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) string {
 	cmd := exec.CommandContext(ctx, s.git, backendArgs...)
 	killGroup(cmd)
 	cmd.Dir = rt.repo
@@ -214,12 +221,12 @@ func (s *Server) backend(ctx context.Context, w http.ResponseWriter, r *http.Req
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
+		return resultFailed
 	}
 	if err := cmd.Start(); err != nil {
 		s.log.Warn("git http-backend did not start", zap.Error(err))
 		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
+		return resultFailed
 	}
 	br := bufio.NewReaderSize(out, 32<<10)
 	hdr, err := textproto.NewReader(br).ReadMIMEHeader()
@@ -229,7 +236,7 @@ func (s *Server) backend(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.log.Warn("git http-backend answered no headers", zap.String("repo", rt.pathInfo),
 			zap.Error(err), zap.String("stderr", stderr.String()))
 		http.Error(w, "bad gateway", http.StatusBadGateway)
-		return
+		return resultFailed
 	}
 	code := http.StatusOK
 	if st := hdr.Get("Status"); st != "" {
@@ -253,10 +260,15 @@ func (s *Server) backend(ctx context.Context, w http.ResponseWriter, r *http.Req
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		s.log.Warn("git request stopped after git_http.request_timeout", zap.String("repo", rt.pathInfo),
 			zap.Duration("timeout", s.cfg.RequestTimeout), zap.String("remote", r.RemoteAddr))
+		return resultTimeout
 	case waitErr != nil && copyErr == nil && ctx.Err() == nil:
 		s.log.Debug("git http-backend failed", zap.String("repo", rt.pathInfo), zap.Error(waitErr),
 			zap.String("stderr", stderr.String()))
+		return resultFailed
+	case copyErr != nil || ctx.Err() != nil:
+		return resultAborted
 	}
+	return resultServed
 }
 
 // env is the backend's CGI environment: git's clean environment, the

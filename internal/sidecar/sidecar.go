@@ -153,7 +153,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		s.restorePurgatory()
 	}
 	if cfg.GitHTTP.Enabled() {
-		gs, err := gitserve.New(cfg.GitHTTP, gitserve.Options{GitDir: cfg.GitDir, Log: d.Log.Named("gitserve")})
+		gs, err := gitserve.New(cfg.GitHTTP, gitserve.Options{GitDir: cfg.GitDir, Log: d.Log.Named("gitserve"), Registry: d.Registry})
 		if err != nil {
 			return nil, fmt.Errorf("git server: %w", err)
 		}
