@@ -381,6 +381,12 @@ func TestStrfryWithPolicyPlugin(t *testing.T) {
 	if got := holds(t, url, ann.ID, issue.ID); !got[ann.ID] || !got[issue.ID] {
 		t.Fatalf("strfry holds %v of the announcement and the issue", got)
 	}
+	// grasp-sync check sees the write policy strfry's NIP-11 cannot state.
+	if out, err := exec.CommandContext(ctx, bin, "check", "--own-relay", url).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "write policy      refuses an event about no repository (blocked:") ||
+		strings.Contains(string(out), "looks open") {
+		t.Errorf("grasp-sync check on strfry with the plugin (%v):\n%s", err, out)
+	}
 
 	// Restarted: strfry starts a new plugin at the first write, which reads
 	// the stored announcement and issue from strfry.

@@ -114,9 +114,10 @@ func Run(ctx context.Context, cfg *config.Config, timeout time.Duration, file st
 	} else {
 		nip11 = info
 		describeInfo(rep, info, cfg)
-		describeOpenness(rep, info)
 		compareLimits(rep, info, cfg)
 	}
+	// Writes: does the relay take an event about no repository?
+	describeOpenness(rep, nip11, probeWrites(ctx, conn, timeout))
 	// NIP-77: served or not, capped or not, whatever NIP-11 says.
 	probeNegentropy(ctx, rep, conn, cfg, advertisesNEG(nip11), timeout)
 	// What will be synced: the announcements that name this service.

@@ -113,24 +113,37 @@ func TestCheckProbesNegentropy(t *testing.T) {
 	})
 }
 
+// TestCheckWarnsWhenTheRelayLooksOpen: the write probe (an ephemeral
+// event about no repository) decides: refused, the relay has a write
+// policy, whatever NIP-11 says (strfry with the plugin states nothing);
+// accepted by a relay whose NIP-11 states nothing, it is open; accepted
+// by one that states GRASP or restricted writes, a line says so, no
+// warning.
 func TestCheckWarnsWhenTheRelayLooksOpen(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		extra map[string]any
-		open  bool
+		name   string
+		extra  map[string]any
+		policy harness.Policy
+		open   bool
+		line   string
 	}{
-		{"no grasps, no restriction", nil, true},
-		{"supported_grasps", map[string]any{"supported_grasps": []string{"GRASP-01"}}, false},
-		{"restricted_writes", map[string]any{"limitation": map[string]any{"restricted_writes": true}}, false},
+		{"no grasps, no restriction, no policy", nil, nil, true, "write policy      none seen"},
+		{"supported_grasps", map[string]any{"supported_grasps": []string{"GRASP-01"}}, nil, false, "although NIP-11 states GRASP"},
+		{"restricted_writes", map[string]any{"limitation": map[string]any{"restricted_writes": true}}, nil, false, "although NIP-11 states GRASP"},
+		{"a write policy NIP-11 does not state", nil, harness.GraspPolicy(), false, "write policy      refuses an event about no repository (restricted:"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := startRelay(t, harness.RelayOptions{Negentropy: true, NIP11Extra: tt.extra})
+			r := startRelay(t, harness.RelayOptions{Negentropy: true, NIP11Extra: tt.extra, Policy: tt.policy})
 			out, err := runCheck(t, r.URL(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Contains(out, "the own relay looks open"); got != tt.open {
 				t.Errorf("open warning %v, want %v:\n%s", got, tt.open, out)
+			}
+			wantLines(t, out, tt.line)
+			if n := r.Len(); n != 0 {
+				t.Errorf("the relay stores %d events after the check", n)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -13,13 +14,91 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
-// describeOpenness warns when the own relay looks like it accepts any
-// event: a GRASP relay advertises supported_grasps and restricts writes.
-func describeOpenness(rep *Report, info *info) {
-	if len(info.SupportedGrasps) > 0 || info.flag("restricted_writes") {
+// writeProbeKind is the kind of the write probe: ephemeral (NIP-01:
+// 20000-29999), so a relay that accepts it passes it on and stores
+// nothing.
+const writeProbeKind = 29617
+
+// writeProbe is what the own relay did with an event about no repository.
+type writeProbe struct {
+	answered bool   // an OK came
+	accepted bool   // OK true
+	reason   string // the OK's message
+}
+
+// probeWrites sends the own relay an ephemeral event about no repository,
+// signed by a key made for it, and returns its answer: a GRASP-01 relay,
+// or strfry with grasp-sync strfry-policy as its write policy, refuses it;
+// an open relay accepts it (and, the event being ephemeral, stores
+// nothing).
+func probeWrites(ctx context.Context, conn *relay.Conn, timeout time.Duration) writeProbe {
+	ev := &nostr.Event{Kind: writeProbeKind, CreatedAt: nostr.Now(),
+		Content: "grasp-sync check: does this relay take events about no git repository? (ephemeral: not stored)"}
+	if err := ev.Sign(nostr.GeneratePrivateKey()); err != nil {
+		return writeProbe{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// Listening for it first: some relays (khatru) answer an ephemeral
+	// event nobody listens for with "mute:", which is no refusal.
+	sub, err := conn.Subscribe(ctx, "grasp-sync-check-write", nostr.Filters{{Kinds: []int{writeProbeKind}, Authors: []string{ev.PubKey}}})
+	if err != nil {
+		return writeProbe{}
+	}
+	defer sub.Close()
+	for eose := false; !eose; {
+		select {
+		case msg, ok := <-sub.Messages():
+			if !ok || msg.Type == relay.MsgClosed {
+				return writeProbe{}
+			}
+			eose = msg.Type == relay.MsgEOSE
+		case <-ctx.Done():
+			return writeProbe{}
+		}
+	}
+	r := conn.PublishWait(ctx, ev)
+	if !r.OK && strings.HasPrefix(r.Reason, "mute:") {
+		return writeProbe{}
+	}
+	if r.Err != nil {
+		return writeProbe{}
+	}
+	return writeProbe{answered: true, accepted: r.OK, reason: r.Reason}
+}
+
+// describeOpenness tells whether the own relay keeps to GRASP-01 for
+// writes. The write probe decides where it was answered: refused, the
+// relay has a write policy (strfry's NIP-11 cannot say so); accepted while
+// NIP-11 states neither supported_grasps nor restricted_writes, it takes
+// anything. Unanswered, NIP-11 alone decides.
+func describeOpenness(rep *Report, info *info, probe writeProbe) {
+	stated := info != nil && (len(info.SupportedGrasps) > 0 || info.flag("restricted_writes"))
+	switch {
+	case probe.answered && !probe.accepted:
+		rep.add("write policy", "refuses an event about no repository (%s)", oneLineText(probe.reason))
+		return
+	case probe.answered && stated:
+		rep.add("write policy", "accepted an ephemeral event about no repository, although NIP-11 states GRASP or restricted writes")
+		return
+	case probe.answered:
+		rep.add("write policy", "none seen: accepted an ephemeral event about no repository")
+	case stated:
 		return
 	}
-	rep.warn("the own relay looks open: its NIP-11 states no supported_grasps and no restricted_writes, so it may store any event anyone sends, not only GRASP-01 ones (strfry: set relay.writePolicy.plugin to grasp-sync strfry-policy, see the README; strfry's NIP-11 cannot say so, so there the warning stays; or run a GRASP relay)")
+	rep.warn("the own relay looks open: it accepts events about no repository (or, unprobed, its NIP-11 states no supported_grasps and no restricted_writes), so it may store any event anyone sends, not only GRASP-01 ones (strfry: set relay.writePolicy.plugin to grasp-sync strfry-policy, see the README; or run a GRASP relay)")
+}
+
+// oneLineText is s on one line, at most 200 characters.
+func oneLineText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		s = "no reason given"
+	}
+	return s
 }
 
 // compareLimits warns where the relay's announced limits and the sidecar's
