@@ -126,8 +126,9 @@ func alertStates(t *testing.T, base string) map[string]string {
 // rules in deploy/prometheus/alerts.yml, under a real Prometheus that
 // loads them (for: durations removed), and sees each rule fire: a state
 // event expiring in purgatory, one refused by a full purgatory, historic
-// batches failing against a relay that never answers, and the own relay
-// going down. Prometheus scrapes the sidecar before it runs, so the
+// batches failing against a relay that never answers, a relay nothing
+// listens on declared dead, and the own relay going down (disconnected,
+// not ready). Prometheus scrapes the sidecar before it runs, so the
 // counters' first increments are increases over series seen at 0.
 func TestAlertsFireOnPrometheus(t *testing.T) {
 	own := ownRelay(t)
@@ -136,6 +137,8 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	silent := startFakeRelay(t, &fakeRelay{
 		onReq: func(ctx context.Context, w *fakeWriter, sub string, _ nostr.Filters) {},
 	})
+	// A relay nothing listens on: it fails until it is dead.
+	dead := "ws://" + freeListen(t)
 	gitDir := t.TempDir()
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
 	alice := harness.NewKey()
@@ -147,7 +150,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 		if _, err := gitserver.InitBare(gitDir + "/" + rel); err != nil {
 			t.Fatal(err)
 		}
-		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL()),
+		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL(), dead),
 			harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 		mustPublish(t, own, ann)
 		evs = append(evs, ann, alice.State(d, harness.WithRef("refs/heads/main", strings.Repeat("ab", 20)), harness.WithHEAD("main")))
@@ -163,6 +166,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	cfg.Purgatory.Loop = 50 * time.Millisecond
 	cfg.Purgatory.Expiry = 3 * time.Second
 	cfg.Purgatory.MaxEntries = 1
+	cfg.Health.DeadAfter = 2 * time.Second
 
 	reg := newRecordingRegistry()
 	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
@@ -190,7 +194,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	go func() { rs.done <- sc.Run(ctx) }()
 	t.Cleanup(func() { rs.Stop(t) })
 
-	want := []string{"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing"}
+	want := []string{"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing", "GraspSyncRelaysDead"}
 	var last map[string]string
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -222,5 +226,79 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	if err := own.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 60*time.Second, "GraspSyncOwnRelayDisconnected firing", firing("GraspSyncOwnRelayDisconnected"))
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncOwnRelayDisconnected and GraspSyncNotReady firing",
+		firing("GraspSyncOwnRelayDisconnected", "GraspSyncNotReady"))
+}
+
+// TestPublisherAlertsFireOnPrometheus: under a real Prometheus loading
+// deploy/prometheus/alerts.yml (for: durations removed), a sidecar whose
+// own relay swallows every EVENT (no OK) fires GraspSyncPublisherStuck,
+// and once the relay rejects them instead, GraspSyncPublisherRejectionsRising.
+func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	ann := repoFor(alice, "proj", own, remote)
+	mustPublish(t, own, ann)
+	addr := alice.RepoAddress("proj")
+	const issues = 20 // the rule wants more than 10 rejections
+	evs := []*nostr.Event{ann}
+	for i := 0; i < issues; i++ {
+		evs = append(evs, alice.Issue(addr, fmt.Sprintf("issue %d", i)))
+	}
+	remote.Inject(evs...)
+	own.SetFaults(harness.Faults{EventIgnore: true})
+
+	cfg := fastConfig(own)
+	cfg.GitDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
+	cfg.ServiceDomain = own.Addr()
+	cfg.Publisher.Window = 2 // the rest wait in the queue
+	cfg.Publisher.OKTimeout = time.Second
+	reg := newRecordingRegistry()
+	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
+	if err != nil {
+		t.Fatalf("sidecar.New: %v", err)
+	}
+	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: reg})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	})
+	base := startPrometheus(t, rulesWithoutFor(t, t.TempDir()), srv.Addr())
+	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
+		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
+		return err == nil && len(res) == 1
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- sc.Run(ctx) }()
+	t.Cleanup(func() { rs.Stop(t) })
+
+	var last map[string]string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("alert states last seen: %v", last)
+		}
+	})
+	firing := func(name string) func() bool {
+		return func() bool {
+			last = alertStates(t, base)
+			return last[name] == "firing"
+		}
+	}
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherStuck firing", firing("GraspSyncPublisherStuck"))
+	if st := alertStates(t, base); st["GraspSyncPublisherRejectionsRising"] != "" {
+		t.Fatalf("GraspSyncPublisherRejectionsRising is %q before any rejection", st["GraspSyncPublisherRejectionsRising"])
+	}
+
+	own.SetFaults(harness.Faults{EventReject: "blocked: not today"})
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherRejectionsRising firing", firing("GraspSyncPublisherRejectionsRising"))
+	if v := testkit.Metric(t, reg.Registry, "ngit_sync_publisher_results_total", map[string]string{"result": "rejected"}); v < issues {
+		t.Errorf("publisher_results_total{result=rejected} = %v, want the %d issues rejected", v, issues)
+	}
 }
