@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +25,17 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
-// rulesWithoutFor writes deploy/prometheus/alerts.yml to dir with every
-// rule's for: duration removed, so a rule fires at the first evaluation
-// that finds its condition, and returns the copy's path.
-func rulesWithoutFor(t *testing.T, dir string) string {
+// subqueryStepRE matches the resolution of a range subquery ([1h:1m]).
+var subqueryStepRE = regexp.MustCompile(`\[([0-9a-z]+):[0-9a-z]+\]`)
+
+// fastRules writes deploy/prometheus/alerts.yml to dir with its time
+// resolutions set for a test, and returns the copy's path: every rule's
+// for: duration removed, so a rule fires at the first evaluation that
+// finds its condition, and every subquery's resolution set to the test
+// Prometheus's 1s evaluation interval (a 1m resolution samples at whole
+// minutes, so a condition would wait up to a minute for its first point).
+// Nothing else of an expression changes.
+func fastRules(t *testing.T, dir string) string {
 	t.Helper()
 	b, err := os.ReadFile(alertsFile)
 	if err != nil {
@@ -41,7 +49,11 @@ func rulesWithoutFor(t *testing.T, dir string) string {
 	for _, g := range groups {
 		rules, _ := g.(map[string]any)["rules"].([]any)
 		for _, r := range rules {
-			delete(r.(map[string]any), "for")
+			rule := r.(map[string]any)
+			delete(rule, "for")
+			if expr, ok := rule["expr"].(string); ok {
+				rule["expr"] = subqueryStepRE.ReplaceAllString(expr, "[$1:1s]")
+			}
 		}
 	}
 	out, err := yaml.Marshal(file)
@@ -123,13 +135,13 @@ func alertStates(t *testing.T, base string) map[string]string {
 }
 
 // TestAlertsFireOnPrometheus drives a sidecar into the conditions of the
-// rules in deploy/prometheus/alerts.yml, under a real Prometheus that
-// loads them (for: durations removed), and sees each rule fire: a state
-// event expiring in purgatory, one refused by a full purgatory, historic
-// batches failing against a relay that never answers, a relay nothing
-// listens on declared dead, and the own relay going down (disconnected,
-// not ready). Prometheus scrapes the sidecar before it runs, so the
-// counters' first increments are increases over series seen at 0.
+// rules in deploy/prometheus/alerts.yml, under a real Prometheus that loads
+// them (fastRules), and sees each rule fire: a state event expiring in
+// purgatory, one refused by a full purgatory, historic batches failing
+// against a relay that never answers, a relay nothing listens on declared
+// dead, one rate-limiting every REQ, and the own relay going down
+// (disconnected, not ready). Prometheus scrapes the sidecar before it runs,
+// so the counters' first increments are increases over series seen at 0.
 func TestAlertsFireOnPrometheus(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
@@ -139,6 +151,9 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	})
 	// A relay nothing listens on: it fails until it is dead.
 	dead := "ws://" + freeListen(t)
+	// A relay that answers every REQ "rate-limited": with a long cooldown,
+	// it stays rate-limited.
+	limited := harness.Start(t, harness.RelayOptions{Name: "limited", Faults: harness.Faults{ReqClosed: "rate-limited: too many requests"}})
 	gitDir := t.TempDir()
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
 	alice := harness.NewKey()
@@ -150,7 +165,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 		if _, err := gitserver.InitBare(gitDir + "/" + rel); err != nil {
 			t.Fatal(err)
 		}
-		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL(), dead),
+		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL(), dead, limited.URL()),
 			harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 		mustPublish(t, own, ann)
 		evs = append(evs, ann, alice.State(d, harness.WithRef("refs/heads/main", strings.Repeat("ab", 20)), harness.WithHEAD("main")))
@@ -167,6 +182,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	cfg.Purgatory.Expiry = 3 * time.Second
 	cfg.Purgatory.MaxEntries = 1
 	cfg.Health.DeadAfter = 2 * time.Second
+	cfg.Health.RateLimitCooldown = 10 * time.Minute
 
 	reg := newRecordingRegistry()
 	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
@@ -182,7 +198,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 		defer scancel()
 		_ = srv.Shutdown(sctx)
 	})
-	base := startPrometheus(t, rulesWithoutFor(t, t.TempDir()), srv.Addr())
+	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
 	// Prometheus scrapes the sidecar before anything happens.
 	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
 		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
@@ -194,7 +210,10 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	go func() { rs.done <- sc.Run(ctx) }()
 	t.Cleanup(func() { rs.Stop(t) })
 
-	want := []string{"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing", "GraspSyncRelaysDead"}
+	want := []string{
+		"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing",
+		"GraspSyncRelaysDead", "GraspSyncRelayRateLimitedLong",
+	}
 	var last map[string]string
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -231,9 +250,9 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 }
 
 // TestPublisherAlertsFireOnPrometheus: under a real Prometheus loading
-// deploy/prometheus/alerts.yml (for: durations removed), a sidecar whose
-// own relay swallows every EVENT (no OK) fires GraspSyncPublisherStuck,
-// and once the relay rejects them instead, GraspSyncPublisherRejectionsRising.
+// deploy/prometheus/alerts.yml (fastRules), a sidecar whose own relay
+// swallows every EVENT (no OK) fires GraspSyncPublisherStuck, and once the
+// relay rejects them instead, GraspSyncPublisherRejectionsRising.
 func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
@@ -269,7 +288,7 @@ func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 		defer scancel()
 		_ = srv.Shutdown(sctx)
 	})
-	base := startPrometheus(t, rulesWithoutFor(t, t.TempDir()), srv.Addr())
+	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
 	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
 		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
 		return err == nil && len(res) == 1

@@ -36,7 +36,7 @@ func limitFileSize(pid int, max uint64) error {
 // store stops being writable (its file-size limit lowered below the store's
 // size once it has written the store, as a full disk would) counts the
 // failed flushes, and the real Prometheus scraping it fires
-// GraspSyncStateWritesFailing (deploy/prometheus/alerts.yml, for: removed).
+// GraspSyncStateWritesFailing (deploy/prometheus/alerts.yml, fastRules).
 // Prometheus sees the error series at 0 before the first failure, as it
 // would in production.
 func TestStateWritesFailingAlertFires(t *testing.T) {
@@ -44,7 +44,7 @@ func TestStateWritesFailingAlertFires(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	listen := freeListen(t)
-	base := startPrometheus(t, rulesWithoutFor(t, t.TempDir()), listen)
+	base := startPrometheus(t, fastRules(t, t.TempDir()), listen)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin, err := bench.BuildBinary(ctx, t.TempDir())
