@@ -67,10 +67,9 @@ func fastRules(t *testing.T, dir string) string {
 	return path
 }
 
-// startPrometheus runs the prometheus binary (skipping the test when there
-// is none, unless requirePrometheusEnv is set) scraping target every
-// second with the rule file rules, and returns its base URL.
-func startPrometheus(t *testing.T, rules, target string) string {
+// prometheusBinary returns the prometheus binary's path, skipping the test
+// when there is none, unless requirePrometheusEnv is set.
+func prometheusBinary(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -79,6 +78,15 @@ func startPrometheus(t *testing.T, rules, target string) string {
 		}
 		t.Fatalf("%s is set but no prometheus is in PATH", requirePrometheusEnv)
 	}
+	return bin
+}
+
+// startPrometheus runs the prometheus binary (skipping the test when there
+// is none, unless requirePrometheusEnv is set) scraping target every
+// second with the rule file rules, and returns its base URL.
+func startPrometheus(t *testing.T, rules, target string) string {
+	t.Helper()
+	bin := prometheusBinary(t)
 	dir := t.TempDir()
 	conf := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: [%q]
@@ -252,14 +260,16 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 // TestPublisherAlertsFireOnPrometheus: under a real Prometheus loading
 // deploy/prometheus/alerts.yml (fastRules), a sidecar whose own relay
 // swallows every EVENT (no OK) fires GraspSyncPublisherStuck, and once the
-// relay rejects them instead, GraspSyncPublisherRejectionsRising.
+// relay rejects them instead, GraspSyncPublisherRejectionsRising. Its local
+// index, bounded to one event, cannot take the two the own relay holds:
+// GraspSyncLocalIndexFull fires too.
 func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	alice := harness.NewKey()
 	ann := repoFor(alice, "proj", own, remote)
-	mustPublish(t, own, ann)
 	addr := alice.RepoAddress("proj")
+	mustPublish(t, own, ann, alice.Issue(addr, "on the own relay"))
 	const issues = 20 // the rule wants more than 10 rejections
 	evs := []*nostr.Event{ann}
 	for i := 0; i < issues; i++ {
@@ -274,6 +284,7 @@ func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 	cfg.ServiceDomain = own.Addr()
 	cfg.Publisher.Window = 2 // the rest wait in the queue
 	cfg.Publisher.OKTimeout = time.Second
+	cfg.Limits.MaxLocalIndexEvents = 1 // the own relay holds two events
 	reg := newRecordingRegistry()
 	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
 	if err != nil {
@@ -310,7 +321,9 @@ func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 			return last[name] == "firing"
 		}
 	}
-	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherStuck firing", firing("GraspSyncPublisherStuck"))
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherStuck and GraspSyncLocalIndexFull firing", func() bool {
+		return firing("GraspSyncPublisherStuck")() && last["GraspSyncLocalIndexFull"] == "firing"
+	})
 	if st := alertStates(t, base); st["GraspSyncPublisherRejectionsRising"] != "" {
 		t.Fatalf("GraspSyncPublisherRejectionsRising is %q before any rejection", st["GraspSyncPublisherRejectionsRising"])
 	}

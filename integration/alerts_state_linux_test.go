@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,8 +45,7 @@ func TestStateWritesFailingAlertFires(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	listen := freeListen(t)
-	base := startPrometheus(t, fastRules(t, t.TempDir()), listen)
+	prometheusBinary(t) // skips before the build when there is none
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin, err := bench.BuildBinary(ctx, t.TempDir())
@@ -56,10 +57,32 @@ func TestStateWritesFailingAlertFires(t *testing.T) {
 	alice := harness.NewKey()
 	mustPublish(t, own, repoFor(alice, "proj", own))
 	stateDir := t.TempDir()
-	p := startBinaryOn(t, bin, listen, "sidecar.log",
+	p := startBinaryOn(t, bin, freeListen(t), "sidecar.log",
 		"--own-relay", own.URL(), "--dial.allow", "127.0.0.0/8", "--git-dir", t.TempDir(),
 		"--state-dir", stateDir, "--state.flush-interval", "100ms",
 		"--health.tick", "200ms", "--shutdown-grace", "2s", "--log.level", "warn")
+	base := startPrometheus(t, fastRules(t, t.TempDir()), strings.TrimPrefix(p.base, "http://"))
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the sidecar exports and what Prometheus saw of it.
+		if resp, err := http.Get(p.base + "/metrics"); err != nil {
+			t.Logf("sidecar /metrics: %v", err)
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "ngit_sync_state_flushes_total") || strings.HasPrefix(l, "ngit_sync_ready") {
+					t.Logf("sidecar: %s", l)
+				}
+			}
+		}
+		for _, q := range []string{`up`, `ngit_sync_state_flushes_total`} {
+			res, err := promQuery(t, base, q)
+			t.Logf("prometheus %s: %v %v", q, res, err)
+		}
+	})
 
 	// Prometheus has scraped a successful flush and no failed one.
 	testkit.WaitFor(t, 60*time.Second, "Prometheus seeing a successful state flush and no failed one", func() bool {
