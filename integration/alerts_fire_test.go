@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +25,17 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
-// rulesWithoutFor writes deploy/prometheus/alerts.yml to dir with every
-// rule's for: duration removed, so a rule fires at the first evaluation
-// that finds its condition, and returns the copy's path.
-func rulesWithoutFor(t *testing.T, dir string) string {
+// subqueryStepRE matches the resolution of a range subquery ([1h:1m]).
+var subqueryStepRE = regexp.MustCompile(`\[([0-9a-z]+):[0-9a-z]+\]`)
+
+// fastRules writes deploy/prometheus/alerts.yml to dir with its time
+// resolutions set for a test, and returns the copy's path: every rule's
+// for: duration removed, so a rule fires at the first evaluation that
+// finds its condition, and every subquery's resolution set to the test
+// Prometheus's 1s evaluation interval (a 1m resolution samples at whole
+// minutes, so a condition would wait up to a minute for its first point).
+// Nothing else of an expression changes.
+func fastRules(t *testing.T, dir string) string {
 	t.Helper()
 	b, err := os.ReadFile(alertsFile)
 	if err != nil {
@@ -41,7 +49,11 @@ func rulesWithoutFor(t *testing.T, dir string) string {
 	for _, g := range groups {
 		rules, _ := g.(map[string]any)["rules"].([]any)
 		for _, r := range rules {
-			delete(r.(map[string]any), "for")
+			rule := r.(map[string]any)
+			delete(rule, "for")
+			if expr, ok := rule["expr"].(string); ok {
+				rule["expr"] = subqueryStepRE.ReplaceAllString(expr, "[$1:1s]")
+			}
 		}
 	}
 	out, err := yaml.Marshal(file)
@@ -55,10 +67,9 @@ func rulesWithoutFor(t *testing.T, dir string) string {
 	return path
 }
 
-// startPrometheus runs the prometheus binary (skipping the test when there
-// is none, unless requirePrometheusEnv is set) scraping target every
-// second with the rule file rules, and returns its base URL.
-func startPrometheus(t *testing.T, rules, target string) string {
+// prometheusBinary returns the prometheus binary's path, skipping the test
+// when there is none, unless requirePrometheusEnv is set.
+func prometheusBinary(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -67,6 +78,15 @@ func startPrometheus(t *testing.T, rules, target string) string {
 		}
 		t.Fatalf("%s is set but no prometheus is in PATH", requirePrometheusEnv)
 	}
+	return bin
+}
+
+// startPrometheus runs the prometheus binary (skipping the test when there
+// is none, unless requirePrometheusEnv is set) scraping target every
+// second with the rule file rules, and returns its base URL.
+func startPrometheus(t *testing.T, rules, target string) string {
+	t.Helper()
+	bin := prometheusBinary(t)
 	dir := t.TempDir()
 	conf := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: [%q]
@@ -123,12 +143,13 @@ func alertStates(t *testing.T, base string) map[string]string {
 }
 
 // TestAlertsFireOnPrometheus drives a sidecar into the conditions of the
-// rules in deploy/prometheus/alerts.yml, under a real Prometheus that
-// loads them (for: durations removed), and sees each rule fire: a state
-// event expiring in purgatory, one refused by a full purgatory, historic
-// batches failing against a relay that never answers, and the own relay
-// going down. Prometheus scrapes the sidecar before it runs, so the
-// counters' first increments are increases over series seen at 0.
+// rules in deploy/prometheus/alerts.yml, under a real Prometheus that loads
+// them (fastRules), and sees each rule fire: a state event expiring in
+// purgatory, one refused by a full purgatory, historic batches failing
+// against a relay that never answers, a relay nothing listens on declared
+// dead, one rate-limiting every REQ, and the own relay going down
+// (disconnected, not ready). Prometheus scrapes the sidecar before it runs,
+// so the counters' first increments are increases over series seen at 0.
 func TestAlertsFireOnPrometheus(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
@@ -136,6 +157,11 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	silent := startFakeRelay(t, &fakeRelay{
 		onReq: func(ctx context.Context, w *fakeWriter, sub string, _ nostr.Filters) {},
 	})
+	// A relay nothing listens on: it fails until it is dead.
+	dead := "ws://" + freeListen(t)
+	// A relay that answers every REQ "rate-limited": with a long cooldown,
+	// it stays rate-limited.
+	limited := harness.Start(t, harness.RelayOptions{Name: "limited", Faults: harness.Faults{ReqClosed: "rate-limited: too many requests"}})
 	gitDir := t.TempDir()
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
 	alice := harness.NewKey()
@@ -147,7 +173,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 		if _, err := gitserver.InitBare(gitDir + "/" + rel); err != nil {
 			t.Fatal(err)
 		}
-		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL()),
+		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL(), dead, limited.URL()),
 			harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 		mustPublish(t, own, ann)
 		evs = append(evs, ann, alice.State(d, harness.WithRef("refs/heads/main", strings.Repeat("ab", 20)), harness.WithHEAD("main")))
@@ -163,6 +189,8 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	cfg.Purgatory.Loop = 50 * time.Millisecond
 	cfg.Purgatory.Expiry = 3 * time.Second
 	cfg.Purgatory.MaxEntries = 1
+	cfg.Health.DeadAfter = 2 * time.Second
+	cfg.Health.RateLimitCooldown = 10 * time.Minute
 
 	reg := newRecordingRegistry()
 	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
@@ -178,7 +206,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 		defer scancel()
 		_ = srv.Shutdown(sctx)
 	})
-	base := startPrometheus(t, rulesWithoutFor(t, t.TempDir()), srv.Addr())
+	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
 	// Prometheus scrapes the sidecar before anything happens.
 	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
 		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
@@ -190,7 +218,10 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	go func() { rs.done <- sc.Run(ctx) }()
 	t.Cleanup(func() { rs.Stop(t) })
 
-	want := []string{"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing"}
+	want := []string{
+		"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing",
+		"GraspSyncRelaysDead", "GraspSyncRelayRateLimitedLong",
+	}
 	var last map[string]string
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -222,5 +253,84 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	if err := own.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 60*time.Second, "GraspSyncOwnRelayDisconnected firing", firing("GraspSyncOwnRelayDisconnected"))
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncOwnRelayDisconnected and GraspSyncNotReady firing",
+		firing("GraspSyncOwnRelayDisconnected", "GraspSyncNotReady"))
+}
+
+// TestPublisherAlertsFireOnPrometheus: under a real Prometheus loading
+// deploy/prometheus/alerts.yml (fastRules), a sidecar whose own relay
+// swallows every EVENT (no OK) fires GraspSyncPublisherStuck, and once the
+// relay rejects them instead, GraspSyncPublisherRejectionsRising. Its local
+// index, bounded to one event, cannot take the two the own relay holds:
+// GraspSyncLocalIndexFull fires too.
+func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
+	alice := harness.NewKey()
+	ann := repoFor(alice, "proj", own, remote)
+	addr := alice.RepoAddress("proj")
+	mustPublish(t, own, ann, alice.Issue(addr, "on the own relay"))
+	const issues = 20 // the rule wants more than 10 rejections
+	evs := []*nostr.Event{ann}
+	for i := 0; i < issues; i++ {
+		evs = append(evs, alice.Issue(addr, fmt.Sprintf("issue %d", i)))
+	}
+	remote.Inject(evs...)
+	own.SetFaults(harness.Faults{EventIgnore: true})
+
+	cfg := fastConfig(own)
+	cfg.GitDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
+	cfg.ServiceDomain = own.Addr()
+	cfg.Publisher.Window = 2 // the rest wait in the queue
+	cfg.Publisher.OKTimeout = time.Second
+	cfg.Limits.MaxLocalIndexEvents = 1 // the own relay holds two events
+	reg := newRecordingRegistry()
+	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
+	if err != nil {
+		t.Fatalf("sidecar.New: %v", err)
+	}
+	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: reg})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	})
+	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
+	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
+		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
+		return err == nil && len(res) == 1
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- sc.Run(ctx) }()
+	t.Cleanup(func() { rs.Stop(t) })
+
+	var last map[string]string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("alert states last seen: %v", last)
+		}
+	})
+	firing := func(name string) func() bool {
+		return func() bool {
+			last = alertStates(t, base)
+			return last[name] == "firing"
+		}
+	}
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherStuck and GraspSyncLocalIndexFull firing", func() bool {
+		return firing("GraspSyncPublisherStuck")() && last["GraspSyncLocalIndexFull"] == "firing"
+	})
+	if st := alertStates(t, base); st["GraspSyncPublisherRejectionsRising"] != "" {
+		t.Fatalf("GraspSyncPublisherRejectionsRising is %q before any rejection", st["GraspSyncPublisherRejectionsRising"])
+	}
+
+	own.SetFaults(harness.Faults{EventReject: "blocked: not today"})
+	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherRejectionsRising firing", firing("GraspSyncPublisherRejectionsRising"))
+	if v := testkit.Metric(t, reg.Registry, "ngit_sync_publisher_results_total", map[string]string{"result": "rejected"}); v < issues {
+		t.Errorf("publisher_results_total{result=rejected} = %v, want the %d issues rejected", v, issues)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
+	"github.com/grasp-sync/grasp-sync/internal/netpolicy"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/version"
 	"github.com/grasp-sync/grasp-sync/testkit"
@@ -91,9 +92,6 @@ var appearOnlyOnce = map[string]string{
 	"ngit_sync_purgatory_domain_requests_total": "per domain, created when a hosted announcement names it",
 	"ngit_sync_purgatory_domain_in_flight":      "per domain, created when a hosted announcement names it",
 	"ngit_sync_purgatory_domain_waiting":        "per domain, created when a hosted announcement names it",
-	// internal/netpolicy's TestRefusalsLoggedOnceAndCounted counts the
-	// series its refusals create; its panel shares limit_hits, at 0.
-	"ngit_sync_dial_refused_total": "created at the first refusal of each kind and reason",
 }
 
 // scrapeFamilies reads the sidecar's /metrics as Prometheus does.
@@ -219,6 +217,37 @@ func TestAlertAndDashboardSeriesExistFromStart(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Errorf("checked only %d selectors; the parsing of the files broke", checked)
+	}
+
+	// Every label value the sources count by name (a literal or a package
+	// constant) has its series at start, selected by the files or not.
+	uses := sourceLabelUses(t, "../internal")
+	for _, u := range uses {
+		if _, ok := appearOnlyOnce[u.Vec.Name]; ok {
+			continue
+		}
+		ref := seriesRef{Name: u.Vec.Name, Equals: map[string]string{}}
+		for i, l := range u.Vec.Labels {
+			if u.Values[i] != "" {
+				ref.Equals[l] = u.Values[i]
+			}
+		}
+		if !hasSeries(mfs, ref) {
+			t.Errorf("%s counts %s, which has no series at start", u.Where, ref)
+		}
+	}
+	if len(uses) < 20 {
+		t.Errorf("found only %d WithLabelValues calls naming a value in ../internal; the parsing broke", len(uses))
+	}
+	// The refusals are counted with the kind and reason passed down, not
+	// named at the call: every pair of the package's values is there.
+	for _, k := range netpolicy.Kinds() {
+		for _, r := range netpolicy.Reasons() {
+			ref := seriesRef{Name: "ngit_sync_dial_refused_total", Equals: map[string]string{"kind": string(k), "reason": r}}
+			if !hasSeries(mfs, ref) {
+				t.Errorf("no series %s at start", ref)
+			}
+		}
 	}
 
 	// Label vectors whose labels are closed sets (no relay, no domain)

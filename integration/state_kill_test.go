@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -33,19 +34,35 @@ type binProc struct {
 
 func startBinary(t *testing.T, bin, logName string, args ...string) *binProc {
 	t.Helper()
+	return startBinaryOn(t, bin, freeListen(t), logName, args...)
+}
+
+// freeListen returns a loopback address nothing listens on.
+func freeListen(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startBinaryOn runs `grasp-sync run --listen listen args...`, its output
+// going to logName in a temporary directory. The output reaches the file
+// through a pipe, written by this process: a file-size limit set on the
+// child does not cut its log.
+func startBinaryOn(t *testing.T, bin, listen, logName string, args ...string) *binProc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), logName)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, append([]string{"run", "--listen", listen}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	out := struct{ io.Writer }{logf} // not an *os.File: exec copies through a pipe
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second // a git child still holding the pipe does not stall Wait
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GRASP_SYNC_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -29,6 +29,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
+	"github.com/grasp-sync/grasp-sync/internal/localindex"
 	"github.com/grasp-sync/grasp-sync/internal/memlimit"
 	"github.com/grasp-sync/grasp-sync/internal/procs"
 	"github.com/grasp-sync/grasp-sync/internal/publish"
@@ -127,6 +128,7 @@ type Limits struct {
 	ingest.EventLimits `yaml:",inline"`
 	reposync.Bounds    `yaml:",inline"`
 	ingest.RelayLimits `yaml:",inline"`
+	localindex.Config  `yaml:",inline"`
 }
 
 // Default returns the configuration with every default filled in. OwnRelay
@@ -154,7 +156,7 @@ func Default() *Config {
 		Negentropy:      historic.DefaultNegSettings(),
 		Trusted:         trusted.DefaultSettings(),
 		Rejected:        in.Rejected,
-		Limits:          Limits{EventLimits: in.EventLimits, Bounds: reposync.DefaultBounds(), RelayLimits: in.RelayLimits},
+		Limits:          Limits{EventLimits: in.EventLimits, Bounds: reposync.DefaultBounds(), RelayLimits: in.RelayLimits, Config: localindex.DefaultConfig()},
 		State:           statestore.DefaultConfig(),
 		Memory:          memlimit.DefaultConfig(),
 		CPU:             procs.DefaultConfig(),

@@ -29,7 +29,8 @@ func TestEngineErrorsAreQualified(t *testing.T) {
 }
 
 // Keys of a struct inlined in a section belong to that section: the limits
-// section mixes the handler's and the sync engine's, in declaration order.
+// section mixes the handler's, the sync engine's and the local index's, in
+// declaration order.
 func TestInlineSettingsJoinTheirSection(t *testing.T) {
 	var keys []string
 	for _, s := range Settings() {
@@ -37,7 +38,7 @@ func TestInlineSettingsJoinTheirSection(t *testing.T) {
 			keys = append(keys, s.Key)
 		}
 	}
-	want := "[limits.max_event_bytes limits.max_event_tags limits.max_relays_per_announcement limits.max_tracked_relays limits.max_repositories limits.relay_event_rate limits.relay_queue limits.relay_queue_bytes]"
+	want := "[limits.max_event_bytes limits.max_event_tags limits.max_relays_per_announcement limits.max_tracked_relays limits.max_repositories limits.relay_event_rate limits.relay_queue limits.relay_queue_bytes limits.max_local_index_events]"
 	if got := fmt.Sprint(keys); got != want {
 		t.Fatalf("limits keys %s\nwant %s", got, want)
 	}

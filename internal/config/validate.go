@@ -207,6 +207,7 @@ func (c *Config) Validate() error {
 	}
 	v.section("limits", l.Bounds.Validate())
 	v.section("limits", l.RelayLimits.Validate())
+	v.section("limits", l.Config.Validate())
 	v.section("memory", c.Memory.Validate())
 	v.section("cpu", c.CPU.Validate())
 	v.section("strfry_policy", c.StrfryPolicy.Validate())

@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,6 +61,23 @@ const (
 	// clone URL (its /.well-known/nostr.json document).
 	KindNIP05 Kind = "nip05"
 )
+
+// kinds and reasons are every value of the refusal metric's labels; each
+// pair's series exists at 0 from New, so the first refusal is an increase
+// (TestRefusalSeriesAtZero checks the lists hold every constant).
+var (
+	kinds   = []Kind{KindRelay, KindClone, KindNIP05}
+	reasons = []string{
+		ReasonScheme, ReasonURL, ReasonLoopback, ReasonPrivate, ReasonLinkLocal,
+		ReasonMetadata, ReasonMulticast, ReasonUnspecified, ReasonReserved, ReasonResolve,
+	}
+)
+
+// Kinds returns every destination kind, the kind label's values.
+func Kinds() []Kind { return slices.Clone(kinds) }
+
+// Reasons returns every refusal reason, the reason label's values.
+func Reasons() []string { return slices.Clone(reasons) }
 
 // RefusedError tells which destination was refused and why.
 type RefusedError struct {
@@ -191,6 +209,11 @@ func New(opts Options) (*Policy, error) {
 		Name: "ngit_sync_dial_refused_total",
 		Help: "Destinations from announcements refused by the outbound address policy, by kind (relay, clone, nip05) and reason.",
 	}, []string{"kind", "reason"})
+	for _, k := range kinds {
+		for _, r := range reasons {
+			p.refused.WithLabelValues(string(k), r)
+		}
+	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(p.refused); err != nil {
 			return nil, fmt.Errorf("netpolicy: register metrics: %w", err)

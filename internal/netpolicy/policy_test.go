@@ -3,10 +3,16 @@ package netpolicy
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,8 +353,101 @@ func TestRefusalsLoggedOnceAndCounted(t *testing.T) {
 		t.Fatalf("clone/private refusals = %v, want 1", got)
 	}
 	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "ngit_sync_dial_refused_total" || len(mfs[0].GetMetric()) != 3 {
-		t.Fatalf("gathered %v (%v), want 3 series of ngit_sync_dial_refused_total", mfs, err)
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "ngit_sync_dial_refused_total" {
+		t.Fatalf("gathered %v (%v), want ngit_sync_dial_refused_total", mfs, err)
+	}
+	nonZero := 0
+	for _, m := range mfs[0].GetMetric() {
+		if m.GetCounter().GetValue() != 0 {
+			nonZero++
+		}
+	}
+	if nonZero != 3 {
+		t.Fatalf("%d series counted refusals, want 3 (relay/metadata, clone/scheme, clone/private)", nonZero)
+	}
+}
+
+// TestRefusalSeriesAtZero: every kind × reason series of
+// ngit_sync_dial_refused_total exists at 0 from New, and the lists it is
+// built from hold every Kind… and Reason… constant of the package, so a new
+// reason gets its series too.
+func TestRefusalSeriesAtZero(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantKinds, wantReasons []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					v, _ := strconv.Unquote(lit.Value)
+					switch {
+					case strings.HasPrefix(id.Name, "Kind"):
+						wantKinds = append(wantKinds, v)
+					case strings.HasPrefix(id.Name, "Reason"):
+						wantReasons = append(wantReasons, v)
+					}
+				}
+			}
+		}
+	}
+	var gotKinds []string
+	for _, k := range Kinds() {
+		gotKinds = append(gotKinds, string(k))
+	}
+	slices.Sort(wantKinds)
+	slices.Sort(wantReasons)
+	slices.Sort(gotKinds)
+	gotReasons := Reasons()
+	slices.Sort(gotReasons)
+	if len(wantKinds) < 3 || len(wantReasons) < 10 {
+		t.Fatalf("found only kinds %v and reasons %v in the sources", wantKinds, wantReasons)
+	}
+	if !slices.Equal(gotKinds, wantKinds) || !slices.Equal(gotReasons, wantReasons) {
+		t.Fatalf("Kinds() %v, Reasons() %v; the constants are %v and %v", gotKinds, gotReasons, wantKinds, wantReasons)
+	}
+
+	reg := prometheus.NewRegistry()
+	mustPolicy(t, Options{Registerer: reg})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		t.Fatalf("gathered %v (%v)", mfs, err)
+	}
+	have := map[string]float64{}
+	for _, m := range mfs[0].GetMetric() {
+		l := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		have[l["kind"]+"/"+l["reason"]] = m.GetCounter().GetValue()
+	}
+	for _, k := range wantKinds {
+		for _, r := range wantReasons {
+			if v, ok := have[k+"/"+r]; !ok || v != 0 {
+				t.Errorf("ngit_sync_dial_refused_total{kind=%q,reason=%q}: present %t, value %v; want present at 0", k, r, ok, v)
+			}
+		}
+	}
+	if len(have) != len(wantKinds)*len(wantReasons) {
+		t.Errorf("%d series, want %d", len(have), len(wantKinds)*len(wantReasons))
 	}
 }
 

@@ -128,7 +128,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	var local *localindex.Index
 	var present ingest.Present
 	if cfg.Negentropy.Enabled {
-		if local, err = localindex.New(localindex.DefaultOptions(), d.Registry); err != nil {
+		if local, err = localindex.New(cfg.Limits.Config.Options(), d.Registry); err != nil {
 			return nil, fmt.Errorf("local index: %w", err)
 		}
 		s.local, present = local, local

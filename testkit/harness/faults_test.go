@@ -253,6 +253,13 @@ func TestHarnessEventFaults(t *testing.T) {
 	if err := harness.Publish(ctx, r2.URL(), evs[2]); err != nil {
 		t.Fatalf("new connection: %v", err)
 	}
+
+	r3 := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{EventIgnore: true}})
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := harness.Publish(short, r3.URL(), evs[0]); err == nil || r3.Has(evs[0].ID) {
+		t.Fatalf("EventIgnore: err %v, stored %t; want no answer and nothing stored", err, r3.Has(evs[0].ID))
+	}
 }
 
 func TestHarnessRefusedAndClosedPorts(t *testing.T) {

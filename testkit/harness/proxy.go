@@ -74,6 +74,9 @@ type Faults struct {
 	// EventReject, when set, answers every EVENT with OK false carrying it
 	// (e.g. "rate-limited: slow down") without storing the event.
 	EventReject string
+	// EventIgnore swallows every EVENT without an answer (no OK, nothing
+	// stored): a relay whose writes hang.
+	EventIgnore bool
 	// EventLimit, when positive, answers EVENTs beyond the first EventLimit on
 	// a connection with OK false "rate-limited: too many events".
 	EventLimit int
@@ -245,6 +248,8 @@ func (c *proxyConn) pumpUp(ctx context.Context, read func(context.Context) (webs
 				forward = false
 			case f.EventReject != "":
 				c.sendJSON(ctx, []any{"OK", evID, false, f.EventReject})
+				forward = false
+			case f.EventIgnore:
 				forward = false
 			case f.EventLimit > 0 && c.r.obs.countEvent(c) > f.EventLimit:
 				c.sendJSON(ctx, []any{"OK", evID, false, "rate-limited: too many events"})
