@@ -320,6 +320,11 @@ func (ls liveSubs) onChallenge(url string) {
 // retries.
 func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
 	ls.e.d.Health.Refused(url, source, reason, ls.e.d.Sign != nil) // a permanent refusal parks the relay
+	// Any refusal backs the relay's requests off, but "auth-required:"
+	// with a key: the connection authenticates and asks again.
+	if ls.e.d.Sign == nil || relay.ReasonPrefix(reason) != relay.ReasonAuthRequired {
+		ls.e.d.Pacer.Refused(url, source, reason)
+	}
 	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := ls.e.clock.Now()
 		ls.e.post(func() {
@@ -332,6 +337,7 @@ func (ls liveSubs) onReason(url string, source health.MessageSource, reason stri
 
 func (ls liveSubs) onNotice(url, text string) {
 	sig := ls.e.d.Health.Observe(url, health.SourceNotice, text)
+	ls.e.d.Pacer.Refused(url, health.SourceNotice, text) // an error NOTICE backs the relay's requests off
 	switch sig {
 	case health.SignalTooManyFilters:
 		// strfry answers a REQ over its filter count with a NOTICE ("bad
@@ -362,9 +368,11 @@ func (ls liveSubs) onNotice(url, text string) {
 	}
 }
 
-// waitCooldown blocks until url's rate-limit cooldown is over: the relay
-// connection calls it before every REQ and NEG-OPEN. After a permanent
-// refusal it fails at once (health.Tracker.Refused).
+// waitCooldown blocks until url's rate-limit cooldown is over and the
+// relay's request budget and refusal backoff (health.Pacer) let one more
+// request go: the relay connection calls it before every REQ, NEG-OPEN
+// and AUTH. After a permanent refusal it fails at once
+// (health.Tracker.Refused).
 func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
 	if err := ls.e.d.Health.RefusalErr(url); err != nil {
 		return err
@@ -372,6 +380,12 @@ func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
 	for {
 		d := ls.e.d.Health.CooldownRemaining(url)
 		if d <= 0 {
+			if err := ls.e.d.Pacer.Wait(ctx, url); err != nil {
+				return err
+			}
+			if ls.e.d.Health.CooldownRemaining(url) > 0 {
+				continue // a rate limit signalled while waiting (the token is spent)
+			}
 			ls.e.m.requests.WithLabelValues(url).Inc()
 			return nil
 		}
