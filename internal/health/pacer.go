@@ -185,11 +185,14 @@ func (p *Pacer) Wait(ctx context.Context, url string) error {
 		if first {
 			p.waiting.WithLabelValues(url).Inc()
 		}
+		timer := p.clock.NewTimer(d)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
 		case <-changed:
-		case <-p.clock.After(d):
+			timer.Stop()
+		case <-timer.C():
 		}
 	}
 }

@@ -282,7 +282,9 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	if health.ClassifyMessage(reason) == health.SignalNone { // the next tick's rebuild would be refused again
 		r.rebuild.Fail(ls.e.cfg.historicRetry(), ls.e.clock.Now(), backoff.Rand())
 	}
-	if ls.e.d.Health.RefusalRemaining(url) <= 0 { // else the health tracker logged it once
+	// Once: not while the health tracker's or the pacer's refusal wait
+	// runs (they logged it), nor at every refusal in a row.
+	if ls.e.d.Health.RefusalRemaining(url) <= 0 && ls.e.d.Pacer.Backoff(url) == "" && r.rebuild.Failures() <= 1 {
 		ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason),
 			zap.Time("rebuild_after", r.rebuild.Until()))
 	}
