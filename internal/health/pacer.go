@@ -23,7 +23,8 @@ const MetricRequestsWaiting = "ngit_sync_relay_requests_waiting"
 // NEG-OPEN, AUTH) and every dial takes a token from the relay's bucket
 // (Config.RequestRate sustained, Config.RequestBurst at once), and after a
 // refusal (a CLOSED or NEG-ERR of any reason, a NOTICE that is an error
-// about a request) the relay's requests back off exponentially with
+// about a request, but not the refusals AsksSmaller answers with a
+// smaller request) the relay's requests back off exponentially with
 // jitter (Config.RefusalBackoffBase doubling up to RefusalBackoffMax):
 // one request per backoff goes out, and the wait grows while they are
 // refused, until a request is answered (an EOSE or a NEG-MSG) again.
@@ -225,6 +226,8 @@ func (p *Pacer) Refused(url string, source MessageSource, reason string) {
 		return
 	case source != SourceNotice && source != SourceClosed && source != SourceNegErr:
 		return // an OK answers an EVENT, not a request
+	case AsksSmaller(reason):
+		return // the engine asks a smaller request at once, not this one again
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -312,6 +315,21 @@ func (p *Pacer) Queued(url string) int {
 func RefusalNotice(text string) bool {
 	t := strings.ToLower(strings.TrimSpace(text))
 	return relay.ReasonPrefix(t) != "" || ClassifyMessage(t) != SignalNone
+}
+
+// AsksSmaller tells whether a refusal teaches the engine to ask
+// differently rather than again: a limit learned (too many filters, tag
+// values or subscriptions: requests are rebuilt within it) or strfry's
+// negentropy "blocked: too many query results" (the window is split).
+// The bucket still spaces those requests; the refusal backoff does not
+// delay them.
+func AsksSmaller(reason string) bool {
+	switch ClassifyMessage(reason) {
+	case SignalTooManyFilters, SignalTooManyTagValues, SignalTooManySubscriptions:
+		return true
+	}
+	t := strings.ToLower(strings.TrimSpace(reason))
+	return relay.ReasonPrefix(t) == relay.ReasonBlocked && strings.Contains(t, "too many")
 }
 
 func (p *Pacer) policy() backoff.Policy {

@@ -176,6 +176,8 @@ func TestPacerRefusalBackoff(t *testing.T) {
 	ch = waitAsync(ctx, p, relayA)
 	blocked(t, clk, 1, ch)
 	p.Refused(relayA, SourceNotice, "welcome to the relay") // not a refusal
+	p.Refused(relayA, SourceNegErr, "blocked: too many query results")
+	p.Refused(relayA, SourceClosed, "error: too many filters")
 	p.Refused(relayA, SourceOK, "blocked: not an answer to a request")
 	p.Answered(relayA)
 	done(t, ch)
@@ -242,6 +244,21 @@ func TestRefusalNotice(t *testing.T) {
 		if got := RefusalNotice(text); got != want {
 			t.Errorf("RefusalNotice(%q) = %v, want %v", text, got, want)
 		}
+	}
+}
+
+// The refusals answered with a smaller request start no backoff.
+func TestPacerAsksSmallerIsNoStrike(t *testing.T) {
+	p, _, _ := newTestPacer(t)
+	for _, reason := range []string{"blocked: too many query results", "error: too many filters", "ERROR: bad req: arr too big", "too many tag values"} {
+		p.Refused(relayA, SourceNegErr, reason)
+		if got := p.Backoff(relayA); got != "" {
+			t.Errorf("after %q: backoff %q", reason, got)
+		}
+	}
+	p.Refused(relayA, SourceNegErr, "blocked: go away")
+	if p.Backoff(relayA) == "" {
+		t.Errorf("no backoff after a NEG-ERR that teaches nothing")
 	}
 }
 
