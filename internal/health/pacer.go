@@ -57,8 +57,14 @@ type pace struct {
 	// sent: a request went out since the last counted strike. A refusal
 	// counts only then: the refusals of requests sent together before the
 	// backoff started count once.
-	sent    bool
-	reason  string        // the refusal that started the streak
+	sent   bool
+	reason string // the refusal that started the streak
+	// ended is when the last streak ended; told says the current one was
+	// logged. A streak starting within RefusalBackoffMax of the last one
+	// (a relay refusing one request among answered ones) is not logged
+	// again: the log says a state change, not every refusal.
+	ended   time.Time
+	told    bool
 	changed chan struct{} // closed (and replaced) when the backoff ends early
 	queued  int
 }
@@ -242,6 +248,10 @@ func (p *Pacer) Refused(url string, source MessageSource, reason string) {
 	b.until = now.Add(wait)
 	if b.strikes == 1 {
 		b.reason = source.String() + ": " + reason
+		b.told = b.ended.IsZero() || now.Sub(b.ended) > p.cfg.RefusalBackoffMax
+		if !b.told {
+			return
+		}
 		p.log.Warn("relay refuses requests; backing them off until it answers one", zap.String("relay", url),
 			zap.String("reason", b.reason), zap.Duration("retry_in", wait))
 	}
@@ -259,9 +269,12 @@ func (p *Pacer) Answered(url string) {
 	if b == nil || b.strikes == 0 {
 		return
 	}
-	p.log.Info("relay answers requests again", zap.String("relay", url),
-		zap.String("refused", b.reason), zap.Int("refusals", b.strikes))
-	b.strikes, b.sent, b.until, b.reason = 0, false, time.Time{}, ""
+	if b.told {
+		p.log.Info("relay answers requests again", zap.String("relay", url),
+			zap.String("refused", b.reason), zap.Int("refusals", b.strikes))
+	}
+	b.strikes, b.sent, b.until, b.reason, b.told = 0, false, time.Time{}, "", false
+	b.ended = p.clock.Now()
 	close(b.changed)
 	b.changed = make(chan struct{})
 }

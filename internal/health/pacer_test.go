@@ -194,6 +194,13 @@ func TestPacerRefusalBackoff(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Errorf("log %q, want two lines: the refusals began, they ended", msgs)
 	}
+	// A relay refusing one request among answered ones: a streak soon
+	// after the last is not logged again.
+	p.Refused(relayA, SourceClosed, "invalid: that filter")
+	p.Answered(relayA)
+	if n := logs.Len(); n != 2 {
+		t.Errorf("%d log lines after a second streak soon after the first, want still 2", n)
+	}
 }
 
 func TestPacerBackoffCapped(t *testing.T) {
