@@ -204,6 +204,36 @@ func (p *Pacer) Wait(ctx context.Context, url string) error {
 	}
 }
 
+// Gate is what a remote relay's connection runs before every REQ,
+// NEG-OPEN and AUTH (relay.Options.BeforeRequest): it fails at once while
+// url's wait after a permanent refusal runs (Tracker.RefusalErr), waits
+// out the rate-limit cooldown (Tracker.CooldownRemaining) and then p's
+// turn (Wait), and calls sent when the request may go.
+func Gate(ctx context.Context, t *Tracker, p *Pacer, clk clock.Clock, url string, sent func()) error {
+	if err := t.RefusalErr(url); err != nil {
+		return err
+	}
+	for {
+		if d := t.CooldownRemaining(url); d > 0 {
+			timer := clk.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			case <-timer.C():
+			}
+			continue
+		}
+		if err := p.Wait(ctx, url); err != nil {
+			return err
+		}
+		if t.CooldownRemaining(url) <= 0 { // else a rate limit came meanwhile (the token is spent)
+			sent()
+			return nil
+		}
+	}
+}
+
 // Allow takes a token for url if one is there now, without waiting (a
 // dial: the engine tries again at its next tick).
 func (p *Pacer) Allow(url string) bool {

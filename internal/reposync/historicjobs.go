@@ -421,9 +421,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		switch {
 		case errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0:
 			level = zap.DebugLevel // the health tracker logged the refusal once
-		case rj.Failures > 1 || js.e.d.Pacer.Backoff(url) != "":
-			// Said once: at the first failure, or by the pacer when the
-			// relay began refusing; the retry's success is logged.
+		case rj.Failures > 1 || js.e.d.Pacer.Backoff(url) != "": // said at the first failure or by the pacer
 			level = zap.DebugLevel
 		}
 		js.e.log.Log(level, "historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
