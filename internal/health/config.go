@@ -81,6 +81,24 @@ type Config struct {
 	// "blocked:", or "auth-required:" without a key (Tracker.Refused).
 	// Default 6h; a restart (a changed configuration) asks again at once.
 	RefusalWait time.Duration `yaml:"refusal_wait" help:"How long a relay that refused a read for a reason that will not change by itself (restricted:, blocked:, auth-required: without a secret key) is sent no REQ or NEG-OPEN. A restart asks again at once."`
+	// RequestRate and RequestBurst are each remote relay's request budget
+	// (Pacer): every REQ (fetches by id included), NEG-OPEN, AUTH and
+	// dial takes a token from a bucket of RequestBurst tokens refilled at
+	// RequestRate per second; a request finding none waits for one.
+	// Defaults 5/s and 5,000: a first sync's burst of requests is not
+	// slowed (the bench's medium world, 2,000 repositories on 10 relays,
+	// sends one relay up to ~620 requests with NIP-77 and ~1,400 by REQ
+	// paging; a world five times larger fits), and in the long run a
+	// relay is never asked more than 5 times a second.
+	RequestRate  float64 `yaml:"request_rate" help:"Requests (REQ, NEG-OPEN, AUTH) and dials per second a remote relay is sent in the long run; beyond the burst a request waits for its turn (ngit_sync_relay_requests_waiting)."`
+	RequestBurst int     `yaml:"request_burst" help:"Requests and dials a remote relay may be sent at once before request_rate applies (a first sync's burst)."`
+	// RefusalBackoffBase and RefusalBackoffMax are the backoff of a relay
+	// refusing requests (a CLOSED or NEG-ERR of any reason, a NOTICE that
+	// is an error): one request per wait goes out, the wait doubles per
+	// refusal in a row up to RefusalBackoffMax (spread by Jitter), and
+	// ends when a request is answered. Defaults 2s and 10m.
+	RefusalBackoffBase time.Duration `yaml:"refusal_backoff_base" help:"Wait before the next request to a relay that refused one (CLOSED, NEG-ERR, an error NOTICE); doubles per refusal in a row, ends when a request is answered."`
+	RefusalBackoffMax  time.Duration `yaml:"refusal_backoff_max" help:"Longest wait between requests to a relay that keeps refusing them."`
 
 	// AttemptExpiry is how long an attempt reported by AttemptStarted may go
 	// without an outcome (Connected or Failed) before the Tracker counts it
@@ -118,6 +136,10 @@ func DefaultConfig() Config {
 		BudgetHoldoff:             10 * time.Second,
 		LearnedTTL:                7 * 24 * time.Hour,
 		RefusalWait:               6 * time.Hour,
+		RequestRate:               5,
+		RequestBurst:              5000,
+		RefusalBackoffBase:        2 * time.Second,
+		RefusalBackoffMax:         10 * time.Minute,
 	}
 }
 
@@ -141,6 +163,13 @@ func (c Config) Validate() error {
 	v.PositiveInt("default_subscription_budget", c.DefaultSubscriptionBudget)
 	v.Positive("learned_ttl", c.LearnedTTL)
 	v.Positive("refusal_wait", c.RefusalWait)
+	if !(c.RequestRate > 0) || c.RequestRate > 1e6 { // also rejects NaN and +Inf
+		v.Fail("request_rate", "must be in (0, 1000000]", c.RequestRate)
+	}
+	v.PositiveInt("request_burst", c.RequestBurst)
+	v.Positive("refusal_backoff_base", c.RefusalBackoffBase)
+	v.Positive("refusal_backoff_max", c.RefusalBackoffMax)
+	v.Compare("refusal_backoff_max", c.RefusalBackoffMax, ">=", "refusal_backoff_base", c.RefusalBackoffBase)
 	// Not user settings: these keep their defaults outside tests.
 	v.Positive("attempt_expiry", c.AttemptExpiry)
 	if c.MinSubscriptionBudget < 1 {

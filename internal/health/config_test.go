@@ -20,6 +20,7 @@ func TestDefaultConfig(t *testing.T) {
 		Tick: 2 * time.Second, NaughtyPeriod: 12 * time.Hour,
 		DefaultSubscriptionBudget: 20, MinSubscriptionBudget: 1, BudgetHoldoff: 10 * time.Second,
 		LearnedTTL: 7 * 24 * time.Hour, RefusalWait: 6 * time.Hour,
+		RequestRate: 5, RequestBurst: 5000, RefusalBackoffBase: 2 * time.Second, RefusalBackoffMax: 10 * time.Minute,
 	}
 	if cfg != want {
 		t.Fatalf("DefaultConfig() = %+v, want %+v", cfg, want)

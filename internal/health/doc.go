@@ -1,14 +1,17 @@
 // Package health tracks the health of remote relays for the sync engine:
 // connection states, capped exponential backoff with jitter, rate-limit
 // cooldowns, a naughty list for hard failures, relay-announced limits
-// (NIP-11 and learned from NOTICEs) and the per-relay Prometheus gauges.
+// (NIP-11 and learned from NOTICEs), the per-relay Prometheus gauges, and
+// the request budget and refusal backoff of each relay (Pacer).
 //
 // The package does no I/O. The sync engine reports what happened on each
 // connection (AttemptStarted, Connected, Achieved, Failed, Disconnected,
 // Observe, SetLimits) and asks what it may do next (CanAttempt, Due,
 // CooldownRemaining, SubscriptionBudget, Limits). Learned turns the
-// refusals that teach a limit into the bound the tracker keeps. Time comes from an
-// injected Clock so tests can walk a 24 hour rule in microseconds.
+// refusals that teach a limit into the bound the tracker keeps. A Pacer,
+// apart from the Tracker, is what every request and dial waits for: a
+// token bucket per relay and a growing wait after each refusal. Time comes
+// from an injected Clock so tests can walk a 24 hour rule in microseconds.
 //
 // # States
 //

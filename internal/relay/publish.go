@@ -96,11 +96,15 @@ func (c *Conn) Challenge() string {
 }
 
 // Authenticate answers the relay's AUTH challenge (NIP-42) with an event
-// signed by sign, and waits for the relay's OK.
+// signed by sign, and waits for the relay's OK. Options.BeforeRequest,
+// when set, runs first.
 func (c *Conn) Authenticate(ctx context.Context, sign func(*nostr.Event) error) error {
 	challenge := c.Challenge()
 	if challenge == "" {
 		return ErrNoChallenge
+	}
+	if err := c.beforeRequest(ctx); err != nil {
+		return err
 	}
 	ev := nostr.Event{
 		Kind:      nostr.KindClientAuthentication,

@@ -102,6 +102,9 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Clock    clock.Clock
 	Health   *health.Tracker
+	// Pacer, when set, is each remote relay's request budget and refusal
+	// backoff: every REQ, NEG-OPEN, AUTH and dial waits for it.
+	Pacer *health.Pacer
 	// Dial connects to remote relays (with the outbound address policy);
 	// DialOwn connects to the own relay.
 	Dial    DialFunc

@@ -78,7 +78,8 @@ func (js jobScheduler) retryFailed(r *remote, now time.Time) {
 	clear(r.failed[len(keep):]) // the array would keep the due ones
 	r.failed = keep
 	for _, rj := range due {
-		js.e.log.Info("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.Failures))
+		// Per attempt: debug. The failure said it once, the success will.
+		js.e.log.Debug("retrying a failed historic sync batch", zap.String("relay", r.URL), zap.Int("failures", rj.Failures))
 		js.queueJob(r, &repoindex.PendingBatch{Items: rj.Items, Catchup: true, Retry: rj}, rj.Filters, rj.Pager)
 	}
 }
@@ -423,8 +424,15 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		r.lastError = "historic sync: " + err.Error()
 		js.e.m.historicBatches.WithLabelValues("failed").Inc()
 		level := zap.WarnLevel
-		if errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0 || wait == 0 {
-			level = zap.DebugLevel // the health tracker logged the refusal (or the bound learned) once
+		switch {
+		case errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0:
+			level = zap.DebugLevel // the health tracker logged the refusal once
+		case wait == 0:
+			level = zap.DebugLevel // the bound learned was logged once, the retry goes at once
+		case rj.Failures > 1 || js.e.d.Pacer.Backoff(url) != "":
+			// Said once: at the first failure, or by the pacer when the
+			// relay began refusing; the retry's success is logged.
+			level = zap.DebugLevel
 		}
 		js.e.log.Log(level, "historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
 			zap.Int("failures", rj.Failures), zap.Duration("retry_in", wait), zap.Error(err))

@@ -282,7 +282,8 @@ func (ls liveSubs) onLiveClosed(url string, gen uint64, id, reason string) {
 	if health.ClassifyMessage(reason) == health.SignalNone { // the next tick's rebuild would be refused again
 		r.rebuild.Fail(ls.e.cfg.historicRetry(), ls.e.clock.Now(), backoff.Rand())
 	}
-	if ls.e.d.Health.RefusalRemaining(url) <= 0 { // else the health tracker logged it once
+	// Once: not during a refusal wait (logged by health) nor per refusal in a row.
+	if ls.e.d.Health.RefusalRemaining(url) <= 0 && ls.e.d.Pacer.Backoff(url) == "" && r.rebuild.Failures() <= 1 {
 		ls.e.log.Info("relay closed a live subscription", zap.String("relay", url), zap.String("reason", reason),
 			zap.Time("rebuild_after", r.rebuild.Until()))
 	}
@@ -320,6 +321,10 @@ func (ls liveSubs) onChallenge(url string) {
 // retries.
 func (ls liveSubs) onReason(url string, source health.MessageSource, reason string) {
 	ls.e.d.Health.Refused(url, source, reason, ls.e.d.Sign != nil) // a permanent refusal parks the relay
+	// Any refusal backs requests off, but "auth-required:" with a key (authenticate, ask again).
+	if ls.e.d.Sign == nil || relay.ReasonPrefix(reason) != relay.ReasonAuthRequired {
+		ls.e.d.Pacer.Refused(url, source, reason)
+	}
 	if ls.e.d.Health.Observe(url, source, reason) == health.SignalRateLimited {
 		at := ls.e.clock.Now()
 		ls.e.post(func() {
@@ -332,6 +337,7 @@ func (ls liveSubs) onReason(url string, source health.MessageSource, reason stri
 
 func (ls liveSubs) onNotice(url, text string) {
 	sig := ls.e.d.Health.Observe(url, health.SourceNotice, text)
+	ls.e.d.Pacer.Refused(url, health.SourceNotice, text) // an error NOTICE backs the relay's requests off
 	switch sig {
 	case health.SignalTooManyFilters:
 		// strfry answers a REQ over its filter count with a NOTICE ("bad
@@ -362,23 +368,9 @@ func (ls liveSubs) onNotice(url, text string) {
 	}
 }
 
-// waitCooldown blocks until url's rate-limit cooldown is over: the relay
-// connection calls it before every REQ and NEG-OPEN. After a permanent
-// refusal it fails at once (health.Tracker.Refused).
+// waitCooldown is every remote connection's BeforeRequest (health.Gate).
 func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
-	if err := ls.e.d.Health.RefusalErr(url); err != nil {
-		return err
-	}
-	for {
-		d := ls.e.d.Health.CooldownRemaining(url)
-		if d <= 0 {
-			ls.e.m.requests.WithLabelValues(url).Inc()
-			return nil
-		}
-		if err := ls.e.sleep(ctx, d); err != nil {
-			return err
-		}
-	}
+	return health.Gate(ctx, ls.e.d.Health, ls.e.d.Pacer, ls.e.clock, url, ls.e.m.requests.WithLabelValues(url).Inc)
 }
 
 func (ls liveSubs) filtersOpen(r *remote) int {

@@ -30,6 +30,9 @@ func (e *Engine) connectDue() {
 		if r == nil || r.Status != repoindex.Disconnected {
 			continue
 		}
+		if !e.d.Pacer.Allow(url) {
+			continue // a dial is a request too: due again at the next tick
+		}
 		e.dial(r)
 	}
 }
@@ -75,6 +78,7 @@ func (e *Engine) dial(r *remote) {
 func (e *Engine) remoteOptions(url string) relay.Options {
 	opts := e.d.RelayOptions
 	opts.OnNotice = func(text string) { e.subs.onNotice(url, text) }
+	opts.OnFrame = e.d.Pacer.OnAnswer(url, opts.OnFrame) // an answer ends a refusal backoff
 	opts.BeforeRequest = func(ctx context.Context) error { return e.subs.waitCooldown(ctx, url) }
 	opts.OnClosed = func(_, reason string) { e.subs.onReason(url, health.SourceClosed, reason) }
 	opts.OnClosedTagValues = func(reason string, most int) {
@@ -310,6 +314,7 @@ func (e *Engine) forget(url string) {
 		e.neg.Forget(url) // trusted relays' reconciliations go on
 	}
 	e.m.forgetRelay(url)
+	e.d.Pacer.Forget(url)
 	e.pager.Truncation.Forget(url)
 	e.pager.Auth.Forget(url)
 	e.pager.Resume.Forget(url)

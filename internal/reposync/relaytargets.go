@@ -57,7 +57,7 @@ func (e *Engine) track(url string, bootstrap bool) {
 	e.relays[url] = r
 	e.d.Health.Track(url)
 	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
-	e.m.trackRelay(url, e.pager.Truncation, e.pager.Auth, e.neg)
+	e.m.trackRelay(url, e.pager.Truncation, e.pager.Auth, e.neg, e.d.Pacer)
 }
 
 // runActions is the decision point: compute_actions over all relays and

@@ -31,6 +31,9 @@ func (e *Engine) refreshSnapshot() {
 			Truncation: e.pager.Truncation.Describe(r.URL),
 			ReadAuth:   e.pager.Auth.Describe(r.URL), Refused: e.d.Health.Refusal(r.URL),
 		}
+		if rs.Refused == "" {
+			rs.Refused = e.d.Pacer.Backoff(r.URL)
+		}
 		if e.neg != nil {
 			rs.Negentropy = e.neg.Support(r.URL)
 		}

@@ -93,6 +93,10 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		return nil, fmt.Errorf("health: %w", err)
 	}
 	s.health = ht
+	pacer, err := health.NewPacer(cfg.Health, d.Clock, d.Registry, d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("health: %w", err)
+	}
 
 	ropts := RelayOptions(cfg)
 	ropts.HTTPClient = d.HTTPClient
@@ -180,7 +184,7 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 	// and every entry it restores carries its dedupe mark.
 
 	deps := reposync.Deps{
-		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht,
+		Log: d.Log, Registry: d.Registry, Clock: d.Clock, Health: ht, Pacer: pacer,
 		Dial: relays.Dial, AllowRelay: relays.Allow, Limits: relays.Limits,
 		DialOwn:      dialOwnReader,
 		RelayOptions: ropts,

@@ -81,7 +81,9 @@ type Relay struct {
 	ReadAuth string `json:"read_auth,omitempty"`
 	// Refused is the refusal that will not change by itself (restricted:,
 	// blocked:, auth-required: without a key) for which the relay is sent
-	// no REQ or NEG-OPEN, and until when (health refusal_wait).
+	// no REQ or NEG-OPEN, and until when (health refusal_wait); else,
+	// while the relay refuses requests for another reason, that refusal
+	// and when the next request goes (health.Pacer's backoff).
 	Refused string `json:"refused,omitempty"`
 }
 

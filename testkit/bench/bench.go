@@ -263,6 +263,10 @@ type Result struct {
 	// RemoteNegOpenMsg is the part of the NEG-OPEN bytes that is the
 	// initial negentropy message (the rest is filters).
 	RemoteNegOpenMsg int64 `json:"remote_neg_open_msg_bytes,omitempty"`
+	// RemoteRequestsMax is the most requests (REQ, NEG-OPEN, AUTH) one
+	// remote relay received, what its request budget
+	// (health.request_burst, health.request_rate) has to cover.
+	RemoteRequestsMax int `json:"remote_requests_max,omitempty"`
 	// BytesPerEvent is all wire bytes divided by Options.Profile.Events.
 	BytesPerEvent float64 `json:"bytes_per_event"`
 	// Sidecar process figures (sidecar runs only).

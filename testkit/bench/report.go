@@ -133,6 +133,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, r := range rep.Runs {
 		fmt.Fprintf(w, "  %s: %s / %s\n", r.Name, byType(r.RemoteSentByType), byType(r.RemoteReceivedByType))
 	}
+	fmt.Fprintln(w, "\nmost requests (REQ, NEG-OPEN, AUTH) one remote relay received:")
+	for _, r := range rep.Runs {
+		if r.RemoteRequestsMax > 0 {
+			fmt.Fprintf(w, "  %s: %d\n", r.Name, r.RemoteRequestsMax)
+		}
+	}
 	for _, r := range rep.Runs {
 		if len(r.SidecarMetrics) > 0 {
 			fmt.Fprintf(w, "  %s sidecar counters: %s\n", r.Name, metricList(r.SidecarMetrics))

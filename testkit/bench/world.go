@@ -179,6 +179,7 @@ func (w *world) collectBytes(res *Result, own *ownRelay) {
 		res.RemoteSentByType = addBytes(res.RemoteSentByType, st.ReceivedBytes)
 		res.RemoteReceivedByType = addBytes(res.RemoteReceivedByType, st.SentBytes)
 		res.RemoteNegOpenMsg += st.NegOpenMsgBytes
+		res.RemoteRequestsMax = max(res.RemoteRequestsMax, st.Reqs+st.NegOpens+st.Received["AUTH"])
 	}
 	if own != nil {
 		st := own.Stats()
