@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -104,6 +106,18 @@ func TeachesLimit(text string) bool {
 		return true
 	}
 	return false
+}
+
+// RetryDelay is how long a request that failed failures times in a row
+// (err the last time) waits before it is asked again: p's delay, with
+// jitter, or none the first time a refusal taught a bound (TeachesLimit):
+// the retry is built smaller and goes at once; a relay that refuses that
+// too backs off.
+func RetryDelay(p backoff.Policy, failures int, err error) time.Duration {
+	if failures == 1 && err != nil && TeachesLimit(err.Error()) {
+		return 0
+	}
+	return p.Delay(failures, backoff.Rand())
 }
 
 // PermanentRefusal tells whether a CLOSED or NEG-ERR reason refuses a read

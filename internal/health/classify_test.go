@@ -10,7 +10,9 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/grasp-sync/grasp-sync/internal/backoff"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 )
 
@@ -126,5 +128,21 @@ func TestTeachesLimit(t *testing.T) {
 		if got := TeachesLimit(text); got != want {
 			t.Errorf("TeachesLimit(%q) = %v, want %v", text, got, want)
 		}
+	}
+}
+
+// TestRetryDelay: the first failure whose refusal taught a bound retries
+// at once; a second one, or any other failure, waits the policy's delay.
+func TestRetryDelay(t *testing.T) {
+	p := backoff.Policy{Base: time.Second, Max: time.Minute}
+	limit := errors.New("relay closed the subscription: invalid: too many filters in REQ")
+	if d := RetryDelay(p, 1, limit); d != 0 {
+		t.Errorf("first refusal that taught a bound: %s, want 0", d)
+	}
+	if d := RetryDelay(p, 2, limit); d <= 0 {
+		t.Errorf("second refusal that taught a bound: %s, want a backoff", d)
+	}
+	if d := RetryDelay(p, 1, errors.New("EOSE timeout")); d <= 0 {
+		t.Errorf("another failure: %s, want a backoff", d)
 	}
 }

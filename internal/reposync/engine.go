@@ -199,8 +199,7 @@ type Engine struct {
 	// relaySnap is the last persistable snapshot (under snapMu).
 	restored       map[string]PersistedRelay
 	relaySnap      []PersistedRelay
-	confirmedLists map[string]*confirmedCache
-	confirmedGen   uint64
+	confirmedLists repoindex.ConfirmedLists
 	// rootsCounted is the root events of repos counted at reposGen
 	// rootsCountedGen−1 (updateIndexMetrics, at every tick).
 	rootsCounted, rootsCountedGen uint64

@@ -412,13 +412,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		}
 		rj.Filters = run.failed
 		rj.Failures++
-		wait := js.e.cfg.historicRetry().Delay(rj.Failures, backoff.Rand())
-		if rj.Failures == 1 && health.TeachesLimit(err.Error()) {
-			// The refusal taught a bound (too many filters or tag values):
-			// the retry builds smaller requests and goes at once. Only the
-			// first time: a relay that refuses those too backs off.
-			wait = 0
-		}
+		wait := health.RetryDelay(js.e.cfg.historicRetry(), rj.Failures, err)
 		rj.At = js.e.clock.Now().Add(wait)
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()

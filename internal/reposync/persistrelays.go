@@ -76,41 +76,16 @@ func (e *Engine) applyRestored(r *remote) {
 	r.HistoricDone = p.HistoricDone && !r.LastConnected.IsZero()
 }
 
-// confirmedCache holds a relay's confirmed items as lists, rebuilt only
-// when they changed: when the relay's confirmedGen moved or the relay was
-// forgotten and tracked again (another *remote).
-type confirmedCache struct {
-	r        *remote
-	seen     uint64 // r.ConfirmedGen the lists were built at
-	gen      uint64 // the engine-wide generation handed to the store
-	repoList []string
-	rootList []string
-}
-
 // snapshotRelays builds the persistable relay states; it runs on the Run
 // goroutine.
 func (e *Engine) snapshotRelays() []PersistedRelay {
 	now := e.clock.Now()
 	out := make([]PersistedRelay, 0, len(e.relays))
-	if e.confirmedLists == nil {
-		e.confirmedLists = map[string]*confirmedCache{}
-	}
-	for url := range e.confirmedLists {
-		if e.relays[url] == nil {
-			delete(e.confirmedLists, url)
-		}
-	}
+	e.confirmedLists.Keep(func(url string) bool { return e.relays[url] != nil })
 	for _, r := range e.relays {
-		c := e.confirmedLists[r.URL]
-		if c == nil || c.r != r || c.seen != r.ConfirmedGen {
-			e.confirmedGen++
-			c = &confirmedCache{r: r, seen: r.ConfirmedGen, gen: e.confirmedGen,
-				repoList: r.Confirmed.Repos.List(), rootList: r.Confirmed.Roots.List()}
-			e.confirmedLists[r.URL] = c
-		}
-		repos, roots := c.repoList, c.rootList
+		repos, roots, gen := e.confirmedLists.Of(&r.RelayState)
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
-			Repos: repos, Roots: roots, ConfirmedGen: c.gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
+			Repos: repos, Roots: roots, ConfirmedGen: gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
 		switch {
 		case r.Status.IsUp() && (!r.catchupFrom.IsZero() || !r.liveDeferredAt.IsZero()):
 			// Its catch-up has not completed, or items are confirmed
