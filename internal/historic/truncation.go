@@ -24,7 +24,13 @@ const (
 	// TruncReq: a REQ returned fewer events than asked although the relay
 	// held more below them (ngit-relay: 250 for any limit above 1000).
 	TruncReq = "req"
+	// TruncTie: a second held more events than a REQ returns, and
+	// neither NIP-77 nor a split filter read it whole (resolveSecond).
+	TruncTie = "tie"
 )
+
+// truncKinds are the kinds, in the order Describe lists them.
+var truncKinds = []string{TruncNegentropy, TruncReq, TruncTie}
 
 // isCommonCap tells whether n is the size a silently cut set would have:
 // a common cap or the relay's announced max_limit.
@@ -65,10 +71,13 @@ type Truncation struct {
 
 	mu   sync.Mutex
 	seen map[string]map[string]string // relay → kind → what was seen
+	// cut are the seconds of each relay that stay cut (TruncTie), with
+	// what was seen, until a later sweep reads them whole.
+	cut map[string]map[nostr.Timestamp]string
 }
 
 func NewTruncation(counter *prometheus.CounterVec, log *zap.Logger) *Truncation {
-	return &Truncation{log: log, counter: counter, seen: map[string]map[string]string{}}
+	return &Truncation{log: log, counter: counter, seen: map[string]map[string]string{}, cut: map[string]map[nostr.Timestamp]string{}}
 }
 
 // detected records that url truncated (kind) as described by what.
@@ -84,7 +93,10 @@ func (t *Truncation) detected(url, kind, what string) {
 		m = map[string]string{}
 		t.seen[url] = m
 	}
-	if _, warned := m[kind]; !warned {
+	if _, warned := m[kind]; !warned && kind == TruncTie {
+		t.log.Warn("a second of the relay's history holds more events than it returns per REQ, and neither NIP-77 nor splitting the filter read it whole; the events beyond are not seen, and the relay is not reported synced",
+			zap.String("relay", url), zap.String("detected", what))
+	} else if !warned {
 		t.log.Warn("relay silently truncates results; fetching the rest below the cut",
 			zap.String("relay", url), zap.String("kind", kind), zap.String("detected", what))
 	}
@@ -102,6 +114,58 @@ func (t *Truncation) truncates(url, kind string) bool {
 	return ok
 }
 
+// tieCut records that second ts of url stays cut (what: the error).
+func (t *Truncation) tieCut(url string, ts nostr.Timestamp, what string) {
+	if t == nil {
+		return
+	}
+	t.detected(url, TruncTie, what)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.cut[url]
+	if m == nil {
+		m = map[nostr.Timestamp]string{}
+		t.cut[url] = m
+	}
+	m[ts] = what
+}
+
+// tieResolved records that second ts of url was read whole.
+func (t *Truncation) tieResolved(url string, ts nostr.Timestamp) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.cut[url]; m != nil {
+		delete(m, ts)
+		if len(m) == 0 {
+			delete(t.cut, url)
+		}
+	}
+}
+
+// TiesCut returns how many seconds of url's history stay cut: more events
+// at one created_at than it returns, not read whole (0 when none).
+func (t *Truncation) TiesCut(url string) int {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.cut[url])
+}
+
+// AnyTiesCut returns how many relays have seconds that stay cut.
+func (t *Truncation) AnyTiesCut() int {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.cut)
+}
+
 // Describe returns what was detected on url ("" when nothing).
 func (t *Truncation) Describe(url string) string {
 	if t == nil {
@@ -110,7 +174,7 @@ func (t *Truncation) Describe(url string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var parts []string
-	for _, k := range []string{TruncNegentropy, TruncReq} {
+	for _, k := range truncKinds {
 		if w, ok := t.seen[url][k]; ok {
 			parts = append(parts, k+": "+w)
 		}
@@ -121,7 +185,7 @@ func (t *Truncation) Describe(url string) string {
 // Track creates url's series at 0, one per kind, so the first truncation
 // caught on a newly tracked relay shows in a rate.
 func (t *Truncation) Track(url string) {
-	for _, k := range []string{TruncNegentropy, TruncReq} {
+	for _, k := range truncKinds {
 		if t != nil {
 			t.counter.WithLabelValues(url, k)
 		}
@@ -134,8 +198,9 @@ func (t *Truncation) Forget(url string) {
 	}
 	t.mu.Lock()
 	delete(t.seen, url)
+	delete(t.cut, url)
 	t.mu.Unlock()
-	for _, k := range []string{TruncNegentropy, TruncReq} {
+	for _, k := range truncKinds {
 		t.counter.DeleteLabelValues(url, k)
 	}
 }

@@ -1,0 +1,260 @@
+package historic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/relay"
+)
+
+// TieNeg lets a Pager read a tied second (more events at one created_at
+// than a REQ returns) by NIP-77 where the relay speaks it.
+type TieNeg struct {
+	// Options are the sessions' options.
+	Options neg.Options
+	// Support, when set, tells what is known of a relay's NIP-77 support
+	// ("supported", "unsupported", "unknown": NegSyncer.Support); a relay
+	// known not to speak it is not asked.
+	Support func(url string) string
+	// SetSupport, when set, is told what a session learnt of it.
+	SetSupport func(url string, ok bool)
+}
+
+// maxTieDepth bounds how often one tied second is split (each split
+// narrows the filter: halves of a tag's values or of the authors, one kind
+// each); it is a guard, the narrowing ends first.
+const maxTieDepth = 24
+
+// resolveSecond reads every event of f at second ts after a REQ page of
+// limit events all at ts came back (the relay may hold more there than it
+// returns per REQ; page is that page). It first reconciles that second by
+// NIP-77 where the relay speaks it; a set that may be cut too (its size a
+// common cap) or a relay without NIP-77 makes it split the filter —
+// halves of a tag's values, one kind each, halves of the authors, the
+// authors seen at that second when f names none — and read each part the
+// same way, until no part is cut. Every step asks a narrower filter than
+// the one before, so it ends, and each part is asked once: it can neither
+// loop nor skip a part. What stays cut (one kind, one tag value and one
+// author still more than a page, or events by authors never seen, which
+// no REQ can name) is ErrSaturatedSecond, and the relay's cut second is
+// recorded (Truncation.TiesCut) until a later sweep reads it whole.
+func (p *Pager) resolveSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, ts nostr.Timestamp, page []*nostr.Event, limit int, emit Emit) error {
+	sf := f
+	sf.Since, sf.Until = &ts, &ts
+	sf.Limit, sf.LimitZero = 0, false
+	var atTS []*nostr.Event
+	for _, ev := range page {
+		if ev.CreatedAt == ts {
+			atTS = append(atTS, ev)
+		}
+	}
+	err := p.resolveTie(ctx, c, sf, atTS, limit, emit, 0)
+	switch {
+	case err == nil:
+		p.Truncation.tieResolved(c.URL(), ts)
+	case errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil:
+		p.Truncation.tieCut(c.URL(), ts, err.Error())
+	}
+	return err
+}
+
+// resolveTie reads every event of sf (one second) given known, events of
+// sf already received (a REQ page of limit events: possibly cut).
+func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, known []*nostr.Event, limit int, emit Emit, depth int) error {
+	done, err := p.tieByNeg(ctx, c, sf, known, limit, emit)
+	if err != nil || done {
+		return err
+	}
+	children, lossy := splitTie(sf, known)
+	if len(children) == 0 || depth >= maxTieDepth {
+		return fmt.Errorf("%w: at least %d events at %d for %s, which cannot be split further", ErrSaturatedSecond, len(known), int64(*sf.Since), filterText(sf))
+	}
+	var errs []error
+	for _, cf := range children {
+		cf.Limit = limit
+		page, err := p.fetch(ctx, c, cf, emit)
+		if err != nil {
+			return err
+		}
+		if len(page) < limit {
+			continue // the whole part
+		}
+		cf.Limit = 0
+		if err := p.resolveTie(ctx, c, cf, page, limit, emit, depth+1); err != nil {
+			if !errors.Is(err, ErrSaturatedSecond) {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	if lossy != "" {
+		errs = append(errs, fmt.Errorf("%w: at least %d events at %d for %s; %s", ErrSaturatedSecond, len(known), int64(*sf.Since), filterText(sf), lossy))
+	}
+	return errors.Join(errs...)
+}
+
+// tieByNeg reconciles sf (one second) by NIP-77 against known and fetches
+// what the relay holds beyond it. It reports done when the relay's set
+// was read whole: the session ended, every id it named arrived, and its
+// size is not one a cut set would have (no larger than the full REQ page,
+// a common cap, or the relay was caught cutting NIP-77 sets). Any failure leaves the second to splitting.
+func (p *Pager) tieByNeg(ctx context.Context, c *relay.Conn, sf nostr.Filter, known []*nostr.Event, limit int, emit Emit) (bool, error) {
+	t := p.Ties
+	url := c.URL()
+	if t == nil || t.Support != nil && t.Support(url) == "unsupported" {
+		return false, nil
+	}
+	items := make([]neg.Item, 0, len(known))
+	for _, ev := range known {
+		if it, err := neg.ItemFromHex(ev.CreatedAt, ev.ID); err == nil {
+			items = append(items, it)
+		}
+	}
+	opts := t.Options
+	if opts.Clock == nil {
+		opts.Clock = p.clock()
+	}
+	res, err := neg.Reconcile(ctx, c, fmt.Sprintf("t%d", p.seq.Add(1)), sf, neg.NewStorage(items), opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if errors.Is(err, neg.ErrUnsupported) && t.SetSupport != nil {
+			t.SetSupport(url, false)
+		}
+		return false, nil
+	}
+	if t.SetSupport != nil {
+		t.SetSupport(url, true)
+	}
+	got := 0
+	for s := 0; s < len(res.Need); s += limit {
+		ids := res.Need[s:min(s+limit, len(res.Need))]
+		page, err := p.fetch(ctx, c, nostr.Filter{IDs: ids, Limit: len(ids)}, emit)
+		if err != nil {
+			return false, err
+		}
+		got += len(page)
+	}
+	maxLimit := 0
+	if p.MaxLimit != nil {
+		maxLimit = p.MaxLimit(url)
+	}
+	size := len(items) - len(res.Have) + len(res.Need)
+	// A set no larger than the REQ page, which was full, may be cut at
+	// the same size (khatru on its slicestore caps both at 500).
+	if got < len(res.Need) || size <= len(known) || isCommonCap(size, maxLimit) || p.Truncation.truncates(url, TruncNegentropy) {
+		return false, nil
+	}
+	return true, nil
+}
+
+// splitTie splits a tied second's filter into narrower ones: the halves
+// of a tag's values, else one filter per kind, else the halves of its
+// authors, else (no authors named) the authors of known in halves. lossy
+// says what no part covers: events of kinds not asked when sf names none,
+// or of authors not seen when it names none. Nothing is returned when sf
+// cannot be narrowed.
+func splitTie(sf nostr.Filter, known []*nostr.Event) (children []nostr.Filter, lossy string) {
+	tags := make([]string, 0, len(sf.Tags))
+	for tag := range sf.Tags {
+		tags = append(tags, tag)
+	}
+	slices.Sort(tags)
+	for _, tag := range tags {
+		if vs := sf.Tags[tag]; len(vs) > 1 {
+			mid := len(vs) / 2
+			for _, half := range [][]string{vs[:mid:mid], vs[mid:]} {
+				cf := sf
+				cf.Tags = make(nostr.TagMap, len(sf.Tags))
+				for k, v := range sf.Tags {
+					cf.Tags[k] = v
+				}
+				cf.Tags[tag] = half
+				children = append(children, cf)
+			}
+			return children, ""
+		}
+	}
+	if len(sf.Kinds) != 1 {
+		kinds := sf.Kinds
+		if len(kinds) == 0 {
+			kinds, lossy = splitKinds, "events of other kinds than NIP-34's and those discussing it cannot be asked for apart"
+		}
+		for _, k := range kinds {
+			cf := sf
+			cf.Kinds = []int{k}
+			children = append(children, cf)
+		}
+		return children, lossy
+	}
+	authors := sf.Authors
+	if len(authors) == 0 {
+		for _, ev := range known {
+			authors = append(authors, ev.PubKey)
+		}
+		slices.Sort(authors)
+		authors = slices.Compact(authors)
+		if len(authors) == 0 {
+			return nil, ""
+		}
+		lossy = fmt.Sprintf("events by other authors than the %d seen cannot be asked for", len(authors))
+		if len(authors) == 1 {
+			cf := sf
+			cf.Authors = authors
+			return []nostr.Filter{cf}, lossy
+		}
+	}
+	if len(authors) < 2 {
+		return nil, ""
+	}
+	mid := len(authors) / 2
+	for _, half := range [][]string{authors[:mid:mid], authors[mid:]} {
+		cf := sf
+		cf.Authors = half
+		children = append(children, cf)
+	}
+	return children, lossy
+}
+
+// filterText names a filter's kinds, authors and tags in an error.
+func filterText(f nostr.Filter) string {
+	s := fmt.Sprintf("kinds %v", f.Kinds)
+	if len(f.Authors) > 0 {
+		s += fmt.Sprintf(", %d authors", len(f.Authors))
+	}
+	for tag, vs := range f.Tags {
+		s += fmt.Sprintf(", %d #%s values", len(vs), tag)
+	}
+	return s
+}
+
+// OnlyCutTies tells whether err consists of ErrSaturatedSecond alone
+// (joined and wrapped any number of times): every filter was read but for
+// seconds that stay cut. Retrying would ask the same again.
+func OnlyCutTies(err error) bool {
+	if err == nil {
+		return false
+	}
+	if err == ErrSaturatedSecond {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		for _, e := range errs {
+			if !OnlyCutTies(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return OnlyCutTies(u)
+	}
+	return false
+}
