@@ -30,7 +30,7 @@ func (e *Engine) refreshSnapshot() {
 			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
 			Truncation: e.pager.Truncation.Describe(r.URL), TiesCut: e.pager.Truncation.TiesCut(r.URL),
-			ReadAuth:   e.pager.Auth.Describe(r.URL), Refused: e.d.Health.Refusal(r.URL),
+			ReadAuth: e.pager.Auth.Describe(r.URL), Refused: e.d.Health.Refusal(r.URL),
 		}
 		if e.neg != nil {
 			rs.Negentropy = e.neg.Support(r.URL)
