@@ -305,7 +305,14 @@ func (s *NegSyncer) confirmSet(ctx context.Context, c *relay.Conn, f nostr.Filte
 		}
 	}
 	if beyond == 0 {
-		return nil
+		if len(rs.atOldest) == 0 || len(page) < min(pf.Limit, s.pager.PageSizeFor(url)) {
+			return nil
+		}
+		// The probe came back full of the set's own events at its oldest
+		// second: the relay may cut REQs there at the same size as the set
+		// (khatru on its slicestore: 500 both). That second is read from
+		// the top, which resolves a tie (resolveSecond).
+		return s.pager.pageFilter(ctx, c, pf, emit)
 	}
 	s.pager.Truncation.detected(url, TruncNegentropy,
 		fmt.Sprintf("a NIP-77 set of %d events ended at created_at %d, a REQ found more at or below it", rs.count, oldest))
