@@ -221,24 +221,33 @@ func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, u
 		if len(page) < pageSize && !reported {
 			short, reported = len(page), true
 		}
-		if newCount == 0 {
-			// Only already-seen events at the boundary second came back.
-			if until == nil || f.Since != nil && *until <= *f.Since {
-				return errors.Join(saturated...)
+		// A full page all of one second: that second may hold more than
+		// the relay returns (a bulk import); it is read at once, without
+		// asking the same page again.
+		tied := newCount > 0 && len(page) >= pageSize && oneSecond(page)
+		if newCount == 0 || tied {
+			// Only already-seen events at the boundary second came back, or
+			// a tied page.
+			ts := minTS
+			if !tied {
+				if until == nil {
+					return errors.Join(saturated...)
+				}
+				ts = *until
 			}
 			if len(page) >= pageSize {
 				// The relay may hold more at this second than it returns.
-				if err := p.resolveSecond(ctx, c, f, *until, page, pageSize, emit); err != nil {
+				if err := p.resolveSecond(ctx, c, f, ts, page, pageSize, emit); err != nil {
 					if !errors.Is(err, ErrSaturatedSecond) {
 						return err
 					}
 					saturated = append(saturated, err)
 				}
 			}
-			if *until == 0 {
+			if ts == 0 || f.Since != nil && ts <= *f.Since {
 				return errors.Join(saturated...)
 			}
-			next := *until - 1
+			next := ts - 1
 			until = &next
 			clear(boundary)
 			advance()
@@ -259,6 +268,16 @@ func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, u
 			return errors.Join(saturated...)
 		}
 	}
+}
+
+// oneSecond tells whether every event of page has one created_at.
+func oneSecond(page []*nostr.Event) bool {
+	for _, ev := range page {
+		if ev.CreatedAt != page[0].CreatedAt {
+			return false
+		}
+	}
+	return len(page) > 0
 }
 
 // pageBottom is the created_at down to which a page is known complete. The

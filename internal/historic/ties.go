@@ -25,8 +25,14 @@ type TieNeg struct {
 	SetSupport func(url string, ok bool)
 }
 
+// tieParts is how many parts a tied second's tag values or authors are
+// split into at a time: every part's REQ returns up to a page, so fewer
+// levels of splitting receive fewer events twice (halves: about three
+// times a 2,000-event second at pages of 500; eighths: one and a half).
+const tieParts = 8
+
 // maxTieDepth bounds how often one tied second is split (each split
-// narrows the filter: halves of a tag's values or of the authors, one kind
+// narrows the filter: parts of a tag's values or of the authors, one kind
 // each); it is a guard, the narrowing ends first.
 const maxTieDepth = 24
 
@@ -35,9 +41,10 @@ const maxTieDepth = 24
 // returns per REQ; page is that page). It first reconciles that second by
 // NIP-77 where the relay speaks it; a set that may be cut too (its size a
 // common cap) or a relay without NIP-77 makes it split the filter —
-// halves of a tag's values, one kind each, halves of the authors, the
+// parts of a tag's values, one kind each, parts of the authors, the
 // authors seen at that second when f names none — and read each part the
-// same way, until no part is cut. Every step asks a narrower filter than
+// same way (by REQ alone once a NIP-77 set was cut), until no part is
+// cut. Every step asks a narrower filter than
 // the one before, so it ends, and each part is asked once: it can neither
 // loop nor skip a part. What stays cut (one kind, one tag value and one
 // author still more than a page, or events by authors never seen, which
@@ -53,7 +60,7 @@ func (p *Pager) resolveSecond(ctx context.Context, c *relay.Conn, f nostr.Filter
 			atTS = append(atTS, ev)
 		}
 	}
-	err := p.resolveTie(ctx, c, sf, atTS, limit, emit, 0)
+	err := p.resolveTie(ctx, c, sf, atTS, limit, emit, 0, false)
 	switch {
 	case err == nil:
 		p.Truncation.tieResolved(c.URL(), ts)
@@ -64,11 +71,17 @@ func (p *Pager) resolveSecond(ctx context.Context, c *relay.Conn, f nostr.Filter
 }
 
 // resolveTie reads every event of sf (one second) given known, events of
-// sf already received (a REQ page of limit events: possibly cut).
-func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, known []*nostr.Event, limit int, emit Emit, depth int) error {
-	done, err := p.tieByNeg(ctx, c, sf, known, limit, emit)
-	if err != nil || done {
-		return err
+// sf already received (a REQ page of limit events: possibly cut). noNeg:
+// a wider filter's NIP-77 set at this second came back cut (or the relay
+// does not speak it); a narrower one's would be cut the same way, so it is
+// not asked.
+func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, known []*nostr.Event, limit int, emit Emit, depth int, noNeg bool) error {
+	if !noNeg {
+		done, err := p.tieByNeg(ctx, c, sf, known, limit, emit)
+		if err != nil || done {
+			return err
+		}
+		noNeg = true
 	}
 	children, lossy := splitTie(sf, known)
 	if len(children) == 0 || depth >= maxTieDepth {
@@ -85,7 +98,7 @@ func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, 
 			continue // the whole part
 		}
 		cf.Limit = 0
-		if err := p.resolveTie(ctx, c, cf, page, limit, emit, depth+1); err != nil {
+		if err := p.resolveTie(ctx, c, cf, page, limit, emit, depth+1, noNeg); err != nil {
 			if !errors.Is(err, ErrSaturatedSecond) {
 				return err
 			}
@@ -154,9 +167,9 @@ func (p *Pager) tieByNeg(ctx context.Context, c *relay.Conn, sf nostr.Filter, kn
 	return true, nil
 }
 
-// splitTie splits a tied second's filter into narrower ones: the halves
-// of a tag's values, else one filter per kind, else the halves of its
-// authors, else (no authors named) the authors of known in halves. lossy
+// splitTie splits a tied second's filter into narrower ones: parts of a
+// tag's values, else one filter per kind, else parts of its authors, else
+// (no authors named) the authors of known in parts. lossy
 // says what no part covers: events of kinds not asked when sf names none,
 // or of authors not seen when it names none. Nothing is returned when sf
 // cannot be narrowed.
@@ -168,14 +181,13 @@ func splitTie(sf nostr.Filter, known []*nostr.Event) (children []nostr.Filter, l
 	slices.Sort(tags)
 	for _, tag := range tags {
 		if vs := sf.Tags[tag]; len(vs) > 1 {
-			mid := len(vs) / 2
-			for _, half := range [][]string{vs[:mid:mid], vs[mid:]} {
+			for _, part := range parts(vs) {
 				cf := sf
 				cf.Tags = make(nostr.TagMap, len(sf.Tags))
 				for k, v := range sf.Tags {
 					cf.Tags[k] = v
 				}
-				cf.Tags[tag] = half
+				cf.Tags[tag] = part
 				children = append(children, cf)
 			}
 			return children, ""
@@ -213,13 +225,24 @@ func splitTie(sf nostr.Filter, known []*nostr.Event) (children []nostr.Filter, l
 	if len(authors) < 2 {
 		return nil, ""
 	}
-	mid := len(authors) / 2
-	for _, half := range [][]string{authors[:mid:mid], authors[mid:]} {
+	for _, part := range parts(authors) {
 		cf := sf
-		cf.Authors = half
+		cf.Authors = part
 		children = append(children, cf)
 	}
 	return children, lossy
+}
+
+// parts splits vs (at least two) into up to tieParts parts of about the
+// same size, each narrower than vs.
+func parts(vs []string) [][]string {
+	n := min(tieParts, len(vs))
+	out := make([][]string, 0, n)
+	for i := range n {
+		lo, hi := i*len(vs)/n, (i+1)*len(vs)/n
+		out = append(out, vs[lo:hi:hi])
+	}
+	return out
 }
 
 // filterText names a filter's kinds, authors and tags in an error.
