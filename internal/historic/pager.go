@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // Sentinel errors of historic sync.
@@ -88,10 +89,6 @@ func (p *Pager) clock() clock.Clock {
 	}
 	return p.Clock
 }
-
-// splitKinds are the kinds a tied second is split into when the filter
-// names none: NIP-34 and the kinds that discuss it.
-var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 1633, 30617, 30618, 5, 9735, 10317}
 
 // Sync runs every filter to the end, one after another (slots is not used:
 // paging is sequential per filter, and filters of one batch are few).
@@ -215,7 +212,7 @@ func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, u
 		if newCount > 0 && short > 0 {
 			// The previous page was cut below its limit: the relay held
 			// more. Paging goes on regardless; this is for the operator.
-			p.Truncation.detected(c.URL(), TruncReq, fmt.Sprintf("a REQ with limit %d returned %d events while more were stored below them", pageSize, short))
+			p.Truncation.Detected(c.URL(), truncation.Req, fmt.Sprintf("a REQ with limit %d returned %d events while more were stored below them", pageSize, short))
 			short = 0
 		}
 		if len(page) < pageSize && !reported {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // TieNeg lets a Pager read a tied second (more events at one created_at
@@ -24,12 +24,6 @@ type TieNeg struct {
 	// SetSupport, when set, is told what a session learnt of it.
 	SetSupport func(url string, ok bool)
 }
-
-// tieParts is how many parts a tied second's tag values or authors are
-// split into at a time: every part's REQ returns up to a page, so fewer
-// levels of splitting receive fewer events twice (halves: about three
-// times a 2,000-event second at pages of 500; eighths: one and a half).
-const tieParts = 8
 
 // maxTieDepth bounds how often one tied second is split (each split
 // narrows the filter: parts of a tag's values or of the authors, one kind
@@ -63,9 +57,9 @@ func (p *Pager) resolveSecond(ctx context.Context, c *relay.Conn, f nostr.Filter
 	err := p.resolveTie(ctx, c, sf, atTS, limit, emit, 0, false)
 	switch {
 	case err == nil:
-		p.Truncation.tieResolved(c.URL(), ts)
+		p.Truncation.TieResolved(c.URL(), ts)
 	case errors.Is(err, ErrSaturatedSecond) && ctx.Err() == nil:
-		p.Truncation.tieCut(c.URL(), ts, err.Error())
+		p.Truncation.TieCut(c.URL(), ts, err.Error())
 	}
 	return err
 }
@@ -83,9 +77,9 @@ func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, 
 		}
 		noNeg = true
 	}
-	children, lossy := splitTie(sf, known)
+	children, lossy := truncation.SplitTie(sf, known)
 	if len(children) == 0 || depth >= maxTieDepth {
-		return fmt.Errorf("%w: at least %d events at %d for %s, which cannot be split further", ErrSaturatedSecond, len(known), int64(*sf.Since), filterText(sf))
+		return fmt.Errorf("%w: at least %d events at %d for %s, which cannot be split further", ErrSaturatedSecond, len(known), int64(*sf.Since), truncation.FilterText(sf))
 	}
 	var errs []error
 	for _, cf := range children {
@@ -106,7 +100,7 @@ func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, 
 		}
 	}
 	if lossy != "" {
-		errs = append(errs, fmt.Errorf("%w: at least %d events at %d for %s; %s", ErrSaturatedSecond, len(known), int64(*sf.Since), filterText(sf), lossy))
+		errs = append(errs, fmt.Errorf("%w: at least %d events at %d for %s; %s", ErrSaturatedSecond, len(known), int64(*sf.Since), truncation.FilterText(sf), lossy))
 	}
 	return errors.Join(errs...)
 }
@@ -161,100 +155,10 @@ func (p *Pager) tieByNeg(ctx context.Context, c *relay.Conn, sf nostr.Filter, kn
 	size := len(items) - len(res.Have) + len(res.Need)
 	// A set no larger than the REQ page, which was full, may be cut at
 	// the same size (khatru on its slicestore caps both at 500).
-	if got < len(res.Need) || size <= len(known) || isCommonCap(size, maxLimit) || p.Truncation.truncates(url, TruncNegentropy) {
+	if got < len(res.Need) || size <= len(known) || isCommonCap(size, maxLimit) || p.Truncation.Truncates(url, truncation.Negentropy) {
 		return false, nil
 	}
 	return true, nil
-}
-
-// splitTie splits a tied second's filter into narrower ones: parts of a
-// tag's values, else one filter per kind, else parts of its authors, else
-// (no authors named) the authors of known in parts. lossy
-// says what no part covers: events of kinds not asked when sf names none,
-// or of authors not seen when it names none. Nothing is returned when sf
-// cannot be narrowed.
-func splitTie(sf nostr.Filter, known []*nostr.Event) (children []nostr.Filter, lossy string) {
-	tags := make([]string, 0, len(sf.Tags))
-	for tag := range sf.Tags {
-		tags = append(tags, tag)
-	}
-	slices.Sort(tags)
-	for _, tag := range tags {
-		if vs := sf.Tags[tag]; len(vs) > 1 {
-			for _, part := range parts(vs) {
-				cf := sf
-				cf.Tags = make(nostr.TagMap, len(sf.Tags))
-				for k, v := range sf.Tags {
-					cf.Tags[k] = v
-				}
-				cf.Tags[tag] = part
-				children = append(children, cf)
-			}
-			return children, ""
-		}
-	}
-	if len(sf.Kinds) != 1 {
-		kinds := sf.Kinds
-		if len(kinds) == 0 {
-			kinds, lossy = splitKinds, "events of other kinds than NIP-34's and those discussing it cannot be asked for apart"
-		}
-		for _, k := range kinds {
-			cf := sf
-			cf.Kinds = []int{k}
-			children = append(children, cf)
-		}
-		return children, lossy
-	}
-	authors := sf.Authors
-	if len(authors) == 0 {
-		for _, ev := range known {
-			authors = append(authors, ev.PubKey)
-		}
-		slices.Sort(authors)
-		authors = slices.Compact(authors)
-		if len(authors) == 0 {
-			return nil, ""
-		}
-		lossy = fmt.Sprintf("events by other authors than the %d seen cannot be asked for", len(authors))
-		if len(authors) == 1 {
-			cf := sf
-			cf.Authors = authors
-			return []nostr.Filter{cf}, lossy
-		}
-	}
-	if len(authors) < 2 {
-		return nil, ""
-	}
-	for _, part := range parts(authors) {
-		cf := sf
-		cf.Authors = part
-		children = append(children, cf)
-	}
-	return children, lossy
-}
-
-// parts splits vs (at least two) into up to tieParts parts of about the
-// same size, each narrower than vs.
-func parts(vs []string) [][]string {
-	n := min(tieParts, len(vs))
-	out := make([][]string, 0, n)
-	for i := range n {
-		lo, hi := i*len(vs)/n, (i+1)*len(vs)/n
-		out = append(out, vs[lo:hi:hi])
-	}
-	return out
-}
-
-// filterText names a filter's kinds, authors and tags in an error.
-func filterText(f nostr.Filter) string {
-	s := fmt.Sprintf("kinds %v", f.Kinds)
-	if len(f.Authors) > 0 {
-		s += fmt.Sprintf(", %d authors", len(f.Authors))
-	}
-	for tag, vs := range f.Tags {
-		s += fmt.Sprintf(", %d #%s values", len(vs), tag)
-	}
-	return s
 }
 
 // OnlyCutTies tells whether err consists of ErrSaturatedSecond alone

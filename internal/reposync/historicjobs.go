@@ -404,10 +404,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 			r.rebuild.Fail(js.e.cfg.historicRetry(), js.e.clock.Now(), backoff.Rand())
 		}
 	}
-	if historic.OnlyCutTies(err) {
-		// Read but for seconds that stay cut: a retry would ask the same
-		// again. The pager's Truncation warned once and keeps the relay
-		// from counting as synced (updateRelayState).
+	if historic.OnlyCutTies(err) { // read but for seconds that stay cut: a retry would ask the same (updateRelayState)
 		r.lastError = "historic sync: " + err.Error()
 		js.e.m.historicBatches.WithLabelValues("failed").Inc()
 	} else if err != nil {
