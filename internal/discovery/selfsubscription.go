@@ -136,10 +136,12 @@ func (d *Discovery) selfHistory(ctx context.Context, conn *relay.Conn, since *no
 		err = d.selfHeads(ctx, conn, since, emit)
 	}
 	flush()
-	if err != nil && errors.Is(err, historic.ErrSaturatedSecond) && ctx.Err() == nil {
-		// The rest of the history was read; waiting would not get past a
-		// second holding more events than the relay returns per REQ.
-		d.log.Warn("some seconds of the own relay's history hold more announcements or roots than it returns per REQ; those beyond are not seen until they change", zap.Error(err))
+	if historic.OnlyCutTies(err) && ctx.Err() == nil {
+		// The rest of the history was read; reading again would not get
+		// past a second holding more events than the relay returns per
+		// REQ that neither NIP-77 nor a split filter read whole. The
+		// pager's Truncation warned and keeps the sidecar from saying it
+		// caught up (TiesCut).
 		err = nil
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // Sentinel errors of historic sync.
@@ -29,7 +30,8 @@ var (
 	// (a relay ignoring until or since): paging cannot go past them.
 	ErrFilterIgnored = errors.New("relay returned only events outside the filter")
 	// ErrSaturatedSecond: more events share one created_at than the relay
-	// returns per REQ, even split by kind; REQ paging cannot get past them.
+	// returns per REQ, and neither NIP-77 nor a split filter read them
+	// whole (resolveSecond); the paging went on past them.
 	ErrSaturatedSecond = errors.New("too many events share one created_at for REQ paging")
 )
 
@@ -46,7 +48,8 @@ type HistoricSyncer interface {
 // Pager is the REQ+EOSE historic syncer: it pages backwards with `until`
 // until the relay has nothing older, which is correct against relays that
 // silently cap results (strfry: 500) and when many events share one
-// created_at (it splits that second by kind).
+// created_at (it reads that second by NIP-77 or splits its filter:
+// resolveSecond).
 type Pager struct {
 	PageSize    int
 	EOSETimeout time.Duration
@@ -69,6 +72,9 @@ type Pager struct {
 	Budget *eventBudget
 	// Clock times EOSETimeout (clock.Real{} when nil).
 	Clock clock.Clock
+	// Ties, when set, reads a tied second (a page all of one created_at)
+	// by NIP-77 where the relay speaks it (resolveSecond).
+	Ties *TieNeg
 	// Resume, when set, keeps where each sweep of a filter got to on each
 	// relay, for the sweeps in a context sweepcursor.With: such a sweep
 	// continues where the last one got to.
@@ -83,10 +89,6 @@ func (p *Pager) clock() clock.Clock {
 	}
 	return p.Clock
 }
-
-// splitKinds are the kinds a saturated second is split into when the
-// filter names none: NIP-34 and the kinds that discuss it.
-var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 1633, 30617, 30618, 5, 9735, 10317}
 
 // Sync runs every filter to the end, one after another (slots is not used:
 // paging is sequential per filter, and filters of one batch are few).
@@ -210,30 +212,39 @@ func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, u
 		if newCount > 0 && short > 0 {
 			// The previous page was cut below its limit: the relay held
 			// more. Paging goes on regardless; this is for the operator.
-			p.Truncation.detected(c.URL(), TruncReq, fmt.Sprintf("a REQ with limit %d returned %d events while more were stored below them", pageSize, short))
+			p.Truncation.Detected(c.URL(), truncation.Req, fmt.Sprintf("a REQ with limit %d returned %d events while more were stored below them", pageSize, short))
 			short = 0
 		}
 		if len(page) < pageSize && !reported {
 			short, reported = len(page), true
 		}
-		if newCount == 0 {
-			// Only already-seen events at the boundary second came back.
-			if until == nil || f.Since != nil && *until <= *f.Since {
-				return errors.Join(saturated...)
+		// A full page all of one second: that second may hold more than
+		// the relay returns (a bulk import); it is read at once, without
+		// asking the same page again.
+		tied := newCount > 0 && len(page) >= pageSize && oneSecond(page)
+		if newCount == 0 || tied {
+			// Only already-seen events at the boundary second came back, or
+			// a tied page.
+			ts := minTS
+			if !tied {
+				if until == nil {
+					return errors.Join(saturated...)
+				}
+				ts = *until
 			}
 			if len(page) >= pageSize {
 				// The relay may hold more at this second than it returns.
-				if err := p.splitSecond(ctx, c, f, *until, pageSize, emit); err != nil {
+				if err := p.resolveSecond(ctx, c, f, ts, page, pageSize, emit); err != nil {
 					if !errors.Is(err, ErrSaturatedSecond) {
 						return err
 					}
 					saturated = append(saturated, err)
 				}
 			}
-			if *until == 0 {
+			if ts == 0 || f.Since != nil && ts <= *f.Since {
 				return errors.Join(saturated...)
 			}
-			next := *until - 1
+			next := ts - 1
 			until = &next
 			clear(boundary)
 			advance()
@@ -254,6 +265,16 @@ func (p *Pager) sweepRange(ctx context.Context, c *relay.Conn, f nostr.Filter, u
 			return errors.Join(saturated...)
 		}
 	}
+}
+
+// oneSecond tells whether every event of page has one created_at.
+func oneSecond(page []*nostr.Event) bool {
+	for _, ev := range page {
+		if ev.CreatedAt != page[0].CreatedAt {
+			return false
+		}
+	}
+	return len(page) > 0
 }
 
 // pageBottom is the created_at down to which a page is known complete. The
@@ -290,33 +311,6 @@ func (p *Pager) PageSizeFor(url string) int {
 		}
 	}
 	return max(size, 1)
-}
-
-// splitSecond fetches events of one second kind by kind. saturated is the
-// page size: a page that full may have been cut.
-func (p *Pager) splitSecond(ctx context.Context, c *relay.Conn, f nostr.Filter, ts nostr.Timestamp, saturated int, emit Emit) error {
-	kinds := f.Kinds
-	if len(kinds) <= 1 {
-		if len(kinds) == 1 {
-			return fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, saturated, ts, kinds[0])
-		}
-		kinds = splitKinds
-	}
-	var errs []error
-	for _, k := range kinds {
-		kf := f
-		kf.Kinds = []int{k}
-		kf.Since, kf.Until = &ts, &ts
-		kf.Limit = saturated
-		page, err := p.fetch(ctx, c, kf, emit)
-		if err != nil {
-			return err
-		}
-		if len(page) >= saturated {
-			errs = append(errs, fmt.Errorf("%w: %d events at %d for kind %d", ErrSaturatedSecond, len(page), ts, k))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // fetch runs one REQ to EOSE, emitting its events in dependency order

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/neg"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
@@ -45,7 +46,7 @@ func TestTrackCreatesRelaySeries(t *testing.T) {
 		"ngit_sync_negentropy_syncs_total":        3,
 		"ngit_sync_negentropy_bytes_total":        2,
 		"ngit_sync_negentropy_relay_errors_total": len(errorKinds),
-		"ngit_sync_truncation_detected_total":     2,
+		"ngit_sync_truncation_detected_total":     len(truncation.Kinds),
 		"ngit_sync_read_auth_total":               3,
 	}
 	for name, n := range want {

@@ -4,26 +4,13 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"strings"
-	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
 	"github.com/grasp-sync/grasp-sync/internal/event"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
-)
-
-// Kinds of truncation a relay is caught at (the metric's kind label).
-const (
-	// TruncNegentropy: a NIP-77 set held fewer events than the relay serves
-	// (khatru on its slicestore: the 500 newest).
-	TruncNegentropy = "negentropy"
-	// TruncReq: a REQ returned fewer events than asked although the relay
-	// held more below them (ngit-relay: 250 for any limit above 1000).
-	TruncReq = "req"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // isCommonCap tells whether n is the size a silently cut set would have:
@@ -52,93 +39,14 @@ func (p *Pager) ReachedCap(url string, n, limit int) bool {
 	if p.MaxLimit != nil {
 		maxLimit = p.MaxLimit(url)
 	}
-	return n >= limit || isCommonCap(n, maxLimit) || p.Truncation.truncates(url, TruncReq)
+	return n >= limit || isCommonCap(n, maxLimit) || p.Truncation.Truncates(url, truncation.Req)
 }
 
-// Truncation remembers relays caught returning less than they hold: it
-// warns once per relay and kind, counts every detection
-// (ngit_sync_truncation_detected_total) and describes it for /status. The
-// zero value of a nil *Truncation records nothing.
-type Truncation struct {
-	log     *zap.Logger
-	counter *prometheus.CounterVec
+// Truncation is the tracker of relays caught cutting results.
+type Truncation = truncation.Tracker
 
-	mu   sync.Mutex
-	seen map[string]map[string]string // relay → kind → what was seen
-}
-
-func NewTruncation(counter *prometheus.CounterVec, log *zap.Logger) *Truncation {
-	return &Truncation{log: log, counter: counter, seen: map[string]map[string]string{}}
-}
-
-// detected records that url truncated (kind) as described by what.
-func (t *Truncation) detected(url, kind, what string) {
-	if t == nil {
-		return
-	}
-	t.counter.WithLabelValues(url, kind).Inc()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	m := t.seen[url]
-	if m == nil {
-		m = map[string]string{}
-		t.seen[url] = m
-	}
-	if _, warned := m[kind]; !warned {
-		t.log.Warn("relay silently truncates results; fetching the rest below the cut",
-			zap.String("relay", url), zap.String("kind", kind), zap.String("detected", what))
-	}
-	m[kind] = what
-}
-
-// truncates tells whether url was caught truncating kind.
-func (t *Truncation) truncates(url, kind string) bool {
-	if t == nil {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.seen[url][kind]
-	return ok
-}
-
-// Describe returns what was detected on url ("" when nothing).
-func (t *Truncation) Describe(url string) string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var parts []string
-	for _, k := range []string{TruncNegentropy, TruncReq} {
-		if w, ok := t.seen[url][k]; ok {
-			parts = append(parts, k+": "+w)
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// Track creates url's series at 0, one per kind, so the first truncation
-// caught on a newly tracked relay shows in a rate.
-func (t *Truncation) Track(url string) {
-	for _, k := range []string{TruncNegentropy, TruncReq} {
-		if t != nil {
-			t.counter.WithLabelValues(url, k)
-		}
-	}
-}
-
-func (t *Truncation) Forget(url string) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	delete(t.seen, url)
-	t.mu.Unlock()
-	for _, k := range []string{TruncNegentropy, TruncReq} {
-		t.counter.DeleteLabelValues(url, k)
-	}
-}
+// NewTruncation returns a Truncation tracker.
+var NewTruncation = truncation.New
 
 // remoteSet is what a finished reconciliation says the relay holds for a
 // filter: the local items it did not report missing, plus the ids it had
@@ -211,7 +119,7 @@ func (s *NegSyncer) confirmSet(ctx context.Context, c *relay.Conn, f nostr.Filte
 	if s.pager.MaxLimit != nil {
 		maxLimit = s.pager.MaxLimit(url)
 	}
-	if rs.count == 0 || !(isCommonCap(rs.count, maxLimit) || rs.haveBelow || s.pager.Truncation.truncates(url, TruncNegentropy)) {
+	if rs.count == 0 || !(isCommonCap(rs.count, maxLimit) || rs.haveBelow || s.pager.Truncation.Truncates(url, truncation.Negentropy)) {
 		return nil
 	}
 	s.m.probes.WithLabelValues(url).Inc()
@@ -240,9 +148,16 @@ func (s *NegSyncer) confirmSet(ctx context.Context, c *relay.Conn, f nostr.Filte
 		}
 	}
 	if beyond == 0 {
-		return nil
+		if len(rs.atOldest) == 0 || len(page) < min(pf.Limit, s.pager.PageSizeFor(url)) {
+			return nil
+		}
+		// The probe came back full of the set's own events at its oldest
+		// second: the relay may cut REQs there at the same size as the set
+		// (khatru on its slicestore: 500 both). That second is read from
+		// the top, which resolves a tie (resolveSecond).
+		return s.pager.pageFilter(ctx, c, pf, emit)
 	}
-	s.pager.Truncation.detected(url, TruncNegentropy,
+	s.pager.Truncation.Detected(url, truncation.Negentropy,
 		fmt.Sprintf("a NIP-77 set of %d events ended at created_at %d, a REQ found more at or below it", rs.count, oldest))
 	return s.pager.pageFilter(ctx, c, pf, emit)
 }

@@ -348,6 +348,11 @@ func New(cfg Config, d Deps) (*Engine, error) {
 			return nil, err
 		}
 		ns.Limits = d.Health.Limits
+		if opts := cfg.Negentropy.SessionOptions(); cfg.Negentropy.Enabled { // tied seconds by NIP-77, the own relay's too
+			opts.Clock = d.Clock
+			pager.Ties = &historic.TieNeg{Options: opts, Support: ns.Support, SetSupport: ns.SetSupport}
+		}
+		e.local.Pager.Ties, e.local.Pager.Truncation, e.local.Pager.MaxLimit = pager.Ties, pager.Truncation, pager.MaxLimit
 		if e.h != nil {
 			ns.IDState = e.h.IDState
 		}

@@ -405,7 +405,10 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 			r.rebuild.Fail(js.e.cfg.historicRetry(), js.e.clock.Now(), backoff.Rand())
 		}
 	}
-	if err != nil {
+	if historic.OnlyCutTies(err) { // read but for seconds that stay cut: a retry would ask the same (updateRelayState)
+		r.lastError = "historic sync: " + err.Error()
+		js.e.m.historicBatches.WithLabelValues("failed").Inc()
+	} else if err != nil {
 		rj := b.Retry
 		if rj == nil {
 			rj = &repoindex.RetryJob{Items: b.Items, Pager: run.pager}
@@ -476,7 +479,7 @@ func (js jobScheduler) updateRelayState(r *remote) {
 			syncing = true
 		}
 	}
-	r.HistoricFailed = len(r.failed) > 0 || retrying
+	r.HistoricFailed = len(r.failed) > 0 || retrying || js.e.pager.Truncation.TiesCut(r.URL) > 0
 	switch {
 	case syncing && !r.HistoricDone:
 		r.Status = repoindex.Syncing

@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ngit_sync_historic_batches_total", Help: "Historic sync batches finished, by result (ok, failed).",
 		}, []string{"result"}),
 		truncation: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ngit_sync_truncation_detected_total", Help: "Times a relay was caught returning fewer events than it holds, by kind (negentropy: a NIP-77 set cut at a cap; req: a REQ page cut below its limit).",
+			Name: "ngit_sync_truncation_detected_total", Help: "Times a relay was caught returning fewer events than it holds, by kind (negentropy: a NIP-77 set cut at a cap; req: a REQ page cut below its limit; tie: a second holding more events than a REQ returns that neither NIP-77 nor a split filter read whole).",
 		}, []string{"relay", "kind"}),
 		readAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_read_auth_total", Help: "NIP-42 authentications asked for by remote relays before they serve reads, by result (authenticated, no_key, failed).",

@@ -16,7 +16,8 @@ func (e *Engine) refreshSnapshot() {
 	s := status.Snapshot{
 		StartedAt:    e.startedAt,
 		Repositories: len(e.disc.Repos),
-		OwnRelay:     status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.disc.OwnUp(), SelfSubscriptionEOSE: e.disc.Ready()},
+		OwnRelay: status.OwnRelay{URL: e.cfg.OwnRelay, Connected: e.disc.OwnUp(), SelfSubscriptionEOSE: e.disc.Ready(),
+			TiesCut: e.pager.Truncation.TiesCut(e.cfg.OwnRelay), Truncation: e.pager.Truncation.Describe(e.cfg.OwnRelay)},
 	}
 	for _, n := range e.disc.Repos {
 		s.RootEvents += n.Roots.Len()
@@ -28,8 +29,8 @@ func (e *Engine) refreshSnapshot() {
 			FiltersOpen: e.subs.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
 			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
-			Truncation: e.pager.Truncation.Describe(r.URL),
-			ReadAuth:   e.pager.Auth.Describe(r.URL), Refused: e.d.Health.Refusal(r.URL),
+			Truncation: e.pager.Truncation.Describe(r.URL), TiesCut: e.pager.Truncation.TiesCut(r.URL),
+			ReadAuth: e.pager.Auth.Describe(r.URL), Refused: e.d.Health.Refusal(r.URL),
 		}
 		if rs.Refused == "" {
 			rs.Refused = e.d.Pacer.Backoff(r.URL)

@@ -54,6 +54,13 @@ type OwnRelay struct {
 	Connected bool   `json:"connected"`
 	// SelfSubscriptionEOSE is true once the self-subscription's first EOSE arrived.
 	SelfSubscriptionEOSE bool `json:"self_subscription_eose"`
+	// TiesCut counts the seconds of its history holding more announcements
+	// or roots than it returns per REQ that neither NIP-77 nor a split
+	// filter read whole: events beyond them are not seen.
+	TiesCut int `json:"ties_cut,omitempty"`
+	// Truncation says how it was caught returning fewer events than it
+	// holds, as a remote relay's.
+	Truncation string `json:"truncation,omitempty"`
 }
 
 // Relay describes one remote relay the sidecar tracks.
@@ -76,6 +83,10 @@ type Relay struct {
 	// Truncation says how the relay was caught returning fewer events than
 	// it holds (a NIP-77 set or REQ cut at a cap); the rest is paged.
 	Truncation string `json:"truncation,omitempty"`
+	// TiesCut counts the seconds of the relay's history holding more
+	// events than it returns per REQ that neither NIP-77 nor a split
+	// filter read whole (Truncation's "tie"): the relay is not synced.
+	TiesCut int `json:"ties_cut,omitempty"`
 	// ReadAuth is the relay's NIP-42 state when it asked for AUTH before
 	// serving reads: "authenticated", "needs a key: …" or "AUTH failed: …".
 	ReadAuth string `json:"read_auth,omitempty"`
