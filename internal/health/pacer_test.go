@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -283,5 +284,46 @@ func TestPacerConfigValidated(t *testing.T) {
 	var nilPacer *Pacer
 	if err := nilPacer.Wait(context.Background(), relayA); err != nil || !nilPacer.Allow(relayA) {
 		t.Errorf("a nil Pacer must let everything through")
+	}
+}
+
+// TestPacerRefuserPerMinute: with the defaults (jitter included), a relay
+// that refuses every request with an ordinary reason, asked as often as
+// the pacer lets a request through, gets at most 5 requests in the minute
+// after its first refusal and at most 2 in any minute after that, for half
+// an hour. (The requests already on their way when the first refusal
+// comes are bounded by the engine's concurrency: TestRefusingRelaysAreNotHammered
+// and TestRequestBudgetHoldsForMisbehavingRelays count them.)
+func TestPacerRefuserPerMinute(t *testing.T) {
+	for seed := range 20 {
+		clk := clock.NewManual(epoch)
+		p, err := NewPacer(DefaultConfig(), clk, prometheus.NewRegistry(), zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		p.rand = rng.Float64
+		perMinute := map[int]int{}
+		p.Refused(relayA, SourceClosed, "error: not today") // the first refusal, at epoch
+		for clk.Now().Sub(epoch) < 30*time.Minute {
+			p.mu.Lock()
+			now := clk.Now()
+			d := p.take(p.get(relayA, now), now)
+			p.mu.Unlock()
+			if d > 0 {
+				clk.Advance(d)
+				continue
+			}
+			perMinute[int(now.Sub(epoch)/time.Minute)]++
+			p.Refused(relayA, SourceClosed, "error: not today")
+		}
+		for m, n := range perMinute {
+			if limit := map[bool]int{true: 5, false: 2}[m == 0]; n > limit {
+				t.Errorf("seed %d: %d requests in minute %d after the first refusal, want at most %d", seed, n, m, limit)
+			}
+		}
+		if seed == 0 {
+			t.Logf("requests per minute after the first refusal: %v", perMinute)
+		}
 	}
 }
