@@ -134,7 +134,7 @@ func checkBackend(git string) error {
 func (s *Server) Start() error {
 	addr, err := s.bg.Start(s.cfg.Listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.log.Info("serving the git directory read-only over smart HTTP (clone and fetch)",
 		zap.String("listen", addr.String()), zap.String("git_dir", s.root))

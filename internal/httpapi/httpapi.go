@@ -186,7 +186,7 @@ func (s *Server) Start() error {
 		return ErrStarted
 	}
 	if err != nil {
-		return fmt.Errorf("httpapi: %w", err)
+		return fmt.Errorf("httpapi: listen %s: %w", s.opts.Addr, err)
 	}
 	s.log.Info("listening", zap.String("addr", addr.String()))
 	return nil

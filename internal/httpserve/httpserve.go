@@ -6,7 +6,6 @@ package httpserve
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -39,7 +38,7 @@ func (s *Server) Start(addr string) (net.Addr, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, err // the caller names its server
 	}
 	s.listener, s.done = ln, make(chan struct{})
 	go func() {
