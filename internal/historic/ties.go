@@ -99,7 +99,10 @@ func (p *Pager) resolveTie(ctx context.Context, c *relay.Conn, sf nostr.Filter, 
 			errs = append(errs, err)
 		}
 	}
-	if lossy != "" {
+	// Every kind asked read whole: events of other kinds at that second,
+	// which no REQ can ask for apart, are not known to exist, so the
+	// second is not counted as cut for them.
+	if lossy != "" && (lossy != truncation.OtherKindsUnasked || len(errs) > 0) {
 		errs = append(errs, fmt.Errorf("%w: at least %d events at %d for %s; %s", ErrSaturatedSecond, len(known), int64(*sf.Since), truncation.FilterText(sf), lossy))
 	}
 	return errors.Join(errs...)

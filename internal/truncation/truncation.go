@@ -176,6 +176,13 @@ func (t *Tracker) Forget(url string) {
 	}
 }
 
+// OtherKindsUnasked is SplitTie's lossy when it split a filter naming no
+// kinds into splitKinds: events of other kinds at that second cannot be
+// asked for apart. No relay says whether any exist, so when every part
+// was read whole the second is not counted as cut (README, "Remote relays
+// as they are").
+const OtherKindsUnasked = "events of other kinds than NIP-34's and those discussing it cannot be asked for apart"
+
 // splitKinds are the kinds a tied second is split into when the filter
 // names none: NIP-34 and the kinds that discuss it.
 var splitKinds = []int{1, 7, 1111, 1617, 1618, 1619, 1621, 1630, 1631, 1632, 1633, 30617, 30618, 5, 9735, 10317}
@@ -215,7 +222,7 @@ func SplitTie(sf nostr.Filter, known []*nostr.Event) (children []nostr.Filter, l
 	if len(sf.Kinds) != 1 {
 		kinds := sf.Kinds
 		if len(kinds) == 0 {
-			kinds, lossy = splitKinds, "events of other kinds than NIP-34's and those discussing it cannot be asked for apart"
+			kinds, lossy = splitKinds, OtherKindsUnasked
 		}
 		for _, k := range kinds {
 			cf := sf
