@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"gopkg.in/yaml.v3"
 
+	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
@@ -192,31 +193,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	cfg.Health.DeadAfter = 2 * time.Second
 	cfg.Health.RateLimitCooldown = 10 * time.Minute
 
-	reg := newRecordingRegistry()
-	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
-	if err != nil {
-		t.Fatalf("sidecar.New: %v", err)
-	}
-	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: reg})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-	})
-	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
-	// Prometheus scrapes the sidecar before anything happens.
-	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
-		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
-		return err == nil && len(res) == 1
-	})
-
-	ctx, cancel := context.WithCancel(context.Background())
-	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
-	go func() { rs.done <- sc.Run(ctx) }()
-	t.Cleanup(func() { rs.Stop(t) })
+	rs, base := scrapedSidecar(t, cfg)
 
 	want := []string{
 		"GraspSyncPurgatoryExpiries", "GraspSyncPurgatoryFull", "GraspSyncHistoricSyncFailing",
@@ -244,7 +221,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	for name, m := range map[string]string{
 		"expired": "ngit_sync_purgatory_events_expired_total", "refused": "ngit_sync_purgatory_events_refused_total",
 	} {
-		if v := testkit.Metric(t, reg.Registry, m, nil); v < 1 {
+		if v := testkit.Metric(t, rs.Registry, m, nil); v < 1 {
 			t.Errorf("%s: %s = %v, want the event counted", name, m, v)
 		}
 	}
@@ -285,29 +262,7 @@ func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 	cfg.Publisher.Window = 2 // the rest wait in the queue
 	cfg.Publisher.OKTimeout = time.Second
 	cfg.Limits.MaxLocalIndexEvents = 1 // the own relay holds two events
-	reg := newRecordingRegistry()
-	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
-	if err != nil {
-		t.Fatalf("sidecar.New: %v", err)
-	}
-	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: reg})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-	})
-	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
-	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
-		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
-		return err == nil && len(res) == 1
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
-	go func() { rs.done <- sc.Run(ctx) }()
-	t.Cleanup(func() { rs.Stop(t) })
+	rs, base := scrapedSidecar(t, cfg)
 
 	var last map[string]string
 	t.Cleanup(func() {
@@ -330,7 +285,32 @@ func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 
 	own.SetFaults(harness.Faults{EventReject: "blocked: not today"})
 	testkit.WaitFor(t, 60*time.Second, "GraspSyncPublisherRejectionsRising firing", firing("GraspSyncPublisherRejectionsRising"))
-	if v := testkit.Metric(t, reg.Registry, "ngit_sync_publisher_results_total", map[string]string{"result": "rejected"}); v < issues {
+	if v := testkit.Metric(t, rs.Registry, "ngit_sync_publisher_results_total", map[string]string{"result": "rejected"}); v < issues {
 		t.Errorf("publisher_results_total{result=rejected} = %v, want the %d issues rejected", v, issues)
 	}
+}
+
+// scrapedSidecar builds a sidecar on cfg with its HTTP surface on a free
+// port and a Prometheus, with the test copy of the rules, that scraped it
+// twice before it runs; then it runs it until the test ends. It returns
+// the sidecar and Prometheus's base URL.
+func scrapedSidecar(t *testing.T, cfg *config.Config) (*runningSidecar, string) {
+	t.Helper()
+	reg := newRecordingRegistry()
+	sc, err := sidecar.New(cfg, sidecar.Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Registry: reg, Version: "test"})
+	if err != nil {
+		t.Fatalf("sidecar.New: %v", err)
+	}
+	srv := serveHTTP(t, httpapi.Options{Provider: sc, Gatherer: reg})
+	base := startPrometheus(t, fastRules(t, t.TempDir()), srv.Addr())
+	// Prometheus scrapes the sidecar before anything happens.
+	testkit.WaitFor(t, 60*time.Second, "two scrapes of the sidecar before it runs", func() bool {
+		res, err := promQuery(t, base, `count_over_time(up{job="grasp-sync"}[1m]) >= 2 and on() up{job="grasp-sync"} == 1`)
+		return err == nil && len(res) == 1
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- sc.Run(ctx) }()
+	t.Cleanup(func() { rs.Stop(t) })
+	return rs, base
 }

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -172,15 +171,7 @@ func startQuietSidecar(t *testing.T) (*recordingRegistry, *httpapi.Server) {
 	rs := &runningSidecar{Sidecar: sc, Registry: reg.Registry, cancel: cancel, done: make(chan error, 1)}
 	go func() { rs.done <- sc.Run(ctx) }()
 	t.Cleanup(func() { rs.Stop(t) })
-	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: reg})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-	})
+	srv := serveHTTP(t, httpapi.Options{Provider: sc, Gatherer: reg})
 	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	testkit.WaitFor(t, syncTimeout, "the remote relay tracked", func() bool {
 		return testkit.Metric(t, reg.Registry, "ngit_sync_relays_tracked", nil) >= 1

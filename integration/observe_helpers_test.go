@@ -235,15 +235,7 @@ func startObservedWorld(t *testing.T) *observedWorld {
 	w.Sidecar = &runningSidecar{Sidecar: sc, Registry: w.Reg.Registry, cancel: cancel, done: make(chan error, 1)}
 	go func() { w.Sidecar.done <- sc.Run(ctx) }()
 	t.Cleanup(func() { w.Sidecar.Stop(t) })
-	w.HTTP = httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc, Gatherer: w.Reg})
-	if err := w.HTTP.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = w.HTTP.Shutdown(sctx)
-	})
+	w.HTTP = serveHTTP(t, httpapi.Options{Provider: sc, Gatherer: w.Reg})
 	testkit.WaitFor(t, syncTimeout, "sidecar never became ready", sc.Ready)
 	waitHas(t, w.Own, append([]*nostr.Event{state}, issues...)...)
 	// The own relay stores the released state before its OK reaches the

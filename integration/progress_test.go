@@ -51,11 +51,7 @@ func TestProgressLineAgreesWithStatus(t *testing.T) {
 	cfg.Log.ProgressInterval = 200 * time.Millisecond
 	core, logs := observer.New(zapcore.InfoLevel)
 	sc := startSidecarDeps(t, cfg, sidecar.Deps{Log: zap.New(core)})
-	srv := httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: sc})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(t.Context()) })
+	srv := serveHTTP(t, httpapi.Options{Provider: sc})
 	waitHas(t, own, issues...)
 	testkit.WaitFor(t, syncTimeout, "a sync caught up line", func() bool {
 		return logs.FilterMessage("sync caught up").Len() > 0

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,15 +116,7 @@ func (w *manyRepos) start(t *testing.T, mut func(*config.Config)) *manyReposRun 
 	log, logs := observedLogger(t)
 	r.Logs = logs
 	r.Sidecar = startSidecarDeps(t, cfg, sidecar.Deps{Log: log, Git: gitx.NewExec(30 * time.Second)})
-	r.HTTP = httpapi.New(httpapi.Options{Addr: "127.0.0.1:0", Provider: r.Sidecar.Sidecar, Gatherer: r.Sidecar.Registry})
-	if err := r.HTTP.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = r.HTTP.Shutdown(ctx)
-	})
+	r.HTTP = serveHTTP(t, httpapi.Options{Provider: r.Sidecar.Sidecar, Gatherer: r.Sidecar.Registry})
 	return r
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/grasp-sync/grasp-sync/internal/config"
+	"github.com/grasp-sync/grasp-sync/internal/httpapi"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
@@ -158,4 +159,21 @@ func mustPublish(t *testing.T, r *harness.Relay, evs ...*nostr.Event) {
 	if err := harness.Publish(ctx, r.URL(), evs...); err != nil {
 		t.Fatalf("publish to %s: %v", r.URL(), err)
 	}
+}
+
+// serveHTTP serves a sidecar's HTTP surface (opts without Addr) on a free
+// loopback port until the test ends.
+func serveHTTP(t *testing.T, opts httpapi.Options) *httpapi.Server {
+	t.Helper()
+	opts.Addr = "127.0.0.1:0"
+	srv := httpapi.New(opts)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
 }
