@@ -114,7 +114,7 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15em 1em;ma
 <dl id="summary">
 <dt>ready</dt><dd id="ready">{{if .S.Ready}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>: {{.S.NotReady}}{{end}}</dd>
 <dt>uptime</dt><dd>{{.Uptime}}</dd>
-<dt>own relay</dt><dd id="own-relay">{{.S.OwnRelay.URL}}: connected {{yesno .S.OwnRelay.Connected}}, stored state read {{yesno .S.OwnRelay.SelfSubscriptionEOSE}}</dd>
+<dt>own relay</dt><dd id="own-relay">{{.S.OwnRelay.URL}}: connected {{yesno .S.OwnRelay.Connected}}, stored state read {{yesno .S.OwnRelay.SelfSubscriptionEOSE}}{{if .S.OwnRelay.TiesCut}}, <span class="bad">seconds cut: {{.S.OwnRelay.TiesCut}}</span> (more announcements or roots in one second than it returns per REQ, not read whole: those beyond are not seen){{end}}{{if .S.OwnRelay.Truncation}}<div class="note">truncation: {{.S.OwnRelay.Truncation}}</div>{{end}}</dd>
 <dt>repositories</dt><dd>{{.S.Repositories}}</dd>
 <dt>root events</dt><dd>{{.S.RootEvents}}</dd>
 <dt>pending batches</dt><dd>{{.S.PendingBatches}}</dd>
@@ -135,7 +135,7 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15em 1em;ma
 <td class="n">{{.RootsConfirmed}}/{{add .RootsConfirmed .RootsPending}}</td>
 <td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}}</td><td class="n">{{.Failures}}</td>
 <td>{{ago $.Now .LastConnected}}</td>
-<td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}{{if .Truncation}}<div class="note">truncation: {{.Truncation}}</div>{{end}}{{if .ReadAuth}}<div class="note">read AUTH: {{.ReadAuth}}</div>{{end}}</td>
+<td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}{{if .Truncation}}<div class="note">truncation: {{.Truncation}}</div>{{end}}{{if .TiesCut}}<div class="note bad">seconds cut: {{.TiesCut}} (more events in one second than it returns per REQ, not read whole: not synced)</div>{{end}}{{if .ReadAuth}}<div class="note">read AUTH: {{.ReadAuth}}</div>{{end}}</td>
 </tr>
 {{end}}</table></div>{{else}}<p class="muted">No remote relay tracked yet.</p>{{end}}
 

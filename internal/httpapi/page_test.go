@@ -97,6 +97,28 @@ func TestStatusPage(t *testing.T) {
 	}
 }
 
+// Seconds cut by ties show on the page, for the own relay and for a
+// remote, as in /status.
+func TestStatusPageShowsTiesCut(t *testing.T) {
+	snap := sampleSnapshot()
+	_, body, _ := get(t, New(Options{Provider: &fakeProvider{snap: snap}}).Handler(), "GET", "/")
+	if strings.Contains(body, "seconds cut") {
+		t.Fatal("a page without ties cut speaks of seconds cut")
+	}
+	snap.OwnRelay.TiesCut, snap.OwnRelay.Truncation = 2, "a REQ page cut at 500"
+	snap.Relays[0].TiesCut = 3
+	_, body, _ = get(t, New(Options{Provider: &fakeProvider{snap: snap}}).Handler(), "GET", "/")
+	for _, want := range []string{
+		`stored state read yes, <span class="bad">seconds cut: 2</span>`,
+		`<div class="note">truncation: a REQ page cut at 500</div></dd>`,
+		`<div class="note bad">seconds cut: 3 (`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
 // Not ready: the page says why. Many identifiers: the page shows
 // MaxPageIdentifiers and counts the rest.
 func TestStatusPageNotReadyAndManyIdentifiers(t *testing.T) {
