@@ -235,6 +235,31 @@ func TestTrustedRelayBackoffAndNewestFirstCap(t *testing.T) {
 	}
 }
 
+// TestTrustedRelayDialsAreBudgeted: a trusted relay's dials take tokens
+// from its request budget as a remote's do. The relay refuses every
+// connection and the failure backoff is 50–100 ms, so without the budget
+// it would be dialled ~40 times in 4 s; with a burst of 2 and 1 a second
+// it is dialled at most 2 + 1×4 (+1 for the edges).
+func TestTrustedRelayDialsAreBudgeted(t *testing.T) {
+	own := ownRelay(t)
+	archive := harness.Start(t, harness.RelayOptions{Name: "archive-refusing", Negentropy: true})
+	archive.SetFaults(harness.Faults{Refuse: true})
+	cfg := fastConfig(own)
+	cfg.TrustedRelays = []string{archive.URL()}
+	cfg.Trusted.Interval = 50 * time.Millisecond
+	cfg.Health.BackoffBase, cfg.Health.BackoffMax = 50*time.Millisecond, 100*time.Millisecond
+	cfg.Health.RequestBurst, cfg.Health.RequestRate = 2, 1
+	startSidecar(t, cfg)
+	testkit.WaitFor(t, syncTimeout, "the trusted relay dialled", func() bool { return archive.Stats().Refused >= 1 })
+	from, refusedFrom := time.Now(), archive.Stats().Refused
+	time.Sleep(4 * time.Second)
+	took, refused := time.Since(from), archive.Stats().Refused-refusedFrom
+	if most := 2 + int(took.Seconds()) + 1; refused > most || refused < 2 {
+		t.Fatalf("%d dials refused in %s, want 2 to %d (the budget's burst and rate)", refused, took.Round(time.Millisecond), most)
+	}
+	t.Logf("%d dials refused in %s", refused, took.Round(time.Millisecond))
+}
+
 // TestTrustedRelayNegCappedCycle: a trusted archive relay that answers
 // NIP-77 with its 500 newest events only (khatru on slicestore), reconciled
 // with a per-cycle limit: the cycle checks the set as a historic sync does,

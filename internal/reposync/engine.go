@@ -373,7 +373,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		e.bootstrapOK[norm] = true
 	}
 	e.trusted = trusted.New(cfg.Trusted, trusted.Deps{
-		Log: e.log.Named("trusted"), Clock: d.Clock, Health: d.Health, Neg: e.neg, Ingest: e.h,
+		Log: e.log.Named("trusted"), Clock: d.Clock, Health: d.Health, Pacer: d.Pacer, Neg: e.neg, Ingest: e.h,
 		Dial: d.Dial, Options: e.remoteOptions,
 		Received: func(url string) prometheus.Counter { return m.eventsReceived.WithLabelValues(url) },
 		Ready:    e.Ready, Hosted: e.hostedItems,

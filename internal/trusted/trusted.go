@@ -71,6 +71,10 @@ type Deps struct {
 	Log    *zap.Logger
 	Clock  clock.Clock
 	Health *health.Tracker
+	// Pacer, when set, is each relay's request budget: a dial takes a
+	// token as the engine's do (its REQs and NEG-OPENs take theirs
+	// through Options' BeforeRequest).
+	Pacer *health.Pacer
 	// Neg reconciles; nil when NIP-77 historic sync is off.
 	Neg    *historic.NegSyncer
 	Ingest *ingest.Handler
@@ -192,6 +196,9 @@ func (s *Syncer) cycle(ctx context.Context, url string, shared bool, log *zap.Lo
 	timeout := min(s.d.Health.ConnectTimeout(url), s.d.ConnectTimeout)
 	if timeout <= 0 {
 		timeout = s.d.ConnectTimeout
+	}
+	if err := s.d.Pacer.Wait(ctx, url); err != nil {
+		return err
 	}
 	attempt(url)
 	dctx, cancel := context.WithTimeout(ctx, timeout)
