@@ -26,7 +26,7 @@ func benchCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: bench.DefaultSeed, Usage: "universe seed"},
 			&cli.StringSliceFlag{Name: "run", Usage: "runs to measure (repeatable): " + strings.Join(bench.AllRuns, ", ") + " (default: all)"},
 			&cli.DurationFlag{Name: "timeout", Value: bench.DefaultTimeout, Usage: "give up on a run after this long"},
-			&cli.DurationFlag{Name: "batch-window", Value: bench.DefaultBatchWindow, Usage: "the sidecar's sync.batch_window"},
+			&cli.DurationFlag{Name: "batch-window", Usage: "the sidecar's sync.batch_window (default: the sidecar's own default, as every setting)"},
 			&cli.DurationFlag{Name: "delay", Usage: "one-way latency of every remote relay (a round trip is twice this), e.g. 50ms; the own relay stays local"},
 			&cli.StringSliceFlag{Name: "sidecar-arg", Usage: "extra flag for the sidecar process, e.g. --sidecar-arg=--limits.relay-event-rate=100000 (repeatable)"},
 			&cli.StringFlag{Name: "binary", Usage: "grasp-sync executable to run as the sidecar (default: grasp-sync next to this command, else built from source)"},

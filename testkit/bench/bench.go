@@ -121,10 +121,9 @@ var AllRuns = []string{RunIngest, RunSidecar, RunResync, RunState, RunRestart, R
 
 // Defaults of Options.
 const (
-	DefaultSeed        = 8
-	DefaultTimeout     = 10 * time.Minute
-	DefaultBatchWindow = 500 * time.Millisecond
-	DefaultWindow      = 200 // the sidecar's default publisher window
+	DefaultSeed    = 8
+	DefaultTimeout = 10 * time.Minute
+	DefaultWindow  = 200 // the sidecar's default publisher window
 )
 
 // ErrNotConverged is returned (wrapped) when a run did not reach its goal
@@ -147,8 +146,9 @@ type Options struct {
 	Runs []string
 	// Timeout bounds each run; default DefaultTimeout.
 	Timeout time.Duration
-	// BatchWindow is the sidecar's sync.batch_window (the self-subscriber
-	// batch window, 5 s in production); default DefaultBatchWindow.
+	// BatchWindow, when set, is the sidecar's sync.batch_window (the
+	// self-subscriber batch window); 0 leaves the sidecar's default, as
+	// every other setting: the bench measures what operators run.
 	BatchWindow time.Duration
 	// Delay is the one-way latency of every remote relay (harness
 	// Faults.Latency): remotes Delay away, a round trip 2×Delay. The own
@@ -190,9 +190,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
-	}
-	if o.BatchWindow == 0 {
-		o.BatchWindow = DefaultBatchWindow
 	}
 	if o.Window == 0 {
 		o.Window = DefaultWindow

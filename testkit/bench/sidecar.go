@@ -42,11 +42,12 @@ func sidecarArgs(opts Options, ownURL, listen string, negentropy bool) []string 
 		"--own-relay", ownURL,
 		"--listen", listen,
 		"--dial.allow", "127.0.0.0/8",
-		"--sync.batch-window", opts.BatchWindow.String(),
-		"--health.tick", "500ms",
 		"--shutdown-grace", stopGrace.String(),
 		"--log.level", "warn",
 		fmt.Sprintf("--negentropy.enabled=%t", negentropy),
+	}
+	if opts.BatchWindow > 0 {
+		args = append(args, "--sync.batch-window", opts.BatchWindow.String())
 	}
 	return append(args, opts.SidecarArgs...)
 }
