@@ -33,7 +33,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write the sidecar run's Go CPU profile to this file"},
 			&cli.StringFlag{Name: "memprofile", Usage: "write the sidecar run's Go heap profile (at exit) to this file"},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON to this file (- for stdout)"},
-			&cli.StringFlag{Name: "strfry", EnvVars: []string{"GRASP_SYNC_STRFRY"}, Usage: "path of a strfry binary: the remote and own relays are strfry processes loaded with strfry import (no --delay), and the strfry-sync run is added"},
+			&cli.StringFlag{Name: "strfry", EnvVars: []string{"GRASP_SYNC_STRFRY"}, Usage: "path of a strfry binary: the remote and own relays are strfry processes loaded with strfry import (--delay puts a TCP proxy in front of each remote), and the strfry-sync run is added"},
 			&cli.IntFlag{Name: "window", Value: bench.DefaultWindow, Usage: "EVENTs awaiting their OK in own-relay-ingest (the own relay's ingest ceiling) and the baseline"},
 			&cli.StringFlag{Name: "workdir", Usage: "keep the sidecars' logs in this directory (default: a temporary one, removed)"},
 		},

@@ -151,8 +151,9 @@ type Options struct {
 	// every other setting: the bench measures what operators run.
 	BatchWindow time.Duration
 	// Delay is the one-way latency of every remote relay (harness
-	// Faults.Latency): remotes Delay away, a round trip 2×Delay. The own
-	// relay stays local, beside the sidecar. 0: loopback.
+	// Faults.Latency; in front of a strfry, a netdelay proxy): remotes
+	// Delay away, a round trip 2×Delay. The own relay stays local, beside
+	// the sidecar. 0: loopback.
 	Delay time.Duration
 	// Window is the publish window of own-relay-ingest and the baseline;
 	// default DefaultWindow.
@@ -174,8 +175,8 @@ type Options struct {
 	// matter to a sync peer: REQ cap 500, NIP-77 on; the own relay has no
 	// write policy) loaded with `strfry import`, in place of the test
 	// kit's khatru relays, and the strfry-sync run is possible. Wire bytes
-	// are not counted (strfry has no proxy in front) and Delay is not
-	// available.
+	// are not counted (strfry has no counting proxy in front; Delay puts a
+	// TCP one, netdelay, in front of each remote strfry).
 	Strfry string
 	// Progress receives one line per phase; nil discards.
 	Progress io.Writer
@@ -202,9 +203,6 @@ func (o *Options) defaults() error {
 	}
 	if o.wants(RunStrfrySync) && o.Strfry == "" {
 		return fmt.Errorf("bench: run %s needs a strfry binary (Options.Strfry)", RunStrfrySync)
-	}
-	if o.Strfry != "" && o.Delay > 0 {
-		return errors.New("bench: a remote delay needs the test kit's relays; it is not available with strfry")
 	}
 	for _, r := range o.Runs {
 		if !contains(AllRuns, r) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/netdelay"
 	"github.com/grasp-sync/grasp-sync/testkit/strfry"
 )
 
@@ -74,6 +75,20 @@ func (s strfryNode) load(ctx context.Context, evs []*nostr.Event) error {
 	return s.Import(ctx, evs)
 }
 
+// delayedNode is a strfry reached through a netdelay proxy (Options.Delay):
+// its URL is the proxy's.
+type delayedNode struct {
+	strfryNode
+	p *netdelay.Proxy
+}
+
+func (d delayedNode) URL() string { return "ws://" + d.p.Addr() }
+
+func (d delayedNode) Close() error {
+	perr := d.p.Close()
+	return errors.Join(d.strfryNode.Close(), perr)
+}
+
 // startNode starts a relay of the world: a strfry process in a new
 // directory under the work directory when Options.Strfry is set, else the
 // test kit's relay with opts.
@@ -86,6 +101,14 @@ func (w *world) startNode(name string, ro harness.RelayOptions) (node, error) {
 		r, err := strfry.Start(context.Background(), w.opts.Strfry, dir)
 		if err != nil {
 			return nil, fmt.Errorf("bench: start %s relay: %w", name, err)
+		}
+		if d := ro.Faults.Latency; d > 0 {
+			p, err := netdelay.Start(strings.TrimPrefix(r.URL(), "ws://"), d)
+			if err != nil {
+				r.Close()
+				return nil, fmt.Errorf("bench: %s relay's delay: %w", name, err)
+			}
+			return delayedNode{strfryNode{r}, p}, nil
 		}
 		return strfryNode{r}, nil
 	}
