@@ -13,6 +13,10 @@ import (
 // relay that does not count does.
 var ErrCountClosed = errors.New("relay closed the COUNT")
 
+// ErrCountUnanswered: the context of a COUNT ended after it was sent,
+// before its answer (wrapping the context's error).
+var ErrCountUnanswered = errors.New("COUNT sent, no answer yet")
+
 // CountResult is a relay's answer to one COUNT (NIP-45).
 type CountResult struct {
 	Count int
@@ -22,8 +26,9 @@ type CountResult struct {
 
 // Count asks the relay how many stored events match f (NIP-45): COUNT
 // with the given id, answered by a COUNT frame or refused by CLOSED
-// (ErrCountClosed). It waits until ctx ends (the caller bounds it) or the
-// connection ends (ErrClosed or its cause). Options.BeforeRequest, when
+// (ErrCountClosed). It waits until ctx ends (the caller bounds it;
+// ErrCountUnanswered once the COUNT was sent) or the connection ends
+// (ErrClosed or its cause). Options.BeforeRequest, when
 // set, runs first, as for a REQ.
 func (c *Conn) Count(ctx context.Context, id string, f nostr.Filter) (CountResult, error) {
 	if err := c.beforeRequest(ctx); err != nil {
@@ -48,7 +53,7 @@ func (c *Conn) Count(ctx context.Context, id string, f nostr.Filter) (CountResul
 	}
 	select {
 	case <-ctx.Done():
-		return CountResult{}, ctx.Err()
+		return CountResult{}, fmt.Errorf("%w: %w", ErrCountUnanswered, ctx.Err())
 	case m, ok := <-sub.ch:
 		switch {
 		case !ok && c.Err() != nil:

@@ -163,7 +163,7 @@ func (ch *Checker) count(ctx context.Context, c *relay.Conn, f nostr.Filter) (re
 	t := ch.clock.AfterFunc(ch.timeout, func() { late.Store(true); cancel() })
 	defer t.Stop()
 	res, err := c.Count(ctx, fmt.Sprintf("n%d", ch.seq.Add(1)), f)
-	if err != nil && late.Load() {
+	if late.Load() && errors.Is(err, relay.ErrCountUnanswered) { // not a wait before it went (the request budget)
 		return res, fmt.Errorf("%w within %s", errNoAnswer, ch.timeout)
 	}
 	return res, err
