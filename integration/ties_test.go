@@ -200,4 +200,12 @@ func bulkImportTies(t *testing.T, ownNeg, wantCaughtUp bool) {
 	t.Logf("%d repositories, %d events in %s; REQs own %d, A %d (NEG-OPEN %d), B %d; events received from A %d of %d, from B %d of %d",
 		n, len(want), took.Round(time.Millisecond), after["own"], after["A"], a.Stats().NegOpens, after["B"],
 		received[a.URL()], 3*n, received[b.URL()], 2*n)
+	// B (REQ only) sends each event once but for the page that found its
+	// tied second cut, which the split parts read again (one per filter
+	// of cfg.Sync.ValuesPerFilter repositories), and a few at page edges:
+	// a comment, tagging its issue by `E` and by `e`, comes once.
+	tiedFilters := (n + cfg.Sync.ValuesPerFilter - 1) / cfg.Sync.ValuesPerFilter
+	if bound := 2*n + 500*tiedFilters + 2*n*3/100; received[b.URL()] > uint64(bound) {
+		t.Errorf("B sent %d events for its %d, more than %d: its held events, a cut page per tied filter and 3%%", received[b.URL()], 2*n, bound)
+	}
 }

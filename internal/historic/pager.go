@@ -79,6 +79,9 @@ type Pager struct {
 	// relay, for the sweeps in a context sweepcursor.With: such a sweep
 	// continues where the last one got to.
 	Resume *sweepcursor.Cursors
+	// Covered, when set, tells a filter whose events all come in another
+	// filter of the same sync (twinfilter): it is not swept.
+	Covered func(ctx context.Context, c *relay.Conn, f nostr.Filter) bool
 
 	seq atomic.Uint64
 }
@@ -98,6 +101,9 @@ func (p *Pager) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, slot
 	}
 	var errs []error
 	for _, f := range fs {
+		if p.Covered != nil && p.Covered(ctx, c, f) {
+			continue
+		}
 		if err := p.pageFilter(ctx, c, f, emit); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -125,7 +125,7 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15em 1em;ma
 <h2>Relays ({{len .S.Relays}})</h2>
 {{if .S.Relays}}<p id="relay-counts">by state: {{join .ByState}}; by health: {{join .ByHealth}}; relay-repository pairs confirmed {{.PairsConfirmed}}/{{.Pairs}}</p>{{end}}
 {{if .S.Relays}}<div class="scroll"><table id="relays">
-<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/<wbr>total</th><th>roots<br>confirmed/<wbr>total</th><th>live filters</th><th>batches</th><th>events</th><th>failures</th><th>last connected</th><th>last error, notes</th></tr>
+<tr><th>relay</th><th>state</th><th>health</th><th>NIP-77</th><th>repositories<br>confirmed/<wbr>total</th><th>roots<br>confirmed/<wbr>total</th><th>live filters</th><th>batches</th><th>events<br>received (new)</th><th>failures</th><th>last connected</th><th>last error, notes</th></tr>
 {{range .S.Relays}}<tr class="relay" data-relay="{{.URL}}">
 <td class="url">{{.URL}}{{if .Bootstrap}} <span class="muted">(bootstrap)</span>{{end}}</td>
 <td class="state {{if eq .State "connected"}}ok{{else if eq .State "disconnected"}}bad{{else}}warn{{end}}">{{.State}}</td>
@@ -133,7 +133,7 @@ dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15em 1em;ma
 <td>{{if .Negentropy}}{{.Negentropy}}{{else}}-{{end}}</td>
 <td class="n">{{.ReposConfirmed}}/{{add .ReposConfirmed .ReposPending}}</td>
 <td class="n">{{.RootsConfirmed}}/{{add .RootsConfirmed .RootsPending}}</td>
-<td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}}</td><td class="n">{{.Failures}}</td>
+<td class="n">{{.FiltersOpen}}</td><td class="n">{{.PendingBatches}}</td><td class="n">{{.EventsReceived}} ({{.EventsNew}})</td><td class="n">{{.Failures}}</td>
 <td>{{ago $.Now .LastConnected}}</td>
 <td class="err">{{if .LastError}}{{.LastError}}{{else}}-{{end}}{{if .Truncation}}<div class="note">truncation: {{.Truncation}}</div>{{end}}{{if .TiesCut}}<div class="note bad">seconds cut: {{.TiesCut}} (more events in one second than it returns per REQ, not read whole: not synced)</div>{{end}}{{if .ReadAuth}}<div class="note">read AUTH: {{.ReadAuth}}</div>{{end}}</td>
 </tr>

@@ -113,7 +113,8 @@ type Handler struct {
 	rejected *RejectedIndex
 	seen     *seenSet
 	flying   *flights
-	invalid  invalidIDs // ids of copies lately dropped as invalid (IDState)
+	fresh    freshCounts // first copies, per relay (Fresh)
+	invalid  invalidIDs  // ids of copies lately dropped as invalid (IDState)
 	present  Present
 	limits   *relayLimits
 	held     *ownHeld
@@ -384,12 +385,15 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
 			return
 		}
+		h.fresh.add(in.Relay)
 		h.hold(id, ev, false)
 		return
 	}
 	switch h.flying.claim(h.seen, id, ev.Sig) {
 	case claimDrop:
 		return
+	case claimSend:
+		h.fresh.add(in.Relay)
 	case claimVerify:
 		// A second, different copy of an id in flight: one of the two is
 		// forged. Verified, it waits for the first copy's outcome and is

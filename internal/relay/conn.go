@@ -252,6 +252,8 @@ const (
 	MsgEvent MsgType = iota + 1
 	MsgEOSE
 	MsgClosed
+	// MsgCount is the answer to a COUNT (Conn.Count), its count in Size.
+	MsgCount
 )
 
 // SubMsg is one item of a subscription's ordered stream: an event, the EOSE
@@ -260,10 +262,12 @@ const (
 type SubMsg struct {
 	Type MsgType
 	// idOK: id holds Event's id, decoded by the read loop.
-	idOK   bool
-	Event  *nostr.Event
-	Size   int    // bytes of the EVENT frame
-	Reason string // CLOSED reason
+	idOK bool
+	// approximate: a MsgCount's count is an estimate.
+	approximate bool
+	Event       *nostr.Event
+	Size        int    // bytes of the EVENT frame; a MsgCount's count
+	Reason      string // CLOSED reason
 	// Raw is the event as it arrived: the JSON object of the EVENT frame,
 	// byte for byte (nil when it could not be delimited safely, and on a
 	// connection dialled with Options.NoRaw). It is
@@ -282,10 +286,13 @@ type Subscription struct {
 	// tagValues is the most values one tag of one filter of the REQ
 	// carried (Options.OnClosedTagValues).
 	tagValues int
-	conn      *Conn
-	ch        chan SubMsg
-	done      chan struct{}
-	once      sync.Once
+	// counting: a COUNT's (Conn.Count), the only kind a COUNT frame
+	// reaches.
+	counting bool
+	conn     *Conn
+	ch       chan SubMsg
+	done     chan struct{}
+	once     sync.Once
 }
 
 // Messages is the ordered stream. The relay ending the subscription

@@ -45,7 +45,7 @@ func FuzzHandle(f *testing.F) {
 		`["EVENT","s2",{"id":"00","kind":1}]`,
 		`["EVENT","s1",{"id":` + strings.Repeat("[", 100) + `}]`,
 		`["EOSE","s1"]`, `["EOSE"]`, `["CLOSED","s1","rate-limited: slow down"]`, `["CLOSED","s1"]`,
-		`["NOTICE","hello"]`, `["NOTICE"]`,
+		`["NOTICE","hello"]`, `["NOTICE"]`, `["COUNT","s1",{"count":3}]`, `["COUNT","s1",{"count":-1.5}]`,
 		`["OK","` + strings.Repeat("a", 64) + `",false,"duplicate: have it"]`, `["OK","x",true]`,
 		`["AUTH","challenge"]`, `["AUTH",{"kind":22242}]`,
 		`["NEG-MSG","n1","6101ffffffffffffffffff7f0000"]`, `["NEG-MSG","n1","abc"]`, `["NEG-MSG","n1","zz"]`,

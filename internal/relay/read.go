@@ -170,6 +170,8 @@ func (c *Conn) handle(data []byte) {
 	// msg, so it is a copy of the reused read buffer.
 	msg := string(data)
 	switch label {
+	case "COUNT":
+		c.handleCount(msg)
 	case "EOSE":
 		var env nostr.EOSEEnvelope
 		if env.FromJSON(msg) != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 	"github.com/grasp-sync/grasp-sync/internal/trusted"
+	"github.com/grasp-sync/grasp-sync/internal/twinfilter"
 )
 
 // Config holds the engine's settings; every duration is configurable so
@@ -331,6 +332,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, int64(cfg.HistoricMaxBytes)),
 		Clock:      d.Clock,
 		Resume:     sweepcursor.New(0, cfg.SinceBuffer), // remote relays' jobs (startJobs)
+		Covered:    twinfilter.New(cfg.EOSETimeout, d.Clock).Covered,
 	}
 	e.pager, e.catchup = pager, pager
 	if d.LocalIndex != nil {

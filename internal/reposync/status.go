@@ -28,7 +28,7 @@ func (e *Engine) refreshSnapshot() {
 			ReposConfirmed: r.Confirmed.Repos.Len(), RootsConfirmed: r.Confirmed.Roots.Len(),
 			FiltersOpen: e.subs.filtersOpen(r), PendingBatches: len(e.pending[r.URL]),
 			ReposPending: r.pendingRepos, RootsPending: r.pendingRoots,
-			EventsReceived: r.received.Load(), Failures: r.failures, LastError: r.lastError,
+			EventsReceived: r.received.Load(), EventsNew: e.h.Fresh(r.URL), Failures: r.failures, LastError: r.lastError,
 			Truncation: e.pager.Truncation.Describe(r.URL), TiesCut: e.pager.Truncation.TiesCut(r.URL),
 			ReadAuth: e.pager.Auth.Describe(r.URL), Refused: e.d.Health.Refusal(r.URL),
 		}

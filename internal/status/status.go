@@ -96,6 +96,11 @@ type Relay struct {
 	// while the relay refuses requests for another reason, that refusal
 	// and when the next request goes (health.Pacer's backoff).
 	Refused string `json:"refused,omitempty"`
+	// EventsNew counts the events that were new when they came from the
+	// relay (ingest.Handler.Fresh): EventsReceived less those it was
+	// asked for again, those had from another relay first and those the
+	// own relay held already.
+	EventsNew uint64 `json:"events_new"`
 }
 
 // Publisher summarises the publisher to the own relay.

@@ -55,7 +55,7 @@ func WriteText(w io.Writer, s *Snapshot, now time.Time) error {
 		return nil
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "URL\tSTATE\tHEALTH\tNEG\tREPOS\tROOTS\tFILTERS\tBATCHES\tEVENTS\tFAILURES\tLAST ERROR")
+	fmt.Fprintln(tw, "URL\tSTATE\tHEALTH\tNEG\tREPOS\tROOTS\tFILTERS\tBATCHES\tEVENTS (NEW)\tFAILURES\tLAST ERROR")
 	for _, r := range s.Relays {
 		url := r.URL
 		if r.Bootstrap {
@@ -66,11 +66,11 @@ func WriteText(w io.Writer, s *Snapshot, now time.Time) error {
 			neg = "-"
 		}
 		lastErr := wrapText(r.LastError, errorColumnWidth)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%d\t%d\t%d\t%d\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%d\t%d\t%d (%d)\t%d\t%s\n",
 			url, r.State, r.Health, neg,
 			r.ReposConfirmed, r.ReposConfirmed+r.ReposPending,
 			r.RootsConfirmed, r.RootsConfirmed+r.RootsPending,
-			r.FiltersOpen, r.PendingBatches, r.EventsReceived, r.Failures, lastErr[0])
+			r.FiltersOpen, r.PendingBatches, r.EventsReceived, r.EventsNew, r.Failures, lastErr[0])
 		for _, more := range lastErr[1:] {
 			fmt.Fprintf(tw, "%s%s\n", strings.Repeat("\t", 10), more)
 		}

@@ -15,7 +15,7 @@ func sampleStatus(started time.Time) Snapshot {
 		Repositories: 12, RootEvents: 40, PendingBatches: 2,
 		Relays: []Relay{
 			{URL: "wss://relay.ngit.dev", State: "connected", Health: "healthy", Bootstrap: true, Negentropy: "supported",
-				ReposConfirmed: 10, ReposPending: 2, RootsConfirmed: 30, RootsPending: 10, FiltersOpen: 4, PendingBatches: 1, EventsReceived: 1234},
+				ReposConfirmed: 10, ReposPending: 2, RootsConfirmed: 30, RootsPending: 10, FiltersOpen: 4, PendingBatches: 1, EventsReceived: 1234, EventsNew: 1000},
 			{URL: "wss://gitnostr.com", State: "backoff", Health: "failing", Failures: 3,
 				LastError:  "dial tcp: lookup gitnostr.com: no such host, and a very long tail that must not be cut off",
 				Truncation: "a REQ page cut at 500 events below its limit", ReadAuth: "needs a key: set auth.key"},
@@ -58,9 +58,10 @@ func TestPrintStatus(t *testing.T) {
 		"state            resumed, /var/lib/grasp-sync: 123456 bytes, 1000 events (123 bytes/event), last write 3s ago, relay states saved 3s ago",
 		"relay notes\n  wss://gitnostr.com\n    truncation: a REQ page cut at 500 events below its limit\n    read AUTH: needs a key: set auth.key\n",
 		"relays (2)",
-		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234",
-		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0       3         dial tcp: lookup gitnostr.com: no such host, and a very long\n" +
-			strings.Repeat(" ", 115) + "tail that must not be cut off\n",
+		"EVENTS (NEW)  FAILURES",
+		"wss://relay.ngit.dev (bootstrap)  connected  healthy  supported  10/12  30/40  4        1        1234 (1000)   0",
+		"wss://gitnostr.com                backoff    failing  -          0/0    0/0    0        0        0 (0)         3         dial tcp: lookup gitnostr.com: no such host, and a very long\n" +
+			strings.Repeat(" ", 121) + "tail that must not be cut off\n",
 		"purgatory (identifiers: 3, events waiting for git data: 7)",
 		"IDENTIFIER  STATES  PRS  HELD FOR  EXPIRES IN  ATTEMPTS  NEXT ATTEMPT                                     LAST ERROR",
 		"tool        2       1    10m0s     20m0s       3         in 40s                                           fetch https://git.example/alice/tool.git: git fetch: exit\n" +

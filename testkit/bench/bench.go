@@ -270,6 +270,12 @@ type Result struct {
 	// EventsReceived is the sum of the sidecar's per-relay received counts
 	// (duplicates across relays included).
 	EventsReceived uint64 `json:"events_received,omitempty"`
+	// EventsNew is the sum of the events that were new when they came
+	// from a relay (the sidecar's /status events_new): EventsReceived less
+	// what was asked for again or had from another relay first.
+	EventsNew uint64 `json:"events_new,omitempty"`
+	// Relays are each remote relay's received and new counts.
+	Relays []RelayEvents `json:"relays,omitempty"`
 	// CPUPerEventMicros is CPUSeconds over the profile's events;
 	// CPUPerEventExclVerifyMicros subtracts the estimated signature
 	// verification (Report.VerifyMicros × Events: one check per new event).
@@ -298,6 +304,14 @@ type Result struct {
 // WireBytes is the sum of every byte counter.
 func (r Result) WireBytes() int64 {
 	return r.RemoteSent + r.RemoteReceived + r.OwnSent + r.OwnReceived
+}
+
+// RelayEvents is what one remote relay sent the sidecar: events received
+// and, of them, new when they came (/status events_received, events_new).
+type RelayEvents struct {
+	URL      string `json:"url"`
+	Received uint64 `json:"received"`
+	New      uint64 `json:"new"`
 }
 
 // Machine describes where the benchmark ran.

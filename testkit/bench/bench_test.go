@@ -92,6 +92,9 @@ func TestBenchSmallProfile(t *testing.T) {
 	if sc.CPUSeconds <= 0 || sc.PeakRSSBytes <= 0 || sc.EventsReceived < uint64(rep.Expected) {
 		t.Errorf("sidecar process figures missing: cpu %.2fs, rss %d, received %d", sc.CPUSeconds, sc.PeakRSSBytes, sc.EventsReceived)
 	}
+	if sc.EventsNew < uint64(rep.Expected) || sc.EventsNew > sc.EventsReceived || len(sc.Relays) == 0 {
+		t.Errorf("sidecar: %d events new of %d received over %d relays; want at least the %d to sync, at most those received", sc.EventsNew, sc.EventsReceived, len(sc.Relays), rep.Expected)
+	}
 	if sc.RemoteReceived == 0 || sc.RemoteSent == 0 {
 		t.Errorf("sidecar: no remote wire bytes counted")
 	}

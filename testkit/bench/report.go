@@ -133,6 +133,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, r := range rep.Runs {
 		fmt.Fprintf(w, "  %s: %s / %s\n", r.Name, byType(r.RemoteSentByType), byType(r.RemoteReceivedByType))
 	}
+	fmt.Fprintln(w, "\nevents each remote relay sent the sidecar: received / new when they came:")
+	for _, r := range rep.Runs {
+		if r.EventsReceived > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", r.Name, relayEvents(r))
+		}
+	}
 	fmt.Fprintln(w, "\nmost requests (REQ, NEG-OPEN, AUTH) one remote relay received:")
 	for _, r := range rep.Runs {
 		if r.RemoteRequestsMax > 0 {
@@ -250,4 +256,24 @@ func metricList(m map[string]float64) string {
 		parts[i] = fmt.Sprintf("%s=%.0f", k, m[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// relayEvents renders a run's events received and new, in all and per
+// relay (by port: the relays are local), with received over new.
+func relayEvents(r Result) string {
+	ratio := func(recv, fresh uint64) string {
+		if fresh == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", float64(recv)/float64(fresh))
+	}
+	parts := []string{fmt.Sprintf("all %d / %d (%s)", r.EventsReceived, r.EventsNew, ratio(r.EventsReceived, r.EventsNew))}
+	for _, re := range r.Relays {
+		name := re.URL
+		if i := strings.LastIndexByte(name, ':'); i >= 0 {
+			name = name[i:]
+		}
+		parts = append(parts, fmt.Sprintf("%s %d / %d", name, re.Received, re.New))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -291,9 +291,7 @@ func (w *world) sidecar(ctx context.Context, opts Options, name string, negentro
 	res.Converged = waitErr == nil
 	w.collectBytes(&res, own)
 	if st, err := p.status(ctx); err == nil {
-		for _, r := range st.Relays {
-			res.EventsReceived += r.EventsReceived
-		}
+		res.addRelays(st.Relays)
 	}
 	res.SidecarMetrics = p.counters(ctx)
 	cpu, rss, stopErr := p.stop()
@@ -328,9 +326,7 @@ func (w *world) resync(ctx context.Context, opts Options, own *ownRelay) (Result
 	res.Events = own.gained(w) - before
 	res.Converged = waitErr == nil
 	w.collectBytes(&res, own)
-	for _, r := range last.Relays {
-		res.EventsReceived += r.EventsReceived
-	}
+	res.addRelays(last.Relays)
 	cpu, rss, stopErr := p.stop()
 	res.CPUSeconds, res.PeakRSSBytes = cpu.Seconds(), rss
 	if waitErr != nil {
@@ -356,4 +352,13 @@ func (w *world) settled(st status.Snapshot) bool {
 		}
 	}
 	return true
+}
+
+// addRelays adds the relays' received and new counts of a /status to res.
+func (res *Result) addRelays(rs []status.Relay) {
+	for _, r := range rs {
+		res.EventsReceived += r.EventsReceived
+		res.EventsNew += r.EventsNew
+		res.Relays = append(res.Relays, RelayEvents{URL: r.URL, Received: r.EventsReceived, New: r.EventsNew})
+	}
 }

@@ -69,9 +69,7 @@ func (w *world) restart(ctx context.Context, opts Options, own *ownRelay, dir st
 		res.Note += fmt.Sprintf("; store in use per local-index event: local index %.0f B, relays %.0f B, repos %.0f B, heads %.0f B (file %.0f B)",
 			per(in["local"]), per(in["relays"]), per(in["repos"]), per(in["heads"]), last.State.BytesPerEvent)
 	}
-	for _, r := range last.Relays {
-		res.EventsReceived += r.EventsReceived
-	}
+	res.addRelays(last.Relays)
 	cpu, rss, stopErr := p.stop()
 	res.CPUSeconds, res.PeakRSSBytes = cpu.Seconds(), rss
 	res.StateBytes = fileSize(filepath.Join(dir, "state.db"))

@@ -261,7 +261,7 @@ func connected(st status.Snapshot) int {
 func printSummary(out io.Writer, w *world, s Summary) {
 	fmt.Fprintf(out, "\nsummary (%.1fs)\n", s.Elapsed.Seconds())
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  relay\tstate\tevents received\trepos\troot events")
+	fmt.Fprintln(tw, "  relay\tstate\tevents received\tnew when they came\trepos\troot events")
 	names := map[string]string{w.a.URL(): "remote A", w.b.URL(): "remote B"}
 	if w.git != nil {
 		// A clone URL's host is taken for a GRASP service, whose relay is
@@ -273,7 +273,7 @@ func printSummary(out io.Writer, w *world, s Summary) {
 		if name == "" {
 			name = r.URL
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", name, r.State, r.EventsReceived, r.ReposConfirmed, r.RootsConfirmed)
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\n", name, r.State, r.EventsReceived, r.EventsNew, r.ReposConfirmed, r.RootsConfirmed)
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "  received %d events in all: an event both remotes hold arrives twice, and announcements the own relay has arrive too\n", s.Received)
