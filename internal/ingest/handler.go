@@ -369,6 +369,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	}
 	// Cheap check first: most events arrive from several relays.
 	if h.flying.duplicate(h.seen, id, ev.Sig) {
+		h.m.eventsSeenAgain.Inc()
 		return
 	}
 	if reason, err := h.validate(in); err != nil {
@@ -381,7 +382,11 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 		// The purgatory acts on it alone (git fetches, holding it for
 		// hours): verified before it is marked, so a forged copy never
 		// shadows the real one.
-		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
+		if h.seen.Has(id) {
+			h.m.eventsSeenAgain.Inc()
+			return
+		}
+		if !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
 			return
 		}
 		h.hold(id, ev, false)
@@ -389,6 +394,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	}
 	switch h.flying.claim(h.seen, id, ev.Sig) {
 	case claimDrop:
+		h.m.eventsSeenAgain.Inc()
 		return
 	case claimVerify:
 		// A second, different copy of an id in flight: one of the two is
