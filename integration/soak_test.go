@@ -32,8 +32,10 @@ import (
 // Every event reaches the own relay, 99% of them within soakP99Bound of
 // their publication, each remote sends the sidecar at most so many times
 // the events it has for it (soakShape.received), goroutines and the heap
-// stay flat, and "sync caught up" is logged only when every remote is
-// connected and every event published before it is on the own relay.
+// stay flat, "sync caught up" is logged only when every remote is
+// connected and every event published before it is on the own relay, and
+// every copy received beyond the events published is counted as seen
+// again (ngit_sync_events_seen_again_total).
 //
 // The default run is short (60 repositories, 100 events/s for 45 s, cuts
 // every 12 s: about 50 s in all) and is skipped under -race and -short.
