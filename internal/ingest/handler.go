@@ -370,6 +370,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	}
 	// Cheap check first: most events arrive from several relays.
 	if h.flying.duplicate(h.seen, id, ev.Sig) {
+		h.m.eventsSeenAgain.Inc()
 		return
 	}
 	if reason, err := h.validate(in); err != nil {
@@ -382,7 +383,11 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 		// The purgatory acts on it alone (git fetches, holding it for
 		// hours): verified before it is marked, so a forged copy never
 		// shadows the real one.
-		if h.seen.Has(id) || !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
+		if h.seen.Has(id) {
+			h.m.eventsSeenAgain.Inc()
+			return
+		}
+		if !h.checkSig(ev, in.Relay) || !h.seen.Mark(id) {
 			return
 		}
 		h.fresh.add(in.Relay)
@@ -391,6 +396,7 @@ func (h *Handler) process(ctx context.Context, in Incoming) {
 	}
 	switch h.flying.claim(h.seen, id, ev.Sig) {
 	case claimDrop:
+		h.m.eventsSeenAgain.Inc()
 		return
 	case claimSend:
 		h.fresh.add(in.Relay)

@@ -177,3 +177,24 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+// Copies of an event the handler has seen are counted as seen again
+// (ngit_sync_events_seen_again_total), whichever relay sends them; the
+// first copy is not.
+func TestSeenAgainCounted(t *testing.T) {
+	ev := signed(t, nostr.Event{Kind: 1621, CreatedAt: 1700000000, Content: "issue", Tags: nostr.Tags{{"a", "30617:" + strings.Repeat("a", 64) + ":repo"}}})
+	h, pub, _ := newTestHandler(t, Config{EventLimits: EventLimits{MaxEventBytes: 1 << 20, MaxEventTags: 100}})
+	ctx := context.Background()
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://a"})
+	if got := testkit.Value(t, h.m.eventsSeenAgain); got != 0 {
+		t.Fatalf("seen again %v after the first copy", got)
+	}
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://a"})
+	h.process(ctx, Incoming{Event: ev, Relay: "ws://b"})
+	if got := testkit.Value(t, h.m.eventsSeenAgain); got != 2 {
+		t.Fatalf("seen again %v, want 2 (a repeat and another relay's copy)", got)
+	}
+	if n := len(pub.ids()); n != 1 {
+		t.Fatalf("published %d times", n)
+	}
+}

@@ -11,6 +11,10 @@ type metrics struct {
 	eventsSynced    prometheus.Counter
 	eventsRejected  *prometheus.CounterVec
 	eventsDuplicate prometheus.Counter
+	// eventsSeenAgain: copies of events the handler had seen, dropped
+	// before any check (a remote's repeats, catch-ups read again, the
+	// same event from several relays).
+	eventsSeenAgain prometheus.Counter
 	eventsInvalid   *prometheus.CounterVec
 	limitHits       *prometheus.CounterVec
 	// ownHeld and ownHeldRepublished: events the own relay accepted into
@@ -32,6 +36,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		eventsDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ngit_sync_events_duplicate_total",
 			Help: "Events the own relay already had.",
+		}),
+		eventsSeenAgain: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ngit_sync_events_seen_again_total",
+			Help: "Events received from remote relays that the sidecar had seen already (from that relay or another, or on the own relay), dropped before any check.",
 		}),
 		eventsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ngit_sync_events_invalid_total",
@@ -61,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, l := range limitNames {
 		m.limitHits.WithLabelValues(l)
 	}
-	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsInvalid, m.limitHits, m.ownHeld, m.ownHeldRepublished} {
+	for _, c := range []prometheus.Collector{m.eventsSynced, m.eventsRejected, m.eventsDuplicate, m.eventsSeenAgain, m.eventsInvalid, m.limitHits, m.ownHeld, m.ownHeldRepublished} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -177,7 +177,8 @@ func TestLiveDeferralBounded(t *testing.T) {
 // relay state.
 func TestDisconnectCatchesUpFromDeferral(t *testing.T) {
 	h := newHistoricEnv(t)
-	h.batch(t) // the repository is confirmed: a quick reconnect is possible
+	h.batch(t)               // the repository is confirmed: a quick reconnect is possible
+	h.r.HistoricDone = false // its first sync goes on: new items are deferred
 	h.e.sched.startBatch(h.r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	first := h.clk.Now()
 	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 10)})
@@ -327,5 +328,51 @@ func TestAuthRequiredCloseWithoutKeyIsNotRetried(t *testing.T) {
 	}
 	if _, open := h.r.live[perRoot]; open {
 		t.Fatal("the closed subscription is open again")
+	}
+}
+
+// TestSteadyStateRootsLiveAtOnce: after the first sync, a root added while
+// another root's small batch is pending opens its live filters at once
+// (roots arriving steadily deferred one another, each batch's end
+// consolidated every live subscription: one a second under steady
+// traffic); a consolidation of filters that were live until then reaches
+// back consolidation_overlap, not since_buffer (15 minutes of every
+// repository read again each time).
+func TestSteadyStateRootsLiveAtOnce(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.batch(t)
+	if !h.r.HistoricDone {
+		t.Fatal("the first sync is not done")
+	}
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(0, 1)})
+	if len(h.e.pending[testRelay]) == 0 {
+		t.Fatal("the first root's batch is not pending")
+	}
+	before := perRootLive(h.r)
+	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(1, 1)})
+	if perRootLive(h.r) <= before || !h.r.liveDeferredAt.IsZero() {
+		t.Fatalf("a root added while a batch is pending: %d live per-root subscriptions (had %d), deferred since %v",
+			perRootLive(h.r), before, h.r.liveDeferredAt)
+	}
+	h.drain(t)
+	now := h.clk.Now()
+	h.e.subs.consolidate(h.r)
+	want := time.Unix(now.Add(-h.e.cfg.ConsolidationOverlap).Unix(), 0)
+	if since := h.consolidationsSince(); len(since) != 1 || !since[0].Equal(want) {
+		t.Fatalf("consolidations since %v, want one since %v (now − consolidation_overlap)", since, want)
+	}
+
+	// Filters a NOTICE refused were not live: their rebuild catches up
+	// from the NOTICE.
+	noticeAt := h.clk.Now()
+	h.e.subs.onNotice(testRelay, "ERROR: too many concurrent REQs")
+	select {
+	case fn := <-h.e.inbox:
+		fn()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the NOTICE posted nothing")
+	}
+	if !h.r.liveDeferredAt.Equal(noticeAt) {
+		t.Fatalf("after a NOTICE refusing a REQ: deferred since %v, want %v", h.r.liveDeferredAt, noticeAt)
 	}
 }

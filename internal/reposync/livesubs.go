@@ -335,8 +335,10 @@ func (ls liveSubs) onReason(url string, source health.MessageSource, reason stri
 	}
 }
 
+// A refused REQ's filters are not live: the rebuild catches up from the
+// NOTICE (deferLiveFrom), as from a CLOSED.
 func (ls liveSubs) onNotice(url, text string) {
-	sig := ls.e.d.Health.Observe(url, health.SourceNotice, text)
+	sig, at := ls.e.d.Health.Observe(url, health.SourceNotice, text), ls.e.clock.Now()
 	ls.e.d.Pacer.Refused(url, health.SourceNotice, text) // an error NOTICE backs the relay's requests off
 	switch sig {
 	case health.SignalTooManyFilters:
@@ -350,15 +352,16 @@ func (ls liveSubs) onNotice(url, text string) {
 					most = max(most, n)
 				}
 				ls.e.lim.LearnFilters(url, most, "NOTICE: "+text)
+				ls.deferLiveFrom(r, at)
 				r.rebuildLive = true
 			}
 		})
 	case health.SignalTooManySubscriptions, health.SignalRateLimited:
 		// A NOTICE names no subscription: whatever REQ it refused, rebuild
 		// the live ones once the relay allows it.
-		at := ls.e.clock.Now()
 		ls.e.post(func() {
 			if r := ls.e.relays[url]; r != nil && r.Status.IsUp() {
+				ls.deferLiveFrom(r, at)
 				r.rebuildLive = true
 				if sig == health.SignalRateLimited {
 					r.rateLimitedAt = at
@@ -439,15 +442,16 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 }
 
 // deferLive tells whether new items of r open no live per-root
-// subscriptions now: r has pending historic batches (its first sync, or a
-// large batch), so each subscription the live filters took would be a
-// historic job less, and a distant relay ran its hundreds of jobs of two
-// round trips each one at a time. Their history runs at once; the
+// subscriptions now: r's first sync has pending historic batches, so each
+// subscription the live filters took would be a historic job less, and a
+// distant relay ran its hundreds of jobs of two round trips each one at a
+// time. Not after it: new roots arriving steadily, each with a small
+// batch, kept deferring one another and consolidated every second. Their history runs at once; the
 // consolidation when the batches are done (or Config.LiveDeferMax after
 // the first deferred item, onTick) opens their live filters with since
 // reaching back to when the first of them was added. Layer 1 stays live.
 func (ls liveSubs) deferLive(r *remote) bool {
-	return ls.e.cfg.LiveDeferMax > 0 && len(ls.e.pending[r.URL]) > 0
+	return ls.e.cfg.LiveDeferMax > 0 && !r.HistoricDone && len(ls.e.pending[r.URL]) > 0
 }
 
 // liveDeferDue tells whether r's deferred live filters have waited
@@ -471,17 +475,19 @@ func catchUpFrom(r *remote, now time.Time) time.Time {
 
 // consolidate closes every live subscription of the relay and re-opens
 // Layer 1 and Layers 2/3 for everything confirmed or pending in as few
-// filters as possible, with a catch-up batch since now − since_buffer
-// (since the first item whose live filters were deferred − since_buffer,
-// when some were: events that came meanwhile arrive as stored ones).
+// filters as possible, with since now − consolidation_overlap (they were
+// live until now; since_buffer re-read 15 minutes of every repository at
+// each consolidation), or a catch-up batch since the first item whose live
+// filters were deferred − since_buffer, when some were: events that came
+// meanwhile arrive as stored ones.
 func (ls liveSubs) consolidate(r *remote) {
-	from := ls.e.clock.Now()
+	from, overlap := ls.e.clock.Now(), ls.e.cfg.ConsolidationOverlap
 	deferredFrom := r.liveDeferredAt
 	if !deferredFrom.IsZero() && deferredFrom.Before(from) {
-		from = deferredFrom
+		from, overlap = deferredFrom, ls.e.cfg.SinceBuffer
 	}
 	r.liveDeferredAt = time.Time{}
-	since := nostr.Timestamp(from.Add(-ls.e.cfg.SinceBuffer).Unix())
+	since := nostr.Timestamp(from.Add(-overlap).Unix())
 	ls.e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", ls.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
 		zap.Time("since", since.Time()))
 	for id := range r.live {

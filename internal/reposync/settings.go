@@ -21,6 +21,7 @@ type Settings struct {
 	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
 	ConsolidationThreshold int           `yaml:"consolidation_threshold" help:"Open filters per relay above which they are consolidated."`
 	ConsolidationWait      time.Duration `yaml:"consolidation_wait" help:"How long consolidation waits for pending batches to finish."`
+	ConsolidationOverlap   time.Duration `yaml:"consolidation_overlap" help:"Overlap subtracted from since when a relay's live subscriptions are closed and opened again merged (consolidated): they were live until then, so only events the relay stored in between with an older created_at need it. Live filters that were deferred catch up from their deferral minus since_buffer instead."`
 	FullResyncMin          time.Duration `yaml:"full_resync_min" help:"Lower bound of the random interval between full resyncs of a relay."`
 	FullResyncMax          time.Duration `yaml:"full_resync_max" help:"Upper bound of the random interval between full resyncs of a relay."`
 	EmptyRelayCheck        time.Duration `yaml:"empty_relay_check" help:"Interval of the check that disconnects non-bootstrap relays with nothing to sync."`
@@ -39,7 +40,7 @@ type Settings struct {
 	HistoricRetryMax   time.Duration `yaml:"historic_retry_max" help:"Longest wait between retries of a failed historic sync batch."`
 	HistoricMaxJobs    int           `yaml:"historic_max_jobs" help:"Historic sync jobs (one filter's negentropy rounds or REQ pages, then its fetches by id) running at once over all relays; more let distant relays' round trips overlap; the events they hold at once are bounded by historic_max_events."`
 	HistoricFetchSlots int           `yaml:"historic_fetch_slots" help:"Fetch-by-id REQs one historic job may have open at once: its own subscription plus, while no other job of the relay waits, slots of the relay's subscription budget nobody uses (one is always kept for a new live subscription). 1: one fetch after another."`
-	LiveDeferMax       time.Duration `yaml:"live_defer_max" help:"While a relay has pending historic batches (its first sync, a large batch), new items run their history without live per-root subscriptions, which would take the subscription budget from historic jobs; their live filters open in one consolidation when the batches are done, with since reaching back to when the first was added minus since_buffer, or after this long anyway. Layer 1 stays live. 0: open them at once."`
+	LiveDeferMax       time.Duration `yaml:"live_defer_max" help:"While a relay's first historic sync has batches pending, new items run their history without live per-root subscriptions, which would take the subscription budget from historic jobs; their live filters open in one consolidation when the batches are done, with since reaching back to when the first was added minus since_buffer, or after this long anyway. Layer 1 stays live. 0: open them at once."`
 	HistoricMaxEvents  int           `yaml:"historic_max_events" help:"Events that historic sync REQs to remote relays may hold at once: a page or a fetch by id keeps its events until its EOSE and reserves as many as it may return before it is sent. Bounds memory however many historic jobs run."`
 	// HistoricMaxBytes bounds the bytes of those events (frames as they
 	// arrived; historic.EventBudget), 0 none.
@@ -57,6 +58,7 @@ func DefaultSettings() Settings {
 		ValuesPerFilter:        nip34.DefaultValuesPerFilter,
 		ConsolidationThreshold: 70,
 		ConsolidationWait:      30 * time.Second,
+		ConsolidationOverlap:   2 * time.Second,
 		FullResyncMin:          23 * time.Hour,
 		FullResyncMax:          25 * time.Hour,
 		EmptyRelayCheck:        60 * time.Second,
@@ -100,6 +102,7 @@ func (s Settings) Validate() error {
 	v.NonNegativeInt("historic_max_bytes", s.HistoricMaxBytes)
 	v.PositiveInt("consolidation_threshold", s.ConsolidationThreshold)
 	v.Positive("consolidation_wait", s.ConsolidationWait)
+	v.NonNegative("consolidation_overlap", s.ConsolidationOverlap)
 	v.NonNegative("live_defer_max", s.LiveDeferMax)
 	v.Positive("full_resync_min", s.FullResyncMin)
 	v.Positive("full_resync_max", s.FullResyncMax)
