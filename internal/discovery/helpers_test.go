@@ -44,7 +44,7 @@ func newTestDiscovery(t *testing.T, mut func(*Settings, *Deps)) *Discovery {
 	// handler notes the roots the own relay stores in the unapplied set.
 	var stored []func(*nostr.Event)
 	if deps.KeepHeads && deps.Unapplied == nil {
-		deps.Unapplied = NewUnappliedRoots(cfg.SelfKinds, nil)
+		deps.Unapplied = NewUnappliedRoots(cfg.SelfKinds, deps.Clock, nil)
 		stored = append(stored, deps.Unapplied.Note)
 	}
 	in, err := ingest.New(ingest.DefaultConfig(), ingest.Deps{Publisher: nopPublisher{}, Registry: prometheus.NewRegistry(), Stored: stored})
