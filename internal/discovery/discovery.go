@@ -41,6 +41,10 @@ type Settings struct {
 	// (applyOverdue); 0 never.
 	RootWait    time.Duration
 	SinceBuffer time.Duration
+	// QuickReconnectWindow: a self-subscription that reconnects within it
+	// keeps the local set as filled; after a longer outage it is filled
+	// again.
+	QuickReconnectWindow time.Duration
 	// ConnectTimeout bounds one dial of the own relay; OwnReconnectBase and
 	// OwnReconnectMax are the redial's doubling backoff.
 	ConnectTimeout           time.Duration
