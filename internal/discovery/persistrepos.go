@@ -145,5 +145,5 @@ func (d *Discovery) PublishRepos() {
 	d.snapMu.Unlock()
 	// With a state store, now that a snapshot of the index as it is was
 	// published.
-	d.pruneUnapplied()
+	d.unapplied.forget(d.rootApplied)
 }

@@ -158,7 +158,10 @@ func (d *Discovery) dropOrphans() {
 	clear(d.orphans)
 	d.orphanCount = 0
 	d.reposGen++
-	d.dropUnhostedUnapplied()
+	// Noted roots of which no repository is hosted would wait forever.
+	d.unapplied.forget(func(_ string, refs []string) bool {
+		return !slices.ContainsFunc(refs, func(ref string) bool { return d.Repos[ref] != nil })
+	})
 }
 
 // validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a

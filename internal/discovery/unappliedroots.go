@@ -144,18 +144,19 @@ func (u *UnappliedRoots) Note(ev *nostr.Event) {
 	u.gen++
 }
 
-// pruneUnapplied forgets the roots the repository index has now, as a
-// root or as an orphan under any of their references. Run
-// goroutine, after the snapshot that holds them is published.
-func (d *Discovery) pruneUnapplied() {
-	u := d.unapplied
+// forget forgets the roots drop returns true for (nothing on a nil set).
+// Run goroutine: discovery forgets those its index holds (rootApplied),
+// after the snapshot that holds them is published (PublishRepos), and
+// those of which no repository is hosted once the orphans were dropped
+// (dropOrphans: they would wait forever).
+func (u *UnappliedRoots) forget(drop func(id string, refs []string) bool) {
 	if u == nil {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for id, r := range u.roots {
-		if d.rootApplied(id, r.refs) {
+		if drop(id, r.refs) {
 			delete(u.roots, id)
 			u.gen++
 		}
@@ -171,24 +172,6 @@ func (d *Discovery) rootApplied(id string, refs []string) bool {
 		}
 	}
 	return false
-}
-
-// dropUnhostedUnapplied forgets the roots of which no repository is
-// hosted: the orphans were dropped (dropOrphans), they would wait
-// forever. Run goroutine.
-func (d *Discovery) dropUnhostedUnapplied() {
-	u := d.unapplied
-	if u == nil {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for id, r := range u.roots {
-		if !slices.ContainsFunc(r.refs, func(ref string) bool { return d.Repos[ref] != nil }) {
-			delete(u.roots, id)
-			u.gen++
-		}
-	}
 }
 
 // repoStateWithUnapplied is the last published repository snapshot with
@@ -229,6 +212,26 @@ func (d *Discovery) repoStateWithUnapplied() PersistedRepos {
 	return p
 }
 
+// overdueRoot is a noted root to apply (overdue).
+type overdueRoot struct {
+	id   string
+	refs []string
+}
+
+// overdue are the roots noted at or before due that applied does not
+// report applied.
+func (u *UnappliedRoots) overdue(due time.Time, applied func(id string, refs []string) bool) []overdueRoot {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var late []overdueRoot
+	for id, r := range u.roots {
+		if !r.at.After(due) && !applied(id, r.refs) {
+			late = append(late, overdueRoot{id, r.refs})
+		}
+	}
+	return late
+}
+
 // applyOverdue applies the roots that waited Settings.RootWait without a
 // batch applying them, from their note: the own relay said it stores them
 // (its OK, or a read of it), and the self-subscription will not deliver
@@ -244,19 +247,7 @@ func (d *Discovery) applyOverdue() {
 	if u == nil || d.cfg.RootWait <= 0 {
 		return
 	}
-	due := u.clock.Now().Add(-d.cfg.RootWait)
-	type overdue struct {
-		id   string
-		refs []string
-	}
-	var late []overdue
-	u.mu.Lock()
-	for id, r := range u.roots {
-		if !r.at.After(due) && !d.rootApplied(id, r.refs) {
-			late = append(late, overdue{id, r.refs})
-		}
-	}
-	u.mu.Unlock()
+	late := u.overdue(u.clock.Now().Add(-d.cfg.RootWait), d.rootApplied)
 	if len(late) == 0 {
 		if u.stuck.Load() != 0 {
 			u.stuck.Store(0)
