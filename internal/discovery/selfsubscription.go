@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 )
 
 // runSelfSubscriber keeps a subscription on the own relay for the kinds
@@ -187,7 +188,14 @@ func (d *Discovery) selfSession(ctx context.Context, conn *relay.Conn, since *no
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		err := d.selfHistory(hctx, conn, since, restored)
+		// A paging cut short continues where it got to (the pager's
+		// sweep cursor): an own relay that drops connections before a
+		// long history is read through is not paged from the top again
+		// and again. What is stored meanwhile with an older created_at
+		// than the top-up reaches back: before the sidecar is ready it
+		// publishes nothing; after, the roots it publishes are noted
+		// (UnappliedRoots) and applied within root_wait.
+		err := d.selfHistory(sweepcursor.With(hctx), conn, since, restored)
 		if err == nil {
 			d.deps.Post(func() {
 				// Roots still waiting now have no announcement on the own

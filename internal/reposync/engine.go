@@ -342,7 +342,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		if d.Unapplied != nil {
 			e.local.Note = d.Unapplied.Note
 		}
-		e.local.Pager.Clock = d.Clock
+		e.local.Pager.Clock, e.local.Pager.Resume = d.Clock, sweepcursor.New(0, cfg.SinceBuffer) // fills cut short resume
 		ns, err := historic.NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
 			return nil, err
