@@ -36,7 +36,15 @@ type Settings struct {
 	// BatchQuiet flushes it earlier once no event came for that long.
 	BatchWindow time.Duration
 	BatchQuiet  time.Duration
+	// RootWait is how long a root the own relay stored (Deps.Unapplied)
+	// may wait for a batch before it is applied from its note
+	// (applyOverdue); 0 never.
+	RootWait    time.Duration
 	SinceBuffer time.Duration
+	// QuickReconnectWindow: a self-subscription that reconnects within it
+	// keeps the local set as filled; after a longer outage it is filled
+	// again.
+	QuickReconnectWindow time.Duration
 	// ConnectTimeout bounds one dial of the own relay; OwnReconnectBase and
 	// OwnReconnectMax are the redial's doubling backoff.
 	ConnectTimeout           time.Duration
@@ -68,9 +76,10 @@ type Deps struct {
 	// KeepHeads keeps the current announcements and states for the state
 	// store.
 	KeepHeads bool
-	// Unapplied, when set (with a state store), are the roots on the own
-	// relay not applied yet, which the ingest handler notes as the own
-	// relay stores them; the saved repository index includes them.
+	// Unapplied, when set, are the roots on the own relay not applied
+	// yet, which the ingest handler notes as the own relay stores them:
+	// those no batch applies within RootWait are applied from the note;
+	// with a state store the saved repository index includes them.
 	Unapplied *UnappliedRoots
 	// LocalRestored says Local was loaded from the state store.
 	LocalRestored bool
@@ -152,7 +161,7 @@ type Discovery struct {
 	// on (written before catchUpDone is closed).
 	caughtIDs map[event.ID]struct{}
 	// unapplied are roots on the own relay whose batch may not be applied
-	// yet (Deps.Unapplied, nil without a state store).
+	// yet (Deps.Unapplied).
 	unapplied *UnappliedRoots
 	// restoredSelfSeen is how far the previous run had read the own
 	// relay's history; selfSeen is this run's (unix nanoseconds).

@@ -40,11 +40,14 @@ func newTestDiscovery(t *testing.T, mut func(*Settings, *Deps)) *Discovery {
 	if deps.Clock == nil {
 		deps.Clock = clock.NewManual(time.Unix(1_700_000_000, 0))
 	}
-	// Wired as the sidecar does: with heads kept (a state store), the
-	// handler notes the roots the own relay stores in the unapplied set.
+	// Wired as the sidecar does: the handler notes the roots the own relay
+	// stores in the unapplied set (made here with heads kept, a state
+	// store).
 	var stored []func(*nostr.Event)
 	if deps.KeepHeads && deps.Unapplied == nil {
-		deps.Unapplied = NewUnappliedRoots(cfg.SelfKinds, nil)
+		deps.Unapplied = NewUnappliedRoots(cfg.SelfKinds, deps.Clock, nil)
+	}
+	if deps.Unapplied != nil {
 		stored = append(stored, deps.Unapplied.Note)
 	}
 	in, err := ingest.New(ingest.DefaultConfig(), ingest.Deps{Publisher: nopPublisher{}, Registry: prometheus.NewRegistry(), Stored: stored})

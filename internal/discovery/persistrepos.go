@@ -123,11 +123,14 @@ func (d *Discovery) selfHistoryFilters(since *nostr.Timestamp, restored bool) []
 // sidecar was down (a wiped or restored database).
 const lostMin = 1000
 
-// PublishRepos publishes a persistable copy of the repository index, when
-// RepoState was ever asked and the index changed since the last copy, with
-// the self-subscription's read point; then it forgets the unapplied roots
-// the published copy holds. Run goroutine (the engine's status refresh).
+// PublishRepos applies the roots that waited too long for their batch
+// (applyOverdue), then publishes a persistable copy of the repository
+// index, when RepoState was ever asked and the index changed since the
+// last copy, with the self-subscription's read point; then it forgets the
+// unapplied roots the index holds (with a state store, those the
+// published copy holds). Run goroutine (the engine's status refresh).
 func (d *Discovery) PublishRepos() {
+	d.applyOverdue()
 	var repos PersistedRepos
 	changed := false
 	wanted := d.reposWanted.Load()
@@ -140,8 +143,7 @@ func (d *Discovery) PublishRepos() {
 	}
 	d.reposSnap.SelfSeen = d.selfSeenTime()
 	d.snapMu.Unlock()
-	if wanted {
-		// Now that a snapshot of the index as it is was published.
-		d.pruneUnapplied()
-	}
+	// With a state store, now that a snapshot of the index as it is was
+	// published.
+	d.unapplied.forget(d.rootApplied)
 }

@@ -82,32 +82,37 @@ func (d *Discovery) ApplyBatch(evs []*nostr.Event) {
 				needs.Relays = relays
 			}
 		default:
-			refs, ok := nip34.RootRefs(ev)
-			if !ok {
-				continue
-			}
-			for _, ref := range refs {
-				needs := d.Repos[ref]
-				if needs == nil {
-					d.addOrphan(ref, ev.ID)
-					continue
-				}
-				if needs.Roots.Has(ev.ID) {
-					continue
-				}
-				needs.Roots.Add(ev.ID)
-				for url := range needs.Relays.All() {
-					add(url).Roots.Add(ev.ID)
-				}
-				for _, url := range boot {
-					add(url).Roots.Add(ev.ID)
-				}
+			if refs, ok := nip34.RootRefs(ev); ok {
+				d.applyRoot(ev.ID, refs, add)
 			}
 		}
 	}
 	d.reposGen++
 	d.log.Debug("self batch applied", zap.Int("events", len(evs)), zap.Int("relays", len(delta)))
 	d.deps.Applied(delta)
+}
+
+// applyRoot adds root id to the repositories of refs, and to what add
+// collects for each relay asked about them; under a repository not known
+// yet it waits as an orphan (addOrphan). Run goroutine.
+func (d *Discovery) applyRoot(id string, refs []string, add func(url string) repoindex.Items) {
+	for _, ref := range refs {
+		needs := d.Repos[ref]
+		if needs == nil {
+			d.addOrphan(ref, id)
+			continue
+		}
+		if needs.Roots.Has(id) {
+			continue
+		}
+		needs.Roots.Add(id)
+		for url := range needs.Relays.All() {
+			add(url).Roots.Add(id)
+		}
+		for _, url := range d.cfg.Bootstrap23 {
+			add(url).Roots.Add(id)
+		}
+	}
 }
 
 // maxOrphanRoots bounds the root events kept while their announcement is
@@ -153,7 +158,10 @@ func (d *Discovery) dropOrphans() {
 	clear(d.orphans)
 	d.orphanCount = 0
 	d.reposGen++
-	d.dropUnhostedUnapplied()
+	// Noted roots of which no repository is hosted would wait forever.
+	d.unapplied.forget(func(_ string, refs []string) bool {
+		return !slices.ContainsFunc(refs, func(ref string) bool { return d.Repos[ref] != nil })
+	})
 }
 
 // validRepoRef reports whether ref is 30617:<64 hex pubkey>:<d> with a

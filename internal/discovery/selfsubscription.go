@@ -17,18 +17,23 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 )
 
 // runSelfSubscriber keeps a subscription on the own relay for the kinds
 // that define what we sync, reconnecting with capped backoff. The first
 // connection asks for everything; later ones for since = last seen −
-// since_buffer.
+// since_buffer. The local set is filled after the first session's paging,
+// and again only after one that follows an outage longer than
+// quick_reconnect_window (refill): an own relay that drops connections
+// every few seconds is not read back whole at each reconnect.
 func (d *Discovery) runSelfSubscriber(ctx context.Context) {
 	log := d.log.Named("self")
 	lastSeen := d.restoredSelfSeen // zero without a state store
 	restored := !lastSeen.IsZero()
 	retry := backoff.Policy{Base: d.cfg.OwnReconnectBase, Max: d.cfg.OwnReconnectMax}
 	failures := 0
+	var lost time.Time // when the last session ended
 	for ctx.Err() == nil {
 		opts := d.deps.RelayOptions
 		opts.Logger = log
@@ -55,7 +60,9 @@ func (d *Discovery) runSelfSubscriber(ctx context.Context) {
 			ts := nostr.Timestamp(lastSeen.Add(-d.cfg.SinceBuffer).Unix())
 			since = &ts
 		}
-		complete, err := d.selfSession(ctx, conn, since, restored)
+		refill := lost.IsZero() || d.clock.Now().Sub(lost) > d.cfg.QuickReconnectWindow
+		complete, err := d.selfSession(ctx, conn, since, restored, refill)
+		lost = d.clock.Now()
 		d.ownUp.Store(false)
 		d.selfLive.Store(false)
 		if complete {
@@ -162,8 +169,14 @@ func (d *Discovery) selfHistory(ctx context.Context, conn *relay.Conn, since *no
 // for BatchQuiet (a single announcement starts syncing at once), and at the
 // latest BatchWindow after its first event (a burst is applied in bulk).
 //
+// Once the paging is done, the local set is filled (startInitialFill)
+// when refill is set or the sidecar is not ready yet; else what it was
+// filled with stays, and what others stored on the own relay meanwhile is
+// at worst downloaded again (a reconciliation takes it for missing; the
+// own relay answers duplicate), never lost.
+//
 // complete reports whether the paging finished.
-func (d *Discovery) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored bool) (complete bool, err error) {
+func (d *Discovery) selfSession(ctx context.Context, conn *relay.Conn, since *nostr.Timestamp, restored, refill bool) (complete bool, err error) {
 	sub, err := conn.Subscribe(ctx, "self", nip34.Live([]nostr.Filter{{Kinds: d.cfg.SelfKinds}}))
 	if err != nil {
 		return false, err
@@ -175,13 +188,22 @@ func (d *Discovery) selfSession(ctx context.Context, conn *relay.Conn, since *no
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		err := d.selfHistory(hctx, conn, since, restored)
+		// A paging cut short continues where it got to (the pager's
+		// sweep cursor): an own relay that drops connections before a
+		// long history is read through is not paged from the top again
+		// and again. What is stored meanwhile with an older created_at
+		// than the top-up reaches back: before the sidecar is ready it
+		// publishes nothing; after, the roots it publishes are noted
+		// (UnappliedRoots) and applied within root_wait.
+		err := d.selfHistory(sweepcursor.With(hctx), conn, since, restored)
 		if err == nil {
 			d.deps.Post(func() {
 				// Roots still waiting now have no announcement on the own
 				// relay: they would wait forever.
 				d.dropOrphans()
-				d.startInitialFill(ctx)
+				if refill || !d.ready.Load() {
+					d.startInitialFill(ctx)
+				}
 			})
 		}
 		history <- err

@@ -4,11 +4,15 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
+	"github.com/grasp-sync/grasp-sync/internal/clock"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
 // The engine learns the roots on the own relay from its self-subscription,
@@ -36,34 +40,63 @@ import (
 // the local index lacks: a tick's worth of its roots, already known)
 // unless the Run goroutine falls far behind. Only well-formed references
 // are noted, the ones a batch can keep: a root with none is not noted. A
-// root the orphans' bound refused whose announcement came later, or one of
-// a hosted repository that the own relay stored and never serves to the
-// self-subscription, stays until the bound.
+// root no batch applied within Settings.RootWait (the self-subscription
+// was reconnecting when the own relay stored it, and a reconnect asks
+// only for what was created since it lost the connection; or the relay
+// never serves it to the self-subscription) is applied from the note
+// (applyOverdue); only one the orphans' bound refuses stays, reported.
 const maxUnappliedRoots = 200_000
 
 // UnappliedRoots are roots on the own relay the repository index may not
-// have yet, by id, with their repository references. The wiring builds
-// it before the ingest handler, which tells it of every event the own
-// relay stored (ingest.Deps.Stored: Note), and hands it to discovery
-// (Deps.Unapplied), which prunes it once its index holds them and saves
-// it with the repository index. Its methods are safe from any goroutine.
+// have yet, by id, with their repository references and when they were
+// noted. The wiring builds it before the ingest handler, which tells it
+// of every event the own relay stored (ingest.Deps.Stored: Note), and
+// hands it to discovery (Deps.Unapplied), which applies those no batch
+// applied in time, prunes it once its index holds them and, with a state
+// store, saves it with the repository index. Its methods are safe from
+// any goroutine.
 type UnappliedRoots struct {
 	selfKinds []int
 	log       *zap.Logger
+	clock     clock.Clock
 	mu        sync.Mutex
-	roots     map[string][]string
+	roots     map[string]unappliedRoot
 	gen       uint64 // counts changes
 	warned    bool   // the bound was logged
+	// stuckWarned: a root that cannot be applied was logged (Run
+	// goroutine).
+	stuckWarned bool
+	late        atomic.Uint64
+	stuck       atomic.Int64
+}
+
+// unappliedRoot is a noted root's repository references and when it was
+// noted.
+type unappliedRoot struct {
+	refs []string
+	at   time.Time
 }
 
 // NewUnappliedRoots returns an empty set noting roots of selfKinds (the
-// self-subscription's kinds).
-func NewUnappliedRoots(selfKinds []int, log *zap.Logger) *UnappliedRoots {
+// self-subscription's kinds) on clk (nil: the wall clock).
+func NewUnappliedRoots(selfKinds []int, clk clock.Clock, log *zap.Logger) *UnappliedRoots {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &UnappliedRoots{selfKinds: slices.Clone(selfKinds), log: log}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &UnappliedRoots{selfKinds: slices.Clone(selfKinds), log: log, clock: clk}
 }
+
+// AppliedLate counts the roots no self batch applied within
+// Settings.RootWait, applied from their note.
+func (u *UnappliedRoots) AppliedLate() uint64 { return u.late.Load() }
+
+// Stuck is how many roots waited longer than Settings.RootWait and could
+// not be applied at the last check: their repository's announcement is
+// not applied and the orphan roots' bound is reached.
+func (u *UnappliedRoots) Stuck() int { return int(u.stuck.Load()) }
 
 // NoteRoot records ev, when it is a root, before the local index records
 // it as present (UnappliedRoots.Note; nothing without Deps.Unapplied).
@@ -90,6 +123,7 @@ func (u *UnappliedRoots) Note(ev *nostr.Event) {
 	if len(refs) == 0 {
 		return
 	}
+	now := u.clock.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if _, ok := u.roots[ev.ID]; ok {
@@ -104,49 +138,40 @@ func (u *UnappliedRoots) Note(ev *nostr.Event) {
 		return
 	}
 	if u.roots == nil {
-		u.roots = map[string][]string{}
+		u.roots = map[string]unappliedRoot{}
 	}
-	u.roots[ev.ID] = refs
+	u.roots[ev.ID] = unappliedRoot{refs: refs, at: now}
 	u.gen++
 }
 
-// pruneUnapplied forgets the roots the repository index has now, as a
-// root or as an orphan under any of their references. Run
-// goroutine, after the snapshot that holds them is published.
-func (d *Discovery) pruneUnapplied() {
-	u := d.unapplied
+// forget forgets the roots drop returns true for (nothing on a nil set).
+// Run goroutine: discovery forgets those its index holds (rootApplied),
+// after the snapshot that holds them is published (PublishRepos), and
+// those of which no repository is hosted once the orphans were dropped
+// (dropOrphans: they would wait forever).
+func (u *UnappliedRoots) forget(drop func(id string, refs []string) bool) {
 	if u == nil {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for id, refs := range u.roots {
-		for _, ref := range refs {
-			if n := d.Repos[ref]; (n != nil && n.Roots.Has(id)) || d.orphans[ref].Has(id) {
-				delete(u.roots, id)
-				u.gen++
-				break
-			}
-		}
-	}
-}
-
-// dropUnhostedUnapplied forgets the roots of which no repository is
-// hosted: the orphans were dropped (dropOrphans), they would wait
-// forever. Run goroutine.
-func (d *Discovery) dropUnhostedUnapplied() {
-	u := d.unapplied
-	if u == nil {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for id, refs := range u.roots {
-		if !slices.ContainsFunc(refs, func(ref string) bool { return d.Repos[ref] != nil }) {
+	for id, r := range u.roots {
+		if drop(id, r.refs) {
 			delete(u.roots, id)
 			u.gen++
 		}
 	}
+}
+
+// rootApplied tells whether the index has root id, as a root or as an
+// orphan under any of refs. Run goroutine.
+func (d *Discovery) rootApplied(id string, refs []string) bool {
+	for _, ref := range refs {
+		if n := d.Repos[ref]; (n != nil && n.Roots.Has(id)) || d.orphans[ref].Has(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // repoStateWithUnapplied is the last published repository snapshot with
@@ -166,8 +191,8 @@ func (d *Discovery) repoStateWithUnapplied() PersistedRepos {
 	}
 	p.Gen += u.gen // both only grow: any change changes the sum
 	byRef := map[string][]string{}
-	for id, refs := range u.roots {
-		for _, ref := range refs {
+	for id, r := range u.roots {
+		for _, ref := range r.refs {
 			byRef[ref] = append(byRef[ref], id)
 		}
 	}
@@ -185,4 +210,80 @@ func (d *Discovery) repoStateWithUnapplied() PersistedRepos {
 	}
 	p.Roots = roots
 	return p
+}
+
+// overdueRoot is a noted root to apply (overdue).
+type overdueRoot struct {
+	id   string
+	refs []string
+}
+
+// overdue are the roots noted at or before due that applied does not
+// report applied.
+func (u *UnappliedRoots) overdue(due time.Time, applied func(id string, refs []string) bool) []overdueRoot {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var late []overdueRoot
+	for id, r := range u.roots {
+		if !r.at.After(due) && !applied(id, r.refs) {
+			late = append(late, overdueRoot{id, r.refs})
+		}
+	}
+	return late
+}
+
+// applyOverdue applies the roots that waited Settings.RootWait without a
+// batch applying them, from their note: the own relay said it stores them
+// (its OK, or a read of it), and the self-subscription will not deliver
+// them — it was reconnecting when the relay stored them, and a reconnect
+// asks only for what was created since (a root synced from a remote relay
+// is older), or the relay does not serve them to it. Applied like a
+// batch's (applyRoot); a root whose announcement is not applied waits as
+// an orphan, unless the orphans' bound refuses it: such roots are counted
+// (Stuck) and stay noted. One WARN line the first time each happens. Run
+// goroutine, before the repository index's snapshot (PublishRepos).
+func (d *Discovery) applyOverdue() {
+	u := d.unapplied
+	if u == nil || d.cfg.RootWait <= 0 {
+		return
+	}
+	late := u.overdue(u.clock.Now().Add(-d.cfg.RootWait), d.rootApplied)
+	if len(late) == 0 {
+		if u.stuck.Load() != 0 {
+			u.stuck.Store(0)
+		}
+		return
+	}
+	delta := map[string]repoindex.Items{}
+	add := func(url string) repoindex.Items {
+		it, ok := delta[url]
+		if !ok {
+			it = repoindex.NewItems()
+			delta[url] = it
+		}
+		return it
+	}
+	applied, stuck := 0, 0
+	for _, r := range late {
+		d.applyRoot(r.id, r.refs, add)
+		if d.rootApplied(r.id, r.refs) {
+			applied++
+		} else {
+			stuck++
+		}
+	}
+	u.stuck.Store(int64(stuck))
+	if applied > 0 {
+		if u.late.Add(uint64(applied)) == uint64(applied) {
+			d.log.Warn("roots the own relay stored were not applied by the self-subscription within sync.root_wait (its connection dropped meanwhile, or the relay does not serve them to it); applied from the relay's acknowledgements, later ones counted in ngit_sync_own_roots_applied_late_total",
+				zap.Int("roots", applied), zap.Duration("root_wait", d.cfg.RootWait))
+		}
+		d.reposGen++
+		d.deps.Applied(delta)
+	}
+	if stuck > 0 && !u.stuckWarned {
+		u.stuckWarned = true
+		d.log.Warn("roots the own relay stored cannot be applied: their repository's announcement is not applied and the orphan roots' bound is reached; counted in ngit_sync_own_roots_unapplied",
+			zap.Int("roots", stuck), zap.Int("orphan_bound", maxOrphanRoots))
+	}
 }

@@ -104,7 +104,7 @@ func TestUnappliedRootsSaved(t *testing.T) {
 	}
 	mixed := sign(nostr.Event{Kind: nip34.KindIssue, CreatedAt: 8, Tags: nostr.Tags{{"a", "30617:not-a-pubkey:repo"}, {"a", ref}}})
 	e.NoteRoot(mixed)
-	if refs := e.unapplied.roots[mixed.ID]; !slices.Equal(refs, []string{ref}) {
+	if refs := e.unapplied.roots[mixed.ID].refs; !slices.Equal(refs, []string{ref}) {
 		t.Fatalf("a root with a malformed and a hosted reference noted under %v, want the hosted one", refs)
 	}
 }

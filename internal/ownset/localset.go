@@ -18,6 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 )
 
 // OwnLocalSet is the LocalSet backed by the LocalIndex and filled from the
@@ -33,6 +34,8 @@ type OwnLocalSet struct {
 	idx   *localindex.Index
 	extra []localindex.Source
 	dial  func(ctx context.Context) (*relay.Conn, error)
+	// Pager reads the fills; with Resume set, a fill cut short resumes
+	// (EnsureFilled).
 	Pager *historic.Pager
 	mark  func(ev *nostr.Event)
 	// Forget, when set, is told of ids CatchUp found the own relay lacks.
@@ -42,7 +45,10 @@ type OwnLocalSet struct {
 	// Note, when set, is told of every event read from the own relay
 	// before the index has it (discovery notes roots: discovery.Discovery.NoteRoot).
 	Note func(ev *nostr.Event)
-	log  *zap.Logger
+	// forgetCursors: Reset was called; the next fill forgets where the
+	// fills got to (Pager.Resume) before it reads (under mu).
+	forgetCursors bool
+	log           *zap.Logger
 	// perFilter is the tag values per fill filter (sync.values_per_filter).
 	perFilter int
 
@@ -117,13 +123,15 @@ func NewOwnLocalSet(idx *localindex.Index, dial func(ctx context.Context) (*rela
 // Index is the LocalIndex behind the set.
 func (o *OwnLocalSet) Index() *localindex.Index { return o.idx }
 
-// Reset forgets what was filled (the own relay reconnected: it may have
-// received events meanwhile that the index does not know).
+// Reset forgets what was filled, and where fills cut short got to (the
+// own relay reconnected after a long outage: it may have received events
+// meanwhile that the index does not know; or the index was cleared).
 func (o *OwnLocalSet) Reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.filled = o.newFilled()
 	o.recent = [4][]string{}
+	o.forgetCursors = true
 }
 
 // Storage implements LocalSet.
@@ -164,6 +172,19 @@ func (o *OwnLocalSet) EnsureFilled(ctx context.Context, f nostr.Filter) error {
 		return err
 	}
 	emit := func(_ context.Context, in ingest.Incoming) error { return o.record(in.Event) }
+	if o.Pager.Resume != nil {
+		// A fill cut short (the own relay dropped the connection)
+		// continues where it got to when the same filter is filled again,
+		// after reading what was created since it began (less the
+		// cursors' slack), instead of from the top: what the sidecar
+		// publishes meanwhile, of any created_at, the index learns from
+		// the OKs; what others do is at worst downloaded again.
+		if o.forgetCursors {
+			o.Pager.Resume.Forget(conn.URL())
+			o.forgetCursors = false
+		}
+		ctx = sweepcursor.With(ctx)
+	}
 	if err := o.Pager.Sync(ctx, conn, fill, 1, emit); err != nil && !historic.OnlyCutTies(err) {
 		return err
 	}

@@ -136,9 +136,9 @@ type Deps struct {
 	// bodies for the state store (RepoState), so a restart need not page
 	// them all again.
 	KeepHeads bool
-	// Unapplied, with a state store, are the roots the own relay stored
-	// that discovery's index may not hold yet; the wiring hands the same
-	// set to the ingest handler (ingest.Deps.Stored), which notes them.
+	// Unapplied are the roots the own relay stored that discovery's index
+	// may not hold yet; the wiring hands the same set to the ingest
+	// handler (ingest.Deps.Stored), which notes them.
 	Unapplied *discovery.UnappliedRoots
 	// Sign, when set, signs NIP-42 AUTH events for remote relays that
 	// require authentication to read (the configured secret key).
@@ -344,7 +344,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		if d.Unapplied != nil {
 			e.local.Note = d.Unapplied.Note
 		}
-		e.local.Pager.Clock = d.Clock
+		e.local.Pager.Clock, e.local.Pager.Resume = d.Clock, sweepcursor.New(0, cfg.SinceBuffer) // fills cut short resume
 		ns, err := historic.NewNegSyncer(cfg.Negentropy, pager, e.local, d.Registry, e.log.Named("negentropy"), d.Clock)
 		if err != nil {
 			return nil, err
@@ -384,8 +384,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	disc, err := discovery.New(discovery.Settings{
 		OwnRelay: cfg.OwnRelay, ServiceDomain: cfg.ServiceDomain, HostAll: cfg.HostAll,
 		Bootstrap23: e.bootstrap23(), SelfKinds: cfg.SelfKinds,
-		BatchWindow: cfg.BatchWindow, BatchQuiet: cfg.BatchQuiet, SinceBuffer: cfg.SinceBuffer,
-		ConnectTimeout: cfg.ConnectTimeout, OwnReconnectBase: cfg.OwnReconnectBase, OwnReconnectMax: cfg.OwnReconnectMax,
+		BatchWindow: cfg.BatchWindow, BatchQuiet: cfg.BatchQuiet, RootWait: cfg.RootWait, SinceBuffer: cfg.SinceBuffer,
+		ConnectTimeout: cfg.ConnectTimeout, OwnReconnectBase: cfg.OwnReconnectBase, OwnReconnectMax: cfg.OwnReconnectMax, QuickReconnectWindow: cfg.QuickReconnectWindow,
 		MaxRelaysPerAnnouncement: cfg.MaxRelaysPerAnnouncement, MaxRepositories: cfg.MaxRepositories,
 		Negentropy: cfg.Negentropy,
 	}, discovery.Deps{

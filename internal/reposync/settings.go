@@ -16,7 +16,8 @@ type Settings struct {
 	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
 	BatchWindow            time.Duration `yaml:"batch_window" help:"Longest a self-subscriber batch collects events; the timer starts at the first event and is not reset."`
 	BatchQuiet             time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
-	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync."`
+	RootWait               time.Duration `yaml:"root_wait" help:"A root event (patch, PR, issue) the own relay acknowledged storing that no self-subscriber batch applied within this long (the self-subscription was reconnecting when it was stored, or the relay does not serve it) is applied from the acknowledgement (ngit_sync_own_roots_applied_late_total)."`
+	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync; the own relay's self-subscription reconnecting within it keeps the local set as filled instead of reading the own relay back."`
 	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
 	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
 	ConsolidationThreshold int           `yaml:"consolidation_threshold" help:"Open filters per relay above which they are consolidated."`
@@ -53,6 +54,7 @@ func DefaultSettings() Settings {
 		SelfKinds:              []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:            5 * time.Second,
 		BatchQuiet:             250 * time.Millisecond,
+		RootWait:               15 * time.Second,
 		QuickReconnectWindow:   15 * time.Minute,
 		SinceBuffer:            15 * time.Minute,
 		ValuesPerFilter:        nip34.DefaultValuesPerFilter,
@@ -92,6 +94,7 @@ func (s Settings) Validate() error {
 	v.Positive("quick_reconnect_window", s.QuickReconnectWindow)
 	v.NonNegative("since_buffer", s.SinceBuffer)
 	v.NonNegative("batch_quiet", s.BatchQuiet)
+	v.Positive("root_wait", s.RootWait)
 	v.Positive("historic_retry_base", s.HistoricRetryBase)
 	v.Positive("historic_retry_max", s.HistoricRetryMax)
 	v.Compare("historic_retry_max", s.HistoricRetryMax, ">=", "historic_retry_base", s.HistoricRetryBase)

@@ -73,6 +73,9 @@ type Sidecar struct {
 	gitHTTP *gitserve.Server
 	// localRestored: the local index was loaded from the store.
 	localRestored bool
+	// unapplied are the roots the own relay stored that discovery may not
+	// have applied yet.
+	unapplied *discovery.UnappliedRoots
 }
 
 // New wires the components from cfg. Nothing runs until Run.
@@ -163,15 +166,13 @@ func New(cfg *config.Config, d Deps) (*Sidecar, error) {
 		}
 		s.gitHTTP = gs
 	}
-	// With a state store, the roots the own relay stores are noted until
-	// discovery's index holds them, so a stop in between loses none
+	// The roots the own relay stores are noted until discovery's index
+	// holds them: those its self-subscription did not deliver in time are
+	// applied from the note, and a stop in between loses none
 	// (discovery/unappliedroots.go).
-	var unapplied *discovery.UnappliedRoots
-	var stored []func(*nostr.Event)
-	if s.store != nil {
-		unapplied = discovery.NewUnappliedRoots(cfg.Sync.SelfKinds, d.Log.Named("discovery"))
-		stored = append(stored, unapplied.Note)
-	}
+	unapplied := discovery.NewUnappliedRoots(cfg.Sync.SelfKinds, d.Clock, d.Log.Named("discovery"))
+	s.unapplied = unapplied
+	stored := []func(*nostr.Event){unapplied.Note}
 	in, err := ingest.New(ingestConfig(cfg), ingest.Deps{
 		Publisher: pub, Holder: holder, Released: releases, Present: present, Stored: stored,
 		Clock: d.Clock, Log: d.Log.Named("ingest"), Registry: d.Registry,
@@ -264,11 +265,14 @@ func newPurgatory(cfg *config.Config, d Deps, pol *netpolicy.Policy, relays *net
 const (
 	MetricReady             = "ngit_sync_ready"
 	MetricOwnRelayConnected = "ngit_sync_own_relay_connected"
+	MetricOwnRootsLate      = "ngit_sync_own_roots_applied_late_total"
+	MetricOwnRootsUnapplied = "ngit_sync_own_roots_unapplied"
 )
 
 // registerSidecarMetrics registers the gauges read from the whole sidecar
-// at scrape time: readiness (/readyz as a number) and the own relay's
-// connections.
+// at scrape time: readiness (/readyz as a number), the own relay's
+// connections, and the roots it stored that the self-subscription did not
+// deliver in time.
 func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 	b := func(v bool) float64 {
 		if v {
@@ -285,6 +289,14 @@ func registerSidecarMetrics(reg prometheus.Registerer, s *Sidecar) error {
 			Name: MetricOwnRelayConnected,
 			Help: "1 while both the self-subscription and the publisher are connected to the own relay.",
 		}, func() float64 { return b(s.engine.OwnConnected() && s.pub.Connected()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: MetricOwnRootsLate,
+			Help: "Root events the own relay acknowledged storing that the self-subscription did not deliver within sync.root_wait, applied from the acknowledgement.",
+		}, func() float64 { return float64(s.unapplied.AppliedLate()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricOwnRootsUnapplied,
+			Help: "Root events the own relay stored, waiting longer than sync.root_wait, that cannot be applied: no announcement applied and the orphan roots' bound reached.",
+		}, func() float64 { return float64(s.unapplied.Stuck()) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("sidecar metrics: %w", err)
@@ -474,6 +486,7 @@ func (s *Sidecar) Status() status.Snapshot {
 		st.Purgatory = purgatoryStatus(s.purg)
 	}
 	st.State = s.stateStatus()
+	st.OwnRelay.RootsAppliedLate, st.OwnRelay.RootsUnapplied = s.unapplied.AppliedLate(), s.unapplied.Stuck()
 	return st
 }
 

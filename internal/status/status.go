@@ -61,6 +61,15 @@ type OwnRelay struct {
 	// Truncation says how it was caught returning fewer events than it
 	// holds, as a remote relay's.
 	Truncation string `json:"truncation,omitempty"`
+	// RootsAppliedLate counts the roots (patches, PRs, issues) it
+	// acknowledged storing that the self-subscription did not deliver
+	// within sync.root_wait (its connection dropped meanwhile, or the
+	// relay does not serve them to it): applied from the acknowledgement.
+	RootsAppliedLate uint64 `json:"roots_applied_late"`
+	// RootsUnapplied counts such roots that cannot be applied: their
+	// repository's announcement is not applied and the orphan roots'
+	// bound is reached.
+	RootsUnapplied int `json:"roots_unapplied"`
 }
 
 // Relay describes one remote relay the sidecar tracks.

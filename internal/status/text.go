@@ -35,6 +35,10 @@ func WriteText(w io.Writer, s *Snapshot, now time.Time) error {
 		s.OwnRelay.URL, yesNo(s.OwnRelay.Connected), yesNo(s.OwnRelay.SelfSubscriptionEOSE))
 	fmt.Fprintf(tw, "repositories\t%d\n", s.Repositories)
 	fmt.Fprintf(tw, "root events\t%d\n", s.RootEvents)
+	if o := s.OwnRelay; o.RootsAppliedLate > 0 || o.RootsUnapplied > 0 {
+		fmt.Fprintf(tw, "late roots\t%d applied although the self-subscription did not deliver them within sync.root_wait, %d cannot be applied (orphan bound)\n",
+			o.RootsAppliedLate, o.RootsUnapplied)
+	}
 	fmt.Fprintf(tw, "pending batches\t%d\n", s.PendingBatches)
 	fmt.Fprintf(tw, "publisher\tqueued %d, in flight %d, accepted %d, duplicates %d, rejected %d\n",
 		s.Publisher.Queued, s.Publisher.InFlight, s.Publisher.Accepted, s.Publisher.Duplicates, s.Publisher.Rejected)

@@ -105,3 +105,25 @@ func TestWrapText(t *testing.T) {
 		}
 	}
 }
+
+// Roots the self-subscription did not deliver in time get a line of their
+// own, only when there are any.
+func TestPrintLateRoots(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	snap := sampleStatus(now.Add(-90 * time.Minute))
+	var b bytes.Buffer
+	if err := WriteText(&b, &snap, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "late roots") {
+		t.Fatalf("a late roots line without any:\n%s", b.String())
+	}
+	snap.OwnRelay.RootsAppliedLate, snap.OwnRelay.RootsUnapplied = 3, 1
+	b.Reset()
+	if err := WriteText(&b, &snap, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "late roots       3 applied although the self-subscription did not deliver them within sync.root_wait, 1 cannot be applied (orphan bound)"; !strings.Contains(b.String(), want) {
+		t.Fatalf("no line %q in\n%s", want, b.String())
+	}
+}

@@ -35,9 +35,11 @@ import (
 type onKey struct{}
 
 // With returns ctx whose sweeps (Cursors.Open) continue where the same
-// filter's last sweep on the same relay got to. The own relay's reads are
-// never resumed: the sidecar publishes events of any created_at into it,
-// which a top-up by created_at would miss.
+// filter's last sweep on the same relay got to. Of the own relay's reads
+// only the self-subscription's paging of announcements and roots resumes
+// (discovery, which notes the roots the sidecar publishes into it with
+// any created_at, which a top-up by created_at would miss); the local
+// set's fills never do.
 func With(ctx context.Context) context.Context {
 	return context.WithValue(ctx, onKey{}, true)
 }

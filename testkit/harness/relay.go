@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,11 @@ type RelayOptions struct {
 	// Policy decides which published events are accepted; nil accepts all.
 	// It is not applied to Inject.
 	Policy Policy
+	// Hide, when set, keeps the stored events it returns true for out of
+	// every REQ answer and live delivery: a relay whose read rules hide
+	// what it accepted (it answered OK true). NIP-77 sessions, Query and
+	// Has still see them.
+	Hide func(ev *nostr.Event) bool
 	// MaxSubscriptions is announced in NIP-11 (limitation.max_subscriptions).
 	MaxSubscriptions int
 	// EnforceMaxSubscriptions makes the relay answer a REQ that would open
@@ -244,7 +250,11 @@ func (r *Relay) newKhatru() *khatru.Relay {
 		if r.opts.IgnoreUntil {
 			f.Until = nil
 		}
-		return streamEvents(ctx, r.store.Match(f, r.reqCap())), nil
+		evs := r.store.Match(f, r.reqCap())
+		if r.opts.Hide != nil {
+			evs = slices.DeleteFunc(slices.Clone(evs), r.opts.Hide)
+		}
+		return streamEvents(ctx, evs), nil
 	})
 	if r.opts.Policy != nil {
 		k.RejectEvent = append(k.RejectEvent, func(_ context.Context, ev *nostr.Event) (bool, string) {
@@ -565,7 +575,7 @@ func (r *Relay) storeAndBroadcast(_ context.Context, ev *nostr.Event) error {
 	if err != nil {
 		return err
 	}
-	if stored {
+	if stored && (r.opts.Hide == nil || !r.opts.Hide(ev)) {
 		for _, c := range r.connections() {
 			c.deliverLive(ev)
 		}
