@@ -228,9 +228,10 @@ func TestDroppingRelaysConverge(t *testing.T) {
 	if maxFailures > 1 {
 		t.Errorf("a relay's failure count reached %d: connections that delivered counted as failures", maxFailures)
 	}
-	// A drop that cut a historic sync after it delivered events is
-	// reconnected after health.resume_wait, not health.reconnect_wait.
-	for _, r := range relays {
+	// A relay that closed (a close frame) a connection that had delivered
+	// events to its historic sync is reconnected after health.resume_wait,
+	// not health.reconnect_wait; one that cuts connections still waits.
+	for _, r := range []*harness.Relay{closer} {
 		quick := 0
 		for _, e := range logs.FilterMessageSnippet("dropped a connection that had answered").All() {
 			wait, _ := e.ContextMap()["retry_in"].(time.Duration)

@@ -48,14 +48,16 @@ type Config struct {
 	// connection after a few seconds is synced at the rate it allows.
 	// Default 1s.
 	ReconnectWait time.Duration `yaml:"reconnect_wait" help:"Wait before reconnecting to a relay whose dropped connection had answered (events, EOSE, NEG-MSG or OK): such a drop is no failure and grows no backoff."`
-	// ResumeWait replaces ReconnectWait, spread by Jitter, for a dropped
-	// connection that delivered events to a historic sync still in
-	// progress (Tracker.Delivered): the sync resumes where the drop cut
-	// it, as a client reading on below the oldest event it got reconnects
-	// at once. The dial still takes its token from the request budget
+	// ResumeWait replaces ReconnectWait, spread by Jitter, for a
+	// connection the relay closed in order (a close frame, not going away
+	// or try again later) after it delivered events to a historic sync
+	// still in progress (Tracker.Delivered): the sync resumes where the
+	// relay stopped, as a client reading on below the oldest event it got
+	// reconnects at once. A connection cut without a close frame waits
+	// ReconnectWait: the relay, or a proxy before it, may be in trouble. The dial still takes its token from the request budget
 	// (Pacer), and a connection that delivered nothing waits
 	// ReconnectWait or its backoff as before. Default 100ms.
-	ResumeWait time.Duration `yaml:"resume_wait" help:"Wait before reconnecting to a relay whose dropped connection delivered events to a historic sync still in progress (the sync resumes where it was cut); other drops wait reconnect_wait."`
+	ResumeWait time.Duration `yaml:"resume_wait" help:"Wait before reconnecting to a relay that closed a connection (a close frame, not going away) after it delivered events to a historic sync still in progress: the sync resumes where the relay stopped. Other drops, and connections cut without a close frame, wait reconnect_wait."`
 	// Tick is the period of Run: time-based transitions, attempt expiry and
 	// metric updates. Default 2s.
 	Tick time.Duration `yaml:"tick" help:"Health and metrics tick."`

@@ -54,7 +54,8 @@
 // OnFirstAnswer is the hook) or, answering nothing, has been stable for
 // StabilityPeriod. A connection that answered and then dropped is no
 // failure: the relay is reconnected after ReconnectWait (ResumeWait when
-// it delivered events to a sync in progress: Delivered), so one that cuts
+// the relay closed it in order after it delivered events to a sync in
+// progress: Delivered), so one that cuts
 // every connection after a few seconds is synced at the rate it allows,
 // while a relay that accepts connections and drops them before answering
 // keeps backing off further. The Dead clock (continuous failures)

@@ -311,7 +311,8 @@ func (t *Tracker) Achieved(url string) {
 }
 
 // Delivered records that url's connection delivered events to a historic
-// sync still in progress: when it drops transiently, the relay is
+// sync still in progress and that the relay closed it in order (the
+// engine calls it before Failed): when it drops transiently, the relay is
 // reconnected after ResumeWait instead of ReconnectWait, so the sync
 // resumes where the drop cut it. Without an answered (Achieved)
 // connection it changes nothing: a connection that delivered nothing

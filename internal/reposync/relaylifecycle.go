@@ -268,7 +268,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	if err != nil {
 		r.lastError = err.Error()
 	}
-	if r.resumeSync && r.historicGot.Load() > r.gotAtConnect {
+	if r.resumeSync && r.historicGot.Load() > r.gotAtConnect && relay.ClosedInOrder(err) {
 		e.d.Health.Delivered(url) // the sync resumes after health.resume_wait
 	}
 	e.d.Health.Failed(url, err)
