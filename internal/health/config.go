@@ -53,11 +53,13 @@ type Config struct {
 	// or try again later) after it delivered events to a historic sync
 	// still in progress (Tracker.Delivered): the sync resumes where the
 	// relay stopped, as a client reading on below the oldest event it got
-	// reconnects at once. A connection cut without a close frame waits
-	// ReconnectWait: the relay, or a proxy before it, may be in trouble. The dial still takes its token from the request budget
+	// reconnects at once. A connection cut without a close frame, or one
+	// that lived ReconnectWait or longer (the engine decides), waits
+	// ReconnectWait: the relay, or a proxy before it, may be in trouble,
+	// and the wait is a small part of a long connection. The dial still takes its token from the request budget
 	// (Pacer), and a connection that delivered nothing waits
 	// ReconnectWait or its backoff as before. Default 100ms.
-	ResumeWait time.Duration `yaml:"resume_wait" help:"Wait before reconnecting to a relay that closed a connection (a close frame, not going away) after it delivered events to a historic sync still in progress: the sync resumes where the relay stopped. Other drops, and connections cut without a close frame, wait reconnect_wait."`
+	ResumeWait time.Duration `yaml:"resume_wait" help:"Wait before reconnecting to a relay that closed a connection (a close frame, not going away) younger than reconnect_wait after it delivered events to a historic sync still in progress: the sync resumes where the relay stopped. Other drops, and connections cut without a close frame, wait reconnect_wait."`
 	// Tick is the period of Run: time-based transitions, attempt expiry and
 	// metric updates. Default 2s.
 	Tick time.Duration `yaml:"tick" help:"Health and metrics tick."`

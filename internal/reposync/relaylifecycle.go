@@ -268,7 +268,9 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	if err != nil {
 		r.lastError = err.Error()
 	}
-	if r.resumeSync && r.historicGot.Load() > r.gotAtConnect && relay.ClosedInOrder(err) {
+	// One that lived reconnect_wait or longer (a slow reader) waits it.
+	lived := e.clock.Now().Sub(r.LastConnected) < e.d.Health.Config().ReconnectWait
+	if r.resumeSync && r.historicGot.Load() > r.gotAtConnect && relay.ClosedInOrder(err) && lived {
 		e.d.Health.Delivered(url) // the sync resumes after health.resume_wait
 	}
 	e.d.Health.Failed(url, err)

@@ -15,8 +15,9 @@ import (
 // the relay's historic sync, still in progress, and that the relay closed
 // in order (a close frame: relay.ClosedInOrder) is reconnected after
 // health.resume_wait; a connection that delivered nothing, one that
-// dropped after the history was done, one cut without a close frame and
-// one closed as going away wait health.reconnect_wait as before. Either wait, shorter than the engine's tick, ends with a
+// dropped after the history was done, one cut without a close frame, one
+// closed as going away and one that lived reconnect_wait or longer wait
+// health.reconnect_wait as before. Either wait, shorter than the engine's tick, ends with a
 // connectDue posted by a timer, not at the next tick.
 func TestResumeWaitAfterDeliveringDrop(t *testing.T) {
 	def := health.DefaultConfig()
@@ -42,6 +43,7 @@ func TestResumeWaitAfterDeliveringDrop(t *testing.T) {
 		{"delivered after the history", 3, true, closed(ws.StatusInternalError), def.ReconnectWait},
 		{"cut without a close frame", 3, false, errors.New("read: EOF"), def.ReconnectWait},
 		{"closed as going away", 3, false, closed(ws.StatusGoingAway), def.ReconnectWait},
+		{"lived longer than reconnect_wait", 3, false, closed(ws.StatusNormalClosure), def.ReconnectWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHistoricEnv(t)
@@ -51,6 +53,9 @@ func TestResumeWaitAfterDeliveringDrop(t *testing.T) {
 			h.e.d.Health.Achieved(testRelay) // the connection answered
 			h.r.gotAtConnect = h.r.historicGot.Load()
 			h.r.historicGot.Add(uint64(tc.delivered))
+			if tc.name == "lived longer than reconnect_wait" {
+				h.clk.Advance(def.ReconnectWait)
+			}
 			h.e.onDisconnected(testRelay, h.r.gen, tc.err)
 			_, wait := h.e.d.Health.CanAttempt(testRelay)
 			within(t, wait, tc.want)
