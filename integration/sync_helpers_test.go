@@ -152,7 +152,7 @@ func repoFor(k *harness.Key, d string, own *harness.Relay, relays ...*harness.Re
 }
 
 // mustPublish publishes through the front door.
-func mustPublish(t *testing.T, r *harness.Relay, evs ...*nostr.Event) {
+func mustPublish(t testing.TB, r *harness.Relay, evs ...*nostr.Event) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

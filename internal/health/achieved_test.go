@@ -145,3 +145,49 @@ func TestOnFirstAnswer(t *testing.T) {
 		t.Fatal("a second connection's hook did not achieve")
 	}
 }
+
+// TestDeliveredDropResumesSooner: a connection that answered and
+// delivered events to a sync in progress (Delivered) is reconnected
+// after ResumeWait; the next connection that only answers waits
+// ReconnectWait again (Delivered is per connection), Delivered on a
+// connection that answered nothing or after the drop changes nothing,
+// and a hard failure still puts the relay on the naughty list.
+func TestDeliveredDropResumesSooner(t *testing.T) {
+	tr, clk, _ := newTestTracker(t, func(c *Config) {
+		c.ReconnectWait, c.ResumeWait = 700*time.Millisecond, 50*time.Millisecond
+	})
+	tr.Track(relayA)
+	delivered := func() {
+		tr.AttemptStarted(relayA)
+		tr.Connected(relayA)
+		tr.Achieved(relayA)
+		tr.Delivered(relayA)
+		tr.Failed(relayA, errors.New("read: EOF"))
+	}
+	for i := 0; i < 5; i++ {
+		delivered()
+		wantAttempt(t, tr, relayA, false, 50*time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
+	}
+	dropAfter(tr, relayA, true)
+	wantAttempt(t, tr, relayA, false, 700*time.Millisecond)
+	clk.Advance(700 * time.Millisecond)
+
+	// Delivered without an answer, or after the drop: a failure's backoff.
+	tr.Delivered(relayA)
+	tr.AttemptStarted(relayA)
+	tr.Connected(relayA)
+	tr.Delivered(relayA)
+	tr.Failed(relayA, errors.New("read: EOF"))
+	wantAttempt(t, tr, relayA, false, 5*time.Second)
+	clk.Advance(5 * time.Second)
+
+	tr.AttemptStarted(relayA)
+	tr.Connected(relayA)
+	tr.Achieved(relayA)
+	tr.Delivered(relayA)
+	tr.Failed(relayA, hardErr{})
+	if h := tr.Snapshot()[0]; h.NaughtyUntil.IsZero() || h.Failures != 1 {
+		t.Fatalf("hard failure after delivering: %+v, want naughty with a failure", h)
+	}
+}

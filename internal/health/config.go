@@ -48,6 +48,18 @@ type Config struct {
 	// connection after a few seconds is synced at the rate it allows.
 	// Default 1s.
 	ReconnectWait time.Duration `yaml:"reconnect_wait" help:"Wait before reconnecting to a relay whose dropped connection had answered (events, EOSE, NEG-MSG or OK): such a drop is no failure and grows no backoff."`
+	// ResumeWait replaces ReconnectWait, spread by Jitter, for a
+	// connection the relay closed in order (a close frame, not going away
+	// or try again later) after it delivered events to a historic sync
+	// still in progress (Tracker.Delivered): the sync resumes where the
+	// relay stopped, as a client reading on below the oldest event it got
+	// reconnects at once. A connection cut without a close frame, or one
+	// that lived ReconnectWait or longer (the engine decides), waits
+	// ReconnectWait: the relay, or a proxy before it, may be in trouble,
+	// and the wait is a small part of a long connection. The dial still takes its token from the request budget
+	// (Pacer), and a connection that delivered nothing waits
+	// ReconnectWait or its backoff as before. Default 100ms.
+	ResumeWait time.Duration `yaml:"resume_wait" help:"Wait before reconnecting to a relay that closed a connection (a close frame, not going away) younger than reconnect_wait after it delivered events to a historic sync still in progress: the sync resumes where the relay stopped. Other drops, and connections cut without a close frame, wait reconnect_wait."`
 	// Tick is the period of Run: time-based transitions, attempt expiry and
 	// metric updates. Default 2s.
 	Tick time.Duration `yaml:"tick" help:"Health and metrics tick."`
@@ -129,6 +141,7 @@ func DefaultConfig() Config {
 		RateLimitCooldown:         65 * time.Second,
 		StabilityPeriod:           5 * time.Minute,
 		ReconnectWait:             time.Second,
+		ResumeWait:                100 * time.Millisecond,
 		Tick:                      2 * time.Second,
 		NaughtyPeriod:             12 * time.Hour,
 		DefaultSubscriptionBudget: 20,
@@ -155,6 +168,8 @@ func (c Config) Validate() error {
 	v.Positive("rate_limit_cooldown", c.RateLimitCooldown)
 	v.Positive("stability_period", c.StabilityPeriod)
 	v.Positive("reconnect_wait", c.ReconnectWait)
+	v.Positive("resume_wait", c.ResumeWait)
+	v.Compare("reconnect_wait", c.ReconnectWait, ">=", "resume_wait", c.ResumeWait)
 	v.Positive("tick", c.Tick)
 	v.Positive("naughty_period", c.NaughtyPeriod)
 	if !(c.Jitter >= 0 && c.Jitter < 1) { // also rejects NaN
@@ -179,6 +194,11 @@ func (c Config) Validate() error {
 	}
 	v.NonNegative("budget_holdoff", c.BudgetHoldoff)
 	return v.Err()
+}
+
+// jittered spreads d over [1−Jitter, 1+Jitter]·d with rnd's draw.
+func (c Config) jittered(d time.Duration, rnd func() float64) time.Duration {
+	return c.policy().Jittered(d, rnd())
 }
 
 // policy is the reconnect backoff: BackoffBase·2^(failures−1), capped at

@@ -53,7 +53,9 @@
 // answers a request (Achieved: an event, an EOSE, a NEG-MSG or an OK;
 // OnFirstAnswer is the hook) or, answering nothing, has been stable for
 // StabilityPeriod. A connection that answered and then dropped is no
-// failure: the relay is reconnected after ReconnectWait, so one that cuts
+// failure: the relay is reconnected after ReconnectWait (ResumeWait when
+// the relay closed it in order after it delivered events to a sync in
+// progress: Delivered), so one that cuts
 // every connection after a few seconds is synced at the rate it allows,
 // while a relay that accepts connections and drops them before answering
 // keeps backing off further. The Dead clock (continuous failures)

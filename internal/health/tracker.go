@@ -56,6 +56,7 @@ type relayHealth struct {
 
 	failures      int       // consecutive failures; cleared once stable or achieved
 	achieved      bool      // the connection answered (Achieved)
+	delivered     bool      // the connection delivered events to a sync in progress (Delivered)
 	drops         int       // connections in a row that answered and dropped
 	failingSince  time.Time // start of continuous failure (Dead clock); zero when none
 	nextAttempt   time.Time // backoff, dead retry or naughty: no attempt before
@@ -279,7 +280,7 @@ func (t *Tracker) Connected(url string) {
 	t.transition(url, func(r *relayHealth, now time.Time) {
 		r.connected = true
 		r.connecting = false
-		r.achieved = false
+		r.achieved, r.delivered = false, false
 		r.connectedAt = now
 		r.lastConnected = now
 		r.failingSince = time.Time{}
@@ -309,6 +310,19 @@ func (t *Tracker) Achieved(url string) {
 	})
 }
 
+// Delivered records that url's connection delivered events to a historic
+// sync still in progress and that the relay closed it in order (the
+// engine calls it before Failed): when it drops transiently, the relay is
+// reconnected after ResumeWait instead of ReconnectWait, so the sync
+// resumes where the drop cut it. Without an answered (Achieved)
+// connection it changes nothing: a connection that delivered nothing
+// never reconnects sooner.
+func (t *Tracker) Delivered(url string) {
+	t.transition(url, func(r *relayHealth, now time.Time) {
+		r.delivered = r.connected && r.achieved
+	})
+}
+
 // Failed records that a connection attempt to url failed or an established
 // connection dropped with err. The error decides the consequence (see
 // ClassifyError): a transient failure backs off BackoffBase·2^(n−1) capped
@@ -328,10 +342,10 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	if err == nil {
 		err = errors.New("unspecified failure")
 	}
-	wasConnected, achieved := r.connected, r.achieved
+	wasConnected, achieved, delivered := r.connected, r.achieved, r.delivered
 	r.connected = false
 	r.connecting = false
-	r.achieved = false
+	r.achieved, r.delivered = false, false
 	r.lastErr = err.Error()
 
 	kind := ClassifyError(err)
@@ -345,7 +359,11 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 		return
 	}
 	if wasConnected && achieved && kind == FailureTransient {
-		r.dropped(now, t.jitter(t.cfg.ReconnectWait), err)
+		wait := t.cfg.ReconnectWait
+		if delivered {
+			wait = t.cfg.ResumeWait
+		}
+		r.dropped(now, t.cfg.jittered(wait, t.rand), err)
 		return
 	}
 
@@ -354,7 +372,7 @@ func (t *Tracker) fail(r *relayHealth, now time.Time, err error) {
 	if r.failingSince.IsZero() {
 		r.failingSince = now
 	}
-	wait := t.jitter(t.cfg.policy().Nominal(r.failures))
+	wait := t.cfg.jittered(t.cfg.policy().Nominal(r.failures), t.rand)
 	dead := now.Sub(r.failingSince) >= t.cfg.DeadAfter
 	if dead {
 		wait = t.cfg.DeadRetry
@@ -406,11 +424,6 @@ func (r *relayHealth) dropped(now time.Time, wait time.Duration, err error) {
 		zap.Int("drops_in_a_row", r.drops), zap.Duration("retry_in", r.nextAttempt.Sub(now)))
 }
 
-// jitter spreads d over [1−f, 1+f]·d.
-func (t *Tracker) jitter(d time.Duration) time.Duration {
-	return t.cfg.policy().Jittered(d, t.rand())
-}
-
 // Disconnected records that the connection to url closed without a failure
 // (a clean close, or the engine dropped it). No backoff is added; a
 // recovered relay that had not yet proven stable keeps its failure count.
@@ -418,7 +431,7 @@ func (t *Tracker) Disconnected(url string) {
 	t.transition(url, func(r *relayHealth, now time.Time) {
 		r.connected = false
 		r.connecting = false
-		r.achieved = false
+		r.achieved, r.delivered = false, false
 	})
 }
 

@@ -74,7 +74,7 @@ func TestTrackerJitterDefaultRandStaysInBounds(t *testing.T) {
 	lo, hi := 4*time.Second, 6*time.Second
 	seen := map[time.Duration]bool{}
 	for i := 0; i < 200; i++ {
-		d := tr.jitter(5 * time.Second)
+		d := tr.cfg.jittered(5*time.Second, tr.rand)
 		if d < lo || d > hi {
 			t.Fatalf("jitter(5s) = %s, outside [%s, %s]", d, lo, hi)
 		}

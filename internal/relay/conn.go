@@ -529,6 +529,19 @@ func MessageTooBig(err error) bool {
 	return ws.CloseStatus(err) == ws.StatusMessageTooBig
 }
 
+// ClosedInOrder tells whether err (a Conn's Err) is the relay ending the
+// connection with a close frame while it goes on serving: any status but
+// going away (1001), policy violation (1008), message too big (1009) and
+// try again later (1013). A connection cut without a close frame (EOF, a
+// reset) is not: the relay or a proxy before it may be in trouble.
+func ClosedInOrder(err error) bool {
+	switch ws.CloseStatus(err) {
+	case -1, ws.StatusGoingAway, ws.StatusPolicyViolation, ws.StatusMessageTooBig, ws.StatusTryAgainLater:
+		return false
+	}
+	return true
+}
+
 // beforeRequest runs Options.BeforeRequest, bounded by ctx and by the
 // connection's life.
 func (c *Conn) beforeRequest(ctx context.Context) error {

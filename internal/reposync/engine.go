@@ -263,7 +263,12 @@ type remote struct {
 	baseline  int
 	lastError string
 	received  atomic.Uint64
-	failures  int
+	// historicGot counts the events historic jobs received, gotAtConnect
+	// its value when the connection came: a drop after more came
+	// resumes after health.resume_wait (onDisconnected).
+	historicGot  atomic.Uint64
+	gotAtConnect uint64
+	failures     int
 	// rateLimitedAt is when the relay last signalled a rate limit; historic
 	// jobs running then that failed are re-queued, not given up.
 	rateLimitedAt time.Time

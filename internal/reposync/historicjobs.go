@@ -191,7 +191,7 @@ func (js jobScheduler) startJobs(r *remote) {
 		j.filters = historic.FitTagValues(j.filters, js.e.lim.ValuesPerFilter(r.URL)) // learned limits
 		r.running++
 		js.e.historicJobs++
-		url, gen, conn, count := r.URL, r.gen, r.conn, &r.received
+		url, gen, conn, count, got := r.URL, r.gen, r.conn, &r.received, &r.historicGot
 		started := js.e.clock.Now()
 		// The job's REQ goes out after the live-subscription commands
 		// queued before it (the CLOSEs of a consolidation): otherwise
@@ -229,6 +229,7 @@ func (js jobScheduler) startJobs(r *remote) {
 					}
 					return nil
 				}
+				got.Add(1)
 				return js.e.h.Handle(ctx, in)
 			}
 			began := js.e.clock.Now()

@@ -51,13 +51,15 @@ func (e *Engine) dial(r *remote) {
 	url := r.URL
 	opts := e.remoteOptions(url)
 	opts.OnFrame = health.OnFirstAnswer(opts.OnFrame, func() { e.d.Health.Achieved(url) }) // this connection's
+	// A resumed sync keeps the NIP-11 limits its last connection read.
+	limits := e.d.Limits != nil && !r.resumeSync
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		ctx, cancel := context.WithTimeout(e.ctx, timeout)
 		conn, err := e.d.Dial(ctx, url, opts)
 		cancel()
-		if err == nil && e.d.Limits != nil {
+		if err == nil && limits {
 			lctx, lcancel := context.WithTimeout(e.ctx, timeout)
 			if l, lerr := e.d.Limits(lctx, url); lerr == nil {
 				e.d.Health.SetLimits(url, l)
@@ -177,7 +179,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.pager.Resume.Forget(r.URL)
 	}
 	r.Status = repoindex.Syncing
-	r.LastConnected = now
+	r.LastConnected, r.gotAtConnect = now, r.historicGot.Load()
 	r.DisconnectedAt = time.Time{}
 	r.lastError = ""
 	r.failures = 0
@@ -266,9 +268,18 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	if err != nil {
 		r.lastError = err.Error()
 	}
+	// One that lived reconnect_wait or longer (a slow reader) waits it.
+	lived := e.clock.Now().Sub(r.LastConnected) < e.d.Health.Config().ReconnectWait
+	if r.resumeSync && r.historicGot.Load() > r.gotAtConnect && relay.ClosedInOrder(err) && lived {
+		e.d.Health.Delivered(url) // the sync resumes after health.resume_wait
+	}
 	e.d.Health.Failed(url, err)
 	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
-	// The health tracker logs "relay disconnected" with its backoff.
+	// The health tracker logs "relay disconnected" with its backoff. A
+	// wait shorter than a tick is kept to (a timer), not rounded up.
+	if _, wait := e.d.Health.CanAttempt(url); wait > 0 && wait < e.cfg.Tick {
+		e.clock.AfterFunc(wait, func() { e.post(e.connectDue) })
+	}
 }
 
 // teardown stops a relay's connection goroutines and clears its pending
