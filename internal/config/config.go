@@ -35,6 +35,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/publish"
 	"github.com/grasp-sync/grasp-sync/internal/purgatory"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
+	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/reposync"
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/internal/strfrypolicy"
@@ -126,7 +127,7 @@ type Purgatory struct {
 // what one relay may send (the handler's).
 type Limits struct {
 	ingest.EventLimits `yaml:",inline"`
-	reposync.Bounds    `yaml:",inline"`
+	repoindex.Bounds   `yaml:",inline"`
 	ingest.RelayLimits `yaml:",inline"`
 	localindex.Config  `yaml:",inline"`
 }
@@ -156,7 +157,7 @@ func Default() *Config {
 		Negentropy:      historic.DefaultNegSettings(),
 		Trusted:         trusted.DefaultSettings(),
 		Rejected:        in.Rejected,
-		Limits:          Limits{EventLimits: in.EventLimits, Bounds: reposync.DefaultBounds(), RelayLimits: in.RelayLimits, Config: localindex.DefaultConfig()},
+		Limits:          Limits{EventLimits: in.EventLimits, Bounds: repoindex.DefaultBounds(), RelayLimits: in.RelayLimits, Config: localindex.DefaultConfig()},
 		State:           statestore.DefaultConfig(),
 		Memory:          memlimit.DefaultConfig(),
 		CPU:             procs.DefaultConfig(),

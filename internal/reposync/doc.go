@@ -11,7 +11,7 @@
 // goroutine. Relay readers, historic jobs, discovery and the trusted
 // syncer run on goroutines of their own and only post to Run.
 //
-// Files: settings.go (Settings, Bounds: the user settings), engine.go
+// Files: settings.go (Settings: the user settings; its bounds are repoindex.Bounds), engine.go
 // (Config, Engine, Run), relaylifecycle.go,
 // relaytargets.go (compute_actions over the relays), livesubs.go,
 // livekindsub.go and sincesubs.go (live subscriptions), historicjobs.go,

@@ -36,7 +36,7 @@ import (
 // tick, the connect timeout, the progress log interval).
 type Config struct {
 	Settings
-	Bounds
+	repoindex.Bounds
 
 	OwnRelay      string
 	ServiceDomain string
@@ -63,7 +63,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Settings:            DefaultSettings(),
-		Bounds:              DefaultBounds(),
+		Bounds:              repoindex.DefaultBounds(),
 		HistoricRetryJitter: 0.2,
 		Tick:                health.DefaultConfig().Tick,
 		ConnectTimeout:      relay.DefaultConnectTimeout,
