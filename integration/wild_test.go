@@ -199,6 +199,33 @@ func TestWildNegentropySilent(t *testing.T) {
 	}
 }
 
+// TestWildNegentropySlowLater: a relay that answered NIP-77 and later
+// leaves a NEG-OPEN unanswered past the initial timeout (strfry under
+// load did, at a million events) is slow, not unable: the filter is
+// paged, and the relay stays "supported" for the next ones.
+func TestWildNegentropySlowLater(t *testing.T) {
+	own := ownRelay(t)
+	remote := harness.Start(t, harness.RelayOptions{Name: "slow-later", Negentropy: true, ReqCap: 500})
+	first := wildRepo(t, own, remote, "first", 300)
+	cfg := fastConfig(own)
+	cfg.Negentropy.InitialTimeout = 500 * time.Millisecond
+	sc := startSidecar(t, cfg)
+	waitSyncedComplete(t, sc, own, remote, first)
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "supported" {
+		t.Fatalf("negentropy support %q, want supported", r.Negentropy)
+	}
+	remote.SetFaults(harness.Faults{IgnoreNegentropy: true})
+	opens := remote.Stats().NegOpens
+	second := wildRepo(t, own, remote, "second", 300)
+	waitSyncedComplete(t, sc, own, remote, second)
+	if remote.Stats().NegOpens == opens {
+		t.Fatal("no NEG-OPEN after the relay fell silent: the test tested nothing")
+	}
+	if r, _ := relayStatus(sc, remote.URL()); r.Negentropy != "supported" {
+		t.Fatalf("negentropy support %q after one slow NEG-OPEN, want supported", r.Negentropy)
+	}
+}
+
 // TestWildAuthReads: a relay that answers REQ and NEG-OPEN with
 // "auth-required:" until the connection authenticated gets NIP-42 AUTH
 // with the configured key and the requests again.

@@ -319,6 +319,12 @@ func (s *NegSyncer) Sync(ctx context.Context, c *relay.Conn, fs []nostr.Filter, 
 			continue
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.Is(err, neg.ErrUnsupported) && errors.Is(err, neg.ErrTimeout) && s.Support(url) == "supported":
+			// Slow now, not unable: it answered NEG-OPEN before (a loaded
+			// relay). This filter is paged; NIP-77 stays for the rest.
+			errs = append(errs, err)
+			fallback = append(fallback, f)
+			continue
 		case errors.Is(err, neg.ErrUnsupported):
 			s.SetSupport(url, false)
 			fallback = append(fallback, fs[i:]...)
