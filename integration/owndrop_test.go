@@ -272,8 +272,11 @@ func TestOwnRelayDroppingConnections(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if cut.conns < 6 {
-		t.Errorf("only %d connections to the own relay: the cuts never came into play", cut.conns)
+	// More connections than the calm run's: the cuts came into play (a
+	// sync done in a few cut lifetimes makes few: 5 against 3 in a fast
+	// -race run).
+	if cut.conns <= calm.conns {
+		t.Errorf("only %d connections to the own relay (calm: %d): the cuts never came into play", cut.conns, calm.conns)
 	}
 	// What the own relay sends: its stored announcements and roots once
 	// (the first connection's paging; here the announcements), each root

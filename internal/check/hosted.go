@@ -101,7 +101,7 @@ func countService(anns []*nostr.Event, host string) int {
 // an error.
 func readEvents(ctx context.Context, conn *relay.Conn, subID string, f nostr.Filter) ([]*nostr.Event, error) {
 	var evs []*nostr.Event
-	answer, reason, err := request(ctx, conn, subID, nostr.Filters{f}, func(ev *nostr.Event) { evs = append(evs, ev) })
+	answer, reason, err := request(ctx, conn, subID, nostr.Filters{f}, func(ev *nostr.Event) { evs = append(evs, ev) }, false)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w (%d announcements read)", err, len(evs))
