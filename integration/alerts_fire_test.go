@@ -24,6 +24,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // subqueryStepRE matches the resolution of a range subquery ([1h:1m]).
@@ -165,7 +166,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 	limited := harness.Start(t, harness.RelayOptions{Name: "limited", Faults: harness.Faults{ReqClosed: "rate-limited: too many requests"}})
 	gitDir := t.TempDir()
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	var evs []*nostr.Event
 	for _, d := range []string{"held1", "held2"} {
 		// The only other clone URL has no such repository: the state's git
@@ -174,10 +175,10 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 		if _, err := gitserver.InitBare(gitDir + "/" + rel); err != nil {
 			t.Fatal(err)
 		}
-		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL(), silent.URL(), dead, limited.URL()),
-			harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
+		ann := alice.Announcement(d, signed.WithRelays(own.URL(), remote.URL(), silent.URL(), dead, limited.URL()),
+			signed.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 		mustPublish(t, own, ann)
-		evs = append(evs, ann, alice.State(d, harness.WithRef("refs/heads/main", strings.Repeat("ab", 20)), harness.WithHEAD("main")))
+		evs = append(evs, ann, alice.State(d, signed.WithRef("refs/heads/main", strings.Repeat("ab", 20)), signed.WithHEAD("main")))
 	}
 	remote.Inject(evs...)
 
@@ -243,7 +244,7 @@ func TestAlertsFireOnPrometheus(t *testing.T) {
 func TestPublisherAlertsFireOnPrometheus(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	ann := repoFor(alice, "proj", own, remote)
 	addr := alice.RepoAddress("proj")
 	mustPublish(t, own, ann, alice.Issue(addr, "on the own relay"))

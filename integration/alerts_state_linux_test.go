@@ -18,7 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/bench"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // limitFileSize sets the file-size limit (RLIMIT_FSIZE, soft and hard) of
@@ -54,7 +54,7 @@ func TestStateWritesFailingAlertFires(t *testing.T) {
 	}
 
 	own := ownRelay(t)
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	mustPublish(t, own, repoFor(alice, "proj", own))
 	stateDir := t.TempDir()
 	p := startBinaryOn(t, bin, freeListen(t), "sidecar.log",

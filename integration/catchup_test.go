@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // waitRelay waits until the sidecar reports relay url in a state for which
@@ -35,7 +36,7 @@ func waitRelay(t *testing.T, sc *runningSidecar, url, what string, ok func(statu
 func TestQuickReconnectCatchUpPagedPastCap(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 500})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	ann := repoFor(k, "busy", own, remote)
 	first := k.Issue(k.RepoAddress("busy"), "before")
 	mustPublish(t, own, ann)
@@ -56,7 +57,7 @@ func TestQuickReconnectCatchUpPagedPastCap(t *testing.T) {
 	var missed []*nostr.Event
 	for i := range n {
 		missed = append(missed, k.Issue(k.RepoAddress("busy"), fmt.Sprintf("while away %d", i),
-			harness.WithCreatedAt(nostr.Now()-nostr.Timestamp(i/3)))) // three a second, within since_buffer
+			signed.WithCreatedAt(nostr.Now()-nostr.Timestamp(i/3)))) // three a second, within since_buffer
 	}
 	remote.Inject(missed...)
 	if err := remote.Restart(); err != nil {
@@ -74,7 +75,7 @@ func TestQuickReconnectCatchUpPagedPastCap(t *testing.T) {
 func TestQuickReconnectSinceSubscriptionPaged(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 300})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	busyAnn, quietAnn := repoFor(k, "busy", own, remote), repoFor(k, "quiet", own, remote)
 	busy := k.Issue(k.RepoAddress("busy"), "busy root")
 	quiet := k.Issue(k.RepoAddress("quiet"), "quiet root")
@@ -95,8 +96,8 @@ func TestQuickReconnectSinceSubscriptionPaged(t *testing.T) {
 	waitState(t, sc, remote.URL(), "disconnected")
 	var missed []*nostr.Event
 	for i := range scaled(700, 400) {
-		missed = append(missed, k.Reply(busy, harness.WithContent(fmt.Sprintf("reply %d", i)),
-			harness.WithCreatedAt(nostr.Now()-nostr.Timestamp(i/3))))
+		missed = append(missed, k.Reply(busy, signed.WithContent(fmt.Sprintf("reply %d", i)),
+			signed.WithCreatedAt(nostr.Now()-nostr.Timestamp(i/3))))
 	}
 	remote.Inject(missed...)
 	restarted := time.Now()
@@ -146,7 +147,7 @@ func TestQuickReconnectSinceSubscriptionRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			own := ownRelay(t)
 			remote := harness.Start(t, harness.RelayOptions{Name: "refusing"})
-			k := harness.NewKey()
+			k := signed.NewKey()
 			ann := repoFor(k, "refused", own, remote)
 			mustPublish(t, own, ann)
 			remote.Inject(ann)
@@ -163,7 +164,7 @@ func TestQuickReconnectSinceSubscriptionRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitState(t, sc, remote.URL(), "disconnected")
-			missed := k.Issue(k.RepoAddress("refused"), "while away", harness.WithCreatedAt(nostr.Now()-60))
+			missed := k.Issue(k.RepoAddress("refused"), "while away", signed.WithCreatedAt(nostr.Now()-60))
 			remote.Inject(missed)
 			remote.SetFaults(c.faults)
 			if err := remote.Restart(); err != nil {
@@ -188,13 +189,13 @@ func TestQuickReconnectSinceSubscriptionRefused(t *testing.T) {
 func TestTrustedRelayBackoffAndNewestFirstCap(t *testing.T) {
 	own := ownRelay(t)
 	archive := harness.Start(t, harness.RelayOptions{Name: "archive", Negentropy: true})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	ann := repoFor(k, "archived", own)
 	mustPublish(t, own, ann)
 	now := time.Now()
 	var issues []*nostr.Event // newest first
 	for i := range 30 {
-		issues = append(issues, k.Issue(k.RepoAddress("archived"), fmt.Sprintf("issue %d", i), harness.At(now.Add(-time.Duration(i)*time.Minute))))
+		issues = append(issues, k.Issue(k.RepoAddress("archived"), fmt.Sprintf("issue %d", i), signed.At(now.Add(-time.Duration(i)*time.Minute))))
 	}
 	archive.Inject(ann)
 	archive.Inject(issues...)
@@ -268,13 +269,13 @@ func TestTrustedRelayDialsAreBudgeted(t *testing.T) {
 func TestTrustedRelayNegCappedCycle(t *testing.T) {
 	own := ownRelay(t)
 	archive := harness.Start(t, harness.RelayOptions{Name: "archive-capped", Negentropy: true, NegCap: 500})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	ann := repoFor(k, "capped-archive", own)
 	mustPublish(t, own, ann)
 	now := time.Now()
 	var issues []*nostr.Event
 	for i := range 800 {
-		issues = append(issues, k.Issue(k.RepoAddress("capped-archive"), fmt.Sprintf("issue %d", i), harness.At(now.Add(-time.Duration(i)*time.Minute))))
+		issues = append(issues, k.Issue(k.RepoAddress("capped-archive"), fmt.Sprintf("issue %d", i), signed.At(now.Add(-time.Duration(i)*time.Minute))))
 	}
 	archive.Inject(ann)
 	archive.Inject(issues...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestDeferredLiveFiltersCatchUp: during a relay's first sync the live
@@ -25,10 +26,10 @@ import (
 func TestDeferredLiveFiltersCatchUp(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true, Faults: harness.Faults{Delay: 2 * time.Second}})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := repoFor(alice, "deferred", own, remote)
-	issue := alice.Issue(alice.RepoAddress("deferred"), "known root", harness.At(time.Now().Add(-time.Hour)))
-	old := bob.Comment(issue, nil, harness.At(time.Now().Add(-time.Hour)))
+	issue := alice.Issue(alice.RepoAddress("deferred"), "known root", signed.At(time.Now().Add(-time.Hour)))
+	old := bob.Comment(issue, nil, signed.At(time.Now().Add(-time.Hour)))
 	mustPublish(t, own, repo, issue)
 	remote.Inject(repo, issue, old)
 
@@ -110,12 +111,12 @@ func reqFilters(t *testing.T, raw string) []nostr.Filter {
 func TestKindSubscriptionKeptAcrossConsolidations(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := repoFor(alice, "kinds-0", own, remote)
 	issue := alice.Issue(alice.RepoAddress("kinds-0"), "known root")
 	mustPublish(t, own, repo)
 	remote.Inject(repo, issue)
-	foreignRepo := bob.Announcement("elsewhere", harness.WithRelays(remote.URL()))
+	foreignRepo := bob.Announcement("elsewhere", signed.WithRelays(remote.URL()))
 	foreignIssue := bob.Issue(bob.RepoAddress("elsewhere"), "foreign")
 	remote.Inject(foreignRepo, foreignIssue)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // Relays that drop every connection but answer while it lasts: one speaks
@@ -102,7 +103,7 @@ func connectsBetween(r *harness.Relay, from, to time.Time) int {
 // fourth into remote, signed in parallel; it returns the remote's events.
 func droppingRepo(t testing.TB, own, remote *harness.Relay, d string) []*nostr.Event {
 	t.Helper()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, d, own, remote)
 	mustPublish(t, own, repo)
 	base := time.Now().Add(-20 * 24 * time.Hour)
@@ -113,14 +114,14 @@ func droppingRepo(t testing.TB, own, remote *harness.Relay, d string) []*nostr.E
 		go func() {
 			defer wg.Done()
 			for i := w; i < droppingIssues; i += 4 {
-				evs[i] = alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+				evs[i] = alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), signed.At(base.Add(time.Duration(i)*time.Minute)))
 			}
 		}()
 	}
 	wg.Wait()
 	comments := make([]*nostr.Event, 0, droppingIssues/4)
 	for i := 0; i < droppingIssues; i += 4 {
-		comments = append(comments, alice.Comment(evs[i], nil, harness.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
+		comments = append(comments, alice.Comment(evs[i], nil, signed.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
 	}
 	all := append([]*nostr.Event{repo}, append(evs, comments...)...)
 	remote.Inject(all...)

@@ -28,6 +28,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 const modulePath = "github.com/grasp-sync/grasp-sync/"
@@ -255,7 +256,7 @@ func (tp tracingPublisher) Publish(ctx context.Context, ev *nostr.Event) (publis
 func TestEventPathCallTrace(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := repoFor(alice, "path", own, remote)
 	mustPublish(t, own, repo)
 	history := bob.Issue(alice.RepoAddress("path"), "stored before the sync")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestFetchEachIDFromOneRelay: two NIP-77 relays hold the same events (one
@@ -44,7 +45,7 @@ func TestFetchEachIDFromOneRelay(t *testing.T) {
 			}
 			second := harness.Start(t, other)
 
-			alice := harness.NewKey()
+			alice := signed.NewKey()
 			const d = "claims"
 			repo := repoFor(alice, d, own, faulty, second)
 			mustPublish(t, own, repo)
@@ -52,10 +53,10 @@ func TestFetchEachIDFromOneRelay(t *testing.T) {
 			var evs []*nostr.Event
 			base := time.Now().Add(-10 * 24 * time.Hour)
 			for i := 0; i < n; i++ {
-				issue := alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+				issue := alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), signed.At(base.Add(time.Duration(i)*time.Minute)))
 				evs = append(evs, issue)
 				if i%3 == 0 {
-					evs = append(evs, alice.Comment(issue, nil, harness.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
+					evs = append(evs, alice.Comment(issue, nil, signed.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
 				}
 			}
 			store.Put(repo)

@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestClonesServed: a repository the sidecar synced from a remote relay
@@ -25,7 +26,7 @@ func TestClonesServed(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	gitDir := t.TempDir()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	const d = "served"
 	rel := alice.Npub() + "/" + d + ".git"
 
@@ -48,13 +49,13 @@ func TestClonesServed(t *testing.T) {
 	}
 
 	ann := alice.Announcement(d,
-		harness.WithRelays(own.URL(), remote.URL()),
-		harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
+		signed.WithRelays(own.URL(), remote.URL()),
+		signed.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 	mustPublish(t, own, ann)
-	older := alice.State(d, harness.WithRef("refs/heads/main", first), harness.WithHEAD("main"),
-		harness.At(time.Now().Add(-time.Hour)))
-	latest := alice.State(d, harness.WithRef("refs/heads/main", second), harness.WithRef("refs/heads/feature", feature),
-		harness.WithRef("refs/tags/v1", first), harness.WithHEAD("main"))
+	older := alice.State(d, signed.WithRef("refs/heads/main", first), signed.WithHEAD("main"),
+		signed.At(time.Now().Add(-time.Hour)))
+	latest := alice.State(d, signed.WithRef("refs/heads/main", second), signed.WithRef("refs/heads/feature", feature),
+		signed.WithRef("refs/tags/v1", first), signed.WithHEAD("main"))
 	remote.Inject(ann, older, latest)
 
 	cfg := fastConfig(own)

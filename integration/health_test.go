@@ -24,6 +24,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // Relay health end to end (issue 4): backoff against a relay that is down,
@@ -82,9 +83,9 @@ func (a *acceptCounter) Accepts() []time.Time {
 
 // announceURLs builds an announcement for d on own listing the given relay
 // URLs besides own.
-func announceURLs(k *harness.Key, d string, own *harness.Relay, urls ...string) *nostr.Event {
+func announceURLs(k *signed.Key, d string, own *harness.Relay, urls ...string) *nostr.Event {
 	clones := []string{"http://" + own.Addr() + "/" + k.Npub() + "/" + d + ".git"}
-	return k.Announcement(d, harness.WithRelays(append([]string{own.URL()}, urls...)...), harness.WithClone(clones...))
+	return k.Announcement(d, signed.WithRelays(append([]string{own.URL()}, urls...)...), signed.WithClone(clones...))
 }
 
 // TestClosedPortBackoff: a relay that is down is retried on the backoff
@@ -95,7 +96,7 @@ func TestClosedPortBackoff(t *testing.T) {
 	own := ownRelay(t)
 	down := newAcceptCounter(t)
 	refusing := harness.ClosedPort(t) // attempts cannot be counted here, failures can
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	mustPublish(t, own, announceURLs(alice, "down", own, down.URL()), announceURLs(alice, "refusing", own, refusing))
 
 	cfg := fastConfig(own)
@@ -204,7 +205,7 @@ func TestHandshakeStatusDecidesRetry(t *testing.T) {
 	limited := newStatusServer(t, http.StatusTooManyRequests)
 	restarting := newStatusServer(t, http.StatusServiceUnavailable)
 	notRelay := newStatusServer(t, http.StatusNotFound)
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	mustPublish(t, own,
 		announceURLs(alice, "limited", own, limited.URL()),
 		announceURLs(alice, "restarting", own, restarting.URL()),
@@ -314,7 +315,7 @@ func offsets(ts []time.Time, t0 time.Time) []time.Duration {
 func TestDroppingRelayDegradedThenHealthy(t *testing.T) {
 	own := ownRelay(t)
 	flaky := harness.Start(t, harness.RelayOptions{Name: "flaky", Faults: harness.Faults{DropOnReceive: 1}})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "flaky", own, flaky)
 	mustPublish(t, own, repo)
 	issue := alice.Issue(alice.RepoAddress("flaky"), "arrives once the relay holds")
@@ -387,7 +388,7 @@ func TestRateLimitClosedCooldown(t *testing.T) {
 func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 	own := ownRelay(t)
 	limited := harness.Start(t, harness.RelayOptions{Name: "limited"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	first := repoFor(alice, "first", own, limited)
 	mustPublish(t, own, first)
 	limited.Inject(first)
@@ -403,7 +404,7 @@ func testRateLimitCooldown(t *testing.T, fault harness.Faults) {
 	waitState(t, sc, url, "connected")
 
 	second := repoFor(alice, "second", own, limited)
-	old := alice.Issue(alice.RepoAddress("second"), "old", harness.At(time.Now().Add(-72*time.Hour)))
+	old := alice.Issue(alice.RepoAddress("second"), "old", signed.At(time.Now().Add(-72*time.Hour)))
 	recent := alice.Issue(alice.RepoAddress("second"), "recent")
 	limited.Inject(second, old, recent)
 	limited.SetFaults(fault)
@@ -478,7 +479,7 @@ func TestMaxSubscriptionsRespected(t *testing.T) {
 	own := ownRelay(t)
 	const maxSubs = 5
 	remote := harness.Start(t, harness.RelayOptions{Name: "five", MaxSubscriptions: maxSubs, EnforceMaxSubscriptions: true})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	cfg := fastConfig(own)
 	sc := startSidecar(t, cfg)
 
@@ -547,7 +548,7 @@ func (s deadRelaySync) run(tb testing.TB) time.Duration {
 	for i := 0; i < s.silent; i++ {
 		urls = append(urls, silentPort(tb))
 	}
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	var anns, issues []*nostr.Event
 	for i := 0; i < s.repos; i++ {
 		d := fmt.Sprintf("r%03d", i)

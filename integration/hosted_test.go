@@ -21,6 +21,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // recordingGit runs git and remembers every command's arguments.
@@ -93,7 +94,7 @@ func TestForeignRepositoriesNeverReachPurgatory(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	gitDir := t.TempDir()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	const d = "hosted-tool"
 	rel := alice.Npub() + "/" + d + ".git"
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
@@ -113,22 +114,22 @@ func TestForeignRepositoriesNeverReachPurgatory(t *testing.T) {
 		t.Fatal(err)
 	}
 	ann := alice.Announcement(d,
-		harness.WithRelays(own.URL(), remote.URL()),
-		harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
+		signed.WithRelays(own.URL(), remote.URL()),
+		signed.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 	mustPublish(t, own, ann)
-	state := alice.State(d, harness.WithRef("refs/heads/main", main), harness.WithHEAD("main"))
-	pr := alice.PR(alice.RepoAddress(d), feature, harness.WithClone(other.CloneURL(rel)))
+	state := alice.State(d, signed.WithRef("refs/heads/main", main), signed.WithHEAD("main"))
+	pr := alice.PR(alice.RepoAddress(d), feature, signed.WithClone(other.CloneURL(rel)))
 	remote.Inject(ann, state, pr)
 
 	n := scaled(300, 100)
 	var foreignStates []*nostr.Event
 	for i := range n {
-		k := harness.NewKey()
+		k := signed.NewKey()
 		fd := fmt.Sprintf("foreign-%03d", i)
 		frel := k.Npub() + "/" + fd + ".git"
-		fann := k.Announcement(fd, harness.WithRelays(remote.URL()), harness.WithClone(other.CloneURL(frel)))
-		fst := k.State(fd, harness.WithRef("refs/heads/main", fmt.Sprintf("%040x", i+1)), harness.WithHEAD("main"))
-		fpr := k.PR(k.RepoAddress(fd), fmt.Sprintf("%040x", i+1), harness.WithClone(other.CloneURL(frel)))
+		fann := k.Announcement(fd, signed.WithRelays(remote.URL()), signed.WithClone(other.CloneURL(frel)))
+		fst := k.State(fd, signed.WithRef("refs/heads/main", fmt.Sprintf("%040x", i+1)), signed.WithHEAD("main"))
+		fpr := k.PR(k.RepoAddress(fd), fmt.Sprintf("%040x", i+1), signed.WithClone(other.CloneURL(frel)))
 		remote.Inject(fann, fst, fpr)
 		foreignStates = append(foreignStates, fst)
 	}
@@ -207,15 +208,15 @@ func TestAcceptEverythingOwnRelaySyncsOnlyHosted(t *testing.T) {
 			own := harness.Start(t, harness.RelayOptions{Name: "own"}) // accepts everything
 			boot := harness.Start(t, harness.RelayOptions{Name: "bootstrap"})
 			n := scaled(200, 60)
-			hosted := harness.NewKey()
+			hosted := signed.NewKey()
 			hostedIssue := hosted.Issue(hosted.RepoAddress("listed"), "hosted issue")
 			boot.Inject(repoFor(hosted, "listed", own, boot), hostedIssue)
 			var foreignIssues []*nostr.Event
 			for i := range n - 1 {
-				k := harness.NewKey()
+				k := signed.NewKey()
 				fd := fmt.Sprintf("elsewhere-%03d", i)
-				fann := k.Announcement(fd, harness.WithRelays(boot.URL(), "wss://relay.example.org"),
-					harness.WithClone("https://git.example.org/"+k.Npub()+"/"+fd+".git"))
+				fann := k.Announcement(fd, signed.WithRelays(boot.URL(), "wss://relay.example.org"),
+					signed.WithClone("https://git.example.org/"+k.Npub()+"/"+fd+".git"))
 				issue := k.Issue(k.RepoAddress(fd), "foreign issue")
 				boot.Inject(fann, issue)
 				foreignIssues = append(foreignIssues, issue)
@@ -238,7 +239,7 @@ func TestAcceptEverythingOwnRelaySyncsOnlyHosted(t *testing.T) {
 			// Every announcement reached the own relay (layer 1), which
 			// accepted them all; the sidecar still syncs one repository.
 			testkit.WaitFor(t, syncTimeout, "announcements on the own relay", func() bool {
-				return own.Count(nostr.Filter{Kinds: []int{harness.KindAnnouncement}}) >= n
+				return own.Count(nostr.Filter{Kinds: []int{signed.KindAnnouncement}}) >= n
 			})
 			testkit.WaitFor(t, syncTimeout, "bootstrap relay synced", func() bool {
 				for _, r := range sc.Status().Relays {
@@ -269,10 +270,10 @@ func TestBootstrapRelayServesDiscoveryOnly(t *testing.T) {
 		t.Run(fmt.Sprintf("bootstrap_all_layers=%v", all), func(t *testing.T) {
 			own := ownRelay(t)
 			boot := harness.Start(t, harness.RelayOptions{Name: "bootstrap"})
-			k := harness.NewKey()
+			k := signed.NewKey()
 			ann := repoFor(k, "quiet", own) // lists the own relay only
 			issue := k.Issue(k.RepoAddress("quiet"), "asked of the bootstrap relay?")
-			listing := harness.NewKey()
+			listing := signed.NewKey()
 			listingAnn := repoFor(listing, "loud", own, boot)
 			listingIssue := listing.Issue(listing.RepoAddress("loud"), "listed relay")
 			boot.Inject(ann, issue, listingAnn, listingIssue)
@@ -319,7 +320,7 @@ func TestTwoHopDiscoveryTime(t *testing.T) {
 			own := ownRelay(t)
 			boot := harness.Start(t, harness.RelayOptions{Name: "bootstrap"})
 			history := harness.Start(t, harness.RelayOptions{Name: "history"})
-			k := harness.NewKey()
+			k := signed.NewKey()
 			ann := repoFor(k, "twohop", own, history)
 			boot.Inject(ann)
 			var all []*nostr.Event

@@ -39,6 +39,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // fakeRelay is a websocket server that speaks just enough NIP-01 and
@@ -252,7 +253,7 @@ func TestHostileRelay(t *testing.T) {
 	own := ownRelay(t)
 	honest1 := harness.Start(t, harness.RelayOptions{Name: "honest1", Negentropy: true})
 	honest2 := harness.Start(t, harness.RelayOptions{Name: "honest2"})
-	alice, mallory := harness.NewKey(), harness.NewKey()
+	alice, mallory := signed.NewKey(), signed.NewKey()
 	const d = "hostile"
 	repoAddr := alice.RepoAddress(d)
 
@@ -269,8 +270,8 @@ func TestHostileRelay(t *testing.T) {
 	}
 	// Events that verify but break the bounds, addressed to the repository
 	// so that they match what the sidecar asks for.
-	oversized := mallory.Issue(repoAddr, "big", harness.WithContentSize(300_000))
-	manyTags := mallory.Issue(repoAddr, "tags", harness.WithTags(func() nostr.Tags {
+	oversized := mallory.Issue(repoAddr, "big", signed.WithContentSize(300_000))
+	manyTags := mallory.Issue(repoAddr, "tags", signed.WithTags(func() nostr.Tags {
 		tags := make(nostr.Tags, 2100)
 		for i := range tags {
 			tags[i] = nostr.Tag{"t", strconv.Itoa(i)}
@@ -333,8 +334,8 @@ func TestHostileRelay(t *testing.T) {
 		},
 	})
 
-	repo := alice.Announcement(d, harness.WithRelays(own.URL(), honest1.URL(), honest2.URL(), hostile.URL()),
-		harness.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/"+d+".git"))
+	repo := alice.Announcement(d, signed.WithRelays(own.URL(), honest1.URL(), honest2.URL(), hostile.URL()),
+		signed.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/"+d+".git"))
 	honest1.Inject(repo)
 	honest2.Inject(repo)
 	mustPublish(t, own, repo)
@@ -547,7 +548,7 @@ func TestSecretKeyNeverExposed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "secret", own, remote)
 	issue := alice.Issue(alice.RepoAddress("secret"), "needs auth to publish")
 	remote.Inject(repo, issue)

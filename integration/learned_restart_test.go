@@ -8,6 +8,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestLearnedLimitsSurviveRestart: limits a relay enforces without
@@ -47,7 +48,7 @@ func TestLearnedLimitsSurviveRestart(t *testing.T) {
 					last = ev
 				}
 			}
-			live := harness.NewKey().Comment(last, nil)
+			live := signed.NewKey().Comment(last, nil)
 			published := 0 // each publish is a connection of its own
 			testkit.WaitFor(t, syncTimeout, "a live reply after the restart", func() bool {
 				mustPublish(t, remote, live)

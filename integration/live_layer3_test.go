@@ -7,6 +7,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestLiveLayer3ByKind: after a quick reconnect the live Layer 3 asks
@@ -17,12 +18,12 @@ import (
 func TestLiveLayer3ByKind(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := repoFor(alice, "bykind", own, remote)
 	mustPublish(t, own, repo)
 	issue := alice.Issue(alice.RepoAddress("bykind"), "known")
 	remote.Inject(repo, issue)
-	foreignRepo := bob.Announcement("elsewhere", harness.WithRelays(remote.URL()))
+	foreignRepo := bob.Announcement("elsewhere", signed.WithRelays(remote.URL()))
 	foreignIssue := bob.Issue(bob.RepoAddress("elsewhere"), "foreign")
 	remote.Inject(foreignRepo, foreignIssue)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestLogNamesOnceAndPurgatoryPerEventAtDebug runs a state event through
@@ -23,7 +24,7 @@ func TestLogNamesOnceAndPurgatoryPerEventAtDebug(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	gitDir := t.TempDir()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	const d = "named-once"
 	rel := alice.Npub() + "/" + d + ".git"
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
@@ -39,10 +40,10 @@ func TestLogNamesOnceAndPurgatoryPerEventAtDebug(t *testing.T) {
 		t.Fatal(err)
 	}
 	ann := alice.Announcement(d,
-		harness.WithRelays(own.URL(), remote.URL()),
-		harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
+		signed.WithRelays(own.URL(), remote.URL()),
+		signed.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 	mustPublish(t, own, ann)
-	state := alice.State(d, harness.WithRef("refs/heads/main", main), harness.WithHEAD("main"))
+	state := alice.State(d, signed.WithRef("refs/heads/main", main), signed.WithHEAD("main"))
 	remote.Inject(ann, state)
 
 	cfg := fastConfig(own)

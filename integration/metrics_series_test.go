@@ -22,6 +22,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/version"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // seriesRef is one selector of a dashboard or rule expression: a metric
@@ -149,9 +150,9 @@ func startQuietSidecar(t *testing.T) (*recordingRegistry, *httpapi.Server) {
 	t.Helper()
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
-	alice := harness.NewKey()
-	mustPublish(t, own, alice.Announcement("quiet", harness.WithRelays(own.URL(), remote.URL()),
-		harness.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/quiet.git")))
+	alice := signed.NewKey()
+	mustPublish(t, own, alice.Announcement("quiet", signed.WithRelays(own.URL(), remote.URL()),
+		signed.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/quiet.git")))
 
 	cfg := fastConfig(own)
 	cfg.GitDir = t.TempDir()

@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // resyncBytes re-syncs a set the client already holds in full from a real
@@ -94,7 +95,7 @@ func dialTB(tb testing.TB, ctx context.Context, url string) *relay.Conn {
 // resyncEvents is a deterministic universe of n events with right ids and
 // no signatures (a re-sync never verifies them).
 func resyncEvents(n int) []*nostr.Event {
-	u, err := harness.NewUniverse(harness.UniverseOptions{
+	u, err := signed.NewUniverse(signed.UniverseOptions{
 		Seed: 42, Repos: max(1, n/200), Relays: []string{"ws://127.0.0.1:1", "ws://127.0.0.1:2"}, Events: n,
 		SkipSignatures: true,
 	})
@@ -144,13 +145,13 @@ func BenchmarkNegentropyResync100k(b *testing.B) {
 // fetches everything older.
 func TestPagerGoesPastSaturatedSecond(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 50})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := alice.RepoAddress("r")
 	crowded := time.Now().Add(-time.Hour)
 	var older []*nostr.Event
 	for i := range 60 {
-		r.Inject(alice.Issue(repo, fmt.Sprintf("same second %d", i), harness.At(crowded)))
-		ev := alice.Issue(repo, "older", harness.At(crowded.Add(-time.Duration(i+1)*time.Minute)))
+		r.Inject(alice.Issue(repo, fmt.Sprintf("same second %d", i), signed.At(crowded)))
+		ev := alice.Issue(repo, "older", signed.At(crowded.Add(-time.Duration(i+1)*time.Minute)))
 		r.Inject(ev)
 		older = append(older, ev)
 	}
@@ -183,12 +184,12 @@ func countIn(got map[string]bool, evs []*nostr.Event) int {
 // must not make the pager step over stored events.
 func TestPagerWithOldDatedLiveEvents(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Name: "busy", ReqCap: 50})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := alice.RepoAddress("r")
 	base := time.Now().Add(-48 * time.Hour)
 	var stored []*nostr.Event
 	for i := range 400 {
-		ev := alice.Issue(repo, fmt.Sprintf("stored %d", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+		ev := alice.Issue(repo, fmt.Sprintf("stored %d", i), signed.At(base.Add(time.Duration(i)*time.Minute)))
 		stored = append(stored, ev)
 	}
 	r.Inject(stored...)
@@ -201,7 +202,7 @@ func TestPagerWithOldDatedLiveEvents(t *testing.T) {
 		defer close(pubDone)
 		for i := 0; pubCtx.Err() == nil; i++ {
 			at := base.Add(time.Duration(i%400)*time.Minute - 30*time.Second)
-			ev := bob.Issue(repo, fmt.Sprintf("late %d", i), harness.At(at))
+			ev := bob.Issue(repo, fmt.Sprintf("late %d", i), signed.At(at))
 			if err := r.Publish(pubCtx, ev); err != nil && pubCtx.Err() == nil {
 				t.Errorf("publish: %v", err)
 				return

@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // filtersAfter returns the filters of the REQs relay r received after t0.
@@ -45,16 +46,16 @@ func requestedIDs(t *testing.T, r *harness.Relay, t0 time.Time) (ids map[string]
 // the own relay hosts its announcement.
 func universeRepo(t *testing.T, own, remote *harness.Relay, d string, n int) (*nostr.Event, []*nostr.Event) {
 	t.Helper()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, d, own, remote)
 	mustPublish(t, own, repo)
 	var evs []*nostr.Event
 	base := time.Now().Add(-20 * 24 * time.Hour)
 	for i := 0; i < n; i++ {
-		issue := alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+		issue := alice.Issue(alice.RepoAddress(d), fmt.Sprint("issue ", i), signed.At(base.Add(time.Duration(i)*time.Minute)))
 		evs = append(evs, issue)
 		if i%4 == 0 {
-			evs = append(evs, alice.Comment(issue, nil, harness.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
+			evs = append(evs, alice.Comment(issue, nil, signed.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
 		}
 	}
 	remote.Inject(repo)
@@ -176,10 +177,10 @@ func TestTrustedRelayReconciliation(t *testing.T) {
 	startSidecar(t, cfg)
 	waitHas(t, own, evs...)
 
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	missed := []*nostr.Event{
 		alice.Comment(evs[0], nil),
-		alice.Issue(harness.Address(repo), "only in the archive"),
+		alice.Issue(signed.Address(repo), "only in the archive"),
 	}
 	archive.Inject(missed...)
 	waitHas(t, own, missed...)

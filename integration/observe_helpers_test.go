@@ -24,6 +24,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // recordingRegistry is a registry that remembers every collector
@@ -172,7 +173,7 @@ func startObservedWorld(t *testing.T) *observedWorld {
 		t.Fatal(err)
 	}
 	gitDir := t.TempDir()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 
 	// "tool": its commit lives on another git server; the state event is
 	// released once fetched.
@@ -191,19 +192,19 @@ func startObservedWorld(t *testing.T) *observedWorld {
 		t.Fatal(err)
 	}
 	ann := alice.Announcement(d,
-		harness.WithRelays(w.Own.URL(), w.Remote.URL(), w.Down.URL()),
-		harness.WithClone("http://"+w.Own.Addr()+"/"+rel, other.CloneURL(rel)))
+		signed.WithRelays(w.Own.URL(), w.Remote.URL(), w.Down.URL()),
+		signed.WithClone("http://"+w.Own.Addr()+"/"+rel, other.CloneURL(rel)))
 	// "held": its only other clone URL has no such repository.
 	heldRel := alice.Npub() + "/" + w.HeldIdentifier + ".git"
 	if _, err := gitserver.InitBare(gitDir + "/" + heldRel); err != nil {
 		t.Fatal(err)
 	}
 	heldAnn := alice.Announcement(w.HeldIdentifier,
-		harness.WithRelays(w.Own.URL(), w.Remote.URL()),
-		harness.WithClone("http://"+w.Own.Addr()+"/"+heldRel, other.CloneURL(heldRel)))
+		signed.WithRelays(w.Own.URL(), w.Remote.URL()),
+		signed.WithClone("http://"+w.Own.Addr()+"/"+heldRel, other.CloneURL(heldRel)))
 	mustPublish(t, w.Own, ann, heldAnn)
-	state := alice.State(d, harness.WithRef("refs/heads/main", head), harness.WithHEAD("main"))
-	heldState := alice.State(w.HeldIdentifier, harness.WithRef("refs/heads/main", strings.Repeat("ab", 20)), harness.WithHEAD("main"))
+	state := alice.State(d, signed.WithRef("refs/heads/main", head), signed.WithHEAD("main"))
+	heldState := alice.State(w.HeldIdentifier, signed.WithRef("refs/heads/main", strings.Repeat("ab", 20)), signed.WithHEAD("main"))
 	var issues []*nostr.Event
 	for i := range 5 {
 		issues = append(issues, alice.Issue(alice.RepoAddress(d), fmt.Sprintf("issue %d", i)))

@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // An own relay that cuts every TCP connection 1–3 s after it opened: the
@@ -48,12 +49,12 @@ func ownDropIssues() int {
 // kind 1 reply on every fourth, a patch and a PR with a comment each. It
 // returns the announcement, the events and the roots among them.
 func ownDropRepo(own *harness.Relay, d string, n int, remotes ...*harness.Relay) (ann *nostr.Event, evs []*nostr.Event, roots []string) {
-	k := harness.NewKey()
+	k := signed.NewKey()
 	ann = repoFor(k, d, own, remotes...)
 	addr := k.RepoAddress(d)
 	base := time.Now().Add(-30 * 24 * time.Hour)
-	at := func(i int, off time.Duration) harness.Option {
-		return harness.At(base.Add(time.Duration(i)*time.Minute + off))
+	at := func(i int, off time.Duration) signed.Option {
+		return signed.At(base.Add(time.Duration(i)*time.Minute + off))
 	}
 	issues := make([]*nostr.Event, n)
 	var wg sync.WaitGroup
@@ -68,13 +69,13 @@ func ownDropRepo(own *harness.Relay, d string, n int, remotes ...*harness.Relay)
 	}
 	wg.Wait()
 	patch := k.Patch(addr, at(n, 0))
-	pr := k.PR(addr, harness.FakeCommit(d), at(n+1, 0))
+	pr := k.PR(addr, signed.FakeCommit(d), at(n+1, 0))
 	evs = append(evs, issues...)
 	evs = append(evs, patch, pr, k.Comment(patch, nil, at(n, time.Second)), k.Comment(pr, nil, at(n+1, time.Second)))
 	for i, is := range issues {
 		evs = append(evs, k.Comment(is, nil, at(i, time.Second)))
 		if i%2 == 0 {
-			evs = append(evs, k.Status(harness.KindStatusOpen, is, at(i, 2*time.Second)))
+			evs = append(evs, k.Status(signed.KindStatusOpen, is, at(i, 2*time.Second)))
 		}
 		if i%4 == 0 {
 			evs = append(evs, k.Reply(is, at(i, 3*time.Second)))
@@ -321,15 +322,15 @@ func TestOwnRelayHidingRoots(t *testing.T) {
 	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(),
 		Hide: func(ev *nostr.Event) bool { return ev.Kind == nip34.KindIssue }})
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	ann := repoFor(k, "hidden", own, remote)
 	own.Inject(ann)
 	base := time.Now().Add(-time.Hour)
 	var issues, comments []*nostr.Event
 	for i := range 20 {
-		is := k.Issue(k.RepoAddress("hidden"), fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute)))
+		is := k.Issue(k.RepoAddress("hidden"), fmt.Sprint("issue ", i), signed.At(base.Add(time.Duration(i)*time.Minute)))
 		issues = append(issues, is)
-		comments = append(comments, k.Comment(is, nil, harness.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
+		comments = append(comments, k.Comment(is, nil, signed.At(base.Add(time.Duration(i)*time.Minute+time.Second))))
 	}
 	remote.Inject(ann)
 	remote.Inject(issues...)

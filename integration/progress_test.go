@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestProgressLineAgreesWithStatus: a sidecar syncing repositories listed
@@ -29,7 +30,7 @@ func TestProgressLineAgreesWithStatus(t *testing.T) {
 	own := ownRelay(t)
 	a := harness.Start(t, harness.RelayOptions{Name: "A", Negentropy: true})
 	b := harness.Start(t, harness.RelayOptions{Name: "B"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	var anns, issues []*nostr.Event
 	for i := range 5 {
 		d := fmt.Sprintf("repo-%d", i)

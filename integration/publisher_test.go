@@ -12,6 +12,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -45,13 +46,13 @@ var pubCorpus = sync.OnceValue(func() []*nostr.Event {
 	base := nostr.Timestamp(1_700_000_000)
 	for i := range evs {
 		evs[i] = &nostr.Event{
-			Kind:      harness.KindIssue,
+			Kind:      signed.KindIssue,
 			CreatedAt: base + nostr.Timestamp(i/10),
 			Content:   fmt.Sprintf("issue %d", i),
 			Tags:      nostr.Tags{{"subject", fmt.Sprintf("bug %d", i)}},
 		}
 	}
-	harness.SignAll([]*harness.Key{harness.KeyFromSeed("publisher")}, evs)
+	signed.SignAll([]*signed.Key{signed.KeyFromSeed("publisher")}, evs)
 	return evs
 })
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestSidecarPurgatoryEndToEnd: a state event and a PR found on a remote
@@ -18,7 +19,7 @@ func TestSidecarPurgatoryEndToEnd(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
 	gitDir := t.TempDir()
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	const d = "tool"
 	rel := alice.Npub() + "/" + d + ".git"
 
@@ -43,11 +44,11 @@ func TestSidecarPurgatoryEndToEnd(t *testing.T) {
 	}
 
 	ann := alice.Announcement(d,
-		harness.WithRelays(own.URL(), remote.URL()),
-		harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
+		signed.WithRelays(own.URL(), remote.URL()),
+		signed.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel)))
 	mustPublish(t, own, ann)
-	state := alice.State(d, harness.WithRef("refs/heads/main", main), harness.WithRef("refs/tags/v1", main), harness.WithHEAD("main"))
-	pr := alice.PR(alice.RepoAddress(d), feature, harness.WithClone(other.CloneURL(rel)))
+	state := alice.State(d, signed.WithRef("refs/heads/main", main), signed.WithRef("refs/tags/v1", main), signed.WithHEAD("main"))
+	pr := alice.PR(alice.RepoAddress(d), feature, signed.WithClone(other.CloneURL(rel)))
 	remote.Inject(ann, state, pr)
 
 	cfg := fastConfig(own)

@@ -23,6 +23,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // manyRepos is a world of many repositories whose clone URLs share one
@@ -65,7 +66,7 @@ func newManyRepos(t *testing.T, n, missing int) *manyRepos {
 			w.mu.Unlock()
 		}
 	}})
-	owner := harness.NewKey()
+	owner := signed.NewKey()
 	var anns, remote []*nostr.Event
 	for i := range n {
 		d := fmt.Sprintf("repo-%03d", i)
@@ -80,9 +81,9 @@ func newManyRepos(t *testing.T, n, missing int) *manyRepos {
 				t.Fatal(err)
 			}
 		}
-		ann := owner.Announcement(d, harness.WithRelays(w.Own.URL(), w.Remote.URL()),
-			harness.WithClone(harness.DefaultCloneURL(w.Own.URL(), owner.Npub(), d), w.Git.CloneURL(rel)))
-		state := owner.State(d, harness.WithRef("refs/heads/main", head), harness.WithHEAD("main"))
+		ann := owner.Announcement(d, signed.WithRelays(w.Own.URL(), w.Remote.URL()),
+			signed.WithClone(signed.DefaultCloneURL(w.Own.URL(), owner.Npub(), d), w.Git.CloneURL(rel)))
+		state := owner.State(d, signed.WithRef("refs/heads/main", head), signed.WithHEAD("main"))
 		issue := owner.Issue(owner.RepoAddress(d), "issue in "+d)
 		anns = append(anns, ann)
 		remote = append(remote, ann, state, issue)

@@ -8,7 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestRootsPendingAtStopLearnedAfterRestart: roots the sidecar published
@@ -28,7 +28,7 @@ func TestRootsPendingAtStopLearnedAfterRestart(t *testing.T) {
 	repo2 := repoFor(w.alice, "proj2", w.own, w.remote)
 	mustPublish(t, w.own, repo2)
 	addr := w.alice.RepoAddress("proj2")
-	old := harness.At(time.Now().Add(-time.Hour))
+	old := signed.At(time.Now().Add(-time.Hour))
 	var roots, discussion []*nostr.Event
 	for i := range 3 {
 		root := w.bob.Issue(addr, fmt.Sprintf("pending %d", i), old)

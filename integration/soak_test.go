@@ -20,6 +20,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // The soak: steady traffic into remote relays whose connections are all
@@ -109,7 +110,7 @@ func soakShapeFor(t *testing.T) soakShape {
 
 // soakRepo is a hosted repository and the remote holding its events.
 type soakRepo struct {
-	owner  *harness.Key
+	owner  *signed.Key
 	d      string
 	remote *harness.Relay
 	issues []*nostr.Event // published, oldest first
@@ -168,9 +169,9 @@ func TestSoakSteadyTrafficWithDrops(t *testing.T) {
 
 	// The repositories, each with a little history (three issues and a
 	// comment on the first, in the last hour) on its remote.
-	keys := make([]*harness.Key, 10)
+	keys := make([]*signed.Key, 10)
 	for i := range keys {
-		keys[i] = harness.NewKey()
+		keys[i] = signed.NewKey()
 	}
 	repos := make([]*soakRepo, shape.repos)
 	var announcements, history []*nostr.Event
@@ -182,9 +183,9 @@ func TestSoakSteadyTrafficWithDrops(t *testing.T) {
 		announcements = append(announcements, ann)
 		var evs []*nostr.Event
 		for j := range 3 {
-			evs = append(evs, r.owner.Issue(r.owner.RepoAddress(r.d), fmt.Sprint("old issue ", j), harness.At(past.Add(time.Duration(i*3+j)*time.Second))))
+			evs = append(evs, r.owner.Issue(r.owner.RepoAddress(r.d), fmt.Sprint("old issue ", j), signed.At(past.Add(time.Duration(i*3+j)*time.Second))))
 		}
-		evs = append(evs, r.owner.Comment(evs[0], nil, harness.At(past.Add(time.Duration(i*3)*time.Second+time.Minute))))
+		evs = append(evs, r.owner.Comment(evs[0], nil, signed.At(past.Add(time.Duration(i*3)*time.Second+time.Minute))))
 		r.remote.Inject(append([]*nostr.Event{ann}, evs...)...)
 		history = append(history, evs...)
 	}
@@ -270,9 +271,9 @@ func TestSoakSteadyTrafficWithDrops(t *testing.T) {
 		}
 		switch kind := i % 5; {
 		case root != nil && kind >= 2 && kind <= 3:
-			ev = keys[rng.IntN(len(keys))].Comment(root, nil, harness.WithContent(fmt.Sprint("comment ", i)))
+			ev = keys[rng.IntN(len(keys))].Comment(root, nil, signed.WithContent(fmt.Sprint("comment ", i)))
 		case root != nil && kind == 4:
-			ev = r.owner.Status(harness.KindStatusOpen+rng.IntN(3), root, harness.WithContent(fmt.Sprint("status ", i)))
+			ev = r.owner.Status(signed.KindStatusOpen+rng.IntN(3), root, signed.WithContent(fmt.Sprint("status ", i)))
 		default:
 			ev = r.owner.Issue(r.owner.RepoAddress(r.d), fmt.Sprint("issue ", i))
 		}
@@ -283,7 +284,7 @@ func TestSoakSteadyTrafficWithDrops(t *testing.T) {
 		if r.remote.Deliver(ev) != 1 {
 			t.Fatalf("event %d was not new on %s", i, r.remote.Options().Name)
 		}
-		if ev.Kind == harness.KindIssue {
+		if ev.Kind == signed.KindIssue {
 			r.issues, r.issued = append(r.issues, ev), append(r.issued, at)
 		}
 		mu.Lock()
@@ -413,7 +414,7 @@ func countBefore(ts []time.Time, t time.Time) int {
 // place in a harness store take, measured on n new issues: the soak's
 // relays keep every event twice (the remote's store and the own relay's),
 // growth by design that the heap comparison leaves out.
-func storedEventBytes(k *harness.Key, n int) uint64 {
+func storedEventBytes(k *signed.Key, n int) uint64 {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)

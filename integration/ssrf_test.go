@@ -26,6 +26,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 const refusedMsg = "destination refused by the outbound address policy"
@@ -179,7 +180,7 @@ func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 	}}
 	dial, dials := guardedDial(t, "127.0.0.2")
 
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	hostile := map[string]string{ // URL as announced → refusal reason
 		"ws://127.0.0.1:" + target.port():     "loopback",
 		"ws://localhost:" + target.port():     "loopback",
@@ -200,7 +201,7 @@ func TestSSRFRelayURLsRefusedBeforeDial(t *testing.T) {
 		relays = append(relays, u)
 	}
 	// Relays are also derived from GRASP-style clone URLs.
-	repo := alice.Announcement("ssrf", harness.WithRelays(relays...), harness.WithClone(
+	repo := alice.Announcement("ssrf", signed.WithRelays(relays...), signed.WithClone(
 		"http://"+own.Addr()+"/"+alice.Npub()+"/ssrf.git",
 		"http://192.168.7.7/"+alice.Npub()+"/ssrf.git"))
 	issue := alice.Issue(alice.RepoAddress("ssrf"), "synced through the allowed relay")
@@ -273,7 +274,7 @@ func TestSSRFCloneURLsAndIdentifiers(t *testing.T) {
 	git := &countingGit{next: gitx.NewExec(30 * time.Second)}
 	pwned := filepath.Join(t.TempDir(), "pwned")
 
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	hostile := map[string]string{ // clone URL → refusal reason
 		"ext::sh -c touch% " + pwned:    "url",
 		"ext::sh":                       "scheme",
@@ -291,15 +292,15 @@ func TestSSRFCloneURLsAndIdentifiers(t *testing.T) {
 	for u := range hostile {
 		clones = append(clones, u)
 	}
-	commit := harness.FakeCommit("ssrf")
-	repo := alice.Announcement("clones", harness.WithRelays(own.URL()), harness.WithClone(clones...))
-	state := alice.State("clones", harness.WithRef("refs/heads/main", commit), harness.WithHEAD("main"))
+	commit := signed.FakeCommit("ssrf")
+	repo := alice.Announcement("clones", signed.WithRelays(own.URL()), signed.WithClone(clones...))
+	state := alice.State("clones", signed.WithRef("refs/heads/main", commit), signed.WithHEAD("main"))
 	evs := []*nostr.Event{repo, state}
 	badIDs := []string{"../x", "a/b", "-x", strings.Repeat("a", gitx.MaxIdentifierLen+1), "r\xffepo", "..", ".git"}
 	for _, d := range badIDs {
 		evs = append(evs,
-			alice.Announcement(d, harness.WithRelays(own.URL()), harness.WithClone("https://git.example.org/x.git")),
-			alice.State(d, harness.WithRef("refs/heads/main", commit), harness.WithHEAD("main")))
+			alice.Announcement(d, signed.WithRelays(own.URL()), signed.WithClone("https://git.example.org/x.git")),
+			alice.State(d, signed.WithRef("refs/heads/main", commit), signed.WithHEAD("main")))
 	}
 	own.Inject(evs...)
 

@@ -10,6 +10,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestRestartLearnsOldDatedAnnouncementAndState: a restart on the state
@@ -22,8 +23,8 @@ import (
 // The announcements of the previous run are not read back.
 func TestRestartLearnsOldDatedAnnouncementAndState(t *testing.T) {
 	w := newStateWorld(t, 5, 2)
-	carol := harness.NewKey()
-	hourAgo := harness.At(time.Now().Add(-time.Hour))
+	carol := signed.NewKey()
+	hourAgo := signed.At(time.Now().Add(-time.Hour))
 	var extra []*nostr.Event
 	for i := range 10 {
 		extra = append(extra, announceAt(w.alice, fmt.Sprintf("extra%d", i), w.own, hourAgo))
@@ -41,7 +42,7 @@ func TestRestartLearnsOldDatedAnnouncementAndState(t *testing.T) {
 	// two hours old (before the persisted read point − since_buffer), a
 	// repository, a state of the first one and an issue of the new one,
 	// and an announcement is deleted.
-	twoHoursAgo := harness.At(time.Now().Add(-2 * time.Hour))
+	twoHoursAgo := signed.At(time.Now().Add(-2 * time.Hour))
 	newRepo := announceAt(carol, "late", w.own, twoHoursAgo, w.remote)
 	state := w.alice.State("proj", twoHoursAgo)
 	issue := carol.Issue(carol.RepoAddress("late"), "old-dated issue", twoHoursAgo)
@@ -92,11 +93,11 @@ func TestRestartLearnsOldDatedAnnouncementAndState(t *testing.T) {
 }
 
 // announceAt is repoFor with a created_at.
-func announceAt(k *harness.Key, d string, own *harness.Relay, at harness.Option, relays ...*harness.Relay) *nostr.Event {
+func announceAt(k *signed.Key, d string, own *harness.Relay, at signed.Option, relays ...*harness.Relay) *nostr.Event {
 	urls := []string{own.URL()}
 	for _, r := range relays {
 		urls = append(urls, r.URL())
 	}
 	clone := "http://" + own.Addr() + "/" + k.Npub() + "/" + d + ".git"
-	return k.Announcement(d, harness.WithRelays(urls...), harness.WithClone(clone), at)
+	return k.Announcement(d, signed.WithRelays(urls...), signed.WithClone(clone), at)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/bench"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // binProc is a grasp-sync process started by a test.
@@ -147,15 +148,15 @@ func TestKill9DuringFirstSync(t *testing.T) {
 
 	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), Negentropy: true})
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true, ReqCap: 500})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	deadClone := "http://127.0.0.1:1/" + alice.Npub() + "/proj.git" // nothing listens: git data never arrives
-	repo := alice.Announcement("proj", harness.WithRelays(own.URL(), remote.URL()), harness.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/proj.git", deadClone))
+	repo := alice.Announcement("proj", signed.WithRelays(own.URL(), remote.URL()), signed.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/proj.git", deadClone))
 	mustPublish(t, own, repo)
 	addr := alice.RepoAddress("proj")
 	held := []*nostr.Event{
-		alice.State("proj", harness.WithRef("refs/heads/main", strings.Repeat("1", 40)), harness.WithHEAD("main")),
-		bob.PR(addr, strings.Repeat("2", 40), harness.WithClone(deadClone)),
-		bob.PR(addr, strings.Repeat("3", 40), harness.WithClone(deadClone), harness.WithContent("second PR")),
+		alice.State("proj", signed.WithRef("refs/heads/main", strings.Repeat("1", 40)), signed.WithHEAD("main")),
+		bob.PR(addr, strings.Repeat("2", 40), signed.WithClone(deadClone)),
+		bob.PR(addr, strings.Repeat("3", 40), signed.WithClone(deadClone), signed.WithContent("second PR")),
 	}
 	bulk := []*nostr.Event{repo}
 	roots, perRoot := scaled(40, 10), 100
@@ -163,7 +164,7 @@ func TestKill9DuringFirstSync(t *testing.T) {
 		issue := bob.Issue(addr, fmt.Sprintf("issue %d", i))
 		bulk = append(bulk, issue)
 		for j := 0; j < perRoot; j++ {
-			bulk = append(bulk, alice.Comment(issue, nil, harness.WithContent(fmt.Sprintf("comment %d on %d", j, i))))
+			bulk = append(bulk, alice.Comment(issue, nil, signed.WithContent(fmt.Sprintf("comment %d on %d", j, i))))
 		}
 	}
 	remote.Inject(append(bulk, held...)...)

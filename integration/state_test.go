@@ -20,20 +20,21 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/statestore"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // stateWorld is an own relay speaking NIP-77 and a remote relay holding one
 // repository's roots and many comments on them.
 type stateWorld struct {
 	own, remote *harness.Relay
-	alice, bob  *harness.Key
+	alice, bob  *signed.Key
 	repo        *nostr.Event
 	roots       []*nostr.Event
 	all         []*nostr.Event
 }
 
 func newStateWorld(t *testing.T, roots, commentsPerRoot int) *stateWorld {
-	w := &stateWorld{alice: harness.NewKey(), bob: harness.NewKey()}
+	w := &stateWorld{alice: signed.NewKey(), bob: signed.NewKey()}
 	w.own = harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), Negentropy: true})
 	w.remote = harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true, ReqCap: 500})
 	w.repo = repoFor(w.alice, "proj", w.own, w.remote)
@@ -42,12 +43,12 @@ func newStateWorld(t *testing.T, roots, commentsPerRoot int) *stateWorld {
 	w.all = []*nostr.Event{w.repo}
 	for i := 0; i < roots; i++ {
 		// History an hour old: older than since_buffer, as a restart meets it.
-		old := harness.At(time.Now().Add(-time.Hour + time.Duration(i)*time.Second))
+		old := signed.At(time.Now().Add(-time.Hour + time.Duration(i)*time.Second))
 		issue := w.bob.Issue(addr, fmt.Sprintf("issue %d", i), old)
 		w.roots = append(w.roots, issue)
 		w.all = append(w.all, issue)
 		for j := 0; j < commentsPerRoot; j++ {
-			w.all = append(w.all, w.alice.Comment(issue, nil, harness.WithContent(fmt.Sprintf("comment %d on %d", j, i)), old))
+			w.all = append(w.all, w.alice.Comment(issue, nil, signed.WithContent(fmt.Sprintf("comment %d on %d", j, i)), old))
 		}
 	}
 	w.remote.Inject(w.all...)
@@ -96,14 +97,14 @@ func testRestartCatchesUp(t *testing.T, unrelated int) {
 	sc.Stop(t)
 
 	// Another client writes to the own relay while the sidecar is down.
-	late := w.bob.Comment(w.roots[3], nil, harness.WithContent("written while the sidecar was down"))
+	late := w.bob.Comment(w.roots[3], nil, signed.WithContent("written while the sidecar was down"))
 	mustPublish(t, w.own, late)
 	// And an event is deleted from it behind the sidecar's back.
 	gone := w.all[len(w.all)-1]
 	if w.own.Delete(gone.ID) != 1 {
 		t.Fatal("delete did not work")
 	}
-	notes := harness.Corpus()[:unrelated]
+	notes := signed.Corpus()[:unrelated]
 	w.own.Inject(notes...)
 	w.own.ResetStats()
 	w.remote.ResetStats()

@@ -20,6 +20,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // Widths the status page is checked at: a laptop's and a phone's.
@@ -50,7 +51,7 @@ func startWideWorld(t *testing.T) *runningSidecar {
 	gitDir := t.TempDir()
 	// A git server without the repositories: every fetch fails.
 	other := gitserver.NewT(t, t.TempDir(), gitserver.Options{})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	var anns, states []*nostr.Event
 	for i := range wideIdentifiers {
 		d := fmt.Sprintf("an-identifier-with-a-long-name-that-a-phone-cannot-show-on-one-line-%02d", i)
@@ -61,9 +62,9 @@ func startWideWorld(t *testing.T) *runningSidecar {
 		if _, err := gitserver.InitBare(gitDir + "/" + rel); err != nil {
 			t.Fatal(err)
 		}
-		anns = append(anns, alice.Announcement(d, harness.WithRelays(relays...),
-			harness.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel))))
-		states = append(states, alice.State(d, harness.WithRef("refs/heads/main", fmt.Sprintf("%040x", i+1)), harness.WithHEAD("main")))
+		anns = append(anns, alice.Announcement(d, signed.WithRelays(relays...),
+			signed.WithClone("http://"+own.Addr()+"/"+rel, other.CloneURL(rel))))
+		states = append(states, alice.State(d, signed.WithRef("refs/heads/main", fmt.Sprintf("%040x", i+1)), signed.WithHEAD("main")))
 	}
 	mustPublish(t, own, anns...)
 	remote.Inject(append(anns, states...)...)

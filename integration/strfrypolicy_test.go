@@ -22,6 +22,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/bench"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // policyDomain is the service domain of the strfry-policy scenarios.
@@ -29,10 +30,10 @@ const policyDomain = "git.grasp.test"
 
 // policyAnnouncement is d by k, listing policyDomain in clone and relays
 // (and relays, when given, in relays too).
-func policyAnnouncement(k *harness.Key, d string, relays ...string) *nostr.Event {
+func policyAnnouncement(k *signed.Key, d string, relays ...string) *nostr.Event {
 	return k.Announcement(d,
-		harness.WithClone("https://"+policyDomain+"/"+k.Npub()+"/"+d+".git"),
-		harness.WithRelays(append([]string{"wss://" + policyDomain}, relays...)...))
+		signed.WithClone("https://"+policyDomain+"/"+k.Npub()+"/"+d+".git"),
+		signed.WithRelays(append([]string{"wss://" + policyDomain}, relays...)...))
 }
 
 // policyRequest is strfry's request line for ev.
@@ -88,7 +89,7 @@ func TestStrfryPolicyProcess(t *testing.T) {
 	}
 
 	own := harness.Start(t, harness.RelayOptions{Name: "own"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	addr := alice.RepoAddress("proj")
 	stored := bob.Issue(addr, "stored before the plugin started")
 	own.Inject(policyAnnouncement(alice, "proj"), stored)
@@ -126,7 +127,7 @@ func TestStrfryPolicyProcess(t *testing.T) {
 		}
 		return a
 	}
-	foreign := bob.Announcement("elsewhere", harness.WithClone("https://"+policyDomain+"/"+bob.Npub()+"/elsewhere.git"))
+	foreign := bob.Announcement("elsewhere", signed.WithClone("https://"+policyDomain+"/"+bob.Npub()+"/elsewhere.git"))
 	for _, c := range []struct {
 		name   string
 		ev     *nostr.Event
@@ -134,7 +135,7 @@ func TestStrfryPolicyProcess(t *testing.T) {
 		msg    string
 	}{
 		{"a reply to the stored issue", alice.Reply(stored), "accept", ""},
-		{"the owner's state", alice.State("proj", harness.WithRef("refs/heads/main", harness.FakeCommit("m"))), "accept", ""},
+		{"the owner's state", alice.State("proj", signed.WithRef("refs/heads/main", signed.FakeCommit("m"))), "accept", ""},
 		{"an announcement listing the service only in clone", foreign, "reject", strfrypolicy.ReasonNotListed},
 		{"an issue of that repository", alice.Issue(bob.RepoAddress("elsewhere"), "x"), "reject", strfrypolicy.ReasonUnrelated},
 		{"a note about nothing", bob.Reply(bob.Issue("30617:x:y", "z")), "reject", strfrypolicy.ReasonUnrelated},
@@ -356,7 +357,7 @@ func TestStrfryWithPolicyPlugin(t *testing.T) {
 	db := t.TempDir()
 	plugin := installPlugin(t, bin, t.TempDir())
 
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	addr := alice.RepoAddress("proj")
 	ann := policyAnnouncement(alice, "proj")
 	issue := bob.Issue(addr, "stored")
@@ -370,11 +371,11 @@ func TestStrfryWithPolicyPlugin(t *testing.T) {
 	}
 	expect("the hosted announcement", ann, true, "")
 	expect("an announcement listing the service only in clone",
-		bob.Announcement("elsewhere", harness.WithClone("https://"+policyDomain+"/"+bob.Npub()+"/elsewhere.git"),
-			harness.WithRelays("wss://relay.example.org")),
+		bob.Announcement("elsewhere", signed.WithClone("https://"+policyDomain+"/"+bob.Npub()+"/elsewhere.git"),
+			signed.WithRelays("wss://relay.example.org")),
 		false, strfrypolicy.ReasonNotListed)
 	expect("an issue of the hosted repository", issue, true, "")
-	expect("the owner's state", alice.State("proj", harness.WithRef("refs/heads/main", harness.FakeCommit("1"))), true, "")
+	expect("the owner's state", alice.State("proj", signed.WithRef("refs/heads/main", signed.FakeCommit("1"))), true, "")
 	expect("a stranger's state", bob.State("proj"), false, strfrypolicy.ReasonStateForeign)
 	expect("an issue of a repository not hosted here", bob.Issue(bob.RepoAddress("elsewhere"), "x"), false, strfrypolicy.ReasonUnrelated)
 	expect("an unrelated note", bob.Reply(bob.Issue("30617:x:y", "z")), false, strfrypolicy.ReasonUnrelated)
@@ -395,7 +396,7 @@ func TestStrfryWithPolicyPlugin(t *testing.T) {
 	expect("after the restart, a reply to the stored issue", alice.Reply(issue), true, "")
 	expect("after the restart, a new issue", bob.Issue(addr, "new"), true, "")
 	expect("after the restart, the owner's newer state",
-		alice.State("proj", harness.WithRef("refs/heads/main", harness.FakeCommit("2")), harness.WithCreatedAt(nostr.Now()+1)), true, "")
+		alice.State("proj", signed.WithRef("refs/heads/main", signed.FakeCommit("2")), signed.WithCreatedAt(nostr.Now()+1)), true, "")
 	expect("after the restart, an unrelated note", bob.Reply(bob.Issue("30617:x:y", "w")), false, strfrypolicy.ReasonUnrelated)
 
 	// The sidecar syncs a repository's events from a remote into strfry.

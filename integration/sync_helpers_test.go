@@ -16,6 +16,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // syncTimeout bounds how long a scenario waits for convergence: generous,
@@ -142,13 +143,13 @@ func ownRelay(t *testing.T) *harness.Relay {
 
 // repoFor builds an announcement for d listing own and the given relays in
 // both clone and relays tags.
-func repoFor(k *harness.Key, d string, own *harness.Relay, relays ...*harness.Relay) *nostr.Event {
+func repoFor(k *signed.Key, d string, own *harness.Relay, relays ...*harness.Relay) *nostr.Event {
 	urls := []string{own.URL()}
 	clones := []string{"http://" + own.Addr() + "/" + k.Npub() + "/" + d + ".git"}
 	for _, r := range relays {
 		urls = append(urls, r.URL())
 	}
-	return k.Announcement(d, harness.WithRelays(urls...), harness.WithClone(clones...))
+	return k.Announcement(d, signed.WithRelays(urls...), signed.WithClone(clones...))
 }
 
 // mustPublish publishes through the front door.

@@ -12,6 +12,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // relayStatus returns the status of one relay as the sidecar reports it.
@@ -50,7 +51,7 @@ func reqsAfter(r *harness.Relay, t0 time.Time) []harness.Msg {
 func TestQuickReconnect(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "quick", own, remote)
 	mustPublish(t, own, repo)
 	issue := alice.Issue(alice.RepoAddress("quick"), "before")
@@ -95,7 +96,7 @@ func TestQuickReconnect(t *testing.T) {
 func TestStaleReconnect(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "stale", own, remote)
 	mustPublish(t, own, repo)
 	remote.Inject(repo)
@@ -111,7 +112,7 @@ func TestStaleReconnect(t *testing.T) {
 	}
 	waitState(t, sc, remote.URL(), "disconnected")
 	// Old enough that no since-based catch-up would see it.
-	old := alice.Issue(alice.RepoAddress("stale"), "old", harness.At(time.Now().Add(-48*time.Hour)))
+	old := alice.Issue(alice.RepoAddress("stale"), "old", signed.At(time.Now().Add(-48*time.Hour)))
 	remote.Inject(old)
 	time.Sleep(cfg.Sync.QuickReconnectWindow + 200*time.Millisecond)
 	restarted := time.Now()
@@ -136,22 +137,22 @@ func TestStaleReconnect(t *testing.T) {
 func TestPagination(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "capped", ReqCap: 500})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := repoFor(alice, "big", own, remote)
 	mustPublish(t, own, repo)
 	addr := alice.RepoAddress("big")
 
-	same := harness.WithCreatedAt(nostr.Timestamp(time.Now().Add(-time.Hour).Unix()))
+	same := signed.WithCreatedAt(nostr.Timestamp(time.Now().Add(-time.Hour).Unix()))
 	var evs []*nostr.Event
 	base := time.Now().Add(-10 * 24 * time.Hour)
 	for i := 0; i < 400; i++ {
 		issue := bob.Issue(addr, fmt.Sprint("same second ", i), same)
 		evs = append(evs, issue,
-			bob.Status(harness.KindStatusClosed, issue, same),
-			alice.Comment(repo, nil, same, harness.WithContent(fmt.Sprint("c", i))))
+			bob.Status(signed.KindStatusClosed, issue, same),
+			alice.Comment(repo, nil, same, signed.WithContent(fmt.Sprint("c", i))))
 	}
 	for i := len(evs); i < scaled(5000, 2000); i++ {
-		evs = append(evs, bob.Issue(addr, fmt.Sprint("issue ", i), harness.At(base.Add(time.Duration(i)*time.Minute))))
+		evs = append(evs, bob.Issue(addr, fmt.Sprint("issue ", i), signed.At(base.Add(time.Duration(i)*time.Minute))))
 	}
 	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
 
@@ -166,7 +167,7 @@ func TestPagination(t *testing.T) {
 func TestConsolidation(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	cfg := fastConfig(own)
 	sc := startSidecar(t, cfg)
 
@@ -222,7 +223,7 @@ func TestConsolidation(t *testing.T) {
 // that announcement is accepted the issue is retried and lands.
 func TestRejectedThenAccepted(t *testing.T) {
 	strict := func(r *harness.Relay, ev *nostr.Event) (bool, string) {
-		if ev.Kind == harness.KindIssue {
+		if ev.Kind == signed.KindIssue {
 			for _, tag := range ev.Tags {
 				if len(tag) >= 2 && tag[0] == "a" {
 					parts := strings.SplitN(tag[1], ":", 3)
@@ -237,11 +238,11 @@ func TestRejectedThenAccepted(t *testing.T) {
 	}
 	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: strict})
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	r1 := repoFor(alice, "one", own, remote)
 	r2 := repoFor(bob, "two", own, remote)
 	mustPublish(t, own, r1)
-	issue := alice.Issue(alice.RepoAddress("one"), "spans two repos", harness.WithTags(nostr.Tag{"a", bob.RepoAddress("two")}))
+	issue := alice.Issue(alice.RepoAddress("one"), "spans two repos", signed.WithTags(nostr.Tag{"a", bob.RepoAddress("two")}))
 	remote.Inject(r1, issue)
 
 	sc := startSidecar(t, fastConfig(own))
@@ -258,19 +259,19 @@ func TestRejectedThenAccepted(t *testing.T) {
 func TestOwnRelayRestart(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "restart", own, remote)
 	mustPublish(t, own, repo)
 	var evs []*nostr.Event
 	base := time.Now().Add(-time.Hour)
 	for i := 0; i < scaled(3000, 600); i++ {
-		evs = append(evs, alice.Issue(alice.RepoAddress("restart"), fmt.Sprint(i), harness.At(base.Add(time.Duration(i)*time.Second))))
+		evs = append(evs, alice.Issue(alice.RepoAddress("restart"), fmt.Sprint(i), signed.At(base.Add(time.Duration(i)*time.Second))))
 	}
 	remote.Inject(append([]*nostr.Event{repo}, evs...)...)
 
 	startSidecar(t, fastConfig(own))
 	testkit.WaitFor(t, syncTimeout, "sync never started", func() bool {
-		return own.Count(nostr.Filter{Kinds: []int{harness.KindIssue}}) > 200
+		return own.Count(nostr.Filter{Kinds: []int{signed.KindIssue}}) > 200
 	})
 	if err := own.Stop(); err != nil {
 		t.Fatal(err)
@@ -287,7 +288,7 @@ func TestOwnRelayRestart(t *testing.T) {
 func TestFullResync(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "resync", own, remote)
 	mustPublish(t, own, repo)
 	issue := alice.Issue(alice.RepoAddress("resync"), "keep me")
@@ -313,16 +314,16 @@ func TestFullResync(t *testing.T) {
 func TestSelfSubscriptionPagesCappedOwnRelay(t *testing.T) {
 	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), ReqCap: 50})
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	const repos = 120
 	base := time.Now().Add(-repos * time.Minute)
 	var issues []*nostr.Event
 	for i := range repos {
 		d := fmt.Sprintf("r%03d", i)
 		at := base.Add(time.Duration(i) * time.Minute)
-		ann := alice.Announcement(d, harness.WithRelays(own.URL(), remote.URL()), harness.At(at),
-			harness.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/"+d+".git"))
-		issue := alice.Issue(alice.RepoAddress(d), "issue in "+d, harness.At(at.Add(30*time.Second)))
+		ann := alice.Announcement(d, signed.WithRelays(own.URL(), remote.URL()), signed.At(at),
+			signed.WithClone("http://"+own.Addr()+"/"+alice.Npub()+"/"+d+".git"))
+		issue := alice.Issue(alice.RepoAddress(d), "issue in "+d, signed.At(at.Add(30*time.Second)))
 		mustPublish(t, own, ann, issue)
 		remote.Inject(ann, issue)
 		issues = append(issues, issue)

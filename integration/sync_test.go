@@ -8,6 +8,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestDiscoveryChain: the own relay hosts R1, which lists remote A; A holds
@@ -18,7 +19,7 @@ func TestDiscoveryChain(t *testing.T) {
 	own := ownRelay(t)
 	a := harness.Start(t, harness.RelayOptions{Name: "A"})
 	b := harness.Start(t, harness.RelayOptions{Name: "B"})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 
 	r1 := repoFor(alice, "r1", own, a)
 	mustPublish(t, own, r1)
@@ -42,16 +43,16 @@ func TestDiscoveryChain(t *testing.T) {
 func TestFreshStartAllLayers(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", ReqCap: 500})
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := repoFor(alice, "proj", own, remote)
 	mustPublish(t, own, repo)
 	addr := alice.RepoAddress("proj")
 
-	old := harness.At(time.Now().Add(-30 * 24 * time.Hour))
+	old := signed.At(time.Now().Add(-30 * 24 * time.Hour))
 	issue := bob.Issue(addr, "old issue", old)
 	patch := bob.Patch(addr, old)
 	pr := bob.PR(addr, "0123456789abcdef0123456789abcdef01234567")
-	status := alice.Status(harness.KindStatusApplied, patch)
+	status := alice.Status(signed.KindStatusApplied, patch)
 	comment := alice.Comment(issue, nil)  // E/e tagged
 	repoComment := bob.Comment(repo, nil) // A/a tagged
 	quote := bob.Sign(&nostr.Event{Kind: 1, Tags: nostr.Tags{{"q", issue.ID}}, Content: "see this", CreatedAt: nostr.Now()})
@@ -75,7 +76,7 @@ func TestFreshStartAllLayers(t *testing.T) {
 func TestLiveEvent(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "live", own, remote)
 	mustPublish(t, own, repo)
 	remote.Inject(repo)

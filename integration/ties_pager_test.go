@@ -15,6 +15,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/ingest"
 	"github.com/grasp-sync/grasp-sync/internal/neg"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // tiePager pages filter with pageSize, reading tied seconds by NIP-77 when
@@ -54,11 +55,11 @@ func missing(got map[string]int, want []*nostr.Event) int {
 
 // tiedAnnouncements are n announcements by authors keys (round robin), all
 // at one second, and n older ones a minute apart.
-func tiedAnnouncements(keys []*harness.Key, n int, at time.Time) (tied, older []*nostr.Event) {
+func tiedAnnouncements(keys []*signed.Key, n int, at time.Time) (tied, older []*nostr.Event) {
 	for i := range n {
 		k := keys[i%len(keys)]
-		tied = append(tied, k.Announcement(fmt.Sprintf("tied-%d", i), harness.At(at)))
-		older = append(older, k.Announcement(fmt.Sprintf("older-%d", i), harness.At(at.Add(-time.Duration(i+1)*time.Minute))))
+		tied = append(tied, k.Announcement(fmt.Sprintf("tied-%d", i), signed.At(at)))
+		older = append(older, k.Announcement(fmt.Sprintf("older-%d", i), signed.At(at.Add(-time.Duration(i+1)*time.Minute))))
 	}
 	return tied, older
 }
@@ -70,7 +71,7 @@ func tiedAnnouncements(keys []*harness.Key, n int, at time.Time) (tied, older []
 // (no loop: one REQ per page, one session, the fetches by id).
 func TestTiedSecondReadByNegentropy(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Name: "tied-neg", ReqCap: 50, Negentropy: true})
-	keys := []*harness.Key{harness.NewKey(), harness.NewKey(), harness.NewKey()}
+	keys := []*signed.Key{signed.NewKey(), signed.NewKey(), signed.NewKey()}
 	tied, older := tiedAnnouncements(keys, 200, time.Now().Add(-time.Hour))
 	r.Inject(tied...)
 	r.Inject(older...)
@@ -108,7 +109,7 @@ func TestTiedSecondSplitByTag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := harness.Start(t, tc.opts)
-			alice := harness.NewKey()
+			alice := signed.NewKey()
 			at := time.Now().Add(-time.Hour)
 			var repos []string
 			var want []*nostr.Event
@@ -116,9 +117,9 @@ func TestTiedSecondSplitByTag(t *testing.T) {
 				repo := alice.RepoAddress(fmt.Sprintf("r%d", i))
 				repos = append(repos, repo)
 				for j := range 15 {
-					want = append(want, alice.Issue(repo, fmt.Sprintf("tied %d", j), harness.At(at)))
+					want = append(want, alice.Issue(repo, fmt.Sprintf("tied %d", j), signed.At(at)))
 				}
-				want = append(want, alice.Issue(repo, "older", harness.At(at.Add(-time.Duration(i+1)*time.Minute))))
+				want = append(want, alice.Issue(repo, "older", signed.At(at.Add(-time.Duration(i+1)*time.Minute))))
 			}
 			r.Inject(want...)
 			got, trunc, err := tiePager(t, r, nostr.Filter{Tags: nostr.TagMap{"a": repos}}, 50, true)
@@ -145,7 +146,7 @@ func TestTiedSecondSplitByTag(t *testing.T) {
 // Truncation.TiesCut), once, and the paging goes on below it.
 func TestTiedSecondByAuthorsStaysCut(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Name: "tied-authors", ReqCap: 50})
-	keys := []*harness.Key{harness.NewKey(), harness.NewKey(), harness.NewKey(), harness.NewKey()}
+	keys := []*signed.Key{signed.NewKey(), signed.NewKey(), signed.NewKey(), signed.NewKey()}
 	tied, older := tiedAnnouncements(keys, 180, time.Now().Add(-time.Hour))
 	r.Inject(tied...)
 	r.Inject(older...)

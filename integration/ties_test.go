@@ -15,6 +15,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // A bulk import: the own relay holds tiedRepos hosted announcements with
@@ -75,35 +76,35 @@ func bulkImportTies(t *testing.T, ownNeg, wantCaughtUp bool) {
 	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(), ReqCap: 500, Negentropy: ownNeg})
 	a := harness.Start(t, harness.RelayOptions{Name: "A", Negentropy: true, ReqCap: 500, NegCap: 500})
 	b := harness.Start(t, harness.RelayOptions{Name: "B", ReqCap: 500})
-	keys := make([]*harness.Key, 40)
+	keys := make([]*signed.Key, 40)
 	for i := range keys {
-		keys[i] = harness.NewKey()
+		keys[i] = signed.NewKey()
 	}
 	now := time.Now()
 	imported, tieA, tieB := now.Add(-72*time.Hour), now.Add(-48*time.Hour), now.Add(-24*time.Hour)
 	n := tiedRepos
 	anns := signAll(n, func(i int) *nostr.Event {
 		k, d := keys[i%len(keys)], fmt.Sprintf("bulk-%d", i)
-		return k.Announcement(d, harness.At(imported), harness.WithRelays(own.URL(), a.URL(), b.URL()),
-			harness.WithClone("http://"+own.Addr()+"/"+k.Npub()+"/"+d+".git"))
+		return k.Announcement(d, signed.At(imported), signed.WithRelays(own.URL(), a.URL(), b.URL()),
+			signed.WithClone("http://"+own.Addr()+"/"+k.Npub()+"/"+d+".git"))
 	})
 	own.Inject(anns...)
 	addr := func(i int) string { return keys[i%len(keys)].RepoAddress(fmt.Sprintf("bulk-%d", i)) }
 	spread := func(base time.Time, i int) time.Time { return base.Add(-time.Duration(i+1) * time.Minute) }
 	// A: per repository an issue and its status in one second, a comment
 	// spread out.
-	issuesA := signAll(n, func(i int) *nostr.Event { return keys[(i+1)%len(keys)].Issue(addr(i), "tied", harness.At(tieA)) })
+	issuesA := signAll(n, func(i int) *nostr.Event { return keys[(i+1)%len(keys)].Issue(addr(i), "tied", signed.At(tieA)) })
 	restA := signAll(2*n, func(i int) *nostr.Event {
 		k := keys[(i+2)%len(keys)]
 		if i%2 == 0 {
-			return k.Status(1630, issuesA[i/2], harness.At(tieA))
+			return k.Status(1630, issuesA[i/2], signed.At(tieA))
 		}
-		return k.Comment(issuesA[i/2], nil, harness.At(spread(tieA, i/2)))
+		return k.Comment(issuesA[i/2], nil, signed.At(spread(tieA, i/2)))
 	})
 	// B: per repository an issue in one second, a comment spread out.
-	issuesB := signAll(n, func(i int) *nostr.Event { return keys[(i+3)%len(keys)].Issue(addr(i), "tied on B", harness.At(tieB)) })
+	issuesB := signAll(n, func(i int) *nostr.Event { return keys[(i+3)%len(keys)].Issue(addr(i), "tied on B", signed.At(tieB)) })
 	restB := signAll(n, func(i int) *nostr.Event {
-		return keys[(i+4)%len(keys)].Comment(issuesB[i], nil, harness.At(spread(tieB, i)))
+		return keys[(i+4)%len(keys)].Comment(issuesB[i], nil, signed.At(spread(tieB, i)))
 	})
 	a.Inject(issuesA...)
 	a.Inject(restA...)

@@ -19,6 +19,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // nip05Host serves /.well-known/nostr.json over HTTPS on 127.0.0.1 naming
@@ -134,12 +135,12 @@ func TestSSRFNIP05Owner(t *testing.T) {
 		"nip05.test": {netip.MustParseAddr("10.0.0.7")},
 	}}
 	dial, dialled := guardedDial(t)
-	alice := harness.NewKey()
-	commit := harness.FakeCommit("nip05")
+	alice := signed.NewKey()
+	commit := signed.FakeCommit("nip05")
 	own.Inject(
-		alice.Announcement("clones", harness.WithRelays(own.URL()),
-			harness.WithClone("nostr://alice@nip05.test/clones", "nostr://bob@127.0.0.1:1/clones")),
-		alice.State("clones", harness.WithRef("refs/heads/main", commit), harness.WithHEAD("main")))
+		alice.Announcement("clones", signed.WithRelays(own.URL()),
+			signed.WithClone("nostr://alice@nip05.test/clones", "nostr://bob@127.0.0.1:1/clones")),
+		alice.State("clones", signed.WithRef("refs/heads/main", commit), signed.WithHEAD("main")))
 
 	cfg := fastConfig(own)
 	cfg.Dial.Allow = []string{} // nothing private is allowed

@@ -14,6 +14,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // Relays as they are (README.md, "Remote relays as they are"): each test
@@ -234,7 +235,7 @@ func TestWildAuthReads(t *testing.T) {
 	remote := harness.Start(t, harness.RelayOptions{Name: "auth-reads", AuthReads: true, Negentropy: true, ReqCap: 500})
 	evs := wildRepo(t, own, remote, "authed", 300)
 	cfg := fastConfig(own)
-	key, err := config.ParseSecretKey(harness.NewKey().Secret)
+	key, err := config.ParseSecretKey(signed.NewKey().Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +246,8 @@ func TestWildAuthReads(t *testing.T) {
 		t.Fatalf("read_auth %q, want authenticated", r.ReadAuth)
 	}
 	// live subscriptions were rebuilt after AUTH: a new issue arrives live
-	alice := harness.NewKey()
-	live := alice.Issue(harness.Address(evs[0]), "after auth")
+	alice := signed.NewKey()
+	live := alice.Issue(signed.Address(evs[0]), "after auth")
 	mustPublish(t, remote, live)
 	waitHas(t, own, live)
 }
@@ -312,11 +313,11 @@ func TestWildOwnRelayPurgatory(t *testing.T) {
 	own := harness.Start(t, harness.RelayOptions{Name: "own-grasp", Policy: harness.GraspPolicy(),
 		HoldPurgatory: func(ev *nostr.Event) bool { return ev.Kind == nip34.KindPullRequest }})
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "held", own, remote)
 	mustPublish(t, own, repo)
-	pr := alice.PR(harness.Address(repo), strings.Repeat("ab", 20))
-	issue := alice.Issue(harness.Address(repo), "served at once")
+	pr := alice.PR(signed.Address(repo), strings.Repeat("ab", 20))
+	issue := alice.Issue(signed.Address(repo), "served at once")
 	remote.Inject(repo, pr, issue)
 
 	cfg := fastConfig(own)
@@ -354,15 +355,15 @@ func TestWildOwnRelayPurgatory(t *testing.T) {
 func TestWildCIEventsArriveThroughLayer2(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "ci", Negentropy: true})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	repo := repoFor(alice, "ci", own, remote)
 	mustPublish(t, own, repo)
-	old := alice.CIRun(harness.Address(repo), strings.Repeat("cd", 20), "success")
+	old := alice.CIRun(signed.Address(repo), strings.Repeat("cd", 20), "success")
 	remote.Inject(repo, old)
 	sc := startSidecar(t, fastConfig(own))
 	waitHas(t, own, old)
 	waitState(t, sc, remote.URL(), "connected")
-	live := alice.CIRun(harness.Address(repo), strings.Repeat("ef", 20), "failure")
+	live := alice.CIRun(signed.Address(repo), strings.Repeat("ef", 20), "failure")
 	mustPublish(t, remote, live)
 	waitHas(t, own, live)
 }
@@ -375,7 +376,7 @@ func TestWildAuthChallengeFirst(t *testing.T) {
 	remote := harness.Start(t, harness.RelayOptions{Name: "challenger", AuthChallengeOnConnect: true, Negentropy: true})
 	evs := wildRepo(t, own, remote, "challenged", 30)
 	cfg := fastConfig(own)
-	key, err := config.ParseSecretKey(harness.NewKey().Secret)
+	key, err := config.ParseSecretKey(signed.NewKey().Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +464,7 @@ func TestWildLearnedLimits(t *testing.T) {
 					last = ev
 				}
 			}
-			alice := harness.NewKey()
+			alice := signed.NewKey()
 			live := alice.Comment(last, nil)
 			testkit.WaitFor(t, syncTimeout, "a live reply", func() bool {
 				mustPublish(t, remote, live)

@@ -17,6 +17,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // runCheck runs check against url with the defaults and returns the report.
@@ -250,9 +251,9 @@ func TestCheckCountsHostedAnnouncements(t *testing.T) {
 	grasp := map[string]any{"supported_grasps": []string{"GRASP-01"}}
 	r := startRelay(t, harness.RelayOptions{Negentropy: true, NIP11Extra: grasp})
 	for _, d := range []string{"one", "two"} {
-		r.Inject(harness.NewKey().Announcement(d,
-			harness.WithRelays("wss://git.example.org", "wss://relay.other.net"),
-			harness.WithClone("https://git.example.org/npub1x/"+d+".git")))
+		r.Inject(signed.NewKey().Announcement(d,
+			signed.WithRelays("wss://git.example.org", "wss://relay.other.net"),
+			signed.WithClone("https://git.example.org/npub1x/"+d+".git")))
 	}
 	tests := []struct {
 		name   string

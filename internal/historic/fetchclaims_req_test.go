@@ -18,6 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestFetchClaimsHeldNotTimedOut: a claim whose REQ waits for the
@@ -39,7 +40,7 @@ func TestFetchClaimsHeldNotTimedOut(t *testing.T) {
 // out one at a time (one slot) holds the claims of the REQ that runs, not
 // of the REQs still waiting: another relay's fetch would wait for those.
 func TestFetchClaimsPerSentREQ(t *testing.T) {
-	evs := harness.Corpus()[:6]
+	evs := signed.Corpus()[:6]
 	ctx, conn := dialRelay(t, "claims", evs)
 	s := newTestNegSyncer(t)
 	var ids []string
@@ -73,7 +74,7 @@ func TestFetchClaimsPerSentREQ(t *testing.T) {
 // while each event is handed on, and that it was heard of once sent, for
 // each event received and after each event handed on.
 func TestPagerTellsREQProgress(t *testing.T) {
-	evs := harness.Corpus()[:3]
+	evs := signed.Corpus()[:3]
 	ctx, conn := dialRelay(t, "progress", evs)
 	var calls []bool
 	ctx = withReqProgress(ctx, func(held bool) { calls = append(calls, held) })

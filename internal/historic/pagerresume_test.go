@@ -16,19 +16,20 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // resumeEvents returns issues by one key at the given created_at values
 // (several at one value are ties).
 func resumeEvents(ts ...nostr.Timestamp) []*nostr.Event {
-	k := harness.KeyFromSeed("resume")
+	k := signed.KeyFromSeed("resume")
 	out := make([]*nostr.Event, len(ts))
 	var wg sync.WaitGroup
 	for i, at := range ts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = k.Issue(k.RepoAddress("resume"), fmt.Sprint("issue ", i), harness.WithCreatedAt(at))
+			out[i] = k.Issue(k.RepoAddress("resume"), fmt.Sprint("issue ", i), signed.WithCreatedAt(at))
 		}()
 	}
 	wg.Wait()
@@ -64,7 +65,7 @@ func newResumeRig(t *testing.T, evs []*nostr.Event, faults harness.Faults) *resu
 	t.Cleanup(cancel)
 	return &resumeRig{t: t, r: r, ctx: sweepcursor.With(ctx), got: map[string]int{},
 		p:     &Pager{PageSize: 10, EOSETimeout: 10 * time.Second, Resume: sweepcursor.New(0, time.Hour)},
-		kinds: nostr.Filter{Kinds: []int{harness.KindIssue}}}
+		kinds: nostr.Filter{Kinds: []int{signed.KindIssue}}}
 }
 
 // sweep runs one sweep of the rig's filter on a new connection.

@@ -11,6 +11,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nostrurl"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // TestNostrResolverTTLOnManualClock: a resolution is remembered for TTL on
@@ -19,8 +20,8 @@ import (
 // and a newer announcement is seen.
 func TestNostrResolverTTLOnManualClock(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Name: "hint"})
-	alice := harness.NewKey()
-	r.Inject(alice.Announcement("fork", harness.WithClone("https://git.example.com/fork.git"), harness.WithCreatedAt(1000)))
+	alice := signed.NewKey()
+	r.Inject(alice.Announcement("fork", signed.WithClone("https://git.example.com/fork.git"), signed.WithCreatedAt(1000)))
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	res := &nostrurl.NostrResolver{
 		Dial: func(ctx context.Context, url string) (*relay.Conn, error) {
@@ -46,7 +47,7 @@ func TestNostrResolverTTLOnManualClock(t *testing.T) {
 	}
 	// The owner moves the repository; the cache answers until TTL passes
 	// on the resolver's clock, whatever the wall clock does.
-	r.Inject(alice.Announcement("fork", harness.WithClone("https://git.example.org/moved.git"), harness.WithCreatedAt(2000)))
+	r.Inject(alice.Announcement("fork", signed.WithClone("https://git.example.org/moved.git"), signed.WithCreatedAt(2000)))
 	clk.Advance(10*time.Minute - time.Second)
 	resolve("https://git.example.com/fork.git")
 	if got := r.Stats().Reqs; got != asked {

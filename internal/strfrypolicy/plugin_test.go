@@ -15,6 +15,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // session is a plugin serving over pipes, as strfry runs it.
@@ -109,12 +110,12 @@ func (s *session) expect(id, action, msg string) {
 
 func TestAnswersNewRequests(t *testing.T) {
 	s := start(t, testPlugin(time.Minute), nil)
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	ann := hosted(alice, "repo")
 	s.send(request(TypeNew, ann))
 	s.expect(ann.ID, ActionAccept, "")
-	foreign := bob.Announcement("x", harness.WithClone("https://"+domain+"/"+bob.Npub()+"/x.git"),
-		harness.WithRelays("wss://relay.example.org"))
+	foreign := bob.Announcement("x", signed.WithClone("https://"+domain+"/"+bob.Npub()+"/x.git"),
+		signed.WithRelays("wss://relay.example.org"))
 	s.send(request(TypeNew, foreign))
 	s.expect(foreign.ID, ActionReject, ReasonNotListed)
 	// Every source is decided alike; unknown fields, top-level and in the
@@ -142,7 +143,7 @@ func TestAnswersNewRequests(t *testing.T) {
 
 func TestLookbackRequestsAreRememberedAndNotAnswered(t *testing.T) {
 	s := start(t, testPlugin(time.Minute), nil)
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	ann := hosted(alice, "repo")
 	issue := bob.Issue(alice.RepoAddress("repo"), "old")
 	s.send(request(TypeLookback, ann))
@@ -175,13 +176,13 @@ func TestMalformedRequests(t *testing.T) {
 		t.Fatalf("answer %s", ans)
 	}
 	// Unknown and missing types.
-	ev := harness.NewKey().Reply(harness.NewKey().Issue("30617:x:y", "z"))
+	ev := signed.NewKey().Reply(signed.NewKey().Issue("30617:x:y", "z"))
 	s.send(request("mystery", ev))
 	s.expect(ev.ID, ActionReject, `error: unknown write-policy request type "mystery"`)
 	s.send(strings.Replace(request(TypeNew, ev), `"type":"new",`, ``, 1))
 	s.expect(ev.ID, ActionReject, `error: unknown write-policy request type ""`)
 	// Still serving.
-	ann := hosted(harness.NewKey(), "after")
+	ann := hosted(signed.NewKey(), "after")
 	s.send(request(TypeNew, ann))
 	s.expect(ann.ID, ActionAccept, "")
 }
@@ -196,7 +197,7 @@ func TestRequestsWhileTheRelayIsRead(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	ann := hosted(alice, "repo")
 	// An announcement needs nothing stored: answered at once.
 	s.send(request(TypeNew, ann))
@@ -226,7 +227,7 @@ func TestRequestsAfterAFailedRead(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	ann := hosted(alice, "repo")
 	s.send(request(TypeNew, ann))
 	s.expect(ann.ID, ActionAccept, "")
@@ -262,15 +263,15 @@ func TestReadsTheRelaysStoredEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	alice, bob := harness.NewKey(), harness.NewKey()
+	alice, bob := signed.NewKey(), signed.NewKey()
 	repo := alice.RepoAddress("repo")
 	var issues []*nostr.Event
 	for i := range 7 {
-		issues = append(issues, bob.Issue(repo, fmt.Sprint("issue ", i), harness.WithCreatedAt(nostr.Now()-nostr.Timestamp(100*i))))
+		issues = append(issues, bob.Issue(repo, fmt.Sprint("issue ", i), signed.WithCreatedAt(nostr.Now()-nostr.Timestamp(100*i))))
 	}
-	foreignAnn := bob.Announcement("foreign", harness.WithRelays("wss://elsewhere.example"))
+	foreignAnn := bob.Announcement("foreign", signed.WithRelays("wss://elsewhere.example"))
 	foreignIssue := alice.Issue(bob.RepoAddress("foreign"), "elsewhere")
-	r.Inject(append(issues, hosted(alice, "repo", harness.WithMaintainers(bob.PubKey)), foreignAnn, foreignIssue)...)
+	r.Inject(append(issues, hosted(alice, "repo", signed.WithMaintainers(bob.PubKey)), foreignAnn, foreignIssue)...)
 
 	p := New(Config{Settings: Settings{Wait: time.Minute}, OwnRelay: r.URL(), ServiceDomain: domain,
 		RelayOptions: relay.DefaultOptions(), ConnectTimeout: 10 * time.Second, PageSize: 3, EOSETimeout: 10 * time.Second,

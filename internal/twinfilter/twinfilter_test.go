@@ -10,6 +10,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 func dial(t *testing.T, url string) *relay.Conn {
@@ -52,7 +53,7 @@ func TestBoth(t *testing.T) {
 // A filter of another shape is never covered, and asks no COUNT.
 func TestCovered(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Name: "counts"})
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	issue := alice.Issue(alice.RepoAddress("d"), "an issue")
 	top := alice.Comment(issue, nil)
 	r.Inject(issue, top, alice.Comment(issue, nil))

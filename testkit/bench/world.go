@@ -15,6 +15,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 	"github.com/grasp-sync/grasp-sync/testkit/netdelay"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 	"github.com/grasp-sync/grasp-sync/testkit/strfry"
 )
 
@@ -34,7 +35,7 @@ const (
 // world is the remote relays holding the universe.
 type world struct {
 	opts    Options
-	u       *harness.Universe
+	u       *signed.Universe
 	remotes []node
 	anns    []*nostr.Event // what the own relay hosts from the start
 	rest    []*nostr.Event // what it must gain, in created_at order
@@ -134,7 +135,7 @@ func newWorld(opts Options) (*world, error) {
 		w.remotes = append(w.remotes, r)
 		urls = append(urls, r.URL())
 	}
-	u, err := harness.NewUniverse(harness.UniverseOptions{
+	u, err := signed.NewUniverse(signed.UniverseOptions{
 		Seed: opts.Seed, Repos: opts.Profile.Repos, Relays: urls, Events: opts.Profile.Events,
 		Forge: opts.Profile.Forge,
 	})
@@ -154,7 +155,7 @@ func newWorld(opts Options) (*world, error) {
 		w.roots += len(repo.Roots)
 	}
 	for _, ev := range u.Events {
-		if ev.Kind != harness.KindAnnouncement {
+		if ev.Kind != signed.KindAnnouncement {
 			w.rest = append(w.rest, ev)
 		}
 	}

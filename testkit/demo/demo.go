@@ -25,6 +25,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // Options tune the demo.
@@ -100,7 +101,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) (Summary, error) {
 	if err := w.seed(ctx, opts.Repos); err != nil {
 		return Summary{}, err
 	}
-	fmt.Fprintf(out, "  own relay     %s  (GRASP policy: hosts %d announced repositories)\n", w.own.URL(), w.own.Count(nostr.Filter{Kinds: []int{harness.KindAnnouncement}}))
+	fmt.Fprintf(out, "  own relay     %s  (GRASP policy: hosts %d announced repositories)\n", w.own.URL(), w.own.Count(nostr.Filter{Kinds: []int{signed.KindAnnouncement}}))
 	fmt.Fprintf(out, "  remote A      %s  (%d events, NIP-77 on)\n", w.a.URL(), w.a.Len())
 	fmt.Fprintf(out, "  remote B      %s  (%d events, REQ capped at 500)\n", w.b.URL(), w.b.Len())
 	if w.git != nil {
@@ -341,13 +342,13 @@ func (w *world) seed(ctx context.Context, n int) error {
 	if n < 1 {
 		return errors.New("demo: need at least one repository")
 	}
-	maintainers := []*harness.Key{harness.NewKey(), harness.NewKey()}
-	contributors := []*harness.Key{harness.NewKey(), harness.NewKey(), harness.NewKey()}
+	maintainers := []*signed.Key{signed.NewKey(), signed.NewKey()}
+	contributors := []*signed.Key{signed.NewKey(), signed.NewKey(), signed.NewKey()}
 	var ownAnns []*nostr.Event
 	base := time.Now().Add(-30 * 24 * time.Hour)
-	at := func(i int) harness.Option { return harness.At(base.Add(time.Duration(i) * time.Hour)) }
+	at := func(i int) signed.Option { return signed.At(base.Add(time.Duration(i) * time.Hour)) }
 	clock := 0
-	next := func() harness.Option { clock++; return at(clock) }
+	next := func() signed.Option { clock++; return at(clock) }
 	for i := 0; i < n; i++ {
 		owner := maintainers[i%len(maintainers)]
 		d := fmt.Sprintf("demo-repo-%d", i+1)
@@ -398,7 +399,7 @@ func (w *world) seed(ctx context.Context, n int) error {
 
 // commits are the real commits of repository d on the git server, or
 // made-up ids without git.
-func (w *world) commits(owner *harness.Key, d string) (repoCommits, error) {
+func (w *world) commits(owner *signed.Key, d string) (repoCommits, error) {
 	if w.git != nil {
 		c, err := w.git.commits(owner, d)
 		if err != nil {
@@ -412,24 +413,24 @@ func (w *world) commits(owner *harness.Key, d string) (repoCommits, error) {
 	}, nil
 }
 
-func announce(owner *harness.Key, d string, own *harness.Relay, remotes []*harness.Relay, clone string, opt harness.Option) *nostr.Event {
+func announce(owner *signed.Key, d string, own *harness.Relay, remotes []*harness.Relay, clone string, opt signed.Option) *nostr.Event {
 	relays := []string{own.URL()}
-	clones := []string{harness.DefaultCloneURL(own.URL(), owner.Npub(), d)}
+	clones := []string{signed.DefaultCloneURL(own.URL(), owner.Npub(), d)}
 	if clone != "" {
 		clones = append(clones, clone)
 	}
 	for _, r := range remotes {
 		relays = append(relays, r.URL())
 	}
-	return owner.Announcement(d, harness.WithRelays(relays...), harness.WithClone(clones...),
-		harness.WithDescription("a repository synced by the grasp-sync demo"), opt)
+	return owner.Announcement(d, signed.WithRelays(relays...), signed.WithClone(clones...),
+		signed.WithDescription("a repository synced by the grasp-sync demo"), opt)
 }
 
 // repoEvents builds the discussion of one repository.
 // The state event comes first.
-func repoEvents(owner *harness.Key, contributors []*harness.Key, ann *nostr.Event, d string, c repoCommits, next func() harness.Option) []*nostr.Event {
+func repoEvents(owner *signed.Key, contributors []*signed.Key, ann *nostr.Event, d string, c repoCommits, next func() signed.Option) []*nostr.Event {
 	addr := owner.RepoAddress(d)
-	state := owner.State(d, harness.WithRef("refs/heads/main", c.main), harness.WithHEAD("main"), next())
+	state := owner.State(d, signed.WithRef("refs/heads/main", c.main), signed.WithHEAD("main"), next())
 	evs := []*nostr.Event{state}
 	for i, c := range contributors {
 		patch := c.Patch(addr, next())
@@ -437,12 +438,12 @@ func repoEvents(owner *harness.Key, contributors []*harness.Key, ann *nostr.Even
 		issue := c.Issue(addr, fmt.Sprintf("issue %d in %s", i+1, d), next())
 		comment := owner.Comment(issue, nil, next())
 		answer := c.Comment(issue, comment, next())
-		applied := owner.Status(harness.KindStatusApplied, patch, next())
+		applied := owner.Status(signed.KindStatusApplied, patch, next())
 		evs = append(evs, patch, reply, issue, comment, answer, applied)
 	}
-	var clone []harness.Option
+	var clone []signed.Option
 	if c.clone != "" {
-		clone = append(clone, harness.WithClone(c.clone))
+		clone = append(clone, signed.WithClone(c.clone))
 	}
 	pr := contributors[0].PR(addr, c.pr, append(clone, next())...)
 	update := contributors[0].PRUpdate(addr, pr, c.prUpdate, append(clone, next())...)

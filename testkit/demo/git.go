@@ -9,7 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/gitserver"
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // gitWorld is the git side of the demo: another GRASP service's git server
@@ -73,7 +73,7 @@ func (g *gitWorld) close() {
 
 // commits creates repository d of owner on the git server with a main
 // branch and a feature branch of two commits (a PR and its update).
-func (g *gitWorld) commits(owner *harness.Key, d string) (repoCommits, error) {
+func (g *gitWorld) commits(owner *signed.Key, d string) (repoCommits, error) {
 	rel := owner.Npub() + "/" + d + ".git"
 	repo, err := g.server.CreateRepo(rel)
 	if err != nil {

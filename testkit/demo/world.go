@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 	"github.com/nbd-wtf/go-nostr"
-
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
 
 // WorldOptions tune `grasp-sync-demo world`.
@@ -122,8 +121,8 @@ func shellQuote(s string) string {
 // the paths a clone asks for.
 func (W *World) Repositories() []string {
 	var out []string
-	for _, ev := range W.w.own.Query(nostr.Filter{Kinds: []int{harness.KindAnnouncement}}) {
-		if npub, err := harness.Npub(ev.PubKey); err == nil {
+	for _, ev := range W.w.own.Query(nostr.Filter{Kinds: []int{signed.KindAnnouncement}}) {
+		if npub, err := signed.Npub(ev.PubKey); err == nil {
 			out = append(out, npub+"/"+ev.Tags.GetD()+".git")
 		}
 	}
@@ -136,7 +135,7 @@ func (W *World) Repositories() []string {
 func (W *World) Describe(out io.Writer) {
 	w := W.w
 	fmt.Fprintln(out, "grasp-sync-demo world: relays and a git server on 127.0.0.1, running until interrupted (Ctrl-C)")
-	fmt.Fprintf(out, "  own relay     %s  (GRASP policy: hosts %d announced repositories)\n", w.own.URL(), w.own.Count(nostr.Filter{Kinds: []int{harness.KindAnnouncement}}))
+	fmt.Fprintf(out, "  own relay     %s  (GRASP policy: hosts %d announced repositories)\n", w.own.URL(), w.own.Count(nostr.Filter{Kinds: []int{signed.KindAnnouncement}}))
 	fmt.Fprintf(out, "  remote A      %s  (%d events, NIP-77 on)\n", w.a.URL(), w.a.Len())
 	fmt.Fprintf(out, "  remote B      %s  (%d events, REQ capped at 500)\n", w.b.URL(), w.b.Len())
 	if w.git != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // cpuTime is the process's user+system CPU time: benchmarks report CPU per
@@ -39,8 +40,8 @@ func benchEvents() int {
 	return 100_000
 }
 
-func universe(n int, skipSigs bool) *harness.Universe {
-	u, err := harness.NewUniverse(harness.UniverseOptions{
+func universe(n int, skipSigs bool) *signed.Universe {
+	u, err := signed.NewUniverse(signed.UniverseOptions{
 		Seed: 42, Repos: max(1, n/200), Relays: []string{"ws://127.0.0.1:1", "ws://127.0.0.1:2"}, Events: n,
 		SkipSignatures: skipSigs,
 	})
@@ -52,7 +53,7 @@ func universe(n int, skipSigs bool) *harness.Universe {
 
 // benchUniverse is the store-level corpus: ids are right, signatures are
 // skipped (the relay paths measured here never verify them).
-var benchUniverse = sync.OnceValue(func() *harness.Universe { return universe(benchEvents(), true) })
+var benchUniverse = sync.OnceValue(func() *signed.Universe { return universe(benchEvents(), true) })
 
 // BenchmarkHarnessUniverse measures generating signed events.
 func BenchmarkHarnessUniverse(b *testing.B) {

@@ -1,5 +1,5 @@
 // Package harness runs real khatru relays on 127.0.0.1 for tests and
-// benchmarks, and builds signed NIP-34 events.
+// benchmarks, with the faults and quirks of relays in the wild.
 //
 // # Relays
 //
@@ -25,10 +25,10 @@
 //
 //	r, err := harness.StartRelay(harness.RelayOptions{Negentropy: true, ReqCap: 500})
 //	defer r.Close()
-//	k := harness.NewKey()
-//	ann := k.Announcement("repo", harness.WithClone(cloneURL), harness.WithRelays(r.URL()))
+//	k := signed.NewKey()
+//	ann := k.Announcement("repo", signed.WithClone(cloneURL), signed.WithRelays(r.URL()))
 //	err = r.Publish(ctx, ann)                       // through the front door, waits for OK
-//	r.Inject(k.Issue(harness.Address(ann), "bug"))  // behind the subscriptions' back
+//	r.Inject(k.Issue(signed.Address(ann), "bug"))  // behind the subscriptions' back
 //	testkit.WaitFor(t, 10*time.Second, "both events", func() bool { return r.Count(f) == 2 })
 //
 // Why not plain khatru: eventstore's slicestore caps every query (negentropy
@@ -45,13 +45,5 @@
 // Negentropy) is a minimal race-free replacement for tests. Publish and
 // PublishWindow send events and collect OK results.
 //
-// # Events
-//
-// Key builds signed events of every NIP-34 kind (Announcement, State, Patch,
-// PatchReply, PR, PRUpdate, Issue, Status, CIRun), NIP-22 comments, kind 1 replies
-// and quotes, with Options for created_at, tags and content size.
-// NewUniverse generates a deterministic set of repositories spread over
-// relays. Signing costs about 1.5 ms per event under -race (20× more than
-// without): keep test corpora to hundreds of events, sign batches with
-// SignAll, or use Corpus, 1200 pre-signed notes embedded in the package.
+// Signed NIP-34 events, keys and generated universes are testkit/signed.
 package harness

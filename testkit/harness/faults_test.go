@@ -18,6 +18,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // quiet is how long a test waits to conclude that a relay sends nothing.
@@ -38,7 +39,7 @@ func TestHarnessNegentropyOn(t *testing.T) {
 	evs := corpus()[:100]
 	r.Inject(evs...)
 	local := append([]*nostr.Event{}, evs[:60]...)
-	clientOnly := notes(harness.KeyFromSeed("client-only"), 10, 1_600_000_000)
+	clientOnly := notes(signed.KeyFromSeed("client-only"), 10, 1_600_000_000)
 	local = append(local, clientOnly...)
 
 	c := dial(t, ctx, r.URL())
@@ -231,7 +232,7 @@ func TestHarnessIgnoreNegentropy(t *testing.T) {
 
 func TestHarnessEventFaults(t *testing.T) {
 	ctx := testCtx(t)
-	k := harness.NewKey()
+	k := signed.NewKey()
 	evs := notes(k, 3, 1_700_000_000)
 
 	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{EventReject: "rate-limited: slow down"}})
@@ -434,7 +435,7 @@ func containsNIP(nips []int, n int) bool {
 func TestHarnessAuth(t *testing.T) {
 	ctx := testCtx(t)
 	r := harness.Start(t, harness.RelayOptions{AuthWrites: true, AuthReads: true})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	ev := notes(k, 1, 1_700_000_000)[0]
 	err := r.Publish(ctx, ev)
 	var rej *harness.RejectedError
@@ -522,7 +523,7 @@ func TestHarnessPublishToMuteRelayTimesOut(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{Mute: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), quiet)
 	defer cancel()
-	err := r.Publish(ctx, notes(harness.NewKey(), 1, 1_700_000_000)...)
+	err := r.Publish(ctx, notes(signed.NewKey(), 1, 1_700_000_000)...)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("publish to a mute relay: %v, want a deadline error", err)
 	}
@@ -535,7 +536,7 @@ func TestHarnessLatency(t *testing.T) {
 	ctx := testCtx(t)
 	const latency = 100 * time.Millisecond
 	r := harness.Start(t, harness.RelayOptions{Faults: harness.Faults{Latency: latency}})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	var want []string
 	for i := 0; i < 50; i++ {
 		ev := k.Issue(k.RepoAddress("lat"), fmt.Sprintf("issue %d", i))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 func TestHarnessObservation(t *testing.T) {
@@ -50,7 +51,7 @@ func TestHarnessObservation(t *testing.T) {
 		t.Fatalf("after CLOSED: %+v", st)
 	}
 
-	evs := notes(harness.NewKey(), 2, 1_700_000_000)
+	evs := notes(signed.NewKey(), 2, 1_700_000_000)
 	if err := harness.Publish(ctx, r.URL(), evs...); err != nil {
 		t.Fatal(err)
 	}

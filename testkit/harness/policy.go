@@ -3,6 +3,7 @@ package harness
 import (
 	"strings"
 
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -36,12 +37,12 @@ func GraspPolicy(services ...string) Policy {
 	return func(r *Relay, ev *nostr.Event) (bool, string) {
 		svcs := append([]string{r.Addr()}, services...)
 		switch ev.Kind {
-		case KindAnnouncement:
+		case signed.KindAnnouncement:
 			if listsService(ev, "clone", svcs) && listsService(ev, "relays", svcs) {
 				return true, ""
 			}
 			return false, ReasonAnnouncementNotListed
-		case KindState:
+		case signed.KindState:
 			if repoHosted(r.store, ev.PubKey, ev.Tags.GetD()) {
 				return true, ""
 			}
@@ -77,7 +78,7 @@ func listsService(ev *nostr.Event, key string, svcs []string) bool {
 // repoHosted reports whether an accepted announcement with d is by pubkey or
 // lists pubkey as a maintainer.
 func repoHosted(s *Store, pubkey, d string) bool {
-	for _, ann := range s.Match(nostr.Filter{Kinds: []int{KindAnnouncement}, Tags: nostr.TagMap{"d": {d}}}, 0) {
+	for _, ann := range s.Match(nostr.Filter{Kinds: []int{signed.KindAnnouncement}, Tags: nostr.TagMap{"d": {d}}}, 0) {
 		if ann.PubKey == pubkey {
 			return true
 		}
@@ -107,7 +108,7 @@ func referencesAccepted(s *Store, ev *nostr.Event) bool {
 		v := tag[1]
 		if parts := strings.SplitN(v, ":", 3); len(parts) == 3 {
 			if parts[0] == "30617" && len(s.Match(nostr.Filter{
-				Kinds: []int{KindAnnouncement}, Authors: []string{parts[1]}, Tags: nostr.TagMap{"d": {parts[2]}},
+				Kinds: []int{signed.KindAnnouncement}, Authors: []string{parts[1]}, Tags: nostr.TagMap{"d": {parts[2]}},
 			}, 1)) > 0 {
 				return true
 			}

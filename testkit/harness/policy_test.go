@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 // publishOne publishes ev and returns "" when accepted or the OK reason.
@@ -27,17 +28,17 @@ func publishOne(t *testing.T, r *harness.Relay, ev *nostr.Event) string {
 func TestHarnessGraspPolicy(t *testing.T) {
 	const gitHost = "git.example.org"
 	r := harness.Start(t, harness.RelayOptions{Policy: harness.GraspPolicy(gitHost)})
-	owner, maint, stranger := harness.NewKey(), harness.NewKey(), harness.NewKey()
+	owner, maint, stranger := signed.NewKey(), signed.NewKey(), signed.NewKey()
 	ownClone := "http://" + r.Addr() + "/" + owner.Npub() + "/repo.git"
 	gitClone := "https://" + gitHost + "/" + owner.Npub() + "/repo.git"
 
 	ann := owner.Announcement("repo",
-		harness.WithClone("https://github.com/x/repo.git", gitClone),
-		harness.WithRelays("wss://relay.example.com", r.URL()),
-		harness.WithMaintainers(maint.PubKey),
-		harness.WithEUC(harness.FakeCommit("root")))
-	repo := harness.Address(ann)
-	issueForUnknown := stranger.Issue(harness.RepoAddress(stranger.PubKey, "other"), "x")
+		signed.WithClone("https://github.com/x/repo.git", gitClone),
+		signed.WithRelays("wss://relay.example.com", r.URL()),
+		signed.WithMaintainers(maint.PubKey),
+		signed.WithEUC(signed.FakeCommit("root")))
+	repo := signed.Address(ann)
+	issueForUnknown := stranger.Issue(signed.RepoAddress(stranger.PubKey, "other"), "x")
 	patch := stranger.Patch(repo)
 	issue := stranger.Issue(repo, "bug")
 	// an event that only becomes acceptable when something accepted tags it
@@ -48,20 +49,20 @@ func TestHarnessGraspPolicy(t *testing.T) {
 		ev     *nostr.Event
 		prefix string // "" = accepted
 	}{
-		{"announcement not listing the service in relays", owner.Announcement("repo2", harness.WithClone(ownClone), harness.WithRelays("wss://elsewhere.example.com")), "blocked:"},
-		{"announcement not listing the service in clone", owner.Announcement("repo3", harness.WithClone("https://github.com/x/y.git"), harness.WithRelays(r.URL())), "blocked:"},
-		{"announcement listing own relay address in both", owner.Announcement("repo4", harness.WithClone(ownClone), harness.WithRelays(r.URL()+"/")), ""},
-		{"state before its announcement", owner.State("repo", harness.WithRef("refs/heads/main", harness.FakeCommit("a"))), "restricted:"},
+		{"announcement not listing the service in relays", owner.Announcement("repo2", signed.WithClone(ownClone), signed.WithRelays("wss://elsewhere.example.com")), "blocked:"},
+		{"announcement not listing the service in clone", owner.Announcement("repo3", signed.WithClone("https://github.com/x/y.git"), signed.WithRelays(r.URL())), "blocked:"},
+		{"announcement listing own relay address in both", owner.Announcement("repo4", signed.WithClone(ownClone), signed.WithRelays(r.URL()+"/")), ""},
+		{"state before its announcement", owner.State("repo", signed.WithRef("refs/heads/main", signed.FakeCommit("a"))), "restricted:"},
 		{"announcement", ann, ""},
 		{"duplicate announcement", ann, ""},
-		{"state by owner", owner.State("repo", harness.WithRef("refs/heads/main", harness.FakeCommit("b")), harness.WithHEAD("main")), ""},
-		{"state by maintainer", maint.State("repo", harness.WithRef("refs/heads/main", harness.FakeCommit("c"))), ""},
+		{"state by owner", owner.State("repo", signed.WithRef("refs/heads/main", signed.FakeCommit("b")), signed.WithHEAD("main")), ""},
+		{"state by maintainer", maint.State("repo", signed.WithRef("refs/heads/main", signed.FakeCommit("c"))), ""},
 		{"state by stranger", stranger.State("repo"), "restricted:"},
 		{"issue for an unknown repo", issueForUnknown, "restricted:"},
 		{"patch tagging the repo", patch, ""},
 		{"patch reply", maint.PatchReply(repo, patch, nil), ""},
 		{"issue tagging the repo", issue, ""},
-		{"status of the patch", owner.Status(harness.KindStatusApplied, patch), ""},
+		{"status of the patch", owner.Status(signed.KindStatusApplied, patch), ""},
 		{"comment on the issue (E)", maint.Comment(issue, nil), ""},
 		{"comment on the announcement (A)", maint.Comment(ann, nil), ""},
 		{"kind 1 reply to the issue", stranger.Reply(issue), ""},
@@ -81,40 +82,40 @@ func TestHarnessGraspPolicy(t *testing.T) {
 
 	// tagged by an accepted event: a reply to the orphan is injected (as if
 	// accepted earlier), after which the orphan itself is accepted
-	r.Inject(stranger.Reply(orphan, harness.WithTags(nostr.Tag{"a", repo})))
+	r.Inject(stranger.Reply(orphan, signed.WithTags(nostr.Tag{"a", repo})))
 	if got := publishOne(t, r, orphan); got != "" {
 		t.Fatalf("orphan tagged by an accepted event: %q", got)
 	}
 	// one state per author (owner and maintainer)
-	if n := r.Count(nostr.Filter{Kinds: []int{harness.KindState}}); n != 2 {
+	if n := r.Count(nostr.Filter{Kinds: []int{signed.KindState}}); n != 2 {
 		t.Fatalf("%d state events stored, want 2", n)
 	}
 }
 
 func TestHarnessBuilders(t *testing.T) {
-	k := harness.KeyFromSeed("builder")
-	if k2 := harness.KeyFromSeed("builder"); k2.PubKey != k.PubKey {
-		t.Fatal("KeyFromSeed not deterministic")
+	k := signed.KeyFromSeed("builder")
+	if k2 := signed.KeyFromSeed("builder"); k2.PubKey != k.PubKey {
+		t.Fatal("signed.KeyFromSeed not deterministic")
 	}
 	// NIP-19 vector from the NIP text
-	npub, err := harness.Npub("3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d")
+	npub, err := signed.Npub("3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d")
 	if err != nil || npub != "npub180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w6" {
-		t.Fatalf("Npub = %q, %v", npub, err)
+		t.Fatalf("signed.Npub = %q, %v", npub, err)
 	}
 
-	ann := k.Announcement("r", harness.WithName("Repo"), harness.WithClone("a", "b"), harness.WithRelays("ws://x"), harness.WithMaintainers("m"), harness.WithEUC("e"))
-	repo := harness.Address(ann)
-	pr := k.PR(repo, harness.FakeCommit("tip"), harness.WithClone("c"), harness.WithBranch("topic"))
-	patch := k.Patch(repo, harness.WithContentSize(4000))
+	ann := k.Announcement("r", signed.WithName("Repo"), signed.WithClone("a", "b"), signed.WithRelays("ws://x"), signed.WithMaintainers("m"), signed.WithEUC("e"))
+	repo := signed.Address(ann)
+	pr := k.PR(repo, signed.FakeCommit("tip"), signed.WithClone("c"), signed.WithBranch("topic"))
+	patch := k.Patch(repo, signed.WithContentSize(4000))
 	all := []*nostr.Event{
 		ann,
-		k.State("r", harness.WithRef("refs/heads/main", "c1"), harness.WithRef("refs/tags/v1", "c2"), harness.WithHEAD("main")),
+		k.State("r", signed.WithRef("refs/heads/main", "c1"), signed.WithRef("refs/tags/v1", "c2"), signed.WithHEAD("main")),
 		patch,
 		k.PatchReply(repo, patch, patch),
 		pr,
-		k.PRUpdate(repo, pr, harness.FakeCommit("tip2")),
+		k.PRUpdate(repo, pr, signed.FakeCommit("tip2")),
 		k.Issue(repo, "s"),
-		k.Status(harness.KindStatusOpen, pr),
+		k.Status(signed.KindStatusOpen, pr),
 		k.Comment(pr, nil),
 		k.Reply(pr),
 		k.Quote(pr),
@@ -148,7 +149,7 @@ func TestHarnessBuilders(t *testing.T) {
 		{patch, "a", repo},
 		{patch, "t", "root"},
 		{all[3], "e", patch.ID + ",,root"},
-		{pr, "c", harness.FakeCommit("tip")},
+		{pr, "c", signed.FakeCommit("tip")},
 		{pr, "branch-name", "topic"},
 		{pr, "clone", "c"},
 		{all[5], "E", pr.ID},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
 const waitTimeout = 10 * time.Second
@@ -48,18 +49,18 @@ func req(t *testing.T, ctx context.Context, c *harness.Client, sub string, f nos
 }
 
 // notes builds n kind-1 notes with created_at base, base+1, ….
-func notes(k *harness.Key, n int, base nostr.Timestamp) []*nostr.Event {
+func notes(k *signed.Key, n int, base nostr.Timestamp) []*nostr.Event {
 	evs := make([]*nostr.Event, n)
 	for i := range evs {
 		evs[i] = &nostr.Event{Kind: 1, CreatedAt: base + nostr.Timestamp(i), Content: fmt.Sprintf("note %d", i), Tags: nostr.Tags{}}
 	}
-	harness.SignAll([]*harness.Key{k}, evs)
+	signed.SignAll([]*signed.Key{k}, evs)
 	return evs
 }
 
 // corpus returns the harness's pre-signed notes (signing is slow under
 // -race), oldest first.
-func corpus() []*nostr.Event { return harness.Corpus() }
+func corpus() []*nostr.Event { return signed.Corpus() }
 
 func ids(evs []*nostr.Event) map[string]bool {
 	m := make(map[string]bool, len(evs))
@@ -72,7 +73,7 @@ func ids(evs []*nostr.Event) map[string]bool {
 func TestHarnessPublishAndQuery(t *testing.T) {
 	ctx := testCtx(t)
 	r := harness.Start(t, harness.RelayOptions{})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	evs := notes(k, 20, 1_700_000_000)
 
 	if err := harness.Publish(ctx, r.URL(), evs...); err != nil {
@@ -103,7 +104,7 @@ func TestHarnessPublishAndQuery(t *testing.T) {
 	if n := r.Inject(injected...); n != 2 {
 		t.Fatalf("Inject stored %d, want 2", n)
 	}
-	published := notes(harness.NewKey(), 1, 1_700_002_000)[0]
+	published := notes(signed.NewKey(), 1, 1_700_002_000)[0]
 	if err := harness.Publish(ctx, r.URL(), published); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
@@ -192,7 +193,7 @@ func TestHarnessPublishReportsRejections(t *testing.T) {
 	r := harness.Start(t, harness.RelayOptions{Policy: func(_ *harness.Relay, ev *nostr.Event) (bool, string) {
 		return ev.Content != "bad", "blocked: bad content"
 	}})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	good := k.Sign(&nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: "good"})
 	bad := k.Sign(&nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: "bad"})
 	err := harness.Publish(ctx, r.URL(), good, bad)
@@ -211,10 +212,10 @@ func TestHarnessPublishReportsRejections(t *testing.T) {
 func TestHarnessLiveDelivery(t *testing.T) {
 	ctx := testCtx(t)
 	r := harness.Start(t, harness.RelayOptions{})
-	k := harness.NewKey()
+	k := signed.NewKey()
 	c := dial(t, ctx, r.URL())
 	req(t, ctx, c, "notes", nostr.Filter{Kinds: []int{1}, LimitZero: true})
-	req(t, ctx, c, "issues", nostr.Filter{Kinds: []int{harness.KindIssue}, LimitZero: true})
+	req(t, ctx, c, "issues", nostr.Filter{Kinds: []int{signed.KindIssue}, LimitZero: true})
 	if res, err := c.Req(ctx, "both", nostr.Filter{Kinds: []int{1}, LimitZero: true}, nostr.Filter{Authors: []string{k.PubKey}, LimitZero: true}); err != nil || !res.EOSE {
 		t.Fatalf("REQ both: %+v %v", res, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 	"github.com/grasp-sync/grasp-sync/testkit/strfry"
 )
 
@@ -34,7 +34,7 @@ func TestImportCountSync(t *testing.T) {
 	}
 	defer dst.Close()
 
-	alice := harness.NewKey()
+	alice := signed.NewKey()
 	ann := alice.Announcement("proj")
 	evs := []*nostr.Event{ann}
 	for i := 0; i < 20; i++ {

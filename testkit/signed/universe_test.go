@@ -1,29 +1,32 @@
-package harness_test
+package signed_test
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
+	"github.com/grasp-sync/grasp-sync/testkit/signed"
 )
 
-func TestHarnessUniverse(t *testing.T) {
+func TestUniverse(t *testing.T) {
 	relays := []string{"ws://127.0.0.1:1", "ws://127.0.0.1:2", "ws://127.0.0.1:3"}
-	opts := harness.UniverseOptions{Seed: 7, Repos: 6, Relays: relays, Events: 150, PatchSize: 3000}
-	u, err := harness.NewUniverse(opts)
+	opts := signed.UniverseOptions{Seed: 7, Repos: 6, Relays: relays, Events: 150, PatchSize: 3000}
+	u, err := signed.NewUniverse(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(u.Events) != 150 || len(u.Repos) != 6 {
 		t.Fatalf("%d events, %d repos", len(u.Events), len(u.Repos))
 	}
-	again, err := harness.NewUniverse(opts)
+	again, err := signed.NewUniverse(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := harness.NewUniverse(harness.UniverseOptions{Seed: 8, Repos: 6, Relays: relays, Events: 12})
+	other, err := signed.NewUniverse(signed.UniverseOptions{Seed: 8, Repos: 6, Relays: relays, Events: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func TestHarnessUniverse(t *testing.T) {
 		seen[ev.ID] = ev
 		kinds[ev.Kind]++
 	}
-	for _, k := range []int{harness.KindAnnouncement, harness.KindState, harness.KindPatch, harness.KindPR, harness.KindIssue, harness.KindComment} {
+	for _, k := range []int{signed.KindAnnouncement, signed.KindState, signed.KindPatch, signed.KindPR, signed.KindIssue, signed.KindComment} {
 		if kinds[k] == 0 {
 			t.Errorf("no events of kind %d in %v", k, kinds)
 		}
@@ -93,10 +96,11 @@ func TestHarnessUniverse(t *testing.T) {
 // TestHarnessUniverseIntoGraspRelay publishes a small universe through the
 // front door of a GRASP-policy relay: every event must be accepted, which
 // checks both the generator's tags and the policy.
-func TestHarnessUniverseIntoGraspRelay(t *testing.T) {
-	ctx := testCtx(t)
+func TestUniverseIntoGraspRelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	r := harness.Start(t, harness.RelayOptions{Policy: harness.GraspPolicy()})
-	u, err := harness.NewUniverse(harness.UniverseOptions{Seed: 1, Repos: 3, Relays: []string{r.URL()}, Events: 60})
+	u, err := signed.NewUniverse(signed.UniverseOptions{Seed: 1, Repos: 3, Relays: []string{r.URL()}, Events: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +114,14 @@ func TestHarnessUniverseIntoGraspRelay(t *testing.T) {
 
 // TestHarnessCorpusFixture checks the embedded corpus against its generator;
 // GRASP_UPDATE_CORPUS=1 regenerates it.
-func TestHarnessCorpusFixture(t *testing.T) {
-	const path = "harness/testdata/corpus.jsonl.gz"
+func TestCorpusFixture(t *testing.T) {
+	const path = "testdata/corpus.jsonl.gz"
 	if os.Getenv("GRASP_UPDATE_CORPUS") != "" {
 		f, err := os.Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := harness.WriteCorpus(f); err != nil {
+		if err := signed.WriteCorpus(f); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Close(); err != nil {
@@ -125,13 +129,13 @@ func TestHarnessCorpusFixture(t *testing.T) {
 		}
 		t.Skip("corpus regenerated; run the tests again")
 	}
-	evs := harness.Corpus()
-	if len(evs) != harness.CorpusSize {
-		t.Fatalf("corpus has %d events, want %d", len(evs), harness.CorpusSize)
+	evs := signed.Corpus()
+	if len(evs) != signed.CorpusSize {
+		t.Fatalf("corpus has %d events, want %d", len(evs), signed.CorpusSize)
 	}
-	key := harness.KeyFromSeed("corpus")
+	key := signed.KeyFromSeed("corpus")
 	for i, ev := range evs {
-		if want := harness.CorpusNote(i, false); ev.ID != want.ID || !ev.CheckID() || ev.PubKey != key.PubKey {
+		if want := signed.CorpusNote(i, false); ev.ID != want.ID || !ev.CheckID() || ev.PubKey != key.PubKey {
 			t.Fatalf("corpus event %d does not match its generator", i)
 		}
 		if i%100 == 0 {
@@ -141,7 +145,7 @@ func TestHarnessCorpusFixture(t *testing.T) {
 		}
 	}
 	evs[0].Content = "changed"
-	if harness.Corpus()[0].Content == "changed" {
+	if signed.Corpus()[0].Content == "changed" {
 		t.Fatal("Corpus returns shared events")
 	}
 }
@@ -149,8 +153,8 @@ func TestHarnessCorpusFixture(t *testing.T) {
 // TestHarnessUniverseForge checks the forge shape: about half the events
 // after the announcements and states are roots, the rest refer to a root,
 // none to an announcement.
-func TestHarnessUniverseForge(t *testing.T) {
-	u, err := harness.NewUniverse(harness.UniverseOptions{Seed: 3, Repos: 10, Relays: []string{"ws://127.0.0.1:1"},
+func TestUniverseForge(t *testing.T) {
+	u, err := signed.NewUniverse(signed.UniverseOptions{Seed: 3, Repos: 10, Relays: []string{"ws://127.0.0.1:1"},
 		Events: 2000, SkipSignatures: true, Forge: true})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +168,7 @@ func TestHarnessUniverseForge(t *testing.T) {
 	}
 	discussion := 0
 	for _, ev := range u.Events {
-		if ev.Kind == harness.KindAnnouncement || ev.Kind == harness.KindState || roots[ev.ID] {
+		if ev.Kind == signed.KindAnnouncement || ev.Kind == signed.KindState || roots[ev.ID] {
 			continue
 		}
 		discussion++
