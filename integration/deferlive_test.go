@@ -162,13 +162,17 @@ func TestKindSubscriptionKeptAcrossConsolidations(t *testing.T) {
 
 	top := bob.Comment(issue, nil)
 	nested := alice.Comment(issue, top) // names the root under E only
-	foreign := alice.Comment(foreignIssue, nil)
-	mustPublish(t, remote, top, nested, foreign)
+	// A reply to a comment on a foreign root: the kind filter asks
+	// replies to comments (#k 1111) and brings it; a top-level comment is
+	// its root's #e filter's.
+	foreignTop := bob.Comment(foreignIssue, nil)
+	foreign := alice.Comment(foreignIssue, foreignTop)
+	mustPublish(t, remote, top, nested, foreignTop, foreign)
 	waitHas(t, own, top, nested)
 	testkit.WaitFor(t, syncTimeout, "the comment on a foreign root was not dropped as no_match", func() bool {
 		return testkit.Metric(t, sc.Registry, "ngit_sync_events_invalid_total", map[string]string{"reason": "no_match"}) >= 1
 	})
-	if own.Has(foreign.ID) {
+	if own.Has(foreign.ID) || own.Has(foreignTop.ID) {
 		t.Fatal("a comment on a foreign root reached the own relay through the kind subscription")
 	}
 }

@@ -41,8 +41,9 @@ func TestLiveLayer3ByKind(t *testing.T) {
 	// #K with since; the nested comment names the root only under E.
 	downTop := alice.Comment(issue, nil)
 	downNested := bob.Comment(issue, downTop)
-	downForeign := bob.Comment(foreignIssue, nil)
-	remote.Inject(downTop, downNested, downForeign)
+	foreignTop := bob.Comment(foreignIssue, nil)
+	downForeign := alice.Comment(foreignIssue, foreignTop)
+	remote.Inject(foreignTop, downTop, downNested, downForeign)
 	restarted := time.Now()
 	if err := remote.Restart(); err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestLiveLayer3ByKind(t *testing.T) {
 	}
 
 	// Not the ids of the comments above (same author, parent and second).
-	foreign := alice.Comment(foreignIssue, nil)
+	foreign := bob.Comment(foreignIssue, foreignTop, signed.WithContent("live foreign reply"))
 	known := bob.Comment(issue, nil)
 	nested := alice.Comment(issue, known)
 	noMatch := func() float64 {
@@ -75,12 +76,12 @@ func TestLiveLayer3ByKind(t *testing.T) {
 	before := noMatch()
 	mustPublish(t, remote, foreign, known, nested)
 	waitHas(t, own, known, nested)
-	// The #K subscription brought the foreign comment too: it was dropped
+	// The #K subscription brought the foreign reply too: it was dropped
 	// on arrival, not published.
-	testkit.WaitFor(t, syncTimeout, "the comment on a foreign root was not dropped as no_match", func() bool {
+	testkit.WaitFor(t, syncTimeout, "the reply on a foreign root was not dropped as no_match", func() bool {
 		return noMatch() >= before+1
 	})
-	if own.Has(foreign.ID) || own.Has(downForeign.ID) {
+	if own.Has(foreign.ID) || own.Has(downForeign.ID) || own.Has(foreignTop.ID) {
 		t.Fatal("a comment on a foreign root reached the own relay through the #K subscription")
 	}
 }

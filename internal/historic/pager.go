@@ -1,7 +1,6 @@
 package historic
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -296,16 +295,7 @@ func pageBottom(page []*nostr.Event, limit int) nostr.Timestamp {
 	for i, ev := range page {
 		ts[i] = ev.CreatedAt
 	}
-	return BottomOf(ts, limit)
-}
-
-// BottomOf is pageBottom of a page's created_at values (ts is reordered).
-func BottomOf(ts []nostr.Timestamp, limit int) nostr.Timestamp {
-	if limit <= 0 || len(ts) <= limit {
-		return slices.Min(ts)
-	}
-	slices.SortFunc(ts, func(a, b nostr.Timestamp) int { return cmp.Compare(b, a) })
-	return ts[limit-1]
+	return truncation.BottomOf(ts, limit)
 }
 
 // pageSize is PageSize, lowered to the relay's announced max_limit.

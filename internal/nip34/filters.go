@@ -47,12 +47,16 @@ func Layer3(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filte
 
 // Layer3Live is Layer 3 for live subscriptions with fewer bytes: per-root
 // filters for `e` and `q` only, and two kind filters in place of the
-// per-root `E` filters, which name every root once more: NIP-22 comments
-// (1111) on a root kind by `#K` (a comment carries its root's kind in `K`,
-// nested replies too) and PR updates (1619, which name their PR by `E`).
-// The kind filters match events about foreign roots too: an arriving event
-// must be checked with RefersTo before it is handed on. Events of other
-// kinds tagging a root only by `E` are left to the historic layers.
+// per-root `E` filters, which name every root once more: NIP-22 replies to
+// comments (1111 whose parent is a comment, `#k` 1111) under a root kind
+// (`#K`: a comment carries its root's kind in `K`, nested replies too),
+// and PR updates (1619, which name their PR by `E`). A top-level comment
+// names its root under `e` as well as `E` (its parent is the root): the
+// per-root `e` filter brings it, and the kind filter leaves it out so it
+// does not come twice. The kind filters match events about foreign roots
+// too: an arriving event must be checked with RefersTo before it is handed
+// on. Events of other kinds tagging a root only by `E`, and replies to
+// comments without a `k` tag, are left to the historic layers.
 func Layer3Live(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
 	if len(roots) == 0 {
 		return nil
@@ -68,10 +72,14 @@ func Layer3ByRoot(roots []string, perFilter int, since *nostr.Timestamp) []nostr
 // RootKindValues are the kinds of root events as `K` tag values.
 var RootKindValues = []string{"1617", "1618", "1619", "1621"}
 
+// CommentKindValue is the kind of a comment as a `k` tag value: a NIP-22
+// comment replying to a comment.
+const CommentKindValue = "1111"
+
 // Layer3ByKind are the kind filters of Layer3Live.
 func Layer3ByKind(since *nostr.Timestamp) []nostr.Filter {
 	return []nostr.Filter{
-		{Kinds: []int{KindComment}, Tags: nostr.TagMap{"K": slices.Clone(RootKindValues)}, Since: copyTS(since)},
+		{Kinds: []int{KindComment}, Tags: nostr.TagMap{"K": slices.Clone(RootKindValues), "k": {CommentKindValue}}, Since: copyTS(since)},
 		{Kinds: []int{KindPRUpdate}, Since: copyTS(since)},
 	}
 }
@@ -127,6 +135,16 @@ func Layers23Live(repos, roots []string, perFilter int, since *nostr.Timestamp) 
 // Layers23 is Layer2 followed by Layer3.
 func Layers23(repos, roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
 	return append(Layer2(repos, perFilter, since), Layer3(roots, perFilter, since)...)
+}
+
+// Window is Layer 1 and Layers 2/3 of repos and roots (Layers23) between
+// since and until: a span of a relay's history to reconcile.
+func Window(repos, roots []string, perFilter int, since, until nostr.Timestamp) []nostr.Filter {
+	fs := append([]nostr.Filter{Layer1(&since)}, Layers23(repos, roots, perFilter, &since)...)
+	for i := range fs {
+		fs[i].Until = copyTS(&until)
+	}
+	return fs
 }
 
 // Count23 is len(Layers23(...)) without building the filters.

@@ -160,9 +160,15 @@ func TestLayer3Live(t *testing.T) {
 		t.Fatal("Layer 2 filter taken as a kind filter, or Layer 3 of no roots not empty")
 	}
 	comment := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "aa"}, {"K", "1621"}, {"e", "cc"}, {"k", "1111"}}}
-	foreign := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "ff"}, {"K", "1621"}}}
+	foreign := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "ff"}, {"K", "1621"}, {"k", "1111"}}}
 	if !fs[2].Matches(comment) || !fs[2].Matches(foreign) {
-		t.Fatal("#K filter does not match comments on roots")
+		t.Fatal("#K filter does not match replies to comments on roots")
+	}
+	// A top-level comment is its root's #e filter's: the kind filter
+	// would bring it a second time.
+	top := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "aa"}, {"K", "1621"}, {"e", "aa"}, {"k", "1621"}}}
+	if fs[2].Matches(top) || !fs[0].Matches(top) {
+		t.Fatal("a top-level comment is matched by the kind filter, or not by its root's #e filter")
 	}
 	known := func(v string) bool { return v == "aa" || v == "30617:p:d" }
 	if !RefersTo(comment, known, known) || RefersTo(foreign, known, known) {

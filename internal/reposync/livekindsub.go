@@ -23,8 +23,8 @@ const kindSub = "lk"
 
 // liveRefs are the repositories and roots a relay's kind subscription
 // hands events on for: every item added to the relay (deferred, pending or
-// confirmed) from when it is added, so that a comment arriving before its
-// root's per-root filters are open is kept. Written on the Run goroutine,
+// confirmed) from when it is added, so that a reply to a comment arriving
+// before its root's per-root filters are open is kept. Written on the Run goroutine,
 // read by the subscription's.
 type liveRefs struct {
 	mu    sync.RWMutex

@@ -26,8 +26,10 @@ func TestLiveMatchByKind(t *testing.T) {
 		ev   *nostr.Event
 		want bool
 	}{
-		{"comment on a known root", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "aa"}, {"K", "1617"}, {"e", "cc"}}}, true},
-		{"comment on a foreign root", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}, {"K", "1617"}, {"e", "ff"}}}, false},
+		{"reply to a comment on a known root", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "aa"}, {"K", "1617"}, {"e", "cc"}, {"k", "1111"}}}, true},
+		{"top-level comment on a known root (per-root e)", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "aa"}, {"K", "1617"}, {"e", "aa"}, {"k", "1617"}}}, true},
+		{"reply to a comment on a foreign root", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}, {"K", "1617"}, {"e", "cc"}, {"k", "1111"}}}, false},
+		{"comment on a foreign root", &nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}, {"K", "1617"}, {"e", "ff"}, {"k", "1617"}}}, false},
 		{"PR update of a foreign repository", &nostr.Event{Kind: 1619, Tags: nostr.Tags{{"E", "ff"}, {"a", "30617:x:y"}}}, false},
 		{"PR update of a hosted repository", &nostr.Event{Kind: 1619, Tags: nostr.Tags{{"E", "ff"}, {"a", "30617:p:d"}}}, true},
 		{"reply to a known root", &nostr.Event{Kind: 1, Tags: nostr.Tags{{"e", "aa"}}}, true},

@@ -18,6 +18,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // exec queues a command for the relay's writer goroutine. A relay whose
@@ -149,7 +150,7 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 		ls.e.wg.Add(1)
 		go func() {
 			defer ls.e.wg.Done()
-			ls.readLive(ctx, url, gen, sub, match, count, ls.newSinceCount(cu, c))
+			ls.readLive(ctx, url, gen, sub, match, count, cu, ls.newSinceCount(cu, c))
 		}()
 	})
 }
@@ -162,13 +163,12 @@ func (ls liveSubs) closeLive(r *remote, id string) {
 }
 
 // readLive forwards a live subscription's events to the handler. cnt,
-// when set, counts a since subscription's stored events until its EOSE
-// (sinceCount).
-func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cnt *sinceCount) {
+// when set, counts the stored events of cu, a since subscription, until
+// its EOSE (newSinceCount).
+func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cu *sinceSub, cnt *truncation.CapCount) {
 	recv := ls.e.m.eventsReceived.WithLabelValues(url)
 	closed := func(reason string) {
 		if cnt != nil {
-			cu := cnt.sub
 			ls.e.post(func() {
 				ls.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w: %s", historic.ErrSubscriptionClosed, reason))
 			})
@@ -179,11 +179,10 @@ func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *re
 		select {
 		case <-ctx.Done():
 			return
-		case <-cnt.timeout():
-			if !cnt.silent() {
+		case <-cnt.Timeout():
+			if !cnt.Silent() {
 				continue
 			}
-			cu := cnt.sub
 			ls.e.post(func() {
 				ls.onSinceFailed(url, gen, sub.ID, cu, fmt.Errorf("%w (%s)", historic.ErrEOSETimeout, ls.e.cfg.EOSETimeout))
 			})
@@ -206,14 +205,14 @@ func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *re
 			switch m.Type {
 			case relay.MsgEOSE:
 				if cnt != nil {
-					cu, rest := cnt.sub, cnt.rest(ls.e.pager, url)
+					rest := cnt.Rest(func(n, limit int) bool { return ls.e.pager.ReachedCap(url, n, limit) })
 					ls.e.post(func() { ls.onSinceEOSE(url, gen, sub.ID, cu, rest) })
 					cnt = nil
 				}
 			case relay.MsgEvent:
 				recv.Inc()
 				count.Add(1)
-				cnt.add(m.Event)
+				cnt.Add(m.Event)
 				if !match(m.Event) {
 					// Answers we did not ask for, and kind filters' events
 					// about foreign roots, are dropped before they cost a
@@ -434,9 +433,16 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 		}
 		ls.consolidate(r)
 	}
-	// One set of filters for both: they share their value slices.
+	// Live, Layer 3 per root by `e` and `q`, the rest by the kind
+	// subscription (opened now if no root had it open): per-root `E`
+	// filters beside them would bring each top-level comment twice.
 	fs := nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil)
-	ls.subscribeLive(r, fs)
+	live := fs
+	if len(roots) > 0 {
+		ls.openKindSub(r, nostr.Timestamp(ls.e.clock.Now().Unix()))
+		live = layers23ByRoot(repos, roots, ls.e.cfg.ValuesPerFilter, nil)
+	}
+	ls.subscribeLive(r, live)
 	ls.e.sched.startBatch(r, a.Items, fs, false)
 	ls.e.sched.updateRelayState(r)
 }

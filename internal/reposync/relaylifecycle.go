@@ -193,7 +193,8 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 	} else {
 		// Live subscriptions for what is confirmed, opened with since =
-		// disconnect − since_buffer (disconnectedAt is earlier when a
+		// disconnect − since_buffer (− consolidation_overlap on a NIP-77
+		// relay, below; disconnectedAt is earlier when a
 		// catch-up had not completed or live filters were deferred:
 		// catchUpFrom): their stored events before EOSE are
 		// the catch-up batch (each filter is sent once), and a filter
@@ -201,15 +202,24 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		// relay capping a REQ at 500 does not hide the rest). Failed
 		// batches keep waiting for their retry.
 		since := nostr.Timestamp(disconnectedAt.Add(-e.cfg.SinceBuffer).Unix())
+		items := repoindex.NewItems()
+		items.Repos.AddAll(r.Confirmed.Repos)
+		items.Roots.AddAll(r.Confirmed.Roots)
+		if e.neg != nil && e.neg.Support(r.URL) == "supported" && e.cfg.SinceBuffer > e.cfg.ConsolidationOverlap {
+			// NIP-77: the subscriptions ask from the disconnection
+			// (− consolidation_overlap); the since_buffer before it,
+			// where events stored late with an older created_at would
+			// be, is reconciled, so what was seen is not sent again.
+			from := nostr.Timestamp(disconnectedAt.Add(-e.cfg.ConsolidationOverlap).Unix())
+			e.sched.startBatch(r, repoindex.NewItems(), nip34.Window(items.Repos.Sorted(), items.Roots.Sorted(), e.cfg.ValuesPerFilter, since, from), true)
+			since = from
+		}
 		if resume {
 			e.log.Info("relay reconnected: resuming its historic sync", zap.String("relay", r.URL), zap.Time("since", since.Time()))
 			e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
 		} else {
 			e.log.Info("relay reconnected: catching up", zap.String("relay", r.URL), zap.Time("since", since.Time()))
 		}
-		items := repoindex.NewItems()
-		items.Repos.AddAll(r.Confirmed.Repos)
-		items.Roots.AddAll(r.Confirmed.Roots)
 		r.catchup, r.catchupFrom = e.subs.subscribeSince(r, items, since), disconnectedAt
 		r.baseline = e.subs.filtersOpen(r)
 		e.requeueParked(r)

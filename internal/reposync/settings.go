@@ -18,7 +18,7 @@ type Settings struct {
 	BatchQuiet             time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
 	RootWait               time.Duration `yaml:"root_wait" help:"A root event (patch, PR, issue) the own relay acknowledged storing that no self-subscriber batch applied within this long (the self-subscription was reconnecting when it was stored, or the relay does not serve it) is applied from the acknowledgement (ngit_sync_own_roots_applied_late_total)."`
 	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync; the own relay's self-subscription reconnecting within it keeps the local set as filled instead of reading the own relay back."`
-	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed)."`
+	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed). On a relay with NIP-77 the subscriptions ask from the disconnection less consolidation_overlap and this span before it is reconciled, so only what is missing is fetched."`
 	ValuesPerFilter        int           `yaml:"values_per_filter" help:"Tag values per filter in layers 2 and 3."`
 	ConsolidationThreshold int           `yaml:"consolidation_threshold" help:"Open filters per relay above which they are consolidated."`
 	ConsolidationWait      time.Duration `yaml:"consolidation_wait" help:"How long consolidation waits for pending batches to finish."`

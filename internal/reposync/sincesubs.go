@@ -2,16 +2,14 @@ package reposync
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"go.uber.org/zap"
 
-	"github.com/grasp-sync/grasp-sync/internal/clock"
-	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // sinceSub is one live subscription opened with since on a quick
@@ -155,79 +153,11 @@ func (ls liveSubs) pageRest(r *remote, cu *sinceSub, fs []nostr.Filter) {
 	ls.e.sched.queueFilters(r, cu.batch, cu.run, fs)
 }
 
-// sinceCount counts a since subscription's stored events per filter until
-// its EOSE and times that EOSE out as the pager does. The subscription's
-// goroutine owns it; a nil *sinceCount counts nothing.
-type sinceCount struct {
-	sub        *sinceSub
-	n          []int
-	ts         [][]nostr.Timestamp // created_at of what each filter got, up to twice its limit
-	stalled    func() bool
-	clock      clock.Clock
-	wait       time.Duration
-	after      <-chan time.Time
-	progressed bool
-}
-
-func (ls liveSubs) newSinceCount(cu *sinceSub, c *relay.Conn) *sinceCount {
+// newSinceCount counts cu's stored events until its EOSE (nil without
+// cu): which filters reached the relay's cap, where to page on.
+func (ls liveSubs) newSinceCount(cu *sinceSub, c *relay.Conn) *truncation.CapCount {
 	if cu == nil {
 		return nil
 	}
-	return &sinceCount{
-		sub: cu, n: make([]int, len(cu.filters)), ts: make([][]nostr.Timestamp, len(cu.filters)),
-		stalled: c.Stalled, clock: ls.e.clock, wait: ls.e.cfg.EOSETimeout, after: ls.e.clock.After(ls.e.cfg.EOSETimeout),
-	}
-}
-
-// add counts ev for every filter it matches (whether or not it refers to
-// one of the items: the relay counted it against its cap all the same).
-func (c *sinceCount) add(ev *nostr.Event) {
-	if c == nil {
-		return
-	}
-	c.progressed = true
-	for i, f := range c.sub.filters {
-		if !f.Matches(ev) {
-			continue
-		}
-		c.n[i]++
-		if len(c.ts[i]) < 2*f.Limit {
-			c.ts[i] = append(c.ts[i], ev.CreatedAt)
-		}
-	}
-}
-
-func (c *sinceCount) timeout() <-chan time.Time {
-	if c == nil {
-		return nil
-	}
-	return c.after
-}
-
-// silent tells, once the EOSE wait is over, whether the relay was silent:
-// not while events arrived or the connection waited for one of our own
-// slow consumers (then the wait starts again).
-func (c *sinceCount) silent() bool {
-	if c.progressed || c.stalled() {
-		c.progressed = false
-		c.after = c.clock.After(c.wait)
-		return false
-	}
-	return true
-}
-
-// rest returns the filters whose answer may have been cut
-// (Pager.ReachedCap), each bounded by until = the bottom of what it got
-// (BottomOf): the pager fetches what lies below.
-func (c *sinceCount) rest(p *historic.Pager, url string) []nostr.Filter {
-	var out []nostr.Filter
-	for i, f := range c.sub.filters {
-		if !p.ReachedCap(url, c.n[i], f.Limit) {
-			continue
-		}
-		until := historic.BottomOf(c.ts[i], f.Limit)
-		f.Until = &until
-		out = append(out, f)
-	}
-	return out
+	return truncation.NewCapCount(cu.filters, c.Stalled, ls.e.clock, ls.e.cfg.EOSETimeout)
 }

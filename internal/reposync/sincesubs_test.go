@@ -12,6 +12,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/relay"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
+	"github.com/grasp-sync/grasp-sync/internal/truncation"
 )
 
 // quickReconnect confirms h's repository, drops the connection for a
@@ -66,11 +67,11 @@ func TestSinceSubscriptionPagedPastCap(t *testing.T) {
 			since := h.quickReconnect(t)
 			before := h.hs.count()
 			id, cu := h.layer2Sub(t)
-			cnt := &sinceCount{sub: cu, n: make([]int, len(cu.filters)), ts: make([][]nostr.Timestamp, len(cu.filters))}
+			cnt := truncation.NewCapCount(cu.filters, func() bool { return false }, h.e.clock, time.Hour)
 			for i := range c.got {
-				cnt.add(&nostr.Event{Kind: nip34.KindIssue, CreatedAt: since + 1000 - nostr.Timestamp(i), Tags: nostr.Tags{{"a", h.ref}}})
+				cnt.Add(&nostr.Event{Kind: nip34.KindIssue, CreatedAt: since + 1000 - nostr.Timestamp(i), Tags: nostr.Tags{{"a", h.ref}}})
 			}
-			rest := cnt.rest(h.e.pager, testRelay)
+			rest := cnt.Rest(func(n, limit int) bool { return h.e.pager.ReachedCap(testRelay, n, limit) })
 			for oid, o := range h.r.since {
 				if oid != id {
 					h.e.subs.onSinceEOSE(testRelay, h.r.gen, oid, o, nil)

@@ -1,7 +1,8 @@
 // Package truncation remembers the relays caught returning fewer events
 // than they hold (a NIP-77 set or REQ page cut at a cap, a tied second not
-// read whole), for the log, the metric and /status, and splits a tied
-// second's filter into narrower ones (SplitTie).
+// read whole), for the log, the metric and /status, splits a tied second's
+// filter into narrower ones (SplitTie), and counts a since subscription's
+// answer to tell whether it reached the relay's cap (CapCount).
 package truncation
 
 import (
