@@ -22,6 +22,42 @@ func rootsItems(from, n int) repoindex.Items {
 	return items
 }
 
+// liveFor tells whether root is in r's open growing subscription.
+func liveFor(r *remote, root string) bool {
+	if r.growing == nil {
+		return false
+	}
+	_, open := r.live[r.growing.id]
+	return open && r.growing.items.Roots.Has(root)
+}
+
+// TestNewRootsGrowOneSubscription: roots found after the first sync, one
+// at a time, join one live subscription (its REQ sent again) instead of
+// opening one each, which filled the relay's budget every few roots and
+// consolidated (reading every filter's last seconds again); one holding
+// values_per_filter roots is left as it is and the next one starts.
+func TestNewRootsGrowOneSubscription(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.batch(t)
+	per := h.e.cfg.ValuesPerFilter
+	before, consolidations := perRootLive(h.r), len(h.consolidationsSince())
+	for i := range per + 1 {
+		h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(i, 1)})
+		h.drain(t)
+		if !liveFor(h.r, fmt.Sprintf("%064x", i)) {
+			t.Fatalf("root %d is not in the open growing subscription", i)
+		}
+	}
+	// The kind subscription, the full growing one and the next.
+	if n := perRootLive(h.r) - before; n > 3 || len(h.consolidationsSince()) != consolidations {
+		t.Fatalf("%d roots opened %d live subscriptions and %d consolidations, want at most 3 and none",
+			per+1, n, len(h.consolidationsSince())-consolidations)
+	}
+	if h.r.growing.items.Roots.Len() != 1 {
+		t.Fatalf("the growing subscription holds %d roots after %d, want a new one of 1", h.r.growing.items.Roots.Len(), per+1)
+	}
+}
+
 // perRootLive counts r's live subscriptions other than Layer 1.
 func perRootLive(r *remote) int {
 	n := 0
@@ -348,11 +384,9 @@ func TestSteadyStateRootsLiveAtOnce(t *testing.T) {
 	if len(h.e.pending[testRelay]) == 0 {
 		t.Fatal("the first root's batch is not pending")
 	}
-	before := perRootLive(h.r)
 	h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(1, 1)})
-	if perRootLive(h.r) <= before || !h.r.liveDeferredAt.IsZero() {
-		t.Fatalf("a root added while a batch is pending: %d live per-root subscriptions (had %d), deferred since %v",
-			perRootLive(h.r), before, h.r.liveDeferredAt)
+	if !liveFor(h.r, fmt.Sprintf("%064x", 1)) || !h.r.liveDeferredAt.IsZero() {
+		t.Fatalf("a root added while a batch is pending: live %v, deferred since %v", liveFor(h.r, fmt.Sprintf("%064x", 1)), h.r.liveDeferredAt)
 	}
 	h.drain(t)
 	now := h.clk.Now()

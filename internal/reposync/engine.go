@@ -227,6 +227,7 @@ type remote struct {
 	cmds    chan func(*relay.Conn)
 	live    map[string]int // live subscription id → filter count
 	liveSeq int
+	growing *growingSub // the newest live subscription items are added to
 	// since are the live subscriptions opened with since whose EOSE has
 	// not come yet: their stored events are a catch-up batch's.
 	since map[string]*sinceSub

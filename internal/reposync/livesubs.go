@@ -433,17 +433,15 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 		}
 		ls.consolidate(r)
 	}
-	// Live, Layer 3 per root by `e` and `q`, the rest by the kind
-	// subscription (opened now if no root had it open): per-root `E`
-	// filters beside them would bring each top-level comment twice.
-	fs := nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil)
-	live := fs
+	// Live, Layer 3 per root by `e` and `q` in the growing subscription,
+	// the rest by the kind subscription (opened now if no root had it
+	// open): per-root `E` filters beside them would bring each top-level
+	// comment twice.
 	if len(roots) > 0 {
 		ls.openKindSub(r, nostr.Timestamp(ls.e.clock.Now().Unix()))
-		live = layers23ByRoot(repos, roots, ls.e.cfg.ValuesPerFilter, nil)
 	}
-	ls.subscribeLive(r, live)
-	ls.e.sched.startBatch(r, a.Items, fs, false)
+	ls.growLive(r, a.Items)
+	ls.e.sched.startBatch(r, a.Items, nip34.Layers23(repos, roots, ls.e.cfg.ValuesPerFilter, nil), false)
 	ls.e.sched.updateRelayState(r)
 }
 
