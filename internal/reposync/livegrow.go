@@ -28,10 +28,7 @@ type growingSub struct {
 // would outgrow one message, is left as it is and the next one starts;
 // items too many for one REQ open as subscriptions of their own.
 func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
-	per := ls.e.lim.ValuesPerFilter(r.URL)
-	if per <= 0 {
-		per = ls.e.cfg.ValuesPerFilter
-	}
+	per := ls.growPer(r)
 	since := nostr.Timestamp(ls.e.clock.Now().Add(-ls.e.cfg.ConsolidationOverlap).Unix())
 	fits := func(g *growingSub) ([]nostr.Filter, bool) {
 		if g.items.Repos.Len()+items.Repos.Len() > per || g.items.Roots.Len()+items.Roots.Len() > per {
@@ -70,9 +67,33 @@ func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 	ls.openLiveMatch(r, g.id, fs, nil, nil) // a REQ with an open id replaces it
 }
 
+// growsInto tells whether items join r's open growing subscription as
+// values of its filters: no subscription and no filter more, so neither
+// the relay's subscription budget nor the filter threshold calls for a
+// consolidation (historic jobs running hold the budget: consolidating
+// then frees nothing and reads every filter's last seconds again).
+func (ls liveSubs) growsInto(r *remote, items repoindex.Items) bool {
+	g := r.growing
+	if _, open := r.live[g.idOrNone()]; !open {
+		return false
+	}
+	per := ls.growPer(r)
+	return g.items.Repos.Len()+items.Repos.Len() <= per && g.items.Roots.Len()+items.Roots.Len() <= per &&
+		(g.items.Repos.Len() > 0 || items.Repos.Len() == 0) && (g.items.Roots.Len() > 0 || items.Roots.Len() == 0)
+}
+
 func (g *growingSub) idOrNone() string {
 	if g == nil {
 		return ""
 	}
 	return g.id
+}
+
+// growPer is how many values a growing subscription's filters take: the
+// relay's learned bound on tag values, or sync.values_per_filter.
+func (ls liveSubs) growPer(r *remote) int {
+	if per := ls.e.lim.ValuesPerFilter(r.URL); per > 0 {
+		return per
+	}
+	return ls.e.cfg.ValuesPerFilter
 }

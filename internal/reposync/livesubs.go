@@ -423,7 +423,7 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 	// threshold more than that set), or would use its last subscription:
 	// historic jobs running now hold subscriptions too.
 	limit := max(ls.e.cfg.ConsolidationThreshold, r.baseline+ls.e.cfg.ConsolidationThreshold/2)
-	if ls.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget {
+	if !ls.growsInto(r, a.Items) && (ls.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget) {
 		if len(ls.e.pending[r.URL]) > 0 {
 			ls.e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
 				zap.Int("pending_batches", len(ls.e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
