@@ -69,6 +69,13 @@ func Layer3ByRoot(roots []string, perFilter int, since *nostr.Timestamp) []nostr
 	return tagged(roots, perFilter, since, "e", "q")
 }
 
+// Layers23ByRoot are the per-item filters of live Layers 2 and 3: Layer 2
+// and Layer3ByRoot (the kind filters, Layer3ByKind, are a subscription of
+// their own).
+func Layers23ByRoot(repos, roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
+	return append(Layer2(repos, perFilter, since), Layer3ByRoot(roots, perFilter, since)...)
+}
+
 // RootKindValues are the kinds of root events as `K` tag values.
 var RootKindValues = []string{"1617", "1618", "1619", "1621"}
 

@@ -250,7 +250,7 @@ type remote struct {
 	liveDeferredAt time.Time
 	// refs are the items the kind subscription (kindSub) hands events on
 	// for, on the current connection.
-	refs *liveRefs
+	refs *repoindex.Refs
 	// rebuildLive: live subscriptions were closed by the relay and must be
 	// rebuilt once the relay allows it.
 	rebuildLive  bool

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
 
@@ -39,7 +40,7 @@ func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 			merged.Repos.AddAll(from.Repos)
 			merged.Roots.AddAll(from.Roots)
 		}
-		chunks := ls.chunkLive(r, layers23ByRoot(merged.Repos.Sorted(), merged.Roots.Sorted(), per, &since))
+		chunks := ls.chunkLive(r, nip34.Layers23ByRoot(merged.Repos.Sorted(), merged.Roots.Sorted(), per, &since))
 		if len(chunks) != 1 {
 			return nil, false
 		}
@@ -57,7 +58,7 @@ func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 	if !ok {
 		g = &growingSub{items: repoindex.NewItems()}
 		if fs, ok = fits(g); !ok {
-			ls.subscribeLive(r, layers23ByRoot(items.Repos.Sorted(), items.Roots.Sorted(), ls.e.cfg.ValuesPerFilter, nil))
+			ls.subscribeLive(r, nip34.Layers23ByRoot(items.Repos.Sorted(), items.Roots.Sorted(), ls.e.cfg.ValuesPerFilter, nil))
 			return
 		}
 		r.liveSeq++

@@ -19,7 +19,7 @@ func TestLiveMatchByKind(t *testing.T) {
 	items.Roots.Add("aa")
 	items.Repos.Add("30617:p:d")
 	fs := nip34.Live(nip34.Layers23Live(items.Repos.Sorted(), items.Roots.Sorted(), 100, nil))
-	match := liveMatch(fs, referTo(items))
+	match := liveMatch(fs, repoindex.ReferTo(items))
 	items.Roots.Add("ff") // the check works on a copy taken at open
 	cases := []struct {
 		name string
@@ -44,7 +44,7 @@ func TestLiveMatchByKind(t *testing.T) {
 	}
 	// Without kind filters the check is the filters themselves.
 	plain := nip34.Live(nip34.Layers23(items.Repos.Sorted(), items.Roots.Sorted(), 100, nil))
-	if !liveMatch(plain, referTo(items))(&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}}}) {
+	if !liveMatch(plain, repoindex.ReferTo(items))(&nostr.Event{Kind: 1111, Tags: nostr.Tags{{"E", "ff"}}}) {
 		t.Fatal("per-root E filter no longer matches")
 	}
 }
@@ -93,7 +93,7 @@ func TestLiveMatchAgreesWithScan(t *testing.T) {
 			it.Repos.Add(fmt.Sprintf("30617:p:%d", rng.IntN(20)))
 		}
 		fs := nip34.Live(nip34.Layers23Live(it.Repos.Sorted(), it.Roots.Sorted(), 1+rng.IntN(8), nil))
-		got, want := liveMatch(fs, referTo(it)), scanLiveMatch(fs, referTo(it))
+		got, want := liveMatch(fs, repoindex.ReferTo(it)), scanLiveMatch(fs, repoindex.ReferTo(it))
 		for range 50 {
 			ev := &nostr.Event{Kind: kinds[rng.IntN(len(kinds))]}
 			for range rng.IntN(4) {

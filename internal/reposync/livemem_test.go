@@ -7,11 +7,12 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/testkit"
 )
 
 // BenchmarkLiveFilterBytes reports the heap bytes per root (B/root) that
-// the per-root live filters of a consolidation (layers23ByRoot) keep
+// the per-root live filters of a consolidation (nip34.Layers23ByRoot) keep
 // alive once their REQs are sent, the ids' own strings excluded (they are
 // the table's): the built filters with their arrival matcher, as a
 // relay.Subscription kept them for its CLOSED callback ("filters+matcher"),
@@ -30,7 +31,7 @@ func BenchmarkLiveFilterBytes(b *testing.B) {
 			var per float64
 			for b.Loop() {
 				before := testkit.HeapInUse()
-				fs := layers23ByRoot(nil, roots, 100, &since)
+				fs := nip34.Layers23ByRoot(nil, roots, 100, &since)
 				m := liveMatch(fs, nil)
 				if keep == "matcher" {
 					fs = nil

@@ -48,22 +48,13 @@ func (ls liveSubs) subscribeLive(r *remote, fs []nostr.Filter) {
 	ls.openChunked(r, nip34.Live(fs), nil)
 }
 
-// referTo is the arrival check of kind filters: the event refers to one of
-// items (a copy, read by the subscriptions' goroutines).
-func referTo(items repoindex.Items) func(*nostr.Event) bool {
-	repos, roots := repoindex.NewSet(), repoindex.NewSet()
-	repos.AddAll(items.Repos)
-	roots.AddAll(items.Roots)
-	return func(ev *nostr.Event) bool { return nip34.RefersTo(ev, repos.Has, roots.Has) }
-}
-
 // jobMatch is a historic job's check of what arrives: its filters, and for
 // a kind filter of Layer 3 (a catch-up batch's) a reference to one of its
 // batch's items. Called on the loop goroutine (the items are copied).
 func jobMatch(j *job) func(*nostr.Event) bool {
 	var refers func(*nostr.Event) bool
 	if slices.ContainsFunc(j.filters, nip34.ByKind) {
-		refers = referTo(j.batch.Items)
+		refers = repoindex.ReferTo(j.batch.Items)
 	}
 	return filtermatch.Checked(j.filters, nip34.ByKind, refers)
 }
@@ -402,7 +393,7 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 		return
 	}
 	repos, roots := a.Items.Repos.Sorted(), a.Items.Roots.Sorted()
-	ls.refsOf(r).add(a.Items)
+	ls.refsOf(r).Add(a.Items)
 	if ls.deferLive(r) {
 		// The relay is still syncing history: its budget goes to the
 		// historic jobs, and the live filters of these items wait for
@@ -508,7 +499,7 @@ func (ls liveSubs) consolidate(r *remote) {
 		items.Repos.AddAll(b.Items.Repos)
 		items.Roots.AddAll(b.Items.Roots)
 	}
-	ls.refsOf(r).add(items)
+	ls.refsOf(r).Add(items)
 	if deferredFrom.IsZero() {
 		ls.subscribeCatchup(r, items, since)
 	} else {
@@ -541,7 +532,7 @@ func (ls liveSubs) subscribeCatchup(r *remote, items repoindex.Items, since nost
 }
 
 // catchupChunks are the REQs of a consolidation's per-root Layers 2/3
-// (layers23ByRoot: the kind filters are a subscription of their own, kept
+// (nip34.Layers23ByRoot: the kind filters are a subscription of their own, kept
 // open, since a kind filter with since brings every comment of the relay
 // since then) of ValuesPerFilter values, widened (never past the relay's
 // learned tag-value bound, which chunkLive applies) until they leave room
@@ -555,12 +546,12 @@ func (ls liveSubs) catchupChunks(r *remote, repos, roots []string, since *nostr.
 	if per <= 0 {
 		per = nip34.DefaultValuesPerFilter
 	}
-	chunks := ls.chunkLive(r, layers23ByRoot(repos, roots, per, since))
+	chunks := ls.chunkLive(r, nip34.Layers23ByRoot(repos, roots, per, since))
 	limits := ls.e.d.Health.Limits(r.URL)
 	bound, maxBytes := limits.MaxTagValues, historic.ReqBytesLimit(limits)
 	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
 		per *= 2
-		fs := historic.FitTagValues(layers23ByRoot(repos, roots, per, since), bound)
+		fs := historic.FitTagValues(nip34.Layers23ByRoot(repos, roots, per, since), bound)
 		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return historic.FilterBytes(f) > maxBytes }) {
 			break // one filter alone would be over the relay's message size
 		}
