@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,4 +381,38 @@ func gatheredValue(t *testing.T, reg *prometheus.Registry, name string) float64 
 	}
 	t.Fatalf("no series %s", name)
 	return 0
+}
+
+// TestOwnRelayHidingAnnouncement: a newer announcement of a hosted
+// repository, synced from a remote relay, that the own relay stores but
+// never serves the self-subscription (as when it was stored while the
+// self-subscription reconnected: a reconnect asks only for what was
+// created since, and a synced announcement is older) is applied after
+// sync.root_wait from the relay's acknowledgement, as roots are: the relay
+// it adds is synced. Without that, the repository's new relay was learnt
+// only at the next read of the own relay in full or a restart.
+func TestOwnRelayHidingAnnouncement(t *testing.T) {
+	var hidden atomic.Pointer[string]
+	own := harness.Start(t, harness.RelayOptions{Name: "own", Policy: harness.GraspPolicy(),
+		Hide: func(ev *nostr.Event) bool { id := hidden.Load(); return id != nil && ev.ID == *id }})
+	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
+	second := harness.Start(t, harness.RelayOptions{Name: "second", Negentropy: true})
+	k := signed.NewKey()
+	clone := signed.WithClone("http://" + own.Addr() + "/" + k.Npub() + "/moved.git")
+	older := k.Announcement("moved", signed.WithRelays(own.URL(), remote.URL()), clone, signed.At(time.Now().Add(-time.Hour)))
+	newer := k.Announcement("moved", signed.WithRelays(own.URL(), remote.URL(), second.URL()), clone)
+	hidden.Store(&newer.ID)
+	issue := k.Issue(k.RepoAddress("moved"), "on the relay the newer announcement adds")
+	own.Inject(older)
+	remote.Inject(older, newer)
+	second.Inject(newer, issue)
+
+	cfg := fastConfig(own)
+	cfg.Sync.RootWait = time.Second
+	log, logs := observedLogger(t)
+	startSidecarDeps(t, cfg, sidecar.Deps{Log: log})
+	waitHas(t, own, newer, issue)
+	if warns := warningsMentioning(logs, "announcements the own relay stored"); len(warns) != 1 {
+		t.Errorf("%d WARN lines about announcements applied late, want one: %v", len(warns), warns)
+	}
 }

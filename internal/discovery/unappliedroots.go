@@ -68,7 +68,25 @@ type UnappliedRoots struct {
 	stuckWarned bool
 	late        atomic.Uint64
 	stuck       atomic.Int64
+	// anns are the announcements the own relay stored, by id, until a
+	// batch applied them or they are applied from here
+	// (takeOverdueAnnouncements).
+	anns      map[string]unappliedAnn
+	annWarned bool // the bound was logged
+	// annLateWarned: announcements applied from here were logged (Run
+	// goroutine).
+	annLateWarned bool
 }
+
+// unappliedAnn is a noted announcement and when it was noted.
+type unappliedAnn struct {
+	ev *nostr.Event
+	at time.Time
+}
+
+// maxUnappliedAnnouncements bounds the announcements noted: a batch
+// window's worth of them, unless the Run goroutine falls far behind.
+const maxUnappliedAnnouncements = 10_000
 
 // unappliedRoot is a noted root's repository references and when it was
 // noted.
@@ -113,6 +131,10 @@ func (u *UnappliedRoots) Note(ev *nostr.Event) {
 	if !slices.Contains(u.selfKinds, ev.Kind) {
 		return
 	}
+	if ev.Kind == nip34.KindRepoAnnouncement {
+		u.noteAnnouncement(ev)
+		return
+	}
 	refs, ok := nip34.RootRefs(ev)
 	if !ok {
 		return
@@ -142,6 +164,50 @@ func (u *UnappliedRoots) Note(ev *nostr.Event) {
 	}
 	u.roots[ev.ID] = unappliedRoot{refs: refs, at: now}
 	u.gen++
+}
+
+// noteAnnouncement records an announcement the own relay stored: one the
+// self-subscription does not deliver (it was reconnecting, and asks only
+// for what was created since; an announcement synced from a remote relay
+// is older) is applied from here after Settings.RootWait, as roots are.
+func (u *UnappliedRoots) noteAnnouncement(ev *nostr.Event) {
+	now := u.clock.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.anns[ev.ID]; ok {
+		return
+	}
+	if len(u.anns) >= maxUnappliedAnnouncements {
+		if !u.annWarned {
+			u.annWarned = true
+			u.log.Warn("too many announcements wait for their self batch; those beyond are learnt at the next read of the own relay",
+				zap.Int("waiting", len(u.anns)))
+		}
+		return
+	}
+	if u.anns == nil {
+		u.anns = map[string]unappliedAnn{}
+	}
+	u.anns[ev.ID] = unappliedAnn{ev: ev, at: now}
+}
+
+// takeOverdueAnnouncements forgets the noted announcements applied
+// reports applied and returns, forgotten too, those noted at or before
+// due that it does not: the caller applies them.
+func (u *UnappliedRoots) takeOverdueAnnouncements(due time.Time, applied func(*nostr.Event) bool) []*nostr.Event {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var late []*nostr.Event
+	for id, a := range u.anns {
+		switch {
+		case applied(a.ev):
+			delete(u.anns, id)
+		case !a.at.After(due):
+			late = append(late, a.ev)
+			delete(u.anns, id)
+		}
+	}
+	return late
 }
 
 // forget forgets the roots drop returns true for (nothing on a nil set).
@@ -247,7 +313,22 @@ func (d *Discovery) applyOverdue() {
 	if u == nil || d.cfg.RootWait <= 0 {
 		return
 	}
-	late := u.overdue(u.clock.Now().Add(-d.cfg.RootWait), d.rootApplied)
+	due := u.clock.Now().Add(-d.cfg.RootWait)
+	// Announcements first, so the roots below find their repositories.
+	annApplied := func(ev *nostr.Event) bool {
+		n := d.Repos[nip34.RepoRef(ev.PubKey, ev.Tags.GetD())]
+		return (n != nil && n.AnnouncedAt >= int64(ev.CreatedAt)) || !d.hosts(ev)
+	}
+	if anns := u.takeOverdueAnnouncements(due, annApplied); len(anns) > 0 {
+		lvl := zap.DebugLevel
+		if !u.annLateWarned {
+			u.annLateWarned, lvl = true, zap.WarnLevel
+		}
+		d.log.Log(lvl, "announcements the own relay stored were not applied by the self-subscription within sync.root_wait (its connection dropped meanwhile, or the relay does not serve them to it); applied from the relay's acknowledgements",
+			zap.Int("announcements", len(anns)), zap.Duration("root_wait", d.cfg.RootWait))
+		d.ApplyBatch(anns)
+	}
+	late := u.overdue(due, d.rootApplied)
 	if len(late) == 0 {
 		if u.stuck.Load() != 0 {
 			u.stuck.Store(0)
