@@ -47,16 +47,17 @@ func Layer3(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filte
 
 // Layer3Live is Layer 3 for live subscriptions with fewer bytes: per-root
 // filters for `e` and `q` only, and two kind filters in place of the
-// per-root `E` filters, which name every root once more: NIP-22 replies to
-// comments (1111 whose parent is a comment, `#k` 1111) under a root kind
-// (`#K`: a comment carries its root's kind in `K`, nested replies too),
-// and PR updates (1619, which name their PR by `E`). A top-level comment
-// names its root under `e` as well as `E` (its parent is the root): the
-// per-root `e` filter brings it, and the kind filter leaves it out so it
-// does not come twice. The kind filters match events about foreign roots
-// too: an arriving event must be checked with RefersTo before it is handed
-// on. Events of other kinds tagging a root only by `E`, and replies to
-// comments without a `k` tag, are left to the historic layers.
+// per-root `E` filters, which name every root once more: NIP-22 comments
+// under a root kind (`#K`: a comment carries its root's kind in `K`,
+// nested replies too) whose parent is not an issue or PR (`#k`,
+// ParentKindValues), and PR updates (1619, which name their PR by `E`). A
+// top-level comment on an issue or PR names its root under `e` as well as
+// `E` (its parent is the root): the per-root `e` filter brings it, and the
+// kind filter leaves it out so it does not come twice. The kind filters
+// match events about foreign roots too: an arriving event must be checked
+// with RefersTo before it is handed on. Events of other kinds tagging a
+// root only by `E`, and comments without a `k` tag (NIP-22 requires one),
+// are not asked live: they come with the relay's next full resync.
 func Layer3Live(roots []string, perFilter int, since *nostr.Timestamp) []nostr.Filter {
 	if len(roots) == 0 {
 		return nil
@@ -79,14 +80,19 @@ func Layers23ByRoot(repos, roots []string, perFilter int, since *nostr.Timestamp
 // RootKindValues are the kinds of root events as `K` tag values.
 var RootKindValues = []string{"1617", "1618", "1619", "1621"}
 
-// CommentKindValue is the kind of a comment as a `k` tag value: a NIP-22
-// comment replying to a comment.
-const CommentKindValue = "1111"
+// ParentKindValues are the `k` tag values (the kind of the event a NIP-22
+// comment answers) of Layer3ByKind's comment filter: every parent kind a
+// comment under a root may have but issues (1621) and PRs (1618), which
+// are always roots, so a top-level comment on one is its root's `#e`
+// filter's and does not come twice: comments (1111), patches (1617: a
+// later patch of a series; a top-level comment on a root patch does come
+// twice), PR updates (1619) and statuses (1630–1633).
+var ParentKindValues = []string{"1111", "1617", "1619", "1630", "1631", "1632", "1633"}
 
 // Layer3ByKind are the kind filters of Layer3Live.
 func Layer3ByKind(since *nostr.Timestamp) []nostr.Filter {
 	return []nostr.Filter{
-		{Kinds: []int{KindComment}, Tags: nostr.TagMap{"K": slices.Clone(RootKindValues), "k": {CommentKindValue}}, Since: copyTS(since)},
+		{Kinds: []int{KindComment}, Tags: nostr.TagMap{"K": slices.Clone(RootKindValues), "k": slices.Clone(ParentKindValues)}, Since: copyTS(since)},
 		{Kinds: []int{KindPRUpdate}, Since: copyTS(since)},
 	}
 }

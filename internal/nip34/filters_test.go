@@ -170,6 +170,14 @@ func TestLayer3Live(t *testing.T) {
 	if fs[2].Matches(top) || !fs[0].Matches(top) {
 		t.Fatal("a top-level comment is matched by the kind filter, or not by its root's #e filter")
 	}
+	// A comment on a later patch of a series, a PR update or a status
+	// names the root only under E: the kind filter's.
+	for _, k := range []string{"1617", "1619", "1631"} {
+		onPart := &nostr.Event{Kind: KindComment, Tags: nostr.Tags{{"E", "aa"}, {"K", "1617"}, {"e", "dd"}, {"k", k}}}
+		if !fs[2].Matches(onPart) {
+			t.Fatalf("a comment on a kind %s event under a root is not matched by the kind filter", k)
+		}
+	}
 	known := func(v string) bool { return v == "aa" || v == "30617:p:d" }
 	if !RefersTo(comment, known, known) || RefersTo(foreign, known, known) {
 		t.Fatal("RefersTo: known root not found or foreign root accepted")

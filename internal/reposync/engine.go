@@ -24,6 +24,7 @@ import (
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 	"github.com/grasp-sync/grasp-sync/internal/status"
 	"github.com/grasp-sync/grasp-sync/internal/sweepcursor"
+	"github.com/grasp-sync/grasp-sync/internal/syncmetrics"
 	"github.com/grasp-sync/grasp-sync/internal/trusted"
 	"github.com/grasp-sync/grasp-sync/internal/twinfilter"
 )
@@ -152,7 +153,7 @@ type Engine struct {
 	cfg   Config
 	d     Deps
 	log   *zap.Logger
-	m     *metrics
+	m     *syncmetrics.Metrics
 	clock clock.Clock
 	h     *ingest.Handler
 
@@ -237,6 +238,11 @@ type remote struct {
 	// again, not from the later disconnection.
 	catchup     *repoindex.PendingBatch
 	catchupFrom time.Time
+	// window is a NIP-77 relay's quick-reconnect reconciliation of the
+	// since_buffer before windowFrom, its disconnection, while pending: a
+	// connection lost before it completed catches up from there again.
+	window     *repoindex.PendingBatch
+	windowFrom time.Time
 	// Historic jobs waiting for a subscription slot, and running.
 	jobs    []*job
 	running int
@@ -315,7 +321,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(d.Registry)
+	m, err := syncmetrics.New(d.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -333,8 +339,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	pager := &historic.Pager{
 		PageSize: cfg.PageSize, EOSETimeout: cfg.EOSETimeout,
 		MaxLimit:   func(url string) int { return d.Health.Limits(url).MaxLimit },
-		Truncation: historic.NewTruncation(m.truncation, e.log.Named("truncation")),
-		Auth:       historic.NewReadAuth(d.Sign, cfg.EOSETimeout, m.readAuth, e.log.Named("auth")),
+		Truncation: historic.NewTruncation(m.Truncation, e.log.Named("truncation")),
+		Auth:       historic.NewReadAuth(d.Sign, cfg.EOSETimeout, m.ReadAuth, e.log.Named("auth")),
 		Budget:     historic.NewEventBudget(cfg.HistoricMaxEvents, int64(cfg.HistoricMaxBytes)),
 		Clock:      d.Clock,
 		Resume:     sweepcursor.New(0, cfg.SinceBuffer), // remote relays' jobs (startJobs)
@@ -383,7 +389,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e.trusted = trusted.New(cfg.Trusted, trusted.Deps{
 		Log: e.log.Named("trusted"), Clock: d.Clock, Health: d.Health, Pacer: d.Pacer, Neg: e.neg, Ingest: e.h,
 		Dial: d.Dial, Options: e.remoteOptions,
-		Received: func(url string) prometheus.Counter { return m.eventsReceived.WithLabelValues(url) },
+		Received: func(url string) prometheus.Counter { return m.EventsReceived.WithLabelValues(url) },
 		Ready:    e.Ready, Hosted: e.hostedItems,
 		Tick: cfg.Tick, ConnectTimeout: cfg.ConnectTimeout, ValuesPerFilter: cfg.ValuesPerFilter,
 	})

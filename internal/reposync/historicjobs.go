@@ -57,7 +57,7 @@ func (js jobScheduler) addPending(r *remote, b *repoindex.PendingBatch) {
 	r.pendingRepos += b.NRepos
 	r.pendingRoots += b.NRoots
 	js.e.pending[r.URL] = append(js.e.pending[r.URL], b)
-	js.e.m.pendingBatches.WithLabelValues(r.URL).Set(float64(len(js.e.pending[r.URL])))
+	js.e.m.PendingBatches.WithLabelValues(r.URL).Set(float64(len(js.e.pending[r.URL])))
 }
 
 // retryFailed queues the failed historic jobs of r whose backoff is over
@@ -220,7 +220,7 @@ func (js jobScheduler) startJobs(r *remote) {
 				hs = js.e.catchup
 			}
 			emit := func(ctx context.Context, in ingest.Incoming) error {
-				js.e.m.eventsReceived.WithLabelValues(url).Inc()
+				js.e.m.EventsReceived.WithLabelValues(url).Inc()
 				count.Add(1)
 				if in.Event == nil || !asked(in.Event) {
 					js.e.h.Invalid("no_match")
@@ -395,7 +395,10 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 			break
 		}
 	}
-	js.e.m.pendingBatches.WithLabelValues(url).Set(float64(len(js.e.pending[url])))
+	js.e.m.PendingBatches.WithLabelValues(url).Set(float64(len(js.e.pending[url])))
+	if b == r.window { // failed, it is a retry with its filters
+		r.window, r.windowFrom = nil, time.Time{}
+	}
 	if b == r.catchup {
 		// Done, or failed and kept as a retry with its since: later
 		// disconnections count from their own time again.
@@ -408,7 +411,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 	}
 	if historic.OnlyCutTies(err) { // read but for seconds that stay cut: a retry would ask the same (updateRelayState)
 		r.lastError = "historic sync: " + err.Error()
-		js.e.m.historicBatches.WithLabelValues("failed").Inc()
+		js.e.m.HistoricBatches.WithLabelValues("failed").Inc()
 	} else if err != nil {
 		rj := b.Retry
 		if rj == nil {
@@ -420,7 +423,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		rj.At = js.e.clock.Now().Add(wait)
 		r.failed = append(r.failed, rj)
 		r.lastError = "historic sync: " + err.Error()
-		js.e.m.historicBatches.WithLabelValues("failed").Inc()
+		js.e.m.HistoricBatches.WithLabelValues("failed").Inc()
 		level := zap.WarnLevel
 		switch {
 		case errors.Is(err, health.ErrRefused) || js.e.d.Health.RefusalRemaining(url) > 0:
@@ -435,7 +438,7 @@ func (js jobScheduler) onBatchDone(r *remote, b *repoindex.PendingBatch, run *ba
 		js.e.log.Log(level, "historic sync batch failed; retrying", zap.String("relay", url), zap.Uint64("batch", b.ID),
 			zap.Int("failures", rj.Failures), zap.Duration("retry_in", wait), zap.Error(err))
 	} else {
-		js.e.m.historicBatches.WithLabelValues("ok").Inc()
+		js.e.m.HistoricBatches.WithLabelValues("ok").Inc()
 		if b.Retry != nil {
 			js.e.log.Info("failed historic sync batch retried successfully", zap.String("relay", url),
 				zap.Int("failures", b.Retry.Failures))
@@ -494,5 +497,5 @@ func (js jobScheduler) updateRelayState(r *remote) {
 		js.e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
 			zap.Int("repos", r.Confirmed.Repos.Len()), zap.Int("roots", r.Confirmed.Roots.Len()), zap.Uint64("events", r.received.Load()))
 	}
-	js.e.m.relayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
+	js.e.m.RelayConnected.WithLabelValues(r.URL).Set(float64(r.Status))
 }

@@ -18,54 +18,55 @@ type growingSub struct {
 }
 
 // growLive opens the live per-item filters of items (Layer 2, Layer 3 by
-// `e` and `q`; the kind subscription asks the rest) by adding them to r's
-// growing subscription, whose REQ is sent again with since now −
-// consolidation_overlap (the seconds the replacement could miss; it asks
-// recent items, which have little). Before, each new item opened a
-// subscription of its own: at a steady rate of new roots the relay's
-// subscription budget filled every second or two, and each consolidation
-// read the last consolidation_overlap of every filter of the relay again.
-// A growing subscription holding a filter's worth of values, or whose REQ
-// would outgrow one message, is left as it is and the next one starts;
-// items too many for one REQ open as subscriptions of their own.
+// `e` and `q`; the kind subscription asks the rest) in r's growing
+// subscription: a REQ under a new id with the growing one's filters and
+// items' is opened, then the one it replaces is closed, so no event stored
+// in between is missed and the filters need no since (a live filter with
+// since drops events stored late with an older created_at). Before, each
+// new item opened a subscription of its own: at a steady rate of new roots
+// the relay's subscription budget filled every second or two, and each
+// consolidation read the last consolidation_overlap of every filter of the
+// relay again. A growing subscription holding a filter's worth of values,
+// or whose REQ would outgrow one message, is left open as it is and the
+// next one starts; items too many for one REQ open as subscriptions of
+// their own. The caller leaves room for one subscription more.
 func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 	per := ls.growPer(r)
-	since := nostr.Timestamp(ls.e.clock.Now().Add(-ls.e.cfg.ConsolidationOverlap).Unix())
-	fits := func(g *growingSub) ([]nostr.Filter, bool) {
-		if g.items.Repos.Len()+items.Repos.Len() > per || g.items.Roots.Len()+items.Roots.Len() > per {
-			return nil, false
+	fits := func(base repoindex.Items) (repoindex.Items, []nostr.Filter, bool) {
+		if base.Repos.Len()+items.Repos.Len() > per || base.Roots.Len()+items.Roots.Len() > per {
+			return base, nil, false
 		}
 		merged := repoindex.NewItems()
-		for _, from := range []repoindex.Items{g.items, items} {
+		for _, from := range []repoindex.Items{base, items} {
 			merged.Repos.AddAll(from.Repos)
 			merged.Roots.AddAll(from.Roots)
 		}
-		chunks := ls.chunkLive(r, nip34.Layers23ByRoot(merged.Repos.Sorted(), merged.Roots.Sorted(), per, &since))
-		if len(chunks) != 1 {
-			return nil, false
-		}
-		g.items = merged
-		return chunks[0], true
+		chunks := ls.chunkLive(r, nip34.Live(nip34.Layers23ByRoot(merged.Repos.Sorted(), merged.Roots.Sorted(), per, nil)))
+		return merged, chunks[0], len(chunks) == 1
 	}
-	g := r.growing
-	if _, open := r.live[g.idOrNone()]; !open {
-		g = nil
+	old := r.growing
+	if _, open := r.live[old.idOrNone()]; !open {
+		old = nil
 	}
-	fs, ok := []nostr.Filter(nil), false
-	if g != nil {
-		fs, ok = fits(g)
+	var merged repoindex.Items
+	var fs []nostr.Filter
+	ok := false
+	if old != nil {
+		merged, fs, ok = fits(old.items)
 	}
 	if !ok {
-		g = &growingSub{items: repoindex.NewItems()}
-		if fs, ok = fits(g); !ok {
+		old = nil // full: it stays open as it is
+		if merged, fs, ok = fits(repoindex.NewItems()); !ok {
 			ls.subscribeLive(r, nip34.Layers23ByRoot(items.Repos.Sorted(), items.Roots.Sorted(), ls.e.cfg.ValuesPerFilter, nil))
 			return
 		}
-		r.liveSeq++
-		g.id = fmt.Sprintf("l%d", r.liveSeq+1)
 	}
-	r.growing = g
-	ls.openLiveMatch(r, g.id, fs, nil, nil) // a REQ with an open id replaces it
+	r.liveSeq++
+	r.growing = &growingSub{id: fmt.Sprintf("l%d", r.liveSeq+1), items: merged}
+	ls.openLiveMatch(r, r.growing.id, fs, nil, nil)
+	if old != nil {
+		ls.closeLive(r, old.id)
+	}
 }
 
 // growsInto tells whether items join r's open growing subscription as

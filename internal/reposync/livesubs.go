@@ -124,7 +124,7 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 		}
 		r.since[id] = cu
 	}
-	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
+	ls.e.m.FiltersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
 	match := filtermatch.Checked(fs, nip34.ByKind, refers)
 	ls.exec(r, func(c *relay.Conn) {
@@ -149,7 +149,7 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 func (ls liveSubs) closeLive(r *remote, id string) {
 	ls.sinceClosed(r, id)
 	delete(r.live, id)
-	ls.e.m.filtersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
+	ls.e.m.FiltersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
 	ls.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
 }
 
@@ -157,7 +157,7 @@ func (ls liveSubs) closeLive(r *remote, id string) {
 // when set, counts the stored events of cu, a since subscription, until
 // its EOSE (newSinceCount).
 func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cu *sinceSub, cnt *truncation.CapCount) {
-	recv := ls.e.m.eventsReceived.WithLabelValues(url)
+	recv := ls.e.m.EventsReceived.WithLabelValues(url)
 	closed := func(reason string) {
 		if cnt != nil {
 			ls.e.post(func() {
@@ -179,16 +179,30 @@ func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *re
 			})
 			cnt = nil // live from here on
 		case <-sub.Done():
-			// Closed by us, or the connection ended; drain what is left
-			// of a CLOSED below.
-			select {
-			case m, ok := <-sub.Messages():
-				if ok && m.Type == relay.MsgClosed {
-					closed(m.Reason)
+			// Closed by us, or the connection ended: the events already
+			// queued are handed on (a subscription replaced by a wider
+			// one, the growing one's, would lose them), and a CLOSED
+			// reported.
+			for {
+				select {
+				case m, ok := <-sub.Messages():
+					if !ok {
+						return
+					}
+					switch {
+					case m.Type == relay.MsgClosed:
+						closed(m.Reason)
+					case m.Type == relay.MsgEvent && match(m.Event):
+						recv.Inc()
+						count.Add(1)
+						if ls.e.h.Handle(ctx, sub.Incoming(m)) != nil {
+							return
+						}
+					}
+				default:
+					return
 				}
-			default:
 			}
-			return
 		case m, ok := <-sub.Messages():
 			if !ok {
 				return
@@ -363,7 +377,7 @@ func (ls liveSubs) onNotice(url, text string) {
 
 // waitCooldown is every remote connection's BeforeRequest (health.Gate).
 func (ls liveSubs) waitCooldown(ctx context.Context, url string) error {
-	return health.Gate(ctx, ls.e.d.Health, ls.e.d.Pacer, ls.e.clock, url, ls.e.m.requests.WithLabelValues(url).Inc)
+	return health.Gate(ctx, ls.e.d.Health, ls.e.d.Pacer, ls.e.clock, url, ls.e.m.Requests.WithLabelValues(url).Inc)
 }
 
 func (ls liveSubs) filtersOpen(r *remote) int {
@@ -414,7 +428,17 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 	// threshold more than that set), or would use its last subscription:
 	// historic jobs running now hold subscriptions too.
 	limit := max(ls.e.cfg.ConsolidationThreshold, r.baseline+ls.e.cfg.ConsolidationThreshold/2)
-	if !ls.growsInto(r, a.Items) && (ls.filtersOpen(r)+newFilters > limit || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget) {
+	full := len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget
+	grows := ls.growsInto(r, a.Items)
+	if grows && full {
+		// The growing subscription is replaced by a wider one opened
+		// before it is closed: that takes a subscription more, which
+		// the historic jobs running hold; a consolidation would free
+		// none. Asked again at the next tick.
+		r.deferred = true
+		return
+	}
+	if !grows && (ls.filtersOpen(r)+newFilters > limit || full) {
 		if len(ls.e.pending[r.URL]) > 0 {
 			ls.e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
 				zap.Int("pending_batches", len(ls.e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))
@@ -456,11 +480,11 @@ func (ls liveSubs) liveDeferDue(r *remote, now time.Time) bool {
 }
 
 // catchUpFrom is the earliest time a catch-up of r's confirmed items must
-// reach back to (before the since buffer): a quick reconnect's catch-up
-// that has not completed, or items confirmed without live filters
-// (liveDeferredAt), whichever is earlier; at most now.
+// reach back to (before the since buffer): a quick reconnect's catch-up or
+// NIP-77 reconciliation that has not completed, or items confirmed without
+// live filters (liveDeferredAt), whichever is earlier; at most now.
 func catchUpFrom(r *remote, now time.Time) time.Time {
-	for _, t := range []time.Time{r.catchupFrom, r.liveDeferredAt} {
+	for _, t := range []time.Time{r.catchupFrom, r.liveDeferredAt, r.windowFrom} {
 		if !t.IsZero() && t.Before(now) {
 			now = t
 		}

@@ -87,9 +87,9 @@ func (e *Engine) snapshotRelays() []PersistedRelay {
 		p := PersistedRelay{URL: r.URL, LastConnected: r.LastConnected, DisconnectedAt: r.DisconnectedAt,
 			Repos: repos, Roots: roots, ConfirmedGen: gen, HistoricDone: r.HistoricDone && !r.HistoricFailed}
 		switch {
-		case r.Status.IsUp() && (!r.catchupFrom.IsZero() || !r.liveDeferredAt.IsZero()):
-			// Its catch-up has not completed, or items are confirmed
-			// without their live filters.
+		case r.Status.IsUp() && (!r.catchupFrom.IsZero() || !r.liveDeferredAt.IsZero() || !r.windowFrom.IsZero()):
+			// Its catch-up (or reconciliation) has not completed, or
+			// items are confirmed without their live filters.
 			p.DisconnectedAt = catchUpFrom(r, now)
 		case r.Status.IsUp():
 			p.DisconnectedAt, p.SeenUp = time.Time{}, now

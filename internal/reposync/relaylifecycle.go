@@ -42,7 +42,7 @@ func (e *Engine) dial(r *remote) {
 	gen := e.nextGen
 	r.gen = gen
 	r.Status = repoindex.Connecting
-	e.m.relayConnected.WithLabelValues(r.URL).Set(float64(repoindex.Connecting))
+	e.m.RelayConnected.WithLabelValues(r.URL).Set(float64(repoindex.Connecting))
 	e.d.Health.AttemptStarted(r.URL)
 	timeout := min(e.d.Health.ConnectTimeout(r.URL), e.cfg.ConnectTimeout)
 	if timeout <= 0 {
@@ -118,12 +118,12 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 			r.DisconnectedAt = e.clock.Now()
 		}
 		e.d.Health.Failed(url, err)
-		e.m.connectionAttempts.WithLabelValues(url, "failure").Inc()
-		e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
+		e.m.ConnectionAttempts.WithLabelValues(url, "failure").Inc()
+		e.m.RelayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
 		// The health tracker logs the failure (once, with its backoff).
 		return
 	}
-	e.m.connectionAttempts.WithLabelValues(url, "success").Inc()
+	e.m.ConnectionAttempts.WithLabelValues(url, "success").Inc()
 	e.d.Health.Connected(url)
 	if conn.Challenge() != "" {
 		defer e.subs.onChallenge(url) // a relay that challenges at once
@@ -187,7 +187,7 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		r.fullResyncAt = now.Add(e.fullResyncInterval())
 	}
 	if fresh {
-		r.catchup, r.catchupFrom = nil, time.Time{}
+		r.catchup, r.catchupFrom, r.window, r.windowFrom = nil, time.Time{}, nil, time.Time{}
 		e.log.Info("relay connected: fresh sync", zap.String("relay", r.URL))
 		e.subs.subscribeLayer1(r)
 		e.sched.startBatch(r, repoindex.NewItems(), []nostr.Filter{nip34.Layer1(nil)}, true)
@@ -205,13 +205,15 @@ func (e *Engine) connectOrReconnect(r *remote) {
 		items := repoindex.NewItems()
 		items.Repos.AddAll(r.Confirmed.Repos)
 		items.Roots.AddAll(r.Confirmed.Roots)
+		r.window, r.windowFrom = nil, time.Time{} // a pending one is in disconnectedAt
 		if e.neg != nil && e.neg.Support(r.URL) == "supported" && e.cfg.SinceBuffer > e.cfg.ConsolidationOverlap {
 			// NIP-77: the subscriptions ask from the disconnection
 			// (− consolidation_overlap); the since_buffer before it,
 			// where events stored late with an older created_at would
 			// be, is reconciled, so what was seen is not sent again.
 			from := nostr.Timestamp(disconnectedAt.Add(-e.cfg.ConsolidationOverlap).Unix())
-			e.sched.startBatch(r, repoindex.NewItems(), nip34.Window(items.Repos.Sorted(), items.Roots.Sorted(), e.cfg.ValuesPerFilter, since, from), true)
+			r.window, r.windowFrom = &repoindex.PendingBatch{Items: repoindex.NewItems(), Catchup: true}, disconnectedAt
+			e.sched.queueJob(r, r.window, nip34.Window(items.Repos.Sorted(), items.Roots.Sorted(), e.cfg.ValuesPerFilter, since, from), false)
 			since = from
 		}
 		if resume {
@@ -284,7 +286,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 		e.d.Health.Delivered(url) // the sync resumes after health.resume_wait
 	}
 	e.d.Health.Failed(url, err)
-	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
+	e.m.RelayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
 	// The health tracker logs "relay disconnected" with its backoff. A
 	// wait shorter than a tick is kept to (a timer), not rounded up.
 	if _, wait := e.d.Health.CanAttempt(url); wait > 0 && wait < e.cfg.Tick {
@@ -312,8 +314,8 @@ func (e *Engine) teardown(r *remote) {
 	r.rebuild.Reset()
 	delete(e.pending, r.URL)
 	r.pendingRepos, r.pendingRoots = 0, 0
-	e.m.pendingBatches.WithLabelValues(r.URL).Set(0)
-	e.m.filtersOpen.WithLabelValues(r.URL).Set(0)
+	e.m.PendingBatches.WithLabelValues(r.URL).Set(0)
+	e.m.FiltersOpen.WithLabelValues(r.URL).Set(0)
 }
 
 // dropConnection closes a relay's connection on purpose.
@@ -334,7 +336,7 @@ func (e *Engine) forget(url string) {
 		e.d.Health.Forget(url)
 		e.neg.Forget(url) // trusted relays' reconciliations go on
 	}
-	e.m.forgetRelay(url)
+	e.m.ForgetRelay(url)
 	e.d.Pacer.Forget(url)
 	e.pager.Truncation.Forget(url)
 	e.pager.Auth.Forget(url)

@@ -56,8 +56,8 @@ func (e *Engine) track(url string, bootstrap bool) {
 	e.applyRestored(r)
 	e.relays[url] = r
 	e.d.Health.Track(url)
-	e.m.relayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
-	e.m.trackRelay(url, e.pager.Truncation, e.pager.Auth, e.neg, e.d.Pacer)
+	e.m.RelayConnected.WithLabelValues(url).Set(float64(repoindex.Disconnected))
+	e.m.TrackRelay(url, e.pager.Truncation, e.pager.Auth, e.neg, e.d.Pacer)
 }
 
 // runActions is the decision point: compute_actions over all relays and

@@ -67,7 +67,7 @@ func (e *Engine) fullResync(r *remote) {
 	r.jobs = nil
 	delete(e.pending, r.URL)
 	r.pendingRepos, r.pendingRoots = 0, 0
-	r.catchup, r.catchupFrom = nil, time.Time{}
+	r.catchup, r.catchupFrom, r.window, r.windowFrom = nil, time.Time{}, nil, time.Time{}
 	r.ClearConfirmed()
 	r.failed = nil
 	r.HistoricDone = false
@@ -108,8 +108,8 @@ func (e *Engine) updateIndexMetrics() {
 			connected++
 		}
 	}
-	e.m.repositories.Set(float64(len(e.disc.Repos)))
-	e.m.rootEvents.Set(float64(roots))
-	e.m.relaysTracked.Set(float64(len(e.relays)))
-	e.m.relaysConnected.Set(float64(connected))
+	e.m.Repositories.Set(float64(len(e.disc.Repos)))
+	e.m.RootEvents.Set(float64(roots))
+	e.m.RelaysTracked.Set(float64(len(e.relays)))
+	e.m.RelaysConnected.Set(float64(connected))
 }

@@ -1,4 +1,4 @@
-package reposync
+package syncmetrics
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // relay deletes every one of them.
 func TestMetricsExistFromStart(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg)
+	m, err := New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,13 +33,13 @@ func TestMetricsExistFromStart(t *testing.T) {
 		{"ngit_sync_filters_open", map[string]string{"relay": url}},
 		{"ngit_sync_pending_batches", map[string]string{"relay": url}},
 	}
-	m.trackRelay(url)
+	m.TrackRelay(url)
 	for _, s := range perRelay {
 		if v, ok := testkit.Series(t, reg, s.name, s.labels); !ok || v != 0 {
 			t.Errorf("tracked: %s%v = %v (exists: %v), want 0", s.name, s.labels, v, ok)
 		}
 	}
-	m.forgetRelay(url)
+	m.ForgetRelay(url)
 	for _, s := range perRelay {
 		if _, ok := testkit.Series(t, reg, s.name, s.labels); ok {
 			t.Errorf("forgotten: %s%v still exported", s.name, s.labels)
