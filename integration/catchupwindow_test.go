@@ -18,7 +18,8 @@ import (
 // sync.since_buffer before it is reconciled: an event stored while the
 // sidecar was away with a created_at minutes old arrives, and the events
 // of that span it had already are not sent again (a REQ with since =
-// disconnection − since_buffer sent every one).
+// disconnection − since_buffer sent every one); once caught up the live
+// subscriptions drop their since.
 func TestQuickReconnectReconcilesWindow(t *testing.T) {
 	own := ownRelay(t)
 	remote := harness.Start(t, harness.RelayOptions{Name: "remote", Negentropy: true})
@@ -65,6 +66,15 @@ func TestQuickReconnectReconcilesWindow(t *testing.T) {
 	if !window {
 		t.Error("no NEG-OPEN of the span before the disconnection")
 	}
+	// After the catch-up the subscriptions are live without since: an
+	// event published now with a created_at an hour old (another relay's
+	// history synced into this one) arrives; live filters that kept
+	// since = disconnection − 2 s dropped it.
+	old := alice.Issue(alice.RepoAddress("window"), "published late, signed an hour ago", signed.At(time.Now().Add(-time.Hour)))
+	mustPublish(t, remote, old)
+	waitHas(t, own, old)
+	sentBefore++
+
 	// late, reply and the announcement (Layer 1 asks since the
 	// disconnection less consolidation_overlap; the test's announcement
 	// may be that recent), not the 60 issues.

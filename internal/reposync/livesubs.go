@@ -127,6 +127,10 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 	ls.e.m.FiltersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
 	match := filtermatch.Checked(fs, nip34.ByKind, refers)
+	var atEOSE func() // relive, for filters with since (the kind subscription's are kept)
+	if id != kindSub && slices.ContainsFunc(fs, func(f nostr.Filter) bool { return f.Since != nil }) {
+		atEOSE = func() { ls.e.post(func() { ls.relive(url, gen, id, fs, refers) }) }
+	}
 	ls.exec(r, func(c *relay.Conn) {
 		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
 		if err != nil {
@@ -141,7 +145,7 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 		ls.e.wg.Add(1)
 		go func() {
 			defer ls.e.wg.Done()
-			ls.readLive(ctx, url, gen, sub, match, count, cu, ls.newSinceCount(cu, c))
+			ls.readLive(ctx, url, gen, sub, match, count, cu, ls.newSinceCount(cu, c), atEOSE)
 		}()
 	})
 }
@@ -153,10 +157,29 @@ func (ls liveSubs) closeLive(r *remote, id string) {
 	ls.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
 }
 
+// relive replaces a live subscription opened with since, once its stored
+// events came (its EOSE), by one of the same filters without since under a
+// new id, opened before it is closed: a live filter with since drops what
+// is stored later with an older created_at (another relay's history
+// synced into this one, an event signed a while before it was published).
+// With no subscription free for that it stays as it is.
+func (ls liveSubs) relive(url string, gen uint64, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+	r := ls.e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	if _, open := r.live[id]; !open || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= ls.e.d.Health.SubscriptionBudget(url) {
+		return
+	}
+	r.liveSeq++
+	ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), nip34.Live(fs), refers, nil)
+	ls.closeLive(r, id)
+}
+
 // readLive forwards a live subscription's events to the handler. cnt,
 // when set, counts the stored events of cu, a since subscription, until
-// its EOSE (newSinceCount).
-func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cu *sinceSub, cnt *truncation.CapCount) {
+// its EOSE (newSinceCount); atEOSE, when set, runs at its EOSE.
+func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *relay.Subscription, match func(*nostr.Event) bool, count *atomic.Uint64, cu *sinceSub, cnt *truncation.CapCount, atEOSE func()) {
 	recv := ls.e.m.EventsReceived.WithLabelValues(url)
 	closed := func(reason string) {
 		if cnt != nil {
@@ -213,6 +236,10 @@ func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *re
 					rest := cnt.Rest(func(n, limit int) bool { return ls.e.pager.ReachedCap(url, n, limit) })
 					ls.e.post(func() { ls.onSinceEOSE(url, gen, sub.ID, cu, rest) })
 					cnt = nil
+				}
+				if atEOSE != nil { // after onSinceEOSE: the part is complete when it is closed
+					atEOSE()
+					atEOSE = nil
 				}
 			case relay.MsgEvent:
 				recv.Inc()
