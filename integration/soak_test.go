@@ -319,14 +319,23 @@ func TestSoakSteadyTrafficWithDrops(t *testing.T) {
 		float64(len(pubs))/trafficEnd.Sub(start).Seconds(), len(cuts))
 
 	// Every event arrives.
-	testkit.WaitFor(t, 2*time.Minute, "every published event on the own relay", func() bool {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var missing []published
 		for _, p := range pubs {
 			if !own.Has(p.id) {
-				return false
+				missing = append(missing, p)
 			}
 		}
-		return true
-	})
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, p := range missing[:min(len(missing), 10)] {
+				t.Logf("missing: %s on %s, published %s: %v", p.id, p.remote.Options().Name, p.at.Format("15:04:05.000"), p.remote.Query(nostr.Filter{IDs: []string{p.id}}))
+			}
+			t.Fatalf("%d of the %d events published are not on the own relay after 2 minutes", len(missing), len(pubs))
+		}
+	}
 	allThere := time.Now()
 	t.Logf("the last event arrived %s after the traffic ended", allThere.Sub(trafficEnd).Round(time.Millisecond))
 

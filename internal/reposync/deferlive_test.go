@@ -44,6 +44,7 @@ func TestNewRootsGrowOneSubscription(t *testing.T) {
 	for i := range per + 1 {
 		h.e.subs.addFilters(repoindex.AddFilters{Relay: testRelay, Items: rootsItems(i, 1)})
 		h.drain(t)
+		h.e.subs.onLiveEOSE(testRelay, h.r.gen, h.r.growing.id, nil, nil) // the relay took it: the one it replaces is closed
 		if !liveFor(h.r, fmt.Sprintf("%064x", i)) {
 			t.Fatalf("root %d is not in the open growing subscription", i)
 		}

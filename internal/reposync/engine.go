@@ -229,6 +229,9 @@ type remote struct {
 	live    map[string]int // live subscription id → filter count
 	liveSeq int
 	growing *growingSub // the newest live subscription items are added to
+	// replaces: live subscription id → the one it replaces, closed at
+	// id's EOSE (replaceLive).
+	replaces map[string]string
 	// since are the live subscriptions opened with since whose EOSE has
 	// not come yet: their stored events are a catch-up batch's.
 	since map[string]*sinceSub

@@ -20,7 +20,7 @@ type growingSub struct {
 // growLive opens the live per-item filters of items (Layer 2, Layer 3 by
 // `e` and `q`; the kind subscription asks the rest) in r's growing
 // subscription: a REQ under a new id with the growing one's filters and
-// items' is opened, then the one it replaces is closed, so no event stored
+// items' is opened, and the one it replaces closed at its EOSE (replaceLive), so no event stored
 // in between is missed and the filters need no since (a live filter with
 // since drops events stored late with an older created_at). Before, each
 // new item opened a subscription of its own: at a steady rate of new roots
@@ -65,7 +65,7 @@ func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 	r.growing = &growingSub{id: fmt.Sprintf("l%d", r.liveSeq+1), items: merged}
 	ls.openLiveMatch(r, r.growing.id, fs, nil, nil)
 	if old != nil {
-		ls.closeLive(r, old.id)
+		r.replaceLive(r.growing.id, old.id)
 	}
 }
 

@@ -127,10 +127,7 @@ func (ls liveSubs) openLiveMatch(r *remote, id string, fs []nostr.Filter, refers
 	ls.e.m.FiltersOpen.WithLabelValues(r.URL).Set(float64(ls.filtersOpen(r)))
 	url, gen, ctx, count := r.URL, r.gen, ls.e.ctx, &r.received
 	match := filtermatch.Checked(fs, nip34.ByKind, refers)
-	var atEOSE func() // relive, for filters with since (the kind subscription's are kept)
-	if id != kindSub && slices.ContainsFunc(fs, func(f nostr.Filter) bool { return f.Since != nil }) {
-		atEOSE = func() { ls.e.post(func() { ls.relive(url, gen, id, fs, refers) }) }
-	}
+	atEOSE := func() { ls.e.post(func() { ls.onLiveEOSE(url, gen, id, fs, refers) }) }
 	ls.exec(r, func(c *relay.Conn) {
 		sub, err := c.SubscribeBuffered(ctx, id, nostr.Filters(fs), liveBuffer)
 		if err != nil {
@@ -157,23 +154,43 @@ func (ls liveSubs) closeLive(r *remote, id string) {
 	ls.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
 }
 
-// relive replaces a live subscription opened with since, once its stored
-// events came (its EOSE), by one of the same filters without since under a
-// new id, opened before it is closed: a live filter with since drops what
-// is stored later with an older created_at (another relay's history
-// synced into this one, an event signed a while before it was published).
-// With no subscription free for that it stays as it is.
-func (ls liveSubs) relive(url string, gen uint64, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+// replaceLive notes that live subscription id replaces old, which is
+// closed at id's EOSE: only then has the relay surely taken id's REQ, and
+// what it sent on old before that is not lost (a subscription closed by
+// us drops what arrives for it later).
+func (r *remote) replaceLive(id, old string) {
+	if r.replaces == nil {
+		r.replaces = map[string]string{}
+	}
+	r.replaces[id] = old
+}
+
+// onLiveEOSE: a live subscription's stored events are in. The one it
+// replaces is closed (replaceLive). One opened with since is replaced by
+// one of the same filters without since under a new id: a live filter
+// with since drops what is stored later with an older created_at (another
+// relay's history synced into this one, an event signed a while before it
+// was published). The kind subscription keeps its since; with no
+// subscription free, one stays as it is.
+func (ls liveSubs) onLiveEOSE(url string, gen uint64, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
 	r := ls.e.relays[url]
 	if r == nil || r.gen != gen || !r.Status.IsUp() {
 		return
 	}
-	if _, open := r.live[id]; !open || len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= ls.e.d.Health.SubscriptionBudget(url) {
+	if old, ok := r.replaces[id]; ok {
+		delete(r.replaces, id)
+		if _, open := r.live[old]; open {
+			ls.closeLive(r, old)
+		}
+	}
+	if _, open := r.live[id]; !open || id == kindSub || !slices.ContainsFunc(fs, func(f nostr.Filter) bool { return f.Since != nil }) ||
+		len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= ls.e.d.Health.SubscriptionBudget(url) {
 		return
 	}
 	r.liveSeq++
-	ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), nip34.Live(fs), refers, nil)
-	ls.closeLive(r, id)
+	nid := fmt.Sprintf("l%d", r.liveSeq+1)
+	ls.openLiveMatch(r, nid, nip34.Live(fs), refers, nil)
+	r.replaceLive(nid, id)
 }
 
 // readLive forwards a live subscription's events to the handler. cnt,
@@ -237,7 +254,7 @@ func (ls liveSubs) readLive(ctx context.Context, url string, gen uint64, sub *re
 					ls.e.post(func() { ls.onSinceEOSE(url, gen, sub.ID, cu, rest) })
 					cnt = nil
 				}
-				if atEOSE != nil { // after onSinceEOSE: the part is complete when it is closed
+				if atEOSE != nil { // after onSinceEOSE: the part is complete when it is replaced
 					atEOSE()
 					atEOSE = nil
 				}

@@ -132,7 +132,7 @@ func (e *Engine) onDialed(url string, gen uint64, conn *relay.Conn, err error) {
 	r.conn, r.cancel = conn, cancel
 	cmds := make(chan func(*relay.Conn), 1024)
 	r.cmds = cmds
-	r.live = map[string]int{}
+	r.live, r.replaces = map[string]int{}, nil
 	r.jobs, r.running = nil, 0
 	e.wg.Add(2)
 	go func() { // writer: runs subscribe/close commands in order
