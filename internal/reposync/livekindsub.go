@@ -3,6 +3,7 @@ package reposync
 import (
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/grasp-sync/grasp-sync/internal/historic"
 	"github.com/grasp-sync/grasp-sync/internal/nip34"
 	"github.com/grasp-sync/grasp-sync/internal/repoindex"
 )
@@ -36,5 +37,12 @@ func (ls liveSubs) openKindSub(r *remote, since nostr.Timestamp) {
 	if _, open := r.live[kindSub]; open {
 		return
 	}
-	ls.openLiveMatch(r, kindSub, nip34.Layer3ByKind(&since), ls.refsOf(r).Refers, nil)
+	ls.openLiveMatch(r, kindSub, ls.kindFilters(r, &since), ls.refsOf(r).Refers, nil)
+}
+
+// kindFilters are nip34.Layer3ByKind within the tag values per filter the
+// relay allows (learned from its refusals): split, they stay one
+// subscription.
+func (ls liveSubs) kindFilters(r *remote, since *nostr.Timestamp) []nostr.Filter {
+	return historic.FitTagValues(nip34.Layer3ByKind(since), ls.e.lim.ValuesPerFilter(r.URL))
 }

@@ -474,15 +474,16 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 	limit := max(ls.e.cfg.ConsolidationThreshold, r.baseline+ls.e.cfg.ConsolidationThreshold/2)
 	full := len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget
 	grows := ls.growsInto(r, a.Items)
-	if grows && full {
+	if grows && full && r.running+ls.e.sched.lender(r).InUse() > 0 {
 		// The growing subscription is replaced by a wider one opened
 		// before it is closed: that takes a subscription more, which
 		// the historic jobs running hold; a consolidation would free
-		// none. Asked again at the next tick.
+		// none. Asked again at the next tick. With none running, live
+		// subscriptions hold the budget: they are consolidated.
 		r.deferred = true
 		return
 	}
-	if !grows && (ls.filtersOpen(r)+newFilters > limit || full) {
+	if (!grows && ls.filtersOpen(r)+newFilters > limit) || full {
 		if len(ls.e.pending[r.URL]) > 0 {
 			ls.e.log.Debug("new items wait for the consolidation", zap.String("relay", r.URL), zap.Int("repos", len(repos)), zap.Int("roots", len(roots)),
 				zap.Int("pending_batches", len(ls.e.pending[r.URL])), zap.Int("live", len(r.live)), zap.Int("running", r.running))

@@ -53,7 +53,7 @@ func (ls liveSubs) subscribeCatchupBatch(r *remote, items repoindex.Items, since
 	limit := ls.e.pager.PageSizeFor(r.URL)
 	parts := []sincePart{{id: "l1", filters: withLimit([]nostr.Filter{nip34.Layer1(&since)}, limit)}}
 	if _, kindOpen := r.live[kindSub]; items.Roots.Len() > 0 && !kindOpen {
-		parts = append(parts, sincePart{id: kindSub, filters: withLimit(nip34.Layer3ByKind(&since), limit), refers: ls.refsOf(r).Refers})
+		parts = append(parts, sincePart{id: kindSub, filters: withLimit(ls.kindFilters(r, &since), limit), refers: ls.refsOf(r).Refers})
 	}
 	for _, c := range ls.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
 		parts = append(parts, sincePart{filters: withLimit(c, limit)})
