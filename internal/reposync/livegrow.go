@@ -2,6 +2,7 @@ package reposync
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -19,21 +20,18 @@ type growingSub struct {
 
 // growLive opens the live per-item filters of items (Layer 2, Layer 3 by
 // `e` and `q`; the kind subscription asks the rest) in r's growing
-// subscription: a REQ under a new id with the growing one's filters and
-// items' is opened, and the one it replaces closed at its EOSE (replaceLive), so no event stored
-// in between is missed and the filters need no since (a live filter with
-// since drops events stored late with an older created_at). Before, each
-// new item opened a subscription of its own: at a steady rate of new roots
-// the relay's subscription budget filled every second or two, and each
-// consolidation read the last consolidation_overlap of every filter of the
-// relay again. A growing subscription holding a filter's worth of values,
-// or whose REQ would outgrow one message, is left open as it is and the
-// next one starts; items too many for one REQ open as subscriptions of
-// their own. The caller leaves room for one subscription more.
+// subscription, one for many items (one each filled the relay's budget
+// under steady traffic, and each consolidation read every filter's last
+// seconds again): a REQ under a new id with its filters and items' is
+// opened, and the one it replaces closed at its EOSE (replaceLive), so
+// nothing in between is missed and no since is needed. A full one (a
+// filter's worth of values, or one message) stays open and the next one
+// starts; items too many for one REQ open on their own. The caller leaves
+// room for one subscription more.
 func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
-	per := ls.growPer(r)
+	per := ls.e.lim.ValuesPerFilter(r.URL) // values_per_filter, or the relay's learned bound
 	fits := func(base repoindex.Items) (repoindex.Items, []nostr.Filter, bool) {
-		if base.Repos.Len()+items.Repos.Len() > per || base.Roots.Len()+items.Roots.Len() > per {
+		if !valuesFit(base, items, per) {
 			return base, nil, false
 		}
 		merged := repoindex.NewItems()
@@ -45,7 +43,7 @@ func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 		return merged, chunks[0], len(chunks) == 1
 	}
 	old := r.growing
-	if _, open := r.live[old.idOrNone()]; !open {
+	if !r.growingOpen() {
 		old = nil
 	}
 	var merged repoindex.Items
@@ -76,26 +74,70 @@ func (ls liveSubs) growLive(r *remote, items repoindex.Items) {
 // then frees nothing and reads every filter's last seconds again).
 func (ls liveSubs) growsInto(r *remote, items repoindex.Items) bool {
 	g := r.growing
-	if _, open := r.live[g.idOrNone()]; !open {
+	if !r.growingOpen() {
 		return false
 	}
-	per := ls.growPer(r)
-	return g.items.Repos.Len()+items.Repos.Len() <= per && g.items.Roots.Len()+items.Roots.Len() <= per &&
+	per := ls.e.lim.ValuesPerFilter(r.URL)
+	return valuesFit(g.items, items, per) &&
 		(g.items.Repos.Len() > 0 || items.Repos.Len() == 0) && (g.items.Roots.Len() > 0 || items.Roots.Len() == 0)
 }
 
-func (g *growingSub) idOrNone() string {
-	if g == nil {
-		return ""
+// growingOpen tells whether r has a growing subscription open.
+func (r *remote) growingOpen() bool {
+	if r.growing == nil {
+		return false
 	}
-	return g.id
+	_, open := r.live[r.growing.id]
+	return open
 }
 
-// growPer is how many values a growing subscription's filters take: the
-// relay's learned bound on tag values, or sync.values_per_filter.
-func (ls liveSubs) growPer(r *remote) int {
-	if per := ls.e.lim.ValuesPerFilter(r.URL); per > 0 {
-		return per
+// valuesFit tells whether base's and items' repositories, and their roots,
+// fit per values each.
+func valuesFit(base, items repoindex.Items, per int) bool {
+	return base.Repos.Len()+items.Repos.Len() <= per && base.Roots.Len()+items.Roots.Len() <= per
+}
+
+// replaceLive notes that live subscription id replaces old, which is
+// closed at id's EOSE: only then has the relay surely taken id's REQ, and
+// what it sent on old before that is not lost (a subscription closed by
+// us drops what arrives for it later).
+func (r *remote) replaceLive(id, old string) {
+	if r.replaces == nil {
+		r.replaces = map[string]string{}
 	}
-	return ls.e.cfg.ValuesPerFilter
+	r.replaces[id] = old
+}
+
+// onLiveEOSE: a live subscription's stored events are in. The one it
+// replaces is closed (replaceLive). One opened with since is replaced by
+// one of the same filters without since under a new id: a live filter
+// with since drops what is stored later with an older created_at (another
+// relay's history synced into this one, an event signed a while before it
+// was published). The kind subscription keeps its since; with no
+// subscription free, one stays as it is.
+func (ls liveSubs) onLiveEOSE(url string, gen uint64, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
+	r := ls.e.relays[url]
+	if r == nil || r.gen != gen || !r.Status.IsUp() {
+		return
+	}
+	if old, ok := r.replaces[id]; ok {
+		delete(r.replaces, id)
+		if _, open := r.live[old]; open {
+			ls.closeLive(r, old)
+		}
+	}
+	if _, open := r.live[id]; !open || id == kindSub || !slices.ContainsFunc(fs, func(f nostr.Filter) bool { return f.Since != nil }) || ls.subsFull(r) {
+		return
+	}
+	r.liveSeq++
+	nid := fmt.Sprintf("l%d", r.liveSeq+1)
+	ls.openLiveMatch(r, nid, nip34.Live(fs), refers, nil)
+	r.replaceLive(nid, id)
+}
+
+// subsFull tells whether r has no subscription free for one more REQ: its
+// live subscriptions, the historic jobs running and the fetches they lend
+// slots to hold its budget.
+func (ls liveSubs) subsFull(r *remote) bool {
+	return len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= ls.e.d.Health.SubscriptionBudget(r.URL)
 }

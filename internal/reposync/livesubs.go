@@ -154,45 +154,6 @@ func (ls liveSubs) closeLive(r *remote, id string) {
 	ls.exec(r, func(c *relay.Conn) { c.Unsubscribe(id) })
 }
 
-// replaceLive notes that live subscription id replaces old, which is
-// closed at id's EOSE: only then has the relay surely taken id's REQ, and
-// what it sent on old before that is not lost (a subscription closed by
-// us drops what arrives for it later).
-func (r *remote) replaceLive(id, old string) {
-	if r.replaces == nil {
-		r.replaces = map[string]string{}
-	}
-	r.replaces[id] = old
-}
-
-// onLiveEOSE: a live subscription's stored events are in. The one it
-// replaces is closed (replaceLive). One opened with since is replaced by
-// one of the same filters without since under a new id: a live filter
-// with since drops what is stored later with an older created_at (another
-// relay's history synced into this one, an event signed a while before it
-// was published). The kind subscription keeps its since; with no
-// subscription free, one stays as it is.
-func (ls liveSubs) onLiveEOSE(url string, gen uint64, id string, fs []nostr.Filter, refers func(*nostr.Event) bool) {
-	r := ls.e.relays[url]
-	if r == nil || r.gen != gen || !r.Status.IsUp() {
-		return
-	}
-	if old, ok := r.replaces[id]; ok {
-		delete(r.replaces, id)
-		if _, open := r.live[old]; open {
-			ls.closeLive(r, old)
-		}
-	}
-	if _, open := r.live[id]; !open || id == kindSub || !slices.ContainsFunc(fs, func(f nostr.Filter) bool { return f.Since != nil }) ||
-		len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= ls.e.d.Health.SubscriptionBudget(url) {
-		return
-	}
-	r.liveSeq++
-	nid := fmt.Sprintf("l%d", r.liveSeq+1)
-	ls.openLiveMatch(r, nid, nip34.Live(fs), refers, nil)
-	r.replaceLive(nid, id)
-}
-
 // readLive forwards a live subscription's events to the handler. cnt,
 // when set, counts the stored events of cu, a since subscription, until
 // its EOSE (newSinceCount); atEOSE, when set, runs at its EOSE.
@@ -466,13 +427,12 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 		return
 	}
 	newFilters := nip34.Count23(len(repos), len(roots), ls.e.lim.ValuesPerFilter(r.URL))
-	budget := ls.e.d.Health.SubscriptionBudget(r.URL)
 	// Consolidate when the relay would carry more filters than the
 	// threshold (or, when even its consolidated set exceeds that, half a
 	// threshold more than that set), or would use its last subscription:
 	// historic jobs running now hold subscriptions too.
 	limit := max(ls.e.cfg.ConsolidationThreshold, r.baseline+ls.e.cfg.ConsolidationThreshold/2)
-	full := len(r.live)+r.running+ls.e.sched.lender(r).InUse()+1 >= budget
+	full := ls.subsFull(r)
 	grows := ls.growsInto(r, a.Items)
 	if grows && full && r.running+ls.e.sched.lender(r).InUse() > 0 {
 		// The growing subscription is replaced by a wider one opened
@@ -522,117 +482,4 @@ func (ls liveSubs) deferLive(r *remote) bool {
 // Config.LiveDeferMax: they are opened even though batches are pending.
 func (ls liveSubs) liveDeferDue(r *remote, now time.Time) bool {
 	return !r.liveDeferredAt.IsZero() && !now.Before(r.liveDeferredAt.Add(ls.e.cfg.LiveDeferMax))
-}
-
-// catchUpFrom is the earliest time a catch-up of r's confirmed items must
-// reach back to (before the since buffer): a quick reconnect's catch-up or
-// NIP-77 reconciliation that has not completed, or items confirmed without
-// live filters (liveDeferredAt), whichever is earlier; at most now.
-func catchUpFrom(r *remote, now time.Time) time.Time {
-	for _, t := range []time.Time{r.catchupFrom, r.liveDeferredAt, r.windowFrom} {
-		if !t.IsZero() && t.Before(now) {
-			now = t
-		}
-	}
-	return now
-}
-
-// consolidate closes every live subscription of the relay and re-opens
-// Layer 1 and Layers 2/3 for everything confirmed or pending in as few
-// filters as possible, with since now − consolidation_overlap (they were
-// live until now; since_buffer re-read 15 minutes of every repository at
-// each consolidation), or a catch-up batch since the first item whose live
-// filters were deferred − since_buffer, when some were: events that came
-// meanwhile arrive as stored ones.
-func (ls liveSubs) consolidate(r *remote) {
-	from, overlap := ls.e.clock.Now(), ls.e.cfg.ConsolidationOverlap
-	deferredFrom := r.liveDeferredAt
-	if !deferredFrom.IsZero() && deferredFrom.Before(from) {
-		from, overlap = deferredFrom, ls.e.cfg.SinceBuffer
-	}
-	r.liveDeferredAt = time.Time{}
-	since := nostr.Timestamp(from.Add(-overlap).Unix())
-	ls.e.log.Info("consolidating subscriptions", zap.String("relay", r.URL), zap.Int("filters", ls.filtersOpen(r)), zap.Int("subscriptions", len(r.live)),
-		zap.Time("since", since.Time()))
-	for id := range r.live {
-		if id != kindSub {
-			ls.closeLive(r, id)
-		}
-	}
-	r.consolidateBy = time.Time{}
-	r.rebuildLive = false
-	items := repoindex.NewItems()
-	items.Repos.AddAll(r.Confirmed.Repos)
-	items.Roots.AddAll(r.Confirmed.Roots)
-	for _, b := range ls.e.pending[r.URL] {
-		items.Repos.AddAll(b.Items.Repos)
-		items.Roots.AddAll(b.Items.Roots)
-	}
-	ls.refsOf(r).Add(items)
-	if deferredFrom.IsZero() {
-		ls.subscribeCatchup(r, items, since)
-	} else {
-		// Live filters deferred (or closed by the relay) since
-		// deferredFrom: what came since then arrives as stored events,
-		// a catch-up batch like a quick reconnect's, so it is not lost
-		// if a REQ is refused or the connection ends before its EOSE.
-		b := ls.subscribeCatchupBatch(r, items, since)
-		if r.catchupFrom.IsZero() || deferredFrom.Before(r.catchupFrom) {
-			r.catchupFrom = deferredFrom
-		}
-		r.catchup = b
-	}
-	r.baseline = ls.filtersOpen(r)
-}
-
-// subscribeCatchup opens Layer 1 and Layers 2/3 for items as subscriptions
-// with since: stored events since then, then live. Layer 3 is asked per
-// root by `e` and `q` and by kind in the relay's kind subscription, opened
-// with since unless it is open already (livekindsub.go).
-func (ls liveSubs) subscribeCatchup(r *remote, items repoindex.Items, since nostr.Timestamp) {
-	ls.openLive(r, "l1", []nostr.Filter{nip34.Layer1(&since)})
-	if items.Roots.Len() > 0 {
-		ls.openKindSub(r, since)
-	}
-	for _, c := range ls.catchupChunks(r, items.Repos.Sorted(), items.Roots.Sorted(), &since) {
-		r.liveSeq++
-		ls.openLiveMatch(r, fmt.Sprintf("l%d", r.liveSeq+1), c, nil, nil)
-	}
-}
-
-// catchupChunks are the REQs of a consolidation's per-root Layers 2/3
-// (nip34.Layers23ByRoot: the kind filters are a subscription of their own, kept
-// open, since a kind filter with since brings every comment of the relay
-// since then) of ValuesPerFilter values, widened (never past the relay's
-// learned tag-value bound, which chunkLive applies) until they leave room
-// in the relay's subscription budget for Layer 1, the kind subscription, a
-// historic job and one new live REQ. Over the budget the relay refuses
-// some with CLOSED, which rebuilds the live subscriptions by consolidating
-// again: a loop. What still does not fit is opened and logged.
-func (ls liveSubs) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
-	room := max(1, ls.e.d.Health.SubscriptionBudget(r.URL)-4)
-	per := ls.e.cfg.ValuesPerFilter
-	if per <= 0 {
-		per = nip34.DefaultValuesPerFilter
-	}
-	chunks := ls.chunkLive(r, nip34.Layers23ByRoot(repos, roots, per, since))
-	limits := ls.e.d.Health.Limits(r.URL)
-	bound, maxBytes := limits.MaxTagValues, historic.ReqBytesLimit(limits)
-	for len(chunks) > room && per < len(repos)+len(roots) && (bound <= 0 || per < bound) {
-		per *= 2
-		fs := historic.FitTagValues(nip34.Layers23ByRoot(repos, roots, per, since), bound)
-		if slices.ContainsFunc(fs, func(f nostr.Filter) bool { return historic.FilterBytes(f) > maxBytes }) {
-			break // one filter alone would be over the relay's message size
-		}
-		wider := ls.chunkFilters(r, fs)
-		if len(wider) >= len(chunks) {
-			break
-		}
-		chunks = wider
-	}
-	if len(chunks) > room {
-		ls.e.log.Warn("live subscriptions exceed the relay's subscription budget",
-			zap.String("relay", r.URL), zap.Int("subscriptions", 1+len(chunks)), zap.Int("budget", ls.e.d.Health.SubscriptionBudget(r.URL)))
-	}
-	return chunks
 }
