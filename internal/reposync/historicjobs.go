@@ -483,9 +483,12 @@ func (js jobScheduler) updateRelayState(r *remote) {
 			syncing = true
 		}
 	}
-	r.HistoricFailed = len(r.failed) > 0 || retrying || js.e.pager.Truncation.TiesCut(r.URL) > 0
+	// Batches that cannot start while a refusal wait runs (allowed) are
+	// failures: a refusal before the first job left it "syncing" for hours.
+	refused := len(js.e.pending[r.URL]) > 0 && js.e.d.Health.RefusalRemaining(r.URL) > 0
+	r.HistoricFailed = len(r.failed) > 0 || retrying || refused || js.e.pager.Truncation.TiesCut(r.URL) > 0
 	switch {
-	case syncing && !r.HistoricDone:
+	case syncing && !r.HistoricDone && !refused:
 		r.Status = repoindex.Syncing
 	case r.HistoricFailed:
 		r.Status = repoindex.ConnectedHistoricSyncFailures

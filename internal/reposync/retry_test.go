@@ -273,3 +273,26 @@ func TestRateLimitReasonsStartCooldown(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedBeforeFirstJobIsFailure: a permanent refusal ("blocked:")
+// heard before the first historic job was sent keeps the jobs from
+// starting for the refusal wait; the relay is reported with historic sync
+// failures, not "syncing" for hours (TestWildReqBlocked met this when the
+// live subscription's CLOSED came first).
+func TestRefusedBeforeFirstJobIsFailure(t *testing.T) {
+	h := newHistoricEnv(t)
+	h.e.remoteOptions(testRelay).OnClosed("s1", "blocked: not on the allow list")
+	if h.e.d.Health.RefusalRemaining(testRelay) <= 0 {
+		t.Fatal("the blocked: CLOSED started no refusal wait: the test tests nothing")
+	}
+	items := repoindex.NewItems()
+	items.Repos.Add(h.ref)
+	h.e.sched.startBatch(h.r, items, nip34.Layer2([]string{h.ref}, 100, nil), false)
+	if h.r.running > 0 || h.hs.count() > 0 {
+		t.Fatalf("a job started during the refusal wait (%d running, %d asked)", h.r.running, h.hs.count())
+	}
+	h.e.sched.updateRelayState(h.r)
+	if h.r.Status != repoindex.ConnectedHistoricSyncFailures || !h.r.HistoricFailed {
+		t.Fatalf("refused before the first job: %v (failed %v), want connected_historic_sync_failures", h.r.Status, h.r.HistoricFailed)
+	}
+}
