@@ -7,7 +7,6 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/grasp-sync/grasp-sync/internal/health"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
 )
@@ -18,7 +17,10 @@ import (
 // resuming client of that test in the same run: s/sync is the sidecar's
 // time from start until every event of both relays is on the own relay,
 // naive-s the naive client's time to read both relays (one after the
-// other), and ratio the first over the second. "no-faults" is the same
+// other) and publish what it read into an own relay of its own, page by
+// page, and ratio the first over the second; naive-read-s is the naive
+// client reading alone (it publishes nothing), as this benchmark measured
+// before 2026-12-06. "no-faults" is the same
 // world without the drops: the sidecar's time for the work itself (it
 // asks per repository and per root and publishes every event into the
 // own relay, where the naive client reads everything with one filter).
@@ -36,14 +38,16 @@ func BenchmarkDroppingRelays(b *testing.B) {
 		{"no-faults", false, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			var took, naive time.Duration
+			var took, naive, read time.Duration
 			for i := 0; i < b.N; i++ {
-				s, n := droppingSync(b, c.faults, c.resumeWait)
+				s, n, r := droppingSync(b, c.faults, c.resumeWait)
 				took += s
 				naive += n
+				read += r
 			}
 			b.ReportMetric(took.Seconds()/float64(b.N), "s/sync")
 			b.ReportMetric(naive.Seconds()/float64(b.N), "naive-s")
+			b.ReportMetric(read.Seconds()/float64(b.N), "naive-read-s")
 			b.ReportMetric(took.Seconds()/naive.Seconds(), "ratio")
 			b.ReportMetric(0, "ns/op") // one sync per op: s/sync says it
 		})
@@ -53,8 +57,9 @@ func BenchmarkDroppingRelays(b *testing.B) {
 // droppingSync builds the world of TestDroppingRelaysConverge (with its
 // faults or without), reads both remote relays with naiveResume, then
 // runs a sidecar with the test's settings until every event is on the own
-// relay; it returns the sidecar's time and the naive client's.
-func droppingSync(b *testing.B, faults bool, resumeWait time.Duration) (took, naive time.Duration) {
+// relay; it returns the sidecar's time, the naive client's with publishing
+// and without.
+func droppingSync(b *testing.B, faults bool, resumeWait time.Duration) (took, naive, read time.Duration) {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
@@ -67,16 +72,27 @@ func droppingSync(b *testing.B, faults bool, resumeWait time.Duration) (took, na
 	}
 	cutter, closer := harness.Start(b, cutOpts), harness.Start(b, closeOpts)
 	want := slices.Concat(droppingRepo(b, own, cutter, "cut"), droppingRepo(b, own, closer, "closed"))
+	// The naive client publishes what it reads into an own relay of its
+	// own (no write policy): its time, like the sidecar's, ends when every
+	// event is on an own relay.
+	naiveOwn := harness.Start(b, harness.RelayOptions{Name: "naive-own"})
 	for _, r := range []*harness.Relay{cutter, closer} {
-		n := naiveResume(b, r.URL(), 500)
-		if len(n.got) != r.Len() {
-			b.Fatalf("naive client got %d of the %d events of %s", len(n.got), r.Len(), r.URL())
+		for _, to := range []string{"", naiveOwn.URL()} {
+			n := naiveResume(b, r.URL(), to, 500)
+			if len(n.got) != r.Len() {
+				b.Fatalf("naive client got %d of the %d events of %s", len(n.got), r.Len(), r.URL())
+			}
+			if to == "" {
+				read += n.took
+			} else {
+				naive += n.took
+			}
 		}
-		naive += n.took
 	}
-	cfg := fastConfig(own)
-	def := health.DefaultConfig()
-	cfg.Health.BackoffBase, cfg.Health.BackoffMax, cfg.Health.StabilityPeriod = def.BackoffBase, def.BackoffMax, def.StabilityPeriod
+	if n := cutter.Len() + closer.Len(); naiveOwn.Len() != n {
+		b.Fatalf("the naive client's own relay holds %d events, want %d", naiveOwn.Len(), n)
+	}
+	cfg := defaultConfig(own)
 	if resumeWait > 0 {
 		cfg.Health.ResumeWait = resumeWait
 	}
@@ -86,5 +102,5 @@ func droppingSync(b *testing.B, faults bool, resumeWait time.Duration) (took, na
 	testkit.WaitFor(b, syncTimeout, "every event of both relays on the own relay", func() bool {
 		return !slices.ContainsFunc(want, func(ev *nostr.Event) bool { return !own.Has(ev.ID) })
 	})
-	return time.Since(start), naive
+	return time.Since(start), naive, read
 }

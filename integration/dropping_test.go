@@ -44,8 +44,11 @@ type naiveResult struct {
 // seen so far (until = its created_at: the ties at that second come again
 // and are dropped as seen); when the connection drops it reconnects at
 // once and asks on from there. It stops at the first REQ that ends with
-// EOSE and brings nothing new.
-func naiveResume(t testing.TB, url string, pageSize int) naiveResult {
+// EOSE and brings nothing new. With publishTo set it publishes each page's
+// new events there (100 awaiting their OK) before asking for the next: a
+// naive fetch-and-publish loop, whose time counts the events reaching an
+// own relay as the sidecar's does.
+func naiveResume(t testing.TB, url, publishTo string, pageSize int) naiveResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
 	defer cancel()
@@ -61,21 +64,26 @@ func naiveResume(t testing.TB, url string, pageSize int) naiveResult {
 		for {
 			seq++
 			page, err := c.Req(ctx, fmt.Sprint("naive", seq), nostr.Filter{Until: until, Limit: pageSize})
-			fresh := 0
+			var fresh []*nostr.Event
 			for _, ev := range page.Events {
 				if !res.got[ev.ID] {
 					res.got[ev.ID] = true
-					fresh++
+					fresh = append(fresh, ev)
 				}
 				if until == nil || ev.CreatedAt < *until {
 					ts := ev.CreatedAt
 					until = &ts
 				}
 			}
+			if publishTo != "" && len(fresh) > 0 {
+				if err := harness.PublishWindow(ctx, publishTo, 100, fresh...); err != nil {
+					t.Fatalf("naive client: publishing to %s: %v", publishTo, err)
+				}
+			}
 			if err != nil {
 				break // dropped: reconnect at once
 			}
-			if page.EOSE && fresh == 0 {
+			if page.EOSE && len(fresh) == 0 {
 				c.Close()
 				res.took = time.Since(start)
 				return res
@@ -144,7 +152,7 @@ func TestDroppingRelaysConverge(t *testing.T) {
 	naiveConns := 0
 	for _, r := range relays {
 		from := time.Now()
-		n := naiveResume(t, r.URL(), 500)
+		n := naiveResume(t, r.URL(), "", 500)
 		if len(n.got) != r.Len() {
 			t.Fatalf("naive client got %d of the %d events of %s", len(n.got), r.Len(), r.URL())
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -679,6 +680,14 @@ func runSidecarTB(tb testing.TB, cfg *config.Config) (sc *sidecar.Sidecar, stop 
 	log := zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel))
 	if _, ok := tb.(*testing.B); ok {
 		log = zap.NewNop()
+		// GRASP_SYNC_BENCH_LOG=FILE: a benchmark's sidecar logs at debug
+		// level to FILE, a trace of the run.
+		if p := os.Getenv("GRASP_SYNC_BENCH_LOG"); p != "" {
+			zc := zap.NewDevelopmentConfig()
+			zc.OutputPaths = []string{p}
+			zc.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+			log, _ = zc.Build()
+		}
 	}
 	sc, err := sidecar.New(cfg, sidecar.Deps{Log: log, Registry: prometheus.NewRegistry(), Version: "test"})
 	if err != nil {

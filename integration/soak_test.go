@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/grasp-sync/grasp-sync/internal/config"
 	"github.com/grasp-sync/grasp-sync/internal/sidecar"
 	"github.com/grasp-sync/grasp-sync/testkit"
 	"github.com/grasp-sync/grasp-sync/testkit/harness"
@@ -198,9 +197,7 @@ func TestSoakSteadyTrafficWithDrops(t *testing.T) {
 	// wait gave each new issue a batch of its own, three or five requests,
 	// past the relays' request budget of 5 a second, and consolidated a
 	// relay every 0.6 s); loopback dials allowed, progress logged every 2 s.
-	cfg := config.Default()
-	cfg.OwnRelay, cfg.Listen, cfg.ShutdownGrace = own.URL(), "127.0.0.1:0", 5*time.Second
-	cfg.Dial.Allow = []string{"127.0.0.0/8"}
+	cfg := defaultConfig(own)
 	cfg.Log.ProgressInterval = 2 * time.Second
 	sc := startSidecarDeps(t, cfg, sidecar.Deps{Log: log})
 	t.Cleanup(func() { // what kept it from catching up, if it did not

@@ -40,6 +40,16 @@ func scaled(n, min int) int {
 
 // fastConfig is the default configuration with timers shrunk so scenarios
 // run in seconds.
+// defaultConfig is what an operator runs (every setting at its default)
+// against own, with the status listener on a free port and dials allowed
+// to loopback: benchmarks and soaks measure it.
+func defaultConfig(own *harness.Relay) *config.Config {
+	cfg := config.Default()
+	cfg.OwnRelay, cfg.Listen, cfg.ShutdownGrace = own.URL(), "127.0.0.1:0", 5*time.Second
+	cfg.Dial.Allow = []string{"127.0.0.0/8"}
+	return cfg
+}
+
 func fastConfig(own *harness.Relay) *config.Config {
 	cfg := config.Default()
 	cfg.OwnRelay = own.URL()

@@ -495,7 +495,7 @@ func (js jobScheduler) updateRelayState(r *remote) {
 	default:
 		r.Status = repoindex.Connected
 	}
-	if !wasDone && r.Status != repoindex.Syncing {
+	if !wasDone && !syncing { // not while a refusal holds the first sync's batches
 		r.HistoricDone = true
 		js.e.log.Info("historic sync complete", zap.String("relay", r.URL), zap.Stringer("state", r.Status),
 			zap.Int("repos", r.Confirmed.Repos.Len()), zap.Int("roots", r.Confirmed.Roots.Len()), zap.Uint64("events", r.received.Load()))

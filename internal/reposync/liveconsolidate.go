@@ -48,7 +48,7 @@ func (ls liveSubs) consolidate(r *remote) {
 		}
 	}
 	r.consolidateBy = time.Time{}
-	r.rebuildLive = false
+	r.rebuildLive, r.replaces = false, nil // closed above: a queued EOSE must not close the new ones
 	items := repoindex.NewItems()
 	items.Repos.AddAll(r.Confirmed.Repos)
 	items.Roots.AddAll(r.Confirmed.Roots)
@@ -94,11 +94,13 @@ func (ls liveSubs) subscribeCatchup(r *remote, items repoindex.Items, since nost
 // since then) of ValuesPerFilter values, widened (never past the relay's
 // learned tag-value bound, which chunkLive applies) until they leave room
 // in the relay's subscription budget for Layer 1, the kind subscription, a
-// historic job and one new live REQ. Over the budget the relay refuses
+// historic job, the growing subscription and its wider replacement (with
+// one fewer, each new root consolidated everything, as subsFull found no
+// room to replace the growing one). Over the budget the relay refuses
 // some with CLOSED, which rebuilds the live subscriptions by consolidating
 // again: a loop. What still does not fit is opened and logged.
 func (ls liveSubs) catchupChunks(r *remote, repos, roots []string, since *nostr.Timestamp) [][]nostr.Filter {
-	room := max(1, ls.e.d.Health.SubscriptionBudget(r.URL)-4)
+	room := max(1, ls.e.d.Health.SubscriptionBudget(r.URL)-5)
 	per := ls.e.cfg.ValuesPerFilter
 	if per <= 0 {
 		per = nip34.DefaultValuesPerFilter

@@ -267,6 +267,8 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	// A catch-up that did not complete, or items confirmed without their
 	// live filters, catch up from then.
 	from := catchUpFrom(r, e.clock.Now())
+	// A batch of items found after the first sync is a sync in progress.
+	inProgress := !r.HistoricDone || len(e.pending[url]) > 0
 	r.parked = nil
 	for _, b := range e.pending[url] {
 		if !r.HistoricDone && !b.Catchup && b.Retry == nil {
@@ -282,7 +284,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	}
 	// One that lived reconnect_wait or longer (a slow reader) waits it.
 	lived := e.clock.Now().Sub(r.LastConnected) < e.d.Health.Config().ReconnectWait
-	if r.resumeSync && r.historicGot.Load() > r.gotAtConnect && relay.ClosedInOrder(err) && lived {
+	if inProgress && r.historicGot.Load() > r.gotAtConnect && relay.ClosedInOrder(err) && lived {
 		e.d.Health.Delivered(url) // the sync resumes after health.resume_wait
 	}
 	e.d.Health.Failed(url, err)

@@ -292,7 +292,19 @@ func TestRefusedBeforeFirstJobIsFailure(t *testing.T) {
 		t.Fatalf("a job started during the refusal wait (%d running, %d asked)", h.r.running, h.hs.count())
 	}
 	h.e.sched.updateRelayState(h.r)
-	if h.r.Status != repoindex.ConnectedHistoricSyncFailures || !h.r.HistoricFailed {
-		t.Fatalf("refused before the first job: %v (failed %v), want connected_historic_sync_failures", h.r.Status, h.r.HistoricFailed)
+	if h.r.Status != repoindex.ConnectedHistoricSyncFailures || !h.r.HistoricFailed || h.r.HistoricDone {
+		t.Fatalf("refused before the first job: %v (failed %v, done %v), want connected_historic_sync_failures, not done",
+			h.r.Status, h.r.HistoricFailed, h.r.HistoricDone)
+	}
+	// The wait over, the first sync runs: syncing, then connected.
+	h.clk.Advance(h.e.d.Health.RefusalRemaining(testRelay) + time.Second)
+	h.e.sched.startJobs(h.r)
+	h.e.sched.updateRelayState(h.r)
+	if h.r.Status != repoindex.Syncing {
+		t.Fatalf("after the refusal wait with the first sync's jobs running: %v, want syncing", h.r.Status)
+	}
+	h.drain(t)
+	if h.r.Status != repoindex.Connected || !h.r.HistoricDone || h.hs.count() == 0 {
+		t.Fatalf("after the first sync: %v (done %v, %d asked), want connected", h.r.Status, h.r.HistoricDone, h.hs.count())
 	}
 }

@@ -45,17 +45,13 @@ func (e *Engine) refreshSnapshot() {
 		s.PendingBatches += rs.PendingBatches
 		s.Relays = append(s.Relays, rs)
 	}
-	sortRelays(s.Relays)
+	slices.SortFunc(s.Relays, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
 	hot, cold := e.h.Rejected().Len()
 	s.Rejected = status.Rejected{Hot: hot, Cold: cold}
 	e.snapMu.Lock()
 	e.snap = s
 	e.snapMu.Unlock()
 	e.disc.PublishRepos() // the repository index's copy for the state store
-}
-
-func sortRelays(rs []status.Relay) {
-	slices.SortFunc(rs, func(a, b status.Relay) int { return strings.Compare(a.URL, b.URL) })
 }
 
 // onRunGoroutine runs fn on the Run goroutine and waits for it up to one
