@@ -348,3 +348,24 @@ func TestTwoHopDiscoveryTime(t *testing.T) {
 		})
 	}
 }
+
+// TestSelfBatchAppliedAtBatchMax: announcements stored on the own relay
+// faster than batch_quiet lets a self batch end (a first sync's echoes)
+// are applied each time the batch holds sync.batch_max events, not at the
+// end of batch_window (an hour here; root_wait too, so nothing else
+// applies them).
+func TestSelfBatchAppliedAtBatchMax(t *testing.T) {
+	own := ownRelay(t)
+	cfg := fastConfig(own)
+	cfg.Sync.BatchWindow, cfg.Sync.BatchQuiet, cfg.Sync.RootWait, cfg.Sync.BatchMax = time.Hour, 0, time.Hour, 40
+	sc := startSidecar(t, cfg)
+	var anns []*nostr.Event
+	for i := range 100 {
+		anns = append(anns, repoFor(signed.NewKey(), fmt.Sprintf("burst-%d", i), own))
+	}
+	mustPublish(t, own, anns...)
+	testkit.WaitFor(t, syncTimeout, "two batches of batch_max announcements applied", func() bool { return sc.Status().Repositories >= 80 })
+	if got := sc.Status().Repositories; got != 80 {
+		t.Fatalf("%d repositories known, want 80: two batches of 40, the last 20 waiting for batch_window", got)
+	}
+}

@@ -36,6 +36,8 @@ type Settings struct {
 	// BatchQuiet flushes it earlier once no event came for that long.
 	BatchWindow time.Duration
 	BatchQuiet  time.Duration
+	// BatchMax flushes it once it holds that many events (0: no bound).
+	BatchMax int
 	// RootWait is how long a root the own relay stored (Deps.Unapplied)
 	// may wait for a batch before it is applied from its note
 	// (applyOverdue); 0 never.

@@ -166,8 +166,9 @@ func (d *Discovery) selfHistory(ctx context.Context, conn *relay.Conn, since *no
 // relay that caps results (strfry: 500). Applying an event twice is
 // harmless. The sidecar's initial fill starts once the paging is done.
 // Live events are batched: a batch is applied once the stream has been quiet
-// for BatchQuiet (a single announcement starts syncing at once), and at the
-// latest BatchWindow after its first event (a burst is applied in bulk).
+// for BatchQuiet (a single announcement starts syncing at once), at the
+// latest BatchWindow after its first event (a burst is applied in bulk),
+// and once it holds BatchMax events.
 //
 // Once the paging is done, the local set is filled (startInitialFill)
 // when refill is set or the sidecar is not ready yet; else what it was
@@ -265,6 +266,10 @@ func (d *Discovery) selfSession(ctx context.Context, conn *relay.Conn, since *no
 					d.h.OnOwnRelay(m.Event)
 				}
 				batch = append(batch, batched(m.Event))
+				if n := d.cfg.BatchMax; n > 0 && len(batch) >= n {
+					flush() // a first sync's echoes: their Layer 3 starts now
+					continue
+				}
 				if timer == nil {
 					timer = d.clock.NewTimer(d.cfg.BatchWindow)
 					window = timer.C()

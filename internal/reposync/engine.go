@@ -399,7 +399,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	disc, err := discovery.New(discovery.Settings{
 		OwnRelay: cfg.OwnRelay, ServiceDomain: cfg.ServiceDomain, HostAll: cfg.HostAll,
 		Bootstrap23: e.bootstrap23(), SelfKinds: cfg.SelfKinds,
-		BatchWindow: cfg.BatchWindow, BatchQuiet: cfg.BatchQuiet, RootWait: cfg.RootWait, SinceBuffer: cfg.SinceBuffer,
+		BatchWindow: cfg.BatchWindow, BatchQuiet: cfg.BatchQuiet, BatchMax: cfg.BatchMax, RootWait: cfg.RootWait, SinceBuffer: cfg.SinceBuffer,
 		ConnectTimeout: cfg.ConnectTimeout, OwnReconnectBase: cfg.OwnReconnectBase, OwnReconnectMax: cfg.OwnReconnectMax, QuickReconnectWindow: cfg.QuickReconnectWindow,
 		MaxRelaysPerAnnouncement: cfg.MaxRelaysPerAnnouncement, MaxRepositories: cfg.MaxRepositories,
 		Negentropy: cfg.Negentropy,

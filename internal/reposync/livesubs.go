@@ -435,11 +435,9 @@ func (ls liveSubs) addFilters(a repoindex.AddFilters) {
 	full := ls.subsFull(r)
 	grows := ls.growsInto(r, a.Items)
 	if grows && full && r.running+ls.e.sched.lender(r).InUse() > 0 {
-		// The growing subscription is replaced by a wider one opened
-		// before it is closed: that takes a subscription more, which
-		// the historic jobs running hold; a consolidation would free
-		// none. Asked again at the next tick. With none running, live
-		// subscriptions hold the budget: they are consolidated.
+		// Its wider replacement needs a subscription the running jobs
+		// hold (a consolidation frees none): asked again at the next
+		// tick. With none running, live ones hold the budget: consolidated.
 		r.deferred = true
 		return
 	}

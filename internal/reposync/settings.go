@@ -16,6 +16,7 @@ type Settings struct {
 	SelfKinds              []int         `yaml:"self_kinds" help:"Event kinds the self-subscription on the own relay watches to discover repositories and root events."`
 	BatchWindow            time.Duration `yaml:"batch_window" help:"Longest a self-subscriber batch collects events; the timer starts at the first event and is not reset."`
 	BatchQuiet             time.Duration `yaml:"batch_quiet" help:"A self-subscriber batch is applied once no new event came for this long, before batch_window ends (0: only batch_window)."`
+	BatchMax               int           `yaml:"batch_max" help:"A self-subscriber batch is applied once it holds this many events, before batch_window ends (0: no bound): during a first sync the own relay echoes roots faster than batch_quiet lets a batch end, and their discussions (Layer 3) would wait for batch_window."`
 	RootWait               time.Duration `yaml:"root_wait" help:"A root event (patch, PR, issue) or repository announcement the own relay acknowledged storing that no self-subscriber batch applied within this long (the self-subscription was reconnecting when it was stored, or the relay does not serve it) is applied from the acknowledgement (roots: ngit_sync_own_roots_applied_late_total)."`
 	QuickReconnectWindow   time.Duration `yaml:"quick_reconnect_window" help:"A relay that reconnects within this window resumes with since=disconnect−since_buffer instead of a full historic sync; the own relay's self-subscription reconnecting within it keeps the local set as filled instead of reading the own relay back."`
 	SinceBuffer            time.Duration `yaml:"since_buffer" help:"Overlap subtracted from since on quick reconnects (0 is allowed). On a relay with NIP-77 the subscriptions ask from the disconnection less consolidation_overlap and this span before it is reconciled, so only what is missing is fetched."`
@@ -54,6 +55,7 @@ func DefaultSettings() Settings {
 		SelfKinds:              []int{nip34.KindRepoAnnouncement, nip34.KindRepoState, nip34.KindPatch, nip34.KindPullRequest, nip34.KindPRUpdate, nip34.KindIssue},
 		BatchWindow:            5 * time.Second,
 		BatchQuiet:             250 * time.Millisecond,
+		BatchMax:               2000,
 		RootWait:               15 * time.Second,
 		QuickReconnectWindow:   15 * time.Minute,
 		SinceBuffer:            15 * time.Minute,
@@ -94,6 +96,7 @@ func (s Settings) Validate() error {
 	v.Positive("quick_reconnect_window", s.QuickReconnectWindow)
 	v.NonNegative("since_buffer", s.SinceBuffer)
 	v.NonNegative("batch_quiet", s.BatchQuiet)
+	v.NonNegativeInt("batch_max", s.BatchMax)
 	v.Positive("root_wait", s.RootWait)
 	v.Positive("historic_retry_base", s.HistoricRetryBase)
 	v.Positive("historic_retry_max", s.HistoricRetryMax)

@@ -38,8 +38,7 @@ func (e *Engine) refreshSnapshot() {
 		if e.neg != nil {
 			rs.Negentropy = e.neg.Support(r.URL)
 		}
-		if !r.LastConnected.IsZero() {
-			t := r.LastConnected
+		if t := r.LastConnected; !t.IsZero() {
 			rs.LastConnected = &t
 		}
 		s.PendingBatches += rs.PendingBatches
