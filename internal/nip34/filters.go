@@ -97,6 +97,26 @@ func Layer3ByKind(since *nostr.Timestamp) []nostr.Filter {
 	}
 }
 
+// Layer3ByKindWithin is Layer3ByKind fitted by fit (a relay's tag values
+// per filter) into at most maxFilters filters (0: any number). When the
+// fit makes more, the comment filter drops `#k` (top-level comments on
+// issues and PRs then come here too, a second time), then `#K` (every
+// comment of the relay, each checked against the relay's items by the
+// subscription's matcher): more events, none lost, where a REQ over the
+// relay's filter bound would be refused again and again.
+func Layer3ByKindWithin(since *nostr.Timestamp, maxFilters int, fit func([]nostr.Filter) []nostr.Filter) []nostr.Filter {
+	base := Layer3ByKind(since)
+	fs := fit(base)
+	for _, tag := range []string{"k", "K"} {
+		if maxFilters <= 0 || len(fs) <= maxFilters {
+			break
+		}
+		delete(base[0].Tags, tag)
+		fs = fit(base)
+	}
+	return fs
+}
+
 // ByKind tells whether f is one of Layer3ByKind's filters (kinds 1111 and
 // 1619 only, naming no repository or root): what it matches must be checked
 // with RefersTo.

@@ -40,9 +40,9 @@ func (ls liveSubs) openKindSub(r *remote, since nostr.Timestamp) {
 	ls.openLiveMatch(r, kindSub, ls.kindFilters(r, &since), ls.refsOf(r).Refers, nil)
 }
 
-// kindFilters are nip34.Layer3ByKind within the tag values per filter the
-// relay allows (learned from its refusals): split, they stay one
-// subscription.
+// kindFilters are nip34.Layer3ByKind within the tag values and filters per
+// REQ the relay allows (nip34.Layer3ByKindWithin): they stay one subscription.
 func (ls liveSubs) kindFilters(r *remote, since *nostr.Timestamp) []nostr.Filter {
-	return historic.FitTagValues(nip34.Layer3ByKind(since), ls.e.lim.ValuesPerFilter(r.URL))
+	fit := func(fs []nostr.Filter) []nostr.Filter { return historic.FitTagValues(fs, ls.e.lim.ValuesPerFilter(r.URL)) }
+	return nip34.Layer3ByKindWithin(since, ls.e.d.Health.Limits(r.URL).MaxFilters, fit)
 }
