@@ -43,6 +43,7 @@ func (ls liveSubs) openKindSub(r *remote, since nostr.Timestamp) {
 // kindFilters are nip34.Layer3ByKind within the tag values and filters per
 // REQ the relay allows (nip34.Layer3ByKindWithin): they stay one subscription.
 func (ls liveSubs) kindFilters(r *remote, since *nostr.Timestamp) []nostr.Filter {
-	fit := func(fs []nostr.Filter) []nostr.Filter { return historic.FitTagValues(fs, ls.e.lim.ValuesPerFilter(r.URL)) }
+	per := ls.e.lim.ValuesPerFilter(r.URL)
+	fit := func(fs []nostr.Filter) []nostr.Filter { return historic.FitTagValues(fs, per) }
 	return nip34.Layer3ByKindWithin(since, ls.e.d.Health.Limits(r.URL).MaxFilters, fit)
 }
