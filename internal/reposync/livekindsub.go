@@ -40,8 +40,7 @@ func (ls liveSubs) openKindSub(r *remote, since nostr.Timestamp) {
 	ls.openLiveMatch(r, kindSub, ls.kindFilters(r, &since), ls.refsOf(r).Refers, nil)
 }
 
-// kindFilters are nip34.Layer3ByKind within the tag values and filters per
-// REQ the relay allows (nip34.Layer3ByKindWithin): they stay one subscription.
+// kindFilters: nip34.Layer3ByKindWithin the relay's learned bounds, one REQ.
 func (ls liveSubs) kindFilters(r *remote, since *nostr.Timestamp) []nostr.Filter {
 	per := ls.e.lim.ValuesPerFilter(r.URL)
 	fit := func(fs []nostr.Filter) []nostr.Filter { return historic.FitTagValues(fs, per) }
