@@ -77,7 +77,8 @@ func naiveResume(t testing.TB, url, publishTo string, pageSize int) naiveResult 
 			}
 			if publishTo != "" && len(fresh) > 0 {
 				if err := harness.PublishWindow(ctx, publishTo, 100, fresh...); err != nil {
-					t.Fatalf("naive client: publishing to %s: %v", publishTo, err)
+					t.Errorf("naive client: publishing to %s: %v", publishTo, err)
+					return res
 				}
 			}
 			if err != nil {
@@ -91,7 +92,9 @@ func naiveResume(t testing.TB, url, publishTo string, pageSize int) naiveResult 
 		}
 		c.Close()
 	}
-	t.Fatalf("naive client on %s: not done within %s (%d events, %d connections)", url, syncTimeout, len(res.got), res.conns)
+	// Errorf, not Fatalf: it may run beside another on a goroutine of its
+	// own; the caller finds fewer events than the relay holds.
+	t.Errorf("naive client on %s: not done within %s (%d events, %d connections)", url, syncTimeout, len(res.got), res.conns)
 	return res
 }
 

@@ -102,7 +102,8 @@ func Layer3ByKind(since *nostr.Timestamp) []nostr.Filter {
 // fit makes more, the comment filter drops `#k` (top-level comments on
 // issues and PRs then come here too, a second time), then `#K` (every
 // comment of the relay, each checked against the relay's items by the
-// subscription's matcher): more events, none lost, where a REQ over the
+// subscription's matcher), then merges both kinds into one filter: more
+// events, none lost, where a REQ over the
 // relay's filter bound would be refused again and again.
 func Layer3ByKindWithin(since *nostr.Timestamp, maxFilters int, fit func([]nostr.Filter) []nostr.Filter) []nostr.Filter {
 	base := Layer3ByKind(since)
@@ -113,6 +114,9 @@ func Layer3ByKindWithin(since *nostr.Timestamp, maxFilters int, fit func([]nostr
 		}
 		delete(base[0].Tags, tag)
 		fs = fit(base)
+	}
+	if maxFilters > 0 && len(fs) > maxFilters { // one filter: both kinds
+		return []nostr.Filter{{Kinds: []int{KindComment, KindPRUpdate}, Since: copyTS(since)}}
 	}
 	return fs
 }

@@ -224,6 +224,7 @@ func TestLayer3ByKindWithin(t *testing.T) {
 		{full, full, []string{"K", "k"}},
 		{full - 1, len(RootKindValues) + 1, []string{"K"}},
 		{len(RootKindValues), 2, nil},
+		{1, 1, nil},
 	} {
 		fs := Layer3ByKindWithin(nil, c.max, one)
 		if len(fs) != c.want {

@@ -273,9 +273,9 @@ type remote struct {
 	baseline  int
 	lastError string
 	received  atomic.Uint64
-	// historicGot counts the events historic jobs received, gotAtConnect
-	// its value when the connection came: a drop after more came
-	// resumes after health.resume_wait (onDisconnected).
+	// historicGot counts the events historic jobs received that were new,
+	// gotAtConnect its value when the connection came: a drop after more
+	// came resumes after health.resume_wait (onDisconnected).
 	historicGot  atomic.Uint64
 	gotAtConnect uint64
 	failures     int

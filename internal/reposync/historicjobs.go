@@ -229,7 +229,9 @@ func (js jobScheduler) startJobs(r *remote) {
 					}
 					return nil
 				}
-				got.Add(1)
+				if !js.e.h.Seen(in.Event.ID) { // progress, not a copy of what came before
+					got.Add(1)
+				}
 				return js.e.h.Handle(ctx, in)
 			}
 			began := js.e.clock.Now()
@@ -483,8 +485,7 @@ func (js jobScheduler) updateRelayState(r *remote) {
 			syncing = true
 		}
 	}
-	// Batches that cannot start while a refusal wait runs (allowed) are
-	// failures: a refusal before the first job left it "syncing" for hours.
+	// Held by a refusal wait (allowed), pending batches are failures.
 	refused := len(js.e.pending[r.URL]) > 0 && js.e.d.Health.RefusalRemaining(r.URL) > 0
 	r.HistoricFailed = len(r.failed) > 0 || retrying || refused || js.e.pager.Truncation.TiesCut(r.URL) > 0
 	switch {

@@ -267,8 +267,7 @@ func (e *Engine) onDisconnected(url string, gen uint64, err error) {
 	// A catch-up that did not complete, or items confirmed without their
 	// live filters, catch up from then.
 	from := catchUpFrom(r, e.clock.Now())
-	// A batch of items found after the first sync is a sync in progress.
-	inProgress := !r.HistoricDone || len(e.pending[url]) > 0
+	inProgress := !r.HistoricDone || len(e.pending[url]) > 0 // a later batch is a sync too
 	r.parked = nil
 	for _, b := range e.pending[url] {
 		if !r.HistoricDone && !b.Catchup && b.Retry == nil {
