@@ -485,8 +485,8 @@ func (js jobScheduler) updateRelayState(r *remote) {
 			syncing = true
 		}
 	}
-	// Held by a refusal wait (allowed), pending batches are failures.
-	refused := len(js.e.pending[r.URL]) > 0 && js.e.d.Health.RefusalRemaining(r.URL) > 0
+	// Held by a refusal wait (allowed), no job running: failures.
+	refused := len(js.e.pending[r.URL]) > 0 && r.running == 0 && js.e.d.Health.RefusalRemaining(r.URL) > 0
 	r.HistoricFailed = len(r.failed) > 0 || retrying || refused || js.e.pager.Truncation.TiesCut(r.URL) > 0
 	switch {
 	case syncing && !r.HistoricDone && !refused:
