@@ -2,9 +2,7 @@ package nip34
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -187,56 +185,5 @@ func TestLayer3Live(t *testing.T) {
 	byRepo := &nostr.Event{Kind: KindPRUpdate, Tags: nostr.Tags{{"a", "30617:p:d"}}}
 	if !RefersTo(byRepo, known, func(string) bool { return false }) {
 		t.Fatal("RefersTo: hosted repository not found")
-	}
-}
-
-// TestLayer3ByKindWithin: fitted to one tag value per filter, the kind
-// filters are 4×7 comment filters and the PR-update one; a relay allowing
-// fewer filters per REQ gets the comment filter without `#k`, then without
-// `#K`, every filter still a kind filter (checked by the matcher).
-func TestLayer3ByKindWithin(t *testing.T) {
-	one := func(fs []nostr.Filter) []nostr.Filter { // one value per tag per filter
-		var out []nostr.Filter
-		for _, f := range fs {
-			parts := []nostr.Filter{f}
-			for tag, vs := range f.Tags {
-				var next []nostr.Filter
-				for _, p := range parts {
-					for _, v := range vs {
-						q := p
-						q.Tags = maps.Clone(p.Tags)
-						q.Tags[tag] = []string{v}
-						next = append(next, q)
-					}
-				}
-				parts = next
-			}
-			out = append(out, parts...)
-		}
-		return out
-	}
-	full := len(RootKindValues)*len(ParentKindValues) + 1
-	for _, c := range []struct {
-		max, want int
-		tags      []string // the first filter's tags
-	}{
-		{0, full, []string{"K", "k"}},
-		{full, full, []string{"K", "k"}},
-		{full - 1, len(RootKindValues) + 1, []string{"K"}},
-		{len(RootKindValues), 2, nil},
-		{1, 1, nil},
-	} {
-		fs := Layer3ByKindWithin(nil, c.max, one)
-		if len(fs) != c.want {
-			t.Errorf("max %d: %d filters, want %d", c.max, len(fs), c.want)
-		}
-		if got := slices.Sorted(maps.Keys(fs[0].Tags)); !slices.Equal(got, c.tags) {
-			t.Errorf("max %d: first filter's tags %v, want %v", c.max, got, c.tags)
-		}
-		for _, f := range fs {
-			if !ByKind(f) {
-				t.Errorf("max %d: %v is no kind filter", c.max, f)
-			}
-		}
 	}
 }
